@@ -1,0 +1,151 @@
+// redisched::Client: every job operation of redisched, each one atomic call
+// of the Redis Functions library (lua/redisched.lua).
+//
+// Thread safety: a Client may be used from any number of threads at once.
+// Its I/O runs on one thread of its own; asynchronous callbacks run there
+// and must not block (a synchronous call from a callback deadlocks).
+//
+// Errors: the synchronous calls throw redisched::Error (Errc::invalid_argument
+// for refused arguments, Errc::connection when Redis is unreachable, ...).
+// Outcomes that depend on the job's state (exists, not found, stale token)
+// are values, not exceptions. The asynchronous calls deliver Result<T>.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "redisched/error.h"
+#include "redisched/job.h"
+
+namespace redisched {
+
+struct ClientOptions {
+  // redis://[user:password@]host[:port][/db], rediss://... (TLS; query
+  // parameters ca=/path/to/ca.pem and verify=0), or unix:///path[?db=N].
+  std::string redis_url = "redis://127.0.0.1:6379";
+  // Every key is "<prefix>:{<topic>}:<name>".
+  std::string prefix = "redisched";
+  // Bodies larger than this are refused (bytes; the library's own limit).
+  std::size_t max_body = 1 << 20;
+  // Pipelined connections to share the calls (at least 1).
+  int connections = 1;
+  // How long the constructor waits for the first connection.
+  Millis connect_timeout{5000};
+  // A call unanswered this long fails with Errc::timeout and the connection
+  // is reopened. 0 = wait forever.
+  Millis command_timeout{10000};
+  // Reconnection backoff: doubles from min to max.
+  Millis reconnect_min{50};
+  Millis reconnect_max{2000};
+};
+
+template <class T>
+using Callback = std::function<void(Result<T>)>;
+
+class Client {
+ public:
+  // Connects, and loads the Functions library when Redis lacks it or holds
+  // an older version. Throws Error (Errc::connection) when the first
+  // connection fails within connect_timeout, Errc::invalid_argument for a
+  // malformed URL.
+  explicit Client(ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  const ClientOptions& options() const noexcept;
+
+  // Topic names: 1..128 characters of A-Z a-z 0-9 _ - . (they end up in
+  // keys, URLs and metric labels).
+  static void validate_topic(std::string_view topic);
+
+  // ---- synchronous
+  PutOutcome put(std::string_view topic, const JobSpec& job);
+  // Up to 1000 jobs per call to Redis; larger spans are split.
+  std::vector<PutOutcome> put_many(std::string_view topic, std::span<const JobSpec> jobs);
+  std::optional<Job> get(std::string_view topic, std::string_view id);
+  // Removes a job in any state; false if there was none.
+  bool remove(std::string_view topic, std::string_view id);
+  // Hands out up to count (1..1000) ready jobs for their time-to-run (ttr
+  // applies to jobs put without one; 0 = the default).
+  ReserveResult reserve(std::string_view topic, int count = 1, Millis ttr = Millis{0});
+  // keep > 0 keeps the finished job (state done) that long.
+  Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token,
+              Millis keep = Millis{0});
+  std::vector<Outcome> ack_many(std::string_view topic,
+                                std::span<const std::pair<std::string, std::uint64_t>> jobs);
+  // Puts a reserved job back (not counted as an attempt), due after delay,
+  // optionally with a new priority.
+  Outcome release(std::string_view topic, std::string_view id, std::uint64_t token,
+                  Millis delay = Millis{0}, std::optional<int> priority = std::nullopt);
+  // The attempt failed: retry after the job's backoff, or dead once its
+  // attempts are used up (at once with bury).
+  FailResult fail(std::string_view topic, std::string_view id, std::uint64_t token,
+                  std::string_view error, bool bury = false);
+  // Extends a reservation to now + ttr (0 = the job's own ttr).
+  TouchResult touch(std::string_view topic, std::string_view id, std::uint64_t token,
+                    Millis ttr = Millis{0});
+  // Takes up to count ready jobs for good (at-most-once).
+  ReserveResult pull(std::string_view topic, int count = 1);
+  // Lapsed reservations back to ready or dead; at most limit of them.
+  RequeueResult requeue(std::string_view topic, int limit = 1000);
+  TopicStats stats(std::string_view topic);
+  // Jobs of one state, in the order they leave it; count 1..1000.
+  ListPage list(std::string_view topic, JobState state, std::int64_t offset, int count,
+                bool with_bodies = true);
+  // Dead jobs back to ready; returns how many were dead.
+  int kick(std::string_view topic, std::span<const std::string> ids);
+  int kick_all(std::string_view topic, int limit = 1000);
+  // A paused topic hands out nothing. True when the state changed.
+  bool pause(std::string_view topic);
+  bool resume(std::string_view topic);
+  // Every topic that has ever had a job (SCAN; for tools, not hot paths).
+  std::vector<std::string> topics();
+  // The Redis server's clock.
+  std::int64_t now_ms();
+
+  // ---- asynchronous: many calls in flight on the pipelined connections.
+  void put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done);
+  std::future<PutOutcome> put_async(std::string_view topic, const JobSpec& job);
+  void put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
+                      Callback<std::vector<PutOutcome>> done);
+  std::future<std::vector<PutOutcome>> put_many_async(std::string_view topic,
+                                                      std::span<const JobSpec> jobs);
+  void get_async(std::string_view topic, std::string_view id, Callback<std::optional<Job>> done);
+  std::future<std::optional<Job>> get_async(std::string_view topic, std::string_view id);
+  void remove_async(std::string_view topic, std::string_view id, Callback<bool> done);
+  std::future<bool> remove_async(std::string_view topic, std::string_view id);
+  void reserve_async(std::string_view topic, int count, Millis ttr, Callback<ReserveResult> done);
+  std::future<ReserveResult> reserve_async(std::string_view topic, int count = 1,
+                                           Millis ttr = Millis{0});
+  void ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                 Callback<Outcome> done);
+  std::future<Outcome> ack_async(std::string_view topic, std::string_view id, std::uint64_t token);
+  void ack_many_async(std::string_view topic,
+                      std::span<const std::pair<std::string, std::uint64_t>> jobs,
+                      Callback<std::vector<Outcome>> done);
+  std::future<std::vector<Outcome>> ack_many_async(
+      std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs);
+  void release_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
+                     Callback<Outcome> done);
+  void fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                  std::string_view error, Callback<FailResult> done);
+  void touch_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr,
+                   Callback<TouchResult> done);
+  void pull_async(std::string_view topic, int count, Callback<ReserveResult> done);
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace redisched

@@ -1,0 +1,68 @@
+// Errors of redisched: one enum, registered as a std::error_code category, and
+// one exception type that carries it with a message naming what went wrong.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <variant>
+
+namespace redisched {
+
+enum class Errc {
+  ok = 0,
+  invalid_argument,  // the call's arguments were refused (nothing was changed)
+  connection,        // Redis could not be reached or the connection was lost
+  auth,              // Redis refused the credentials (AUTH) or the database (SELECT)
+  timeout,           // Redis did not answer in time
+  protocol,          // Redis answered something this client cannot read
+  server,            // Redis answered with an error this client does not map
+  closed,            // the client was closed
+  bad_format,        // a stored job has a format this version does not read
+};
+
+const std::error_category& error_category() noexcept;
+
+inline std::error_code make_error_code(Errc e) noexcept {
+  return {static_cast<int>(e), error_category()};
+}
+
+// Thrown by the synchronous API; carried by Result in the asynchronous one.
+class Error : public std::runtime_error {
+ public:
+  Error(Errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  Errc code() const noexcept { return code_; }
+
+ private:
+  Errc code_;
+};
+
+// A value or the Error that prevented it (what asynchronous calls deliver).
+template <class T>
+class Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  bool ok() const noexcept { return v_.index() == 0; }
+  // REQUIRES: !ok()
+  const Error& error() const { return std::get<1>(v_); }
+  // Returns the value, or throws the Error.
+  T& value() & {
+    if (!ok()) throw std::get<1>(v_);
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    if (!ok()) throw std::get<1>(v_);
+    return std::get<0>(std::move(v_));
+  }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+}  // namespace redisched
+
+template <>
+struct std::is_error_code_enum<redisched::Errc> : std::true_type {};

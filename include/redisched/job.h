@@ -1,0 +1,136 @@
+// The values redisched hands in and out: what to put, what a job is, what a
+// reservation holds. Times are Unix milliseconds of the Redis server's clock.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redisched {
+
+using Millis = std::chrono::milliseconds;
+
+enum class JobState { delayed, ready, reserved, dead, done };
+std::string_view to_string(JobState s) noexcept;
+std::optional<JobState> parse_job_state(std::string_view s) noexcept;
+
+enum class BackoffKind { fixed, exponential };
+
+// Delay before the retry after a failure: fixed, or base * 2^(attempt-1)
+// capped at cap.
+struct Backoff {
+  BackoffKind kind = BackoffKind::exponential;
+  Millis base{1000};
+  Millis cap{600000};
+};
+
+// What put does when the id exists.
+enum class PutMode {
+  create,   // refuse: the outcome is PutOutcome::exists
+  replace,  // update an existing job only: PutOutcome::not_found otherwise
+  upsert,   // create or update
+};
+
+// A job to put. Unset options take the defaults of docs/redis-api.md:
+// due now, priority 0, ttr 30 s, 5 attempts, exponential backoff 1 s..10 min.
+struct JobSpec {
+  std::string id;                         // 1..256 bytes, no control characters
+  std::string body;                       // any bytes, up to ClientOptions::max_body
+  std::optional<Millis> delay;            // due this long after now
+  std::optional<std::int64_t> due_at_ms;  // or at this time; not both
+  int priority = 0;                       // 0..1000, higher first
+  std::optional<Millis> ttr;              // time-to-run of a reservation
+  std::optional<int> max_attempts;        // 1..1000
+  std::optional<Backoff> backoff;
+  PutMode mode = PutMode::create;
+};
+
+enum class PutOutcome { created, updated, exists, not_found };
+
+// A job as stored, as get and list return it.
+struct Job {
+  std::string id;
+  JobState state = JobState::ready;
+  std::string body;
+  int priority = 0;
+  std::int64_t created_ms = 0;
+  std::int64_t due_ms = 0;
+  int attempts = 0;  // attempts that ended without success so far
+  int max_attempts = 0;
+  Millis ttr{0};
+  Backoff backoff;
+  std::optional<std::string> error;  // the last failure's text
+  // state == reserved:
+  std::uint64_t token = 0;
+  std::int64_t reserved_at_ms = 0;
+  std::int64_t deadline_ms = 0;
+  // state == dead: when it died. state == done: when it finished and when
+  // its retention ends.
+  std::int64_t died_ms = 0;
+  std::int64_t finished_ms = 0;
+  std::int64_t expires_ms = 0;
+};
+
+// A job handed out by reserve (token != 0) or pull (token == 0).
+struct Reservation {
+  std::string id;
+  std::string body;
+  std::uint64_t token = 0;  // goes with ack, release, fail and touch
+  int attempt = 1;          // this attempt's number, from 1
+  int max_attempts = 0;
+  int priority = 0;
+  std::int64_t created_ms = 0;
+  std::int64_t due_ms = 0;
+  std::int64_t deadline_ms = 0;  // reserve only
+};
+
+struct ReserveResult {
+  std::vector<Reservation> jobs;
+  std::int64_t now_ms = 0;  // the Redis server's clock at the call
+  // When to look again: 0 = jobs may remain, -1 = nothing is scheduled,
+  // otherwise the earliest due time or reservation deadline (ms).
+  std::int64_t next_ms = -1;
+  bool paused = false;
+};
+
+// The outcome of ack, release, fail and touch for one job.
+enum class Outcome {
+  ok,
+  not_found,    // no such job
+  wrong_state,  // the job is not reserved
+  stale_token,  // the job was reserved again since: this reservation is over
+};
+std::string_view to_string(Outcome o) noexcept;
+
+struct FailResult {
+  Outcome outcome = Outcome::ok;
+  JobState state = JobState::delayed;  // where the job went, when ok
+};
+
+struct TouchResult {
+  Outcome outcome = Outcome::ok;
+  std::int64_t deadline_ms = 0;  // the new deadline, when ok
+};
+
+struct TopicStats {
+  std::int64_t delayed = 0, ready = 0, reserved = 0, dead = 0, done = 0;
+  bool paused = false;
+  std::int64_t next_due_ms = -1;  // earliest due delayed job, -1 if none
+  std::int64_t failed_total = 0, dead_total = 0, lapsed_total = 0;
+};
+
+struct ListPage {
+  std::int64_t total = 0;  // jobs in that state
+  std::vector<Job> jobs;
+};
+
+struct RequeueResult {
+  int requeued = 0;  // back to ready
+  int buried = 0;    // to dead (attempts used up)
+  std::int64_t next_deadline_ms = -1;
+};
+
+}  // namespace redisched

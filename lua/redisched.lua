@@ -1,0 +1,999 @@
+#!lua name=redisched
+--[[
+redisched: a delayed/priority job queue as one Redis Functions library.
+
+Load it as it is:   redis-cli FUNCTION LOAD REPLACE "$(cat lua/redisched.lua)"
+Call it:            FCALL redisched_<op> 7 <the topic's seven keys> <arguments...>
+
+Every function takes the same seven keys of one topic T, in this order
+(P is a prefix, "redisched" by default; {T} is the Redis Cluster hash tag):
+  KEYS[1] P:{T}:jobs      hash  id -> packed job record (body and metadata)
+  KEYS[2] P:{T}:delayed   zset  id -> due time (ms)
+  KEYS[3] P:{T}:ready     zset  id -> (1000 - priority) * 2^43 + ready sequence
+  KEYS[4] P:{T}:reserved  zset  id -> reservation deadline (ms)
+  KEYS[5] P:{T}:dead      zset  id -> time it died (ms)
+  KEYS[6] P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
+  KEYS[7] P:{T}:meta      hash  seq (counter), paused, totals
+
+A job is in exactly one of delayed, ready, reserved, dead, done: its state
+is the set that holds it (docs/lifecycle.md draws the transitions).
+Keys are never built here, so the library runs unchanged on Redis Cluster.
+
+Time is the Redis server's clock in milliseconds. Every function accepts a
+trailing "NOW <ms>" for tests that need to control time.
+
+Replies use stable codes (docs/redis-api.md). Per-job outcomes are integers:
+   1 ok / created      2 updated (put REPLACE/UPSERT)
+   0 no such job      -1 id exists (put)
+  -2 wrong state      -3 stale token (the reservation is no longer yours)
+Invalid arguments are error replies whose first word is a code:
+  BADARG <what is wrong>      BADKEYS <what is wrong>
+Validation happens before the first write: a refused call changes nothing.
+]]
+
+local LIBRARY_VERSION = 1 -- bump on any change of behaviour or stored format
+
+local PRIO_MAX = 1000
+local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
+local ID_MAX = 256             -- bytes
+local BODY_MAX_DEFAULT = 1048576
+local BODY_MAX_LIMIT = 536870912
+local ERROR_MAX = 8192
+local MS_MAX = 253402300799999   -- 9999-12-31, as a due time
+local DELAY_MAX = 315576000000   -- ten years
+local TTR_MAX = 86400000 * 7     -- a week
+local ATTEMPTS_MAX = 1000
+local BATCH_MAX = 1000           -- jobs in one call
+local PROMOTE_BATCH = 1000       -- due jobs moved to ready in one call
+local REQUEUE_INLINE = 100       -- lapsed reservations reserve recovers itself
+
+-- Defaults for what a job does not say (stored only when different).
+local DEFAULT_TTR = 30000
+local DEFAULT_ATTEMPTS = 5
+local DEFAULT_BACKOFF = { 2, 1000, 600000 } -- exponential, 1 s base, 10 min cap
+
+local OK, UPDATED, MISSING, EXISTS, WRONG_STATE, STALE = 1, 2, 0, -1, -2, -3
+local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
+local BACKOFF_NAMES = { 'fixed', 'exponential' }
+
+-- Record layout (docs/redis-api.md, "Stored format"): a flags byte, an
+-- optional second flags byte, the stamp (created ms * 4096 + put sequence mod
+-- 4096), the optional fields the flags name, in flag order, then the body.
+-- A waiting job with default options has an 8-byte head, so a 100-byte body
+-- still fits Redis's 112-byte allocation class.
+local F_PRIO, F_DUE, F_LEASE, F_MADE, F_ERROR, F_EXT, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 192
+local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_UNKNOWN = 1, 2, 4, 8, 240
+local TICKS = 4096
+
+-- (bit and struct are only reachable inside calls, not while loading.)
+local function band(a, b) return bit.band(a, b) end
+
+---------------------------------------------------------------- arguments
+
+local function bad(msg)
+  error({ bad = 'BADARG ' .. msg })
+end
+
+local function show(v)
+  if #v > 40 then v = v:sub(1, 40) .. '...' end
+  return "'" .. v .. "'"
+end
+
+local function int_arg(v, name, lo, hi)
+  if v == nil then bad(name .. ' is missing') end
+  if #v > 18 or not v:match('^%-?%d+$') then
+    bad(name .. ' must be an integer, got ' .. show(v))
+  end
+  local n = tonumber(v)
+  if n < lo or n > hi then
+    bad(name .. ' must be from ' .. lo .. ' to ' .. hi .. ', got ' .. v)
+  end
+  return n
+end
+
+local function id_arg(v, checked)
+  if v == nil or v == '' then bad('job id is empty') end
+  if #v > ID_MAX then bad('job id is longer than ' .. ID_MAX .. ' bytes') end
+  if not checked and v:find('%c') then bad('job id contains a control character') end
+  return v
+end
+
+local function check_keys(keys)
+  if #keys ~= 7 then
+    error({ bad = 'BADKEYS expected the topic\'s 7 keys (jobs delayed ready reserved dead done meta), got ' .. #keys })
+  end
+  return { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
+           dead = keys[5], done = keys[6], meta = keys[7] }
+end
+
+-- Reads "WORD value" options from args[from..]; spec maps WORD to the number
+-- of values it takes (0 for a flag). Returns a table of WORD -> value(s).
+local NO_OPTIONS = {}
+
+local function options(args, from, to, spec)
+  if from > to then return NO_OPTIONS end
+  local o = {}
+  local i = from
+  while i <= to do
+    local word = args[i]:upper()
+    local n = spec[word]
+    if n == nil then bad('unknown option ' .. show(args[i])) end
+    if o[word] ~= nil then bad(word .. ' given twice') end
+    if i + n > to then bad(word .. ' needs ' .. n .. ' value(s)') end
+    if n == 0 then o[word] = true
+    elseif n == 1 then o[word] = args[i + 1]
+    else o[word] = { unpack(args, i + 1, i + n) } end
+    i = i + n + 1
+  end
+  return o
+end
+
+local function clock(o)
+  if o.NOW then return int_arg(o.NOW, 'NOW', 0, MS_MAX) end
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+---------------------------------------------------------------- records
+
+local function decode(rec)
+  local flags, pos = struct.unpack('>B', rec)
+  local ext, stamp = 0, nil
+  if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
+  if band(flags, F_UNKNOWN) ~= 0 or band(ext, X_UNKNOWN) ~= 0 then
+    error({ bad = 'BADFORMAT a stored job has a format this library version does not read' })
+  end
+  stamp, pos = struct.unpack('>I7', rec, pos)
+  local j = { prio = 0, created = math.floor(stamp / TICKS), seq = stamp % TICKS }
+  if band(flags, F_PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
+  if band(flags, F_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
+  if band(flags, F_LEASE) ~= 0 then j.token, j.reserved_at, pos = struct.unpack('>I6I6', rec, pos) end
+  if band(flags, F_MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
+  if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
+  if band(ext, X_ATTEMPTS) ~= 0 then j.max, pos = struct.unpack('>I2', rec, pos) end
+  if band(ext, X_BACKOFF) ~= 0 then
+    local kind, base, cap
+    kind, base, cap, pos = struct.unpack('>BI4I4', rec, pos)
+    j.backoff = { kind, base, cap }
+  end
+  if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
+  if band(flags, F_ERROR) ~= 0 then
+    local len
+    len, pos = struct.unpack('>I2', rec, pos)
+    j.err = rec:sub(pos, pos + len - 1)
+    pos = pos + len
+  end
+  j.due = j.due or j.created
+  j.body = rec:sub(pos)
+  return j
+end
+
+-- Packs a job. A job in delayed keeps its due time as its score there, so
+-- the record leaves it out (due_in_score); elsewhere it is stored unless it
+-- equals the creation time.
+local function encode(j, due_in_score)
+  local stamp = j.created * TICKS + j.seq % TICKS
+  local store_due = not due_in_score and j.due ~= j.created
+  if j.prio == 0 and not store_due and not j.token and not j.made and not j.ttr
+      and not j.max and not j.backoff and not j.finished and not j.err then
+    return struct.pack('>BI7', 0, stamp) .. j.body -- the common case, kept fast
+  end
+  local flags, ext, opt, ext_opt = 0, 0, {}, {}
+  if j.prio ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.prio) end
+  if store_due then flags = flags + F_DUE; opt[#opt + 1] = struct.pack('>I6', j.due) end
+  if j.token then flags = flags + F_LEASE; opt[#opt + 1] = struct.pack('>I6I6', j.token, j.reserved_at) end
+  if j.made and j.made > 0 then flags = flags + F_MADE; opt[#opt + 1] = struct.pack('>I2', j.made) end
+  if j.ttr then ext = ext + X_TTR; opt[#opt + 1] = struct.pack('>I4', j.ttr) end
+  if j.max then ext = ext + X_ATTEMPTS; opt[#opt + 1] = struct.pack('>I2', j.max) end
+  if j.backoff then
+    ext = ext + X_BACKOFF
+    opt[#opt + 1] = struct.pack('>BI4I4', j.backoff[1], j.backoff[2], j.backoff[3])
+  end
+  if j.finished then ext = ext + X_FINISHED; opt[#opt + 1] = struct.pack('>I6', j.finished) end
+  if j.err then flags = flags + F_ERROR; opt[#opt + 1] = struct.pack('>I2', #j.err) .. j.err end
+  local head
+  if ext ~= 0 then head = struct.pack('>BBI7', flags + F_EXT, ext, stamp)
+  else head = struct.pack('>BI7', flags, stamp) end
+  return head .. table.concat(opt) .. j.body
+end
+
+-- Numbers go to redis.call as they are: Redis converts them with 17 digits,
+-- exact below 2^53 (Lua's own tostring, used by '..', keeps only 14).
+local function ready_score(prio, seq)
+  return (PRIO_MAX - prio) * SEQ_SPAN + seq % SEQ_SPAN
+end
+
+-- Takes n numbers from the topic's sequence; returns the first.
+local function take_seq(k, n)
+  return redis.call('HINCRBY', k.meta, 'seq', n) - n + 1
+end
+
+local function max_attempts(j) return j.max or DEFAULT_ATTEMPTS end
+
+local function backoff_delay(j)
+  local b = j.backoff or DEFAULT_BACKOFF
+  if b[1] == BACKOFF_KINDS.fixed then return b[2] end
+  local d = b[2] * 2 ^ math.max((j.made or 1) - 1, 0)
+  if d > b[3] then d = b[3] end
+  return d
+end
+
+---------------------------------------------------------------- moves
+
+-- Moves due delayed jobs to ready, in order of due time and then put order.
+-- Returns true when due jobs remain (more than one call's batch was due).
+local function promote(k, now)
+  local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH)
+  local n = #due / 2
+  if n == 0 then return false end
+  local more = false
+  if n == PROMOTE_BATCH then
+    -- Never split the jobs of one due millisecond over two calls: the ones
+    -- left behind would lose their place behind jobs put after them.
+    more = true
+    local last = due[#due]
+    local cut = n
+    while cut > 0 and due[2 * cut] == last do cut = cut - 1 end
+    if cut > 0 then n = cut
+    else
+      due = redis.call('ZRANGEBYSCORE', k.delayed, last, last, 'WITHSCORES')
+      n = #due / 2
+    end
+  end
+  local ids = {}
+  for i = 1, n do ids[i] = due[2 * i - 1] end
+  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local moving = {}
+  for i = 1, n do
+    if recs[i] then
+      local j = decode(recs[i])
+      j.id, j.due = ids[i], tonumber(due[2 * i])
+      moving[#moving + 1] = j
+    end
+  end
+  -- Put order among jobs due in the same millisecond: creation time, then the
+  -- put sequence mod 4096, compared modulo (fewer than 2048 puts share a ms).
+  table.sort(moving, function(a, b)
+    if a.due ~= b.due then return a.due < b.due end
+    if a.created ~= b.created then return a.created < b.created end
+    return a.seq ~= b.seq and (b.seq - a.seq) % TICKS < TICKS / 2
+  end)
+  if #moving > 0 then
+    local seq = take_seq(k, #moving)
+    local zargs, hargs = {}, {}
+    for i, j in ipairs(moving) do
+      zargs[2 * i - 1] = ready_score(j.prio, seq + i - 1)
+      zargs[2 * i] = j.id
+      hargs[2 * i - 1] = j.id
+      hargs[2 * i] = encode(j)
+    end
+    redis.call('ZADD', k.ready, unpack(zargs))
+    redis.call('HSET', k.jobs, unpack(hargs))
+  end
+  redis.call('ZREM', k.delayed, unpack(ids))
+  return more
+end
+
+-- Stores a job and places it in delayed or ready by its due time. A job due
+-- now waits in delayed while older due jobs are still there (a backlog larger
+-- than one promotion), so ready order always follows due order.
+-- Returns 'ready' or 'delayed'.
+local function place(k, id, j, now)
+  if j.due > now or promote(k, now) then
+    redis.call('HSET', k.jobs, id, encode(j, true))
+    redis.call('ZADD', k.delayed, j.due, id)
+    return 'delayed'
+  end
+  redis.call('HSET', k.jobs, id, encode(j))
+  redis.call('ZADD', k.ready, ready_score(j.prio, take_seq(k, 1)), id)
+  return 'ready'
+end
+
+-- Removes an id from every state set; returns the name of the state it was in.
+local function unlink(k, id)
+  for _, s in ipairs({ 'ready', 'delayed', 'reserved', 'dead', 'done' }) do
+    if redis.call('ZREM', k[s], id) == 1 then return s end
+  end
+  return nil
+end
+
+local function state_of(k, id)
+  for _, s in ipairs({ 'ready', 'delayed', 'reserved', 'dead', 'done' }) do
+    local score = redis.call('ZSCORE', k[s], id)
+    if score then return s, tonumber(score) end
+  end
+  return 'unknown', nil
+end
+
+-- A reservation that ended without success: counts an attempt, then back to
+-- ready (retry now), delayed (backoff) or dead. Returns 'ready'|'delayed'|'dead'.
+local function retry_or_bury(k, id, j, now, err, backoff, bury)
+  j.token, j.reserved_at = nil, nil
+  j.made = (j.made or 0) + 1
+  j.err = err
+  redis.call('ZREM', k.reserved, id)
+  if bury or j.made >= max_attempts(j) then
+    redis.call('HSET', k.jobs, id, encode(j))
+    redis.call('ZADD', k.dead, now, id)
+    redis.call('HINCRBY', k.meta, 'dead_total', 1)
+    return 'dead'
+  end
+  j.due = now + (backoff and backoff_delay(j) or 0)
+  return place(k, id, j, now)
+end
+
+-- Lapsed reservations back to ready (an attempt each) or dead.
+local function requeue_lapsed(k, now, limit)
+  local ids = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, limit)
+  local back, buried = 0, 0
+  for _, id in ipairs(ids) do
+    local rec = redis.call('HGET', k.jobs, id)
+    if rec then
+      local to = retry_or_bury(k, id, decode(rec), now, 'time-to-run lapsed', false, false)
+      if to == 'dead' then buried = buried + 1 else back = back + 1 end
+    else
+      redis.call('ZREM', k.reserved, id)
+    end
+  end
+  if back + buried > 0 then redis.call('HINCRBY', k.meta, 'lapsed_total', back + buried) end
+  return back, buried
+end
+
+-- Drops retained finished jobs whose window has ended.
+local function trim_done(k, now)
+  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', now, 'LIMIT', 0, 100)
+  if #ids > 0 then
+    redis.call('HDEL', k.jobs, unpack(ids))
+    redis.call('ZREM', k.done, unpack(ids))
+  end
+end
+
+-- The job as a flat field/value array (a map for RESP3 clients).
+local function job_fields(id, j, state, score)
+  if state == 'delayed' then j.due = score end
+  local b = j.backoff or DEFAULT_BACKOFF
+  local f = {
+    'id', id, 'state', state, 'body', j.body, 'priority', j.prio,
+    'created', j.created, 'due', j.due, 'attempts', j.made or 0,
+    'max_attempts', max_attempts(j), 'ttr', j.ttr or DEFAULT_TTR,
+    'backoff', BACKOFF_NAMES[b[1]], 'backoff_base', b[2], 'backoff_cap', b[3],
+  }
+  if j.err then f[#f + 1] = 'error'; f[#f + 1] = j.err end
+  if state == 'reserved' then
+    f[#f + 1] = 'token'; f[#f + 1] = j.token
+    f[#f + 1] = 'reserved_at'; f[#f + 1] = j.reserved_at
+    f[#f + 1] = 'deadline'; f[#f + 1] = score
+  elseif state == 'dead' then
+    f[#f + 1] = 'died'; f[#f + 1] = score
+  elseif state == 'done' then
+    f[#f + 1] = 'finished'; f[#f + 1] = j.finished
+    f[#f + 1] = 'expires'; f[#f + 1] = score
+  end
+  return f
+end
+
+---------------------------------------------------------------- put
+
+local PUT_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
+                      REPLACE = 0, UPSERT = 0 }
+
+-- Validates one job's arguments; returns a description of it.
+local function parse_job(id, body, o, now, body_max, id_checked)
+  local p = { id = id_arg(id, id_checked), body = body }
+  if body == nil then bad('body is missing') end
+  if #body > body_max then bad('body is ' .. #body .. ' bytes, over the limit of ' .. body_max) end
+  if o.DELAY and o.AT then bad('give DELAY or AT, not both') end
+  if o.REPLACE and o.UPSERT then bad('give REPLACE or UPSERT, not both') end
+  p.due = now
+  if o.DELAY then p.due = now + int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX) end
+  if o.AT then p.due = int_arg(o.AT, 'AT', 0, MS_MAX) end
+  p.prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX) or 0
+  if o.TTR then
+    local ttr = int_arg(o.TTR, 'TTR', 1, TTR_MAX)
+    if ttr ~= DEFAULT_TTR then p.ttr = ttr end
+  end
+  if o.ATTEMPTS then
+    local n = int_arg(o.ATTEMPTS, 'ATTEMPTS', 1, ATTEMPTS_MAX)
+    if n ~= DEFAULT_ATTEMPTS then p.max = n end
+  end
+  if o.BACKOFF then
+    local kind = BACKOFF_KINDS[o.BACKOFF[1]:lower()]
+    if not kind then bad('BACKOFF kind must be fixed or exponential, got ' .. show(o.BACKOFF[1])) end
+    local base = int_arg(o.BACKOFF[2], 'BACKOFF base', 0, DELAY_MAX)
+    local cap = int_arg(o.BACKOFF[3], 'BACKOFF cap', 0, DELAY_MAX)
+    if kind == BACKOFF_KINDS.exponential and cap < base then bad('BACKOFF cap is below its base') end
+    local d = DEFAULT_BACKOFF
+    if kind ~= d[1] or base ~= d[2] or cap ~= d[3] then p.backoff = { kind, base, cap } end
+  end
+  p.mode = (o.REPLACE and 'replace') or (o.UPSERT and 'upsert') or 'create'
+  return p
+end
+
+-- Stores one validated job; returns its outcome code.
+local function store_job(k, p, seq, now, old)
+  if old and p.mode == 'create' then return EXISTS end
+  if not old and p.mode == 'replace' then return MISSING end
+  local j = { prio = p.prio, seq = seq, created = now, due = p.due, ttr = p.ttr,
+              max = p.max, backoff = p.backoff, body = p.body }
+  if old then
+    -- A new version of the job: keeps its creation time, starts its attempts
+    -- afresh and ends any reservation (the holder's token goes stale).
+    j.created = decode(old).created
+    unlink(k, p.id)
+  end
+  place(k, p.id, j, now)
+  return old and UPDATED or OK
+end
+
+--[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
+ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
+      [BACKOFF fixed|exponential base-ms cap-ms] [REPLACE | UPSERT]
+      [MAXBODY bytes] [NOW ms]
+  DELAY/AT: when it is due (default now). PRIORITY: higher runs first (0).
+  TTR: time-to-run of a reservation (30000). ATTEMPTS: tries before dead (5).
+  BACKOFF: delay after a failure (exponential 1000 600000).
+  REPLACE: update an existing job only; UPSERT: create or update.
+  MAXBODY: the largest body accepted (1048576).
+Output: 1 created, 2 updated, -1 the id exists (neither flag), 0 no such job
+  (REPLACE). An update keeps created, resets attempts, and ends a reservation.
+]]
+local function put(keys, args)
+  local k = check_keys(keys)
+  local o = options(args, 3, #args, { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1,
+    BACKOFF = 3, REPLACE = 0, UPSERT = 0, MAXBODY = 1, NOW = 1 })
+  local body_max = o.MAXBODY and int_arg(o.MAXBODY, 'MAXBODY', 0, BODY_MAX_LIMIT) or BODY_MAX_DEFAULT
+  local now = clock(o)
+  local p = parse_job(args[1], args[2], o, now, body_max)
+  if p.mode ~= 'create' then
+    return store_job(k, p, take_seq(k, 1), now, redis.call('HGET', k.jobs, p.id))
+  end
+  -- The common case: one sequence number orders the job both among puts and
+  -- among ready jobs, taken after older due jobs were made ready.
+  local backlog = p.due <= now and promote(k, now)
+  local seq = take_seq(k, 1)
+  local j = { prio = p.prio, seq = seq, created = now, due = p.due, ttr = p.ttr,
+              max = p.max, backoff = p.backoff, body = p.body }
+  local delayed = p.due > now or backlog
+  if redis.call('HSETNX', k.jobs, p.id, encode(j, delayed)) == 0 then return EXISTS end
+  if delayed then
+    redis.call('ZADD', k.delayed, p.due, p.id)
+  else
+    redis.call('ZADD', k.ready, ready_score(p.prio, seq), p.id)
+  end
+  return OK
+end
+
+--[[ redisched_putmany: add or update many jobs in one call.
+ARGV: count, then count times: id body nopts [option value...] (nopts words of
+      put's per-job options), then [MAXBODY bytes] [NOW ms] for all.
+Output: an array of put's codes, one per job, in order. A job id given twice
+  in one call is treated as two puts, in order.
+]]
+local function putmany(keys, args)
+  local k = check_keys(keys)
+  local count = int_arg(args[1], 'count', 1, BATCH_MAX)
+  local nargs = #args
+  -- Jobs without options (the usual batch) skip option parsing entirely.
+  local ids, bodies, opts, pos = {}, {}, {}, 2
+  for i = 1, count do
+    if pos + 2 > nargs then bad('job ' .. i .. ' of ' .. count .. ' is incomplete') end
+    ids[i], bodies[i] = args[pos], args[pos + 1]
+    local nopts = args[pos + 2]
+    if nopts == '0' then
+      pos = pos + 3
+    else
+      nopts = int_arg(nopts, 'option count of job ' .. i, 0, 20)
+      if pos + 2 + nopts > nargs then bad('job ' .. i .. ' has fewer option words than ' .. nopts) end
+      opts[i] = options(args, pos + 3, pos + 2 + nopts, PUT_OPTIONS)
+      pos = pos + 3 + nopts
+    end
+  end
+  local g = options(args, pos, nargs, { MAXBODY = 1, NOW = 1 })
+  local body_max = g.MAXBODY and int_arg(g.MAXBODY, 'MAXBODY', 0, BODY_MAX_LIMIT) or BODY_MAX_DEFAULT
+  local now = clock(g)
+
+  -- Validate everything before the first write. One scan finds whether any
+  -- id has a control character; parse_job then names the job.
+  local ids_clean = not table.concat(ids):find('%c')
+  local parsed, at = {}, 0
+  local ok, err = pcall(function()
+    for i = 1, count do
+      at = i
+      local id = ids[i]
+      if opts[i] or not ids_clean or id == '' or #id > ID_MAX or #bodies[i] > body_max then
+        parsed[i] = parse_job(id, bodies[i], opts[i] or NO_OPTIONS, now, body_max, ids_clean)
+      end
+    end
+  end)
+  if not ok then
+    if type(err) == 'table' and err.bad then bad('job ' .. at .. ': ' .. err.bad:sub(8)) end
+    error(err)
+  end
+
+  local backlog = false
+  for i = 1, count do
+    if not parsed[i] or parsed[i].due <= now then backlog = promote(k, now); break end
+  end
+  local olds = redis.call('HMGET', k.jobs, unpack(ids))
+  local seq = take_seq(k, count)
+  -- New jobs are written with one HSET and one ZADD per set; the rare
+  -- updates and in-call repeats go one by one, in order.
+  local codes, seen = {}, {}
+  local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
+  local function flush()
+    if nh > 0 then redis.call('HSET', k.jobs, unpack(hset, 1, nh)) end
+    if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
+    if nr > 0 then redis.call('ZADD', k.ready, unpack(zready, 1, nr)) end
+    nh, nd, nr = 0, 0, 0
+  end
+  for i = 1, count do
+    local id, p, s = ids[i], parsed[i], seq + i - 1
+    local old = olds[i] or seen[id]
+    if old or (p and p.mode ~= 'create') then
+      flush() -- so this job sees every earlier one stored
+      p = p or parse_job(id, bodies[i], NO_OPTIONS, now, body_max, true)
+      codes[i] = store_job(k, p, s, now, old and redis.call('HGET', k.jobs, id))
+      if codes[i] > 0 then seen[id] = true end
+    else
+      local rec, due, prio
+      if p then
+        prio, due = p.prio, p.due
+        rec = encode({ prio = prio, seq = s, created = now, due = due, ttr = p.ttr,
+                       max = p.max, backoff = p.backoff, body = p.body }, due > now or backlog)
+      else
+        prio, due = 0, now
+        rec = struct.pack('>BI7', 0, now * TICKS + s % TICKS) .. bodies[i]
+      end
+      hset[nh + 1], hset[nh + 2], nh = id, rec, nh + 2
+      if due > now or backlog then
+        zdelayed[nd + 1], zdelayed[nd + 2], nd = due, id, nd + 2
+      else
+        zready[nr + 1], zready[nr + 2], nr = ready_score(prio, s), id, nr + 2
+      end
+      seen[id] = true
+      codes[i] = OK
+    end
+  end
+  flush()
+  return codes
+end
+
+---------------------------------------------------------------- read
+
+--[[ redisched_get: read one job.
+ARGV: id
+Output: nil when there is no such job; else a flat field/value array: id,
+  state (delayed|ready|reserved|dead|done), body, priority, created, due,
+  attempts, max_attempts, ttr, backoff, backoff_base, backoff_cap, and when
+  present error; reserved adds token, reserved_at, deadline; dead adds died;
+  done adds finished, expires.
+]]
+local function get(keys, args)
+  local k = check_keys(keys)
+  local id = id_arg(args[1])
+  local rec = redis.call('HGET', k.jobs, id)
+  if not rec then return nil end
+  local state, score = state_of(k, id)
+  return job_fields(id, decode(rec), state, score)
+end
+
+local STATE_SETS = { delayed = true, ready = true, reserved = true, dead = true, done = true }
+
+--[[ redisched_list: jobs of one state, in the order they will leave it.
+ARGV: state (delayed|ready|reserved|dead|done) offset count [NOBODY]
+  count is at most 1000. NOBODY leaves bodies out (body is '').
+  "peek" is list ready 0 n: the next n jobs reserve would hand out.
+Output: {total in that state, job, job...}, each job as redisched_get's array.
+]]
+local function list(keys, args)
+  local k = check_keys(keys)
+  local state = args[1] and args[1]:lower()
+  if not STATE_SETS[state] then bad('state must be delayed, ready, reserved, dead or done, got ' .. show(args[1] or '')) end
+  local offset = int_arg(args[2], 'offset', 0, 2 ^ 40)
+  local count = int_arg(args[3], 'count', 1, BATCH_MAX)
+  local o = options(args, 4, #args, { NOBODY = 0 })
+  local set = k[state]
+  local page = redis.call('ZRANGE', set, offset, offset + count - 1, 'WITHSCORES')
+  local out = { redis.call('ZCARD', set) }
+  if #page == 0 then return out end
+  local ids = {}
+  for i = 1, #page / 2 do ids[i] = page[2 * i - 1] end
+  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  for i, id in ipairs(ids) do
+    if recs[i] then
+      local j = decode(recs[i])
+      if o.NOBODY then j.body = '' end
+      out[#out + 1] = job_fields(id, j, state, tonumber(page[2 * i]))
+    end
+  end
+  return out
+end
+
+--[[ redisched_stats: counts of one topic.
+ARGV: none
+Output: flat field/value array: delayed, ready, reserved, dead, done, paused
+  (0|1), next_due (earliest due time of a delayed job, -1 if none), and the
+  totals kept since the topic began: failed_total, dead_total, lapsed_total.
+]]
+local function stats(keys, args)
+  local k = check_keys(keys)
+  options(args, 1, #args, {})
+  local first = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
+  local meta = redis.call('HMGET', k.meta, 'paused', 'failed_total', 'dead_total', 'lapsed_total')
+  return {
+    'delayed', redis.call('ZCARD', k.delayed), 'ready', redis.call('ZCARD', k.ready),
+    'reserved', redis.call('ZCARD', k.reserved), 'dead', redis.call('ZCARD', k.dead),
+    'done', redis.call('ZCARD', k.done), 'paused', meta[1] and 1 or 0,
+    'next_due', first[2] and tonumber(first[2]) or -1,
+    'failed_total', tonumber(meta[2] or 0), 'dead_total', tonumber(meta[3] or 0),
+    'lapsed_total', tonumber(meta[4] or 0),
+  }
+end
+
+---------------------------------------------------------------- take
+
+-- Pops up to count ready jobs after promoting due ones; returns ids and
+-- their ready scores.
+local function pop_ready(k, now, count)
+  promote(k, now)
+  return redis.call('ZPOPMIN', k.ready, count)
+end
+
+-- The header of reserve's and pull's reply: when the caller should look again.
+local function wake_info(k, now, handed, count, paused)
+  if paused then return { now, -1, 1 } end
+  if handed >= count then return { now, 0, 0 } end
+  local first = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
+  local lapse = redis.call('ZRANGE', k.reserved, 0, 0, 'WITHSCORES')
+  local next_at = -1
+  if first[2] then next_at = tonumber(first[2]) end
+  if lapse[2] and (next_at < 0 or tonumber(lapse[2]) < next_at) then next_at = tonumber(lapse[2]) end
+  return { now, next_at, 0 }
+end
+
+--[[ redisched_reserve: hand out up to count ready jobs for a time-to-run.
+ARGV: count [TTR ms] [NOW ms]
+  count: 1..1000. TTR applies to jobs put without one of their own (30000).
+  Due delayed jobs become ready first; when too few jobs are ready, lapsed
+  reservations are requeued first (an attempt each).
+Output: {now, next, paused, job, job...}
+  next: 0 = jobs may remain, call again; -1 = nothing is scheduled; otherwise
+  the earliest time (ms) a delayed job is due or a reservation lapses.
+  paused: 1 when the topic is paused (no jobs are handed out).
+  job: {id, body, token, attempt, max_attempts, priority, created, due, deadline}
+  The token must accompany ack, release, fail and touch of that job.
+]]
+local function reserve(keys, args)
+  local k = check_keys(keys)
+  local count = int_arg(args[1], 'count', 1, BATCH_MAX)
+  local o = options(args, 2, #args, { TTR = 1, NOW = 1 })
+  local ttr_arg = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
+  local now = clock(o)
+  if redis.call('HEXISTS', k.meta, 'paused') == 1 then return wake_info(k, now, 0, count, true) end
+  local popped = pop_ready(k, now, count)
+  if #popped < 2 * count and redis.call('ZCOUNT', k.reserved, '-inf', now) > 0 then
+    requeue_lapsed(k, now, REQUEUE_INLINE)
+    local more = redis.call('ZPOPMIN', k.ready, count - #popped / 2)
+    for _, v in ipairs(more) do popped[#popped + 1] = v end
+  end
+  local n = #popped / 2
+  local out = wake_info(k, now, n, count, false)
+  if n == 0 then return out end
+  local ids = {}
+  for i = 1, n do ids[i] = popped[2 * i - 1] end
+  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local hset, zadd = {}, {}
+  for i, id in ipairs(ids) do
+    local rec = recs[i]
+    if rec then
+      local j = decode(rec)
+      local token = tonumber(popped[2 * i]) % SEQ_SPAN -- unique: one per entry to ready
+      local deadline = now + (j.ttr or ttr_arg or DEFAULT_TTR)
+      j.token, j.reserved_at = token, now
+      if not j.ttr and ttr_arg and ttr_arg ~= DEFAULT_TTR then j.ttr = ttr_arg end
+      hset[#hset + 1] = id
+      hset[#hset + 1] = encode(j)
+      zadd[#zadd + 1] = deadline
+      zadd[#zadd + 1] = id
+      out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, deadline }
+    end
+  end
+  if #hset > 0 then
+    redis.call('HSET', k.jobs, unpack(hset))
+    redis.call('ZADD', k.reserved, unpack(zadd))
+  end
+  return out
+end
+
+--[[ redisched_pull: take up to count ready jobs for good (at-most-once).
+ARGV: count [NOW ms]
+Output: {now, next, paused, job, job...} as reserve, each job
+  {id, body, attempt, max_attempts, priority, created, due}; the jobs are gone.
+]]
+local function pull(keys, args)
+  local k = check_keys(keys)
+  local count = int_arg(args[1], 'count', 1, BATCH_MAX)
+  local o = options(args, 2, #args, { NOW = 1 })
+  local now = clock(o)
+  if redis.call('HEXISTS', k.meta, 'paused') == 1 then return wake_info(k, now, 0, count, true) end
+  local popped = pop_ready(k, now, count)
+  local n = #popped / 2
+  local out = wake_info(k, now, n, count, false)
+  if n == 0 then return out end
+  local ids = {}
+  for i = 1, n do ids[i] = popped[2 * i - 1] end
+  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  redis.call('HDEL', k.jobs, unpack(ids))
+  for i, id in ipairs(ids) do
+    if recs[i] then
+      local j = decode(recs[i])
+      out[#out + 1] = { id, j.body, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due }
+    end
+  end
+  return out
+end
+
+---------------------------------------------------------------- settle
+
+-- Checks that id is reserved under token; returns the decoded job or a code.
+local function held(k, id, token)
+  local rec = redis.call('HGET', k.jobs, id)
+  if not rec then return nil, MISSING end
+  local j = decode(rec)
+  if not j.token then return nil, WRONG_STATE end
+  if j.token ~= token then return nil, STALE end
+  return j
+end
+
+local function token_arg(v)
+  return int_arg(v, 'token', 1, SEQ_SPAN)
+end
+
+-- Acks the held jobs of pairs {id, token}; returns their codes.
+local function settle_acks(k, pairs_, o)
+  local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
+  local now = (keep > 0 or o.NOW) and clock(o)
+  local codes, gone = {}, {}
+  for i, p in ipairs(pairs_) do
+    local j, code = held(k, p[1], p[2])
+    if j then
+      if keep > 0 then
+        j.token, j.reserved_at, j.finished = nil, nil, now
+        redis.call('HSET', k.jobs, p[1], encode(j))
+        redis.call('ZADD', k.done, now + keep, p[1])
+      else
+        redis.call('HDEL', k.jobs, p[1])
+      end
+      gone[#gone + 1] = p[1]
+      code = OK
+    end
+    codes[i] = code
+  end
+  if #gone > 0 then redis.call('ZREM', k.reserved, unpack(gone)) end
+  if keep > 0 then trim_done(k, now) end
+  return codes
+end
+
+local ACK_OPTIONS = { KEEP = 1, NOW = 1 }
+
+--[[ redisched_ack: a reserved job is done.
+ARGV: id token [KEEP ms] [NOW ms]
+  KEEP: keep the job, state done, this long (for lookups and to refuse puts
+  of the same id); default 0: the job is removed at once.
+Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
+]]
+local function ack(keys, args)
+  local k = check_keys(keys)
+  local p = { id_arg(args[1]), token_arg(args[2]) }
+  return settle_acks(k, { p }, options(args, 3, #args, ACK_OPTIONS))[1]
+end
+
+--[[ redisched_ackmany: many reserved jobs are done.
+ARGV: count id token [id token...] [KEEP ms] [NOW ms]    (count: 1..1000)
+Output: an array of ack's codes, one per job, in order.
+]]
+local function ackmany(keys, args)
+  local k = check_keys(keys)
+  local count = int_arg(args[1], 'count', 1, BATCH_MAX)
+  if #args < 1 + 2 * count then bad('expected ' .. count .. ' id token pairs') end
+  local pairs_ = {}
+  for i = 1, count do pairs_[i] = { id_arg(args[2 * i]), token_arg(args[2 * i + 1]) } end
+  return settle_acks(k, pairs_, options(args, 2 + 2 * count, #args, ACK_OPTIONS))
+end
+
+--[[ redisched_release: put a reserved job back, not counted as an attempt.
+ARGV: id token [DELAY ms] [PRIORITY 0..1000] [NOW ms]
+Output: a code as ack.
+]]
+local function release(keys, args)
+  local k = check_keys(keys)
+  local id, token = id_arg(args[1]), token_arg(args[2])
+  local o = options(args, 3, #args, { DELAY = 1, PRIORITY = 1, NOW = 1 })
+  local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX) or 0
+  local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX)
+  local now = clock(o)
+  local j, code = held(k, id, token)
+  if not j then return code end
+  j.token, j.reserved_at = nil, nil
+  if prio then j.prio = prio end
+  j.due = now + delay
+  redis.call('ZREM', k.reserved, id)
+  place(k, id, j, now)
+  return OK
+end
+
+--[[ redisched_fail: the attempt failed; retry after backoff or bury.
+ARGV: id token error [DEAD] [NOW ms]
+  error: text kept on the job (at most 8192 bytes). DEAD: do not retry.
+Output: a code as ack, or on success the state it went to: 'delayed' or
+  'dead' (a status string).
+]]
+local function fail_job(keys, args)
+  local k = check_keys(keys)
+  local id, token = id_arg(args[1]), token_arg(args[2])
+  local err = args[3]
+  if err == nil then bad('error text is missing') end
+  if #err > ERROR_MAX then bad('error text is over ' .. ERROR_MAX .. ' bytes') end
+  local o = options(args, 4, #args, { DEAD = 0, NOW = 1 })
+  local now = clock(o)
+  local j, code = held(k, id, token)
+  if not j then return code end
+  redis.call('HINCRBY', k.meta, 'failed_total', 1)
+  return { ok = retry_or_bury(k, id, j, now, err, true, o.DEAD) }
+end
+
+--[[ redisched_touch: extend a reservation.
+ARGV: id token [TTR ms] [NOW ms]
+  The new deadline is now + TTR (default: the job's time-to-run).
+Output: the new deadline (ms), or a code as ack (0, -2, -3).
+]]
+local function touch(keys, args)
+  local k = check_keys(keys)
+  local id, token = id_arg(args[1]), token_arg(args[2])
+  local o = options(args, 3, #args, { TTR = 1, NOW = 1 })
+  local ttr = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
+  local now = clock(o)
+  local j, code = held(k, id, token)
+  if not j then return code end
+  local deadline = now + (ttr or j.ttr or DEFAULT_TTR)
+  redis.call('ZADD', k.reserved, deadline, id)
+  return deadline
+end
+
+---------------------------------------------------------------- manage
+
+--[[ redisched_delete: remove a job in any state.
+ARGV: id [id...]
+Output: the number of jobs removed (for one id: 1 removed, 0 absent).
+]]
+local function delete(keys, args)
+  local k = check_keys(keys)
+  if #args == 0 then bad('job id is missing') end
+  if #args > BATCH_MAX then bad('at most ' .. BATCH_MAX .. ' ids in one call') end
+  for _, id in ipairs(args) do id_arg(id) end
+  local n = 0
+  for _, id in ipairs(args) do
+    if redis.call('HDEL', k.jobs, id) == 1 then
+      unlink(k, id)
+      n = n + 1
+    end
+  end
+  return n
+end
+
+--[[ redisched_requeue: lapsed reservations back to ready (an attempt each;
+dead once attempts reach max_attempts). Safe to run from any number of
+processes at once; cheap when nothing lapsed.
+ARGV: [LIMIT n] [NOW ms]     LIMIT: at most this many (1..10000, 1000).
+Output: {requeued, buried, next} where next is the earliest deadline still
+  pending (ms), -1 if none.
+]]
+local function requeue(keys, args)
+  local k = check_keys(keys)
+  local o = options(args, 1, #args, { LIMIT = 1, NOW = 1 })
+  local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, 10000) or 1000
+  local now = clock(o)
+  local back, buried = requeue_lapsed(k, now, limit)
+  trim_done(k, now)
+  local first = redis.call('ZRANGE', k.reserved, 0, 0, 'WITHSCORES')
+  return { back, buried, first[2] and tonumber(first[2]) or -1 }
+end
+
+-- Dead jobs back to ready, attempts reset; returns how many were dead.
+local function revive(k, ids, now)
+  local n = 0
+  for _, id in ipairs(ids) do
+    if redis.call('ZREM', k.dead, id) == 1 then
+      local j = decode(redis.call('HGET', k.jobs, id))
+      j.made, j.due = 0, now
+      place(k, id, j, now)
+      n = n + 1
+    end
+  end
+  return n
+end
+
+--[[ redisched_kick: dead jobs back to ready, attempts reset.
+ARGV: id [id...]   (at most 1000)
+Output: the number of jobs kicked (ids that are not dead are left alone).
+]]
+local function kick(keys, args)
+  local k = check_keys(keys)
+  if #args == 0 then bad('job id is missing') end
+  if #args > BATCH_MAX then bad('at most ' .. BATCH_MAX .. ' ids in one call') end
+  for _, id in ipairs(args) do id_arg(id) end
+  return revive(k, args, clock(NO_OPTIONS))
+end
+
+--[[ redisched_kickall: the oldest dead jobs back to ready, attempts reset.
+ARGV: [LIMIT n] [NOW ms]   (n: 1..10000, default 1000)
+Output: the number of jobs kicked.
+]]
+local function kickall(keys, args)
+  local k = check_keys(keys)
+  local o = options(args, 1, #args, { LIMIT = 1, NOW = 1 })
+  local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, 10000) or 1000
+  local now = clock(o)
+  return revive(k, redis.call('ZRANGE', k.dead, 0, limit - 1), now)
+end
+
+--[[ redisched_pause / redisched_resume: a paused topic hands out nothing
+(reserve and pull return no jobs, paused = 1); puts and the rest still work.
+ARGV: none
+Output: 1 if the state changed, 0 if it already was so.
+]]
+local function pause(keys, args)
+  local k = check_keys(keys)
+  options(args, 1, #args, {})
+  return redis.call('HSETNX', k.meta, 'paused', 1)
+end
+
+local function resume(keys, args)
+  local k = check_keys(keys)
+  options(args, 1, #args, {})
+  return redis.call('HDEL', k.meta, 'paused')
+end
+
+--[[ redisched_version: the library's version (an integer), for clients that
+load the library when it is missing or older than theirs.
+]]
+local function version()
+  return LIBRARY_VERSION
+end
+
+---------------------------------------------------------------- register
+
+-- Turns a raised {bad = msg} into a clean error reply; other errors pass on.
+local function api(fn)
+  return function(keys, args)
+    local ok, res = pcall(fn, keys, args)
+    if ok then return res end
+    if type(res) == 'table' and res.bad then return redis.error_reply(res.bad) end
+    error(res)
+  end
+end
+
+local function register(name, fn, flags)
+  redis.register_function({ function_name = 'redisched_' .. name, callback = api(fn), flags = flags })
+end
+
+local RO = { 'no-writes' }
+register('put', put)
+register('putmany', putmany)
+register('get', get, RO)
+register('list', list, RO)
+register('stats', stats, RO)
+register('reserve', reserve)
+register('pull', pull)
+register('ack', ack)
+register('ackmany', ackmany)
+register('release', release)
+register('fail', fail_job)
+register('touch', touch)
+register('delete', delete)
+register('requeue', requeue)
+register('kick', kick)
+register('kickall', kickall)
+register('pause', pause)
+register('resume', resume)
+register('version', version, RO)

@@ -1,0 +1,483 @@
+#include "cli/commands.h"
+
+#include <openssl/evp.h>
+
+#include <boost/json.hpp>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "redisched/client.h"
+
+namespace redisched::cli {
+namespace {
+
+namespace json = boost::json;
+
+// What the parsed subcommand will do.
+std::function<int(const GlobalOptions&)> g_selected;
+
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80           ? 1
+                 : (c >> 5) == 0x6  ? 2
+                 : (c >> 4) == 0xE  ? 3
+                 : (c >> 3) == 0x1E ? 4
+                                    : 0;
+    if (len == 0 || i + len > s.size()) return false;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+std::string base64(std::string_view s) {
+  std::string out(4 * ((s.size() + 2) / 3), '\0');
+  const int n =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                      reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
+  out.resize(static_cast<size_t>(n));
+  return out;
+}
+
+// Bodies travel in JSON as text when they are UTF-8, else as base64.
+void put_body(json::object& o, std::string_view body) {
+  if (valid_utf8(body)) {
+    o["body"] = body;
+  } else {
+    o["body_base64"] = base64(body);
+  }
+}
+
+void print_json(const json::value& v) { std::cout << json::serialize(v) << "\n"; }
+
+std::string printable(std::string_view body) {
+  if (valid_utf8(body)) return std::string(body);
+  return "base64:" + base64(body);
+}
+
+json::object job_json(const Job& j) {
+  json::object o;
+  o["id"] = j.id;
+  o["state"] = to_string(j.state);
+  put_body(o, j.body);
+  o["priority"] = j.priority;
+  o["created"] = j.created_ms;
+  o["due"] = j.due_ms;
+  o["attempts"] = j.attempts;
+  o["max_attempts"] = j.max_attempts;
+  o["ttr"] = j.ttr.count();
+  o["backoff"] =
+      json::object{{"kind", j.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential"},
+                   {"base", j.backoff.base.count()},
+                   {"cap", j.backoff.cap.count()}};
+  if (j.error) o["error"] = *j.error;
+  if (j.state == JobState::reserved) {
+    o["token"] = j.token;
+    o["reserved_at"] = j.reserved_at_ms;
+    o["deadline"] = j.deadline_ms;
+  }
+  if (j.state == JobState::dead) o["died"] = j.died_ms;
+  if (j.state == JobState::done) {
+    o["finished"] = j.finished_ms;
+    o["expires"] = j.expires_ms;
+  }
+  return o;
+}
+
+void print_job_text(const Job& j) {
+  std::cout << "id:           " << j.id << "\n"
+            << "state:        " << to_string(j.state) << "\n"
+            << "priority:     " << j.priority << "\n"
+            << "created:      " << j.created_ms << "\n"
+            << "due:          " << j.due_ms << "\n"
+            << "attempts:     " << j.attempts << " of " << j.max_attempts << "\n"
+            << "ttr:          " << j.ttr.count() << " ms\n";
+  if (j.error) std::cout << "error:        " << *j.error << "\n";
+  if (j.state == JobState::reserved) {
+    std::cout << "token:        " << j.token << "\n"
+              << "deadline:     " << j.deadline_ms << "\n";
+  }
+  std::cout << "body:         " << printable(j.body) << "\n";
+}
+
+void print_taken(const ReserveResult& r, const GlobalOptions& g, bool reserved) {
+  if (g.json) {
+    for (const auto& j : r.jobs) {
+      json::object o;
+      o["id"] = j.id;
+      put_body(o, j.body);
+      if (reserved) o["token"] = j.token;
+      o["attempt"] = j.attempt;
+      o["max_attempts"] = j.max_attempts;
+      o["priority"] = j.priority;
+      o["due"] = j.due_ms;
+      if (reserved) o["deadline"] = j.deadline_ms;
+      print_json(o);
+    }
+    return;
+  }
+  if (r.jobs.empty()) {
+    std::cout << (r.paused ? "topic is paused\n" : "no job is ready\n");
+    return;
+  }
+  for (const auto& j : r.jobs) {
+    std::cout << j.id;
+    if (reserved) std::cout << "\ttoken " << j.token;
+    std::cout << "\tattempt " << j.attempt << "/" << j.max_attempts << "\t" << printable(j.body)
+              << "\n";
+  }
+}
+
+// 0 when the outcome is ok; else prints why and returns 1.
+int report(Outcome o, std::string_view what, std::string_view id, const GlobalOptions& g) {
+  if (g.json) {
+    print_json(json::object{{"id", id}, {"outcome", to_string(o)}});
+  } else if (o == Outcome::ok) {
+    std::cout << what << " " << id << "\n";
+  }
+  if (o == Outcome::ok) return 0;
+  std::cerr << "redisched: " << id << ": " << to_string(o) << "\n";
+  return 1;
+}
+
+Backoff parse_backoff(const std::string& text) {
+  // kind:base:cap, e.g. exponential:1000:60000 or fixed:5000
+  Backoff b;
+  const auto first = text.find(':');
+  const std::string kind = text.substr(0, first);
+  if (kind == "fixed") {
+    b.kind = BackoffKind::fixed;
+  } else if (kind == "exponential") {
+    b.kind = BackoffKind::exponential;
+  } else {
+    throw Error(Errc::invalid_argument, "--backoff must be fixed:BASE or exponential:BASE:CAP");
+  }
+  if (first == std::string::npos) throw Error(Errc::invalid_argument, "--backoff needs a base");
+  const auto second = text.find(':', first + 1);
+  try {
+    b.base = Millis(std::stoll(text.substr(first + 1, second - first - 1)));
+    b.cap = second == std::string::npos ? b.base : Millis(std::stoll(text.substr(second + 1)));
+  } catch (const std::logic_error&) {
+    throw Error(Errc::invalid_argument, "--backoff numbers must be milliseconds");
+  }
+  return b;
+}
+
+std::unique_ptr<Client> connect(const GlobalOptions& g) {
+  ClientOptions o;
+  o.redis_url = g.redis_url;
+  o.prefix = g.prefix;
+  return std::make_unique<Client>(o);
+}
+
+}  // namespace
+
+void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
+  // Each subcommand's values live as long as the program.
+  struct Values {
+    std::string topic, id, body, error, state, backoff;
+    std::vector<std::string> ids;
+    std::uint64_t token = 0;
+    std::optional<std::int64_t> delay, at, ttr, attempts, keep;
+    int priority = 0, count = 1, limit = 1000;
+    std::optional<int> new_priority;
+    std::int64_t offset = 0;
+    bool replace = false, upsert = false, dead = false, all = false, no_body = false;
+  };
+  static Values v;
+
+  auto* put = app.add_subcommand("put", "put a job (body from the argument, or stdin with -)");
+  put->add_option("topic", v.topic)->required();
+  put->add_option("id", v.id, "job id, unique in the topic")->required();
+  put->add_option("body", v.body, "the body; - reads stdin")->required();
+  put->add_option("--delay", v.delay, "due this many ms from now");
+  put->add_option("--at", v.at, "due at this Unix time in ms");
+  put->add_option("--priority", v.priority, "0..1000, higher first");
+  put->add_option("--ttr", v.ttr, "time-to-run of a reservation, ms");
+  put->add_option("--attempts", v.attempts, "attempts before the job is dead");
+  put->add_option("--backoff", v.backoff, "fixed:MS or exponential:BASE_MS:CAP_MS");
+  put->add_flag("--replace", v.replace, "update an existing job only");
+  put->add_flag("--upsert", v.upsert, "create or update");
+  put->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      JobSpec spec;
+      spec.id = v.id;
+      if (v.body == "-") {
+        spec.body.assign(std::istreambuf_iterator<char>(std::cin),
+                         std::istreambuf_iterator<char>());
+      } else {
+        spec.body = v.body;
+      }
+      if (v.delay) spec.delay = Millis(*v.delay);
+      spec.due_at_ms = v.at;
+      spec.priority = v.priority;
+      if (v.ttr) spec.ttr = Millis(*v.ttr);
+      if (v.attempts) spec.max_attempts = static_cast<int>(*v.attempts);
+      if (!v.backoff.empty()) spec.backoff = parse_backoff(v.backoff);
+      if (v.replace && v.upsert) throw Error(Errc::invalid_argument, "give --replace or --upsert");
+      if (v.replace) spec.mode = PutMode::replace;
+      if (v.upsert) spec.mode = PutMode::upsert;
+      const PutOutcome o = connect(g)->put(v.topic, spec);
+      const char* names[] = {"created", "updated", "exists", "not found"};
+      const char* name = names[static_cast<int>(o)];
+      if (g.json) {
+        print_json(json::object{{"id", spec.id}, {"outcome", name}});
+      } else if (o == PutOutcome::created || o == PutOutcome::updated) {
+        std::cout << name << " " << spec.id << "\n";
+      }
+      if (o == PutOutcome::exists) {
+        std::cerr << "redisched: job " << spec.id << " exists (use --replace or --upsert)\n";
+      }
+      if (o == PutOutcome::not_found) std::cerr << "redisched: no job " << spec.id << "\n";
+      return (o == PutOutcome::created || o == PutOutcome::updated) ? 0 : 1;
+    };
+  });
+
+  auto* get = app.add_subcommand("get", "show a job");
+  get->add_option("topic", v.topic)->required();
+  get->add_option("id", v.id)->required();
+  get->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto job = connect(g)->get(v.topic, v.id);
+      if (!job) {
+        std::cerr << "redisched: no job " << v.id << " in " << v.topic << "\n";
+        return 1;
+      }
+      if (g.json) {
+        print_json(job_json(*job));
+      } else {
+        print_job_text(*job);
+      }
+      return 0;
+    };
+  });
+
+  auto* del = app.add_subcommand("delete", "delete jobs in any state");
+  del->add_option("topic", v.topic)->required();
+  del->add_option("ids", v.ids)->required();
+  del->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto client = connect(g);
+      int missing = 0;
+      for (const auto& id : v.ids) {
+        const bool removed = client->remove(v.topic, id);
+        if (g.json)
+          print_json(json::object{{"id", id}, {"deleted", removed}});
+        else if (removed)
+          std::cout << "deleted " << id << "\n";
+        if (!removed) {
+          std::cerr << "redisched: no job " << id << "\n";
+          ++missing;
+        }
+      }
+      return missing == 0 ? 0 : 1;
+    };
+  });
+
+  auto* reserve = app.add_subcommand("reserve", "reserve ready jobs");
+  reserve->add_option("topic", v.topic)->required();
+  reserve->add_option("--count", v.count, "how many, 1..1000")->capture_default_str();
+  reserve->add_option("--ttr", v.ttr, "time-to-run for jobs without their own, ms");
+  reserve->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto r = connect(g)->reserve(v.topic, v.count, Millis(v.ttr.value_or(0)));
+      print_taken(r, g, true);
+      return 0;
+    };
+  });
+
+  auto* pull = app.add_subcommand("pull", "take ready jobs for good (at-most-once)");
+  pull->add_option("topic", v.topic)->required();
+  pull->add_option("--count", v.count, "how many, 1..1000")->capture_default_str();
+  pull->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      print_taken(connect(g)->pull(v.topic, v.count), g, false);
+      return 0;
+    };
+  });
+
+  auto add_held = [](CLI::App* sub) {
+    sub->add_option("topic", v.topic)->required();
+    sub->add_option("id", v.id)->required();
+    sub->add_option("token", v.token, "the reservation's token")->required();
+  };
+  auto* ack = app.add_subcommand("ack", "a reserved job is done");
+  add_held(ack);
+  ack->add_option("--keep", v.keep, "keep the finished job this many ms");
+  ack->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      return report(connect(g)->ack(v.topic, v.id, v.token, Millis(v.keep.value_or(0))), "acked",
+                    v.id, g);
+    };
+  });
+
+  auto* release = app.add_subcommand("release", "put a reserved job back");
+  add_held(release);
+  release->add_option("--delay", v.delay, "due this many ms from now");
+  release->add_option("--priority", v.new_priority, "new priority");
+  release->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      return report(
+          connect(g)->release(v.topic, v.id, v.token, Millis(v.delay.value_or(0)), v.new_priority),
+          "released", v.id, g);
+    };
+  });
+
+  auto* fail = app.add_subcommand("fail", "a reserved job's attempt failed");
+  add_held(fail);
+  fail->add_option("error", v.error, "what went wrong")->required();
+  fail->add_flag("--dead", v.dead, "do not retry");
+  fail->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto r = connect(g)->fail(v.topic, v.id, v.token, v.error, v.dead);
+      if (r.outcome == Outcome::ok && !g.json) {
+        std::cout << "failed " << v.id << ", now " << to_string(r.state) << "\n";
+        return 0;
+      }
+      return report(r.outcome, "failed", v.id, g);
+    };
+  });
+
+  auto* touch = app.add_subcommand("touch", "extend a reservation");
+  add_held(touch);
+  touch->add_option("--ttr", v.ttr, "new time-to-run from now, ms");
+  touch->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto r = connect(g)->touch(v.topic, v.id, v.token, Millis(v.ttr.value_or(0)));
+      if (r.outcome == Outcome::ok && !g.json) {
+        std::cout << "touched " << v.id << ", deadline " << r.deadline_ms << "\n";
+        return 0;
+      }
+      return report(r.outcome, "touched", v.id, g);
+    };
+  });
+
+  auto* stats = app.add_subcommand("stats", "counts per state of topics (all when none named)");
+  stats->add_option("topics", v.ids);
+  stats->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto client = connect(g);
+      auto topics = v.ids.empty() ? client->topics() : v.ids;
+      if (!g.json) std::cout << "topic\tdelayed\tready\treserved\tdead\tdone\tpaused\n";
+      for (const auto& t : topics) {
+        auto s = client->stats(t);
+        if (g.json) {
+          print_json(json::object{{"topic", t},
+                                  {"delayed", s.delayed},
+                                  {"ready", s.ready},
+                                  {"reserved", s.reserved},
+                                  {"dead", s.dead},
+                                  {"done", s.done},
+                                  {"paused", s.paused},
+                                  {"next_due", s.next_due_ms},
+                                  {"failed_total", s.failed_total},
+                                  {"dead_total", s.dead_total},
+                                  {"lapsed_total", s.lapsed_total}});
+        } else {
+          std::cout << t << "\t" << s.delayed << "\t" << s.ready << "\t" << s.reserved << "\t"
+                    << s.dead << "\t" << s.done << "\t" << (s.paused ? "yes" : "no") << "\n";
+        }
+      }
+      return 0;
+    };
+  });
+
+  auto* topics = app.add_subcommand("topics", "list topics");
+  topics->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      for (const auto& t : connect(g)->topics()) {
+        if (g.json)
+          print_json(json::object{{"topic", t}});
+        else
+          std::cout << t << "\n";
+      }
+      return 0;
+    };
+  });
+
+  auto* list = app.add_subcommand("list", "jobs of one state, in the order they leave it");
+  list->add_option("topic", v.topic)->required();
+  list->add_option("state", v.state, "delayed, ready, reserved, dead or done")->required();
+  list->add_option("--offset", v.offset)->capture_default_str();
+  list->add_option("--count", v.count, "1..1000")->capture_default_str();
+  list->add_flag("--no-body", v.no_body, "leave bodies out");
+  list->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto state = parse_job_state(v.state);
+      if (!state) throw Error(Errc::invalid_argument, "unknown state '" + v.state + "'");
+      auto page = connect(g)->list(v.topic, *state, v.offset, v.count, !v.no_body);
+      for (const auto& j : page.jobs) {
+        if (g.json)
+          print_json(job_json(j));
+        else
+          std::cout << j.id << "\tpriority " << j.priority << "\tdue " << j.due_ms << "\t"
+                    << printable(j.body) << "\n";
+      }
+      if (!g.json) std::cout << page.jobs.size() << " of " << page.total << " " << v.state << "\n";
+      return 0;
+    };
+  });
+
+  auto* kick = app.add_subcommand("kick", "dead jobs back to ready");
+  kick->add_option("topic", v.topic)->required();
+  kick->add_option("ids", v.ids);
+  kick->add_flag("--all", v.all, "every dead job (up to --limit)");
+  kick->add_option("--limit", v.limit)->capture_default_str();
+  kick->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      if (v.all == !v.ids.empty()) throw Error(Errc::invalid_argument, "give ids or --all");
+      auto client = connect(g);
+      const int n = v.all ? client->kick_all(v.topic, v.limit) : client->kick(v.topic, v.ids);
+      if (g.json)
+        print_json(json::object{{"kicked", n}});
+      else
+        std::cout << "kicked " << n << "\n";
+      return 0;
+    };
+  });
+
+  for (const char* name : {"pause", "resume"}) {
+    auto* sub = app.add_subcommand(name, std::string(name) + " a topic");
+    sub->add_option("topic", v.topic)->required();
+    const bool pausing = std::string_view(name) == "pause";
+    sub->callback([pausing] {
+      g_selected = [pausing](const GlobalOptions& g) {
+        auto client = connect(g);
+        const bool changed = pausing ? client->pause(v.topic) : client->resume(v.topic);
+        if (g.json)
+          print_json(json::object{{"topic", v.topic}, {"changed", changed}});
+        else
+          std::cout << v.topic << (pausing ? " paused" : " resumed") << "\n";
+        return 0;
+      };
+    });
+  }
+
+  auto* requeue = app.add_subcommand("requeue", "lapsed reservations back to ready");
+  requeue->add_option("topic", v.topic)->required();
+  requeue->add_option("--limit", v.limit)->capture_default_str();
+  requeue->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto r = connect(g)->requeue(v.topic, v.limit);
+      if (g.json)
+        print_json(json::object{{"requeued", r.requeued}, {"buried", r.buried}});
+      else
+        std::cout << "requeued " << r.requeued << ", buried " << r.buried << "\n";
+      return 0;
+    };
+  });
+}
+
+int run_selected(const GlobalOptions& global) {
+  if (!g_selected) return 2;
+  return g_selected(global);
+}
+
+}  // namespace redisched::cli

@@ -1,0 +1,36 @@
+// build/redisched: the command-line face of redisched.
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "redisched/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"redisched: a delayed/priority job queue on Redis"};
+  app.require_subcommand(1);
+  redisched::cli::GlobalOptions global;
+  const char* env_url = std::getenv("REDISCHED_REDIS");
+  global.redis_url = env_url != nullptr ? env_url : "redis://127.0.0.1:6379";
+  app.add_option("--redis", global.redis_url,
+                 "Redis URL: redis://[user:password@]host[:port][/db], rediss://..., "
+                 "unix:///path (env REDISCHED_REDIS)")
+      ->capture_default_str();
+  app.add_option("--prefix", global.prefix, "key prefix")->capture_default_str();
+  app.add_flag("--json", global.json, "print JSON (one object per line) for scripts");
+  redisched::cli::add_commands(app, global);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return redisched::cli::run_selected(global);
+  } catch (const redisched::Error& e) {
+    std::cerr << "redisched: " << e.what() << "\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "redisched: " << e.what() << "\n";
+    return 1;
+  }
+}

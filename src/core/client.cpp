@@ -1,0 +1,472 @@
+#include "redisched/client.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <thread>
+
+#include "core/codec.h"
+#include "core/keys.h"
+#include "redis/connection.h"
+
+namespace redisched {
+namespace {
+
+namespace asio = boost::asio;
+using redis::Reply;
+
+constexpr int kBatchMax = 1000;  // the library's limit of jobs per call
+
+// Runs an asynchronous call and waits for its Result.
+template <class T, class Start>
+T wait_for(Start&& start) {
+  std::promise<Result<T>> promise;
+  auto future = promise.get_future();
+  start(Callback<T>([&promise](Result<T> r) { promise.set_value(std::move(r)); }));
+  return future.get().value();
+}
+
+// A callback that fulfils the returned future.
+template <class T>
+std::pair<Callback<T>, std::future<T>> future_callback() {
+  auto promise = std::make_shared<std::promise<T>>();
+  auto future = promise->get_future();
+  Callback<T> cb = [promise](Result<T> r) {
+    if (r.ok()) {
+      promise->set_value(std::move(r).value());
+    } else {
+      promise->set_exception(std::make_exception_ptr(r.error()));
+    }
+  };
+  return {std::move(cb), std::move(future)};
+}
+
+template <class T, class Start>
+std::future<T> as_future(Start&& start) {
+  auto [cb, future] = future_callback<T>();
+  start(std::move(cb));
+  return std::move(future);
+}
+
+// Gathers the results of the chunks of a batch, which complete in order on
+// the I/O thread (one topic, one connection), into one callback.
+template <class T>
+struct Gather {
+  std::vector<T> out;
+  size_t pending = 0;
+  bool failed = false;
+  Callback<std::vector<T>> done;
+};
+
+}  // namespace
+
+class Client::Impl {
+ public:
+  explicit Impl(ClientOptions options)
+      : opts(std::move(options)), work_(asio::make_work_guard(io_)) {
+    if (opts.connections < 1) throw Error(Errc::invalid_argument, "connections must be at least 1");
+    if (opts.prefix.empty() || opts.prefix.find_first_of("{}") != std::string::npos) {
+      throw Error(Errc::invalid_argument, "key prefix must be non-empty and without braces");
+    }
+    redis::ConnectionConfig config;
+    config.endpoint = redis::parse_url(opts.redis_url);
+    config.connect_timeout = opts.connect_timeout;
+    config.command_timeout = opts.command_timeout;
+    config.reconnect_min = opts.reconnect_min;
+    config.reconnect_max = opts.reconnect_max;
+    link_ = redis::make_node_link(io_, config, opts.connections);
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  ~Impl() {
+    link_->close();
+    work_.reset();
+    thread_.join();
+  }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  core::Command fcall(std::string_view op, std::string_view topic) const {
+    core::check_topic(topic);
+    core::Command cmd;
+    cmd.fcall(op, opts.prefix, topic);
+    return cmd;
+  }
+
+  // Sends cmd; parse turns the reply into T (or throws Error).
+  template <class T, class Parse>
+  void call(std::string_view route, const core::Command& cmd, Parse parse, Callback<T> done) {
+    std::string resp;
+    cmd.encode(resp);
+    link_->send(route, std::move(resp),
+                [parse, done = std::move(done)](std::error_code ec, Reply reply) {
+                  if (ec) return done(Error(static_cast<Errc>(ec.value()), reply.str));
+                  if (reply.is_error()) return done(core::error_from_reply(reply.str));
+                  try {
+                    done(parse(reply));
+                  } catch (const Error& e) {
+                    done(e);
+                  }
+                });
+  }
+
+  // Splits items into calls of at most kBatchMax, in order; done gets all
+  // their results, or the first error.
+  template <class T, class Item, class Send>
+  void batched(std::span<const Item> items, Callback<std::vector<T>> done, Send send) {
+    if (items.empty()) return done(std::vector<T>{});
+    auto g = std::make_shared<Gather<T>>();
+    g->done = std::move(done);
+    g->pending = (items.size() + kBatchMax - 1) / kBatchMax;
+    g->out.reserve(items.size());
+    for (size_t at = 0; at < items.size(); at += kBatchMax) {
+      send(items.subspan(at, std::min<size_t>(kBatchMax, items.size() - at)),
+           Callback<std::vector<T>>([g](Result<std::vector<T>> r) {
+             if (g->failed) return;
+             if (!r.ok()) {
+               g->failed = true;
+               return g->done(r.error());
+             }
+             auto& part = r.value();
+             g->out.insert(g->out.end(), part.begin(), part.end());
+             if (--g->pending == 0) g->done(std::move(g->out));
+           }));
+    }
+  }
+
+  ClientOptions opts;
+
+ private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::unique_ptr<redis::Link> link_;
+  std::thread thread_;
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  // The first command waits for the first connection attempt (and the
+  // library check): an unreachable Redis fails here, at once.
+  core::Command ping;
+  ping.add("PING");
+  wait_for<std::int64_t>([&](Callback<std::int64_t> cb) {
+    impl_->call<std::int64_t>(
+        "", ping, [](const Reply&) { return std::int64_t{0}; }, std::move(cb));
+  });
+}
+
+Client::~Client() = default;
+
+const ClientOptions& Client::options() const noexcept { return impl_->opts; }
+
+void Client::validate_topic(std::string_view topic) { core::check_topic(topic); }
+
+// ---------------------------------------------------------------- put
+
+void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done) {
+  core::check_spec(job, impl_->opts.max_body);
+  auto cmd = impl_->fcall("put", topic);
+  cmd.add(job.id).add(job.body);
+  core::add_put_options(cmd, job);
+  cmd.add("MAXBODY").add(static_cast<std::int64_t>(impl_->opts.max_body));
+  impl_->call<PutOutcome>(topic, cmd, core::parse_put, std::move(done));
+}
+
+std::future<PutOutcome> Client::put_async(std::string_view topic, const JobSpec& job) {
+  return as_future<PutOutcome>([&](auto cb) { put_async(topic, job, std::move(cb)); });
+}
+
+PutOutcome Client::put(std::string_view topic, const JobSpec& job) {
+  return wait_for<PutOutcome>([&](auto cb) { put_async(topic, job, std::move(cb)); });
+}
+
+void Client::put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
+                            Callback<std::vector<PutOutcome>> done) {
+  core::check_topic(topic);
+  for (const auto& job : jobs) core::check_spec(job, impl_->opts.max_body);
+  const std::string route(topic);
+  impl_->batched<PutOutcome, JobSpec>(jobs, std::move(done), [&](auto chunk, auto cb) {
+    auto cmd = impl_->fcall("putmany", route);
+    cmd.add(static_cast<std::int64_t>(chunk.size()));
+    for (const auto& job : chunk) {
+      cmd.add(job.id).add(job.body).add(std::int64_t{core::put_option_words(job)});
+      core::add_put_options(cmd, job);
+    }
+    cmd.add("MAXBODY").add(static_cast<std::int64_t>(impl_->opts.max_body));
+    impl_->call<std::vector<PutOutcome>>(route, cmd, core::parse_put_many, std::move(cb));
+  });
+}
+
+std::future<std::vector<PutOutcome>> Client::put_many_async(std::string_view topic,
+                                                            std::span<const JobSpec> jobs) {
+  return as_future<std::vector<PutOutcome>>(
+      [&](auto cb) { put_many_async(topic, jobs, std::move(cb)); });
+}
+
+std::vector<PutOutcome> Client::put_many(std::string_view topic, std::span<const JobSpec> jobs) {
+  return wait_for<std::vector<PutOutcome>>(
+      [&](auto cb) { put_many_async(topic, jobs, std::move(cb)); });
+}
+
+// ---------------------------------------------------------------- read
+
+void Client::get_async(std::string_view topic, std::string_view id,
+                       Callback<std::optional<Job>> done) {
+  auto cmd = impl_->fcall("get", topic);
+  cmd.add(id);
+  impl_->call<std::optional<Job>>(topic, cmd, core::parse_get, std::move(done));
+}
+
+std::future<std::optional<Job>> Client::get_async(std::string_view topic, std::string_view id) {
+  return as_future<std::optional<Job>>([&](auto cb) { get_async(topic, id, std::move(cb)); });
+}
+
+std::optional<Job> Client::get(std::string_view topic, std::string_view id) {
+  return wait_for<std::optional<Job>>([&](auto cb) { get_async(topic, id, std::move(cb)); });
+}
+
+TopicStats Client::stats(std::string_view topic) {
+  return wait_for<TopicStats>([&](auto cb) {
+    impl_->call<TopicStats>(topic, impl_->fcall("stats", topic), core::parse_stats, std::move(cb));
+  });
+}
+
+ListPage Client::list(std::string_view topic, JobState state, std::int64_t offset, int count,
+                      bool with_bodies) {
+  auto cmd = impl_->fcall("list", topic);
+  cmd.add(to_string(state)).add(offset).add(std::int64_t{count});
+  if (!with_bodies) cmd.add("NOBODY");
+  return wait_for<ListPage>(
+      [&](auto cb) { impl_->call<ListPage>(topic, cmd, core::parse_list, std::move(cb)); });
+}
+
+std::vector<std::string> Client::topics() {
+  std::vector<std::string> out;
+  std::string cursor = "0";
+  const std::string pattern = impl_->opts.prefix + ":{*}:meta";
+  do {
+    core::Command cmd;
+    cmd.add("SCAN").add(cursor).add("MATCH").add(pattern).add("COUNT").add("1000").add("TYPE").add(
+        "hash");
+    Reply page = wait_for<Reply>([&](auto cb) {
+      impl_->call<Reply>(
+          "", cmd, [](const Reply& r) { return r; }, std::move(cb));
+    });
+    if (page.type != Reply::Type::array || page.elements.size() != 2) {
+      throw Error(Errc::protocol, "unexpected SCAN reply");
+    }
+    cursor = page.elements[0].str;
+    for (const auto& key : page.elements[1].elements) {
+      auto topic = core::topic_of_key(impl_->opts.prefix, key.str);
+      if (!topic.empty()) out.emplace_back(topic);
+    }
+  } while (cursor != "0");
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::int64_t Client::now_ms() {
+  core::Command cmd;
+  cmd.add("TIME");
+  return wait_for<std::int64_t>([&](auto cb) {
+    impl_->call<std::int64_t>(
+        "", cmd,
+        [](const Reply& r) {
+          if (r.type != Reply::Type::array || r.elements.size() != 2) {
+            throw Error(Errc::protocol, "unexpected TIME reply");
+          }
+          return std::stoll(r.elements[0].str) * 1000 + std::stoll(r.elements[1].str) / 1000;
+        },
+        std::move(cb));
+  });
+}
+
+// ---------------------------------------------------------------- take
+
+void Client::reserve_async(std::string_view topic, int count, Millis ttr,
+                           Callback<ReserveResult> done) {
+  auto cmd = impl_->fcall("reserve", topic);
+  cmd.add(std::int64_t{count});
+  if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
+  impl_->call<ReserveResult>(
+      topic, cmd, [](const Reply& r) { return core::parse_reserve(r, true); }, std::move(done));
+}
+
+std::future<ReserveResult> Client::reserve_async(std::string_view topic, int count, Millis ttr) {
+  return as_future<ReserveResult>(
+      [&](auto cb) { reserve_async(topic, count, ttr, std::move(cb)); });
+}
+
+ReserveResult Client::reserve(std::string_view topic, int count, Millis ttr) {
+  return wait_for<ReserveResult>([&](auto cb) { reserve_async(topic, count, ttr, std::move(cb)); });
+}
+
+void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) {
+  auto cmd = impl_->fcall("pull", topic);
+  cmd.add(std::int64_t{count});
+  impl_->call<ReserveResult>(
+      topic, cmd, [](const Reply& r) { return core::parse_reserve(r, false); }, std::move(done));
+}
+
+ReserveResult Client::pull(std::string_view topic, int count) {
+  return wait_for<ReserveResult>([&](auto cb) { pull_async(topic, count, std::move(cb)); });
+}
+
+// ---------------------------------------------------------------- settle
+
+void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                       Callback<Outcome> done) {
+  auto cmd = impl_->fcall("ack", topic);
+  cmd.add(id).add(static_cast<std::int64_t>(token));
+  impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+}
+
+std::future<Outcome> Client::ack_async(std::string_view topic, std::string_view id,
+                                       std::uint64_t token) {
+  return as_future<Outcome>([&](auto cb) { ack_async(topic, id, token, std::move(cb)); });
+}
+
+Outcome Client::ack(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep) {
+  auto cmd = impl_->fcall("ack", topic);
+  cmd.add(id).add(static_cast<std::int64_t>(token));
+  if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
+  return wait_for<Outcome>(
+      [&](auto cb) { impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(cb)); });
+}
+
+void Client::ack_many_async(std::string_view topic,
+                            std::span<const std::pair<std::string, std::uint64_t>> jobs,
+                            Callback<std::vector<Outcome>> done) {
+  core::check_topic(topic);
+  const std::string route(topic);
+  using Item = std::pair<std::string, std::uint64_t>;
+  impl_->batched<Outcome, Item>(jobs, std::move(done), [&](auto chunk, auto cb) {
+    auto cmd = impl_->fcall("ackmany", route);
+    cmd.add(static_cast<std::int64_t>(chunk.size()));
+    for (const auto& [id, token] : chunk) cmd.add(id).add(static_cast<std::int64_t>(token));
+    impl_->call<std::vector<Outcome>>(route, cmd, core::parse_outcomes, std::move(cb));
+  });
+}
+
+std::future<std::vector<Outcome>> Client::ack_many_async(
+    std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs) {
+  return as_future<std::vector<Outcome>>(
+      [&](auto cb) { ack_many_async(topic, jobs, std::move(cb)); });
+}
+
+std::vector<Outcome> Client::ack_many(std::string_view topic,
+                                      std::span<const std::pair<std::string, std::uint64_t>> jobs) {
+  return wait_for<std::vector<Outcome>>(
+      [&](auto cb) { ack_many_async(topic, jobs, std::move(cb)); });
+}
+
+namespace {
+core::Command release_command(core::Command cmd, std::string_view id, std::uint64_t token,
+                              Millis delay, std::optional<int> priority) {
+  cmd.add(id).add(static_cast<std::int64_t>(token));
+  if (delay.count() > 0) cmd.add("DELAY").add(delay.count());
+  if (priority) cmd.add("PRIORITY").add(std::int64_t{*priority});
+  return cmd;
+}
+}  // namespace
+
+void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                           Millis delay, Callback<Outcome> done) {
+  auto cmd = release_command(impl_->fcall("release", topic), id, token, delay, std::nullopt);
+  impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+}
+
+Outcome Client::release(std::string_view topic, std::string_view id, std::uint64_t token,
+                        Millis delay, std::optional<int> priority) {
+  auto cmd = release_command(impl_->fcall("release", topic), id, token, delay, priority);
+  return wait_for<Outcome>(
+      [&](auto cb) { impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(cb)); });
+}
+
+void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                        std::string_view error, Callback<FailResult> done) {
+  auto cmd = impl_->fcall("fail", topic);
+  cmd.add(id).add(static_cast<std::int64_t>(token)).add(error);
+  impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(done));
+}
+
+FailResult Client::fail(std::string_view topic, std::string_view id, std::uint64_t token,
+                        std::string_view error, bool bury) {
+  auto cmd = impl_->fcall("fail", topic);
+  cmd.add(id).add(static_cast<std::int64_t>(token)).add(error);
+  if (bury) cmd.add("DEAD");
+  return wait_for<FailResult>(
+      [&](auto cb) { impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(cb)); });
+}
+
+void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                         Millis ttr, Callback<TouchResult> done) {
+  auto cmd = impl_->fcall("touch", topic);
+  cmd.add(id).add(static_cast<std::int64_t>(token));
+  if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
+  impl_->call<TouchResult>(topic, cmd, core::parse_touch, std::move(done));
+}
+
+TouchResult Client::touch(std::string_view topic, std::string_view id, std::uint64_t token,
+                          Millis ttr) {
+  return wait_for<TouchResult>([&](auto cb) { touch_async(topic, id, token, ttr, std::move(cb)); });
+}
+
+// ---------------------------------------------------------------- manage
+
+void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) {
+  auto cmd = impl_->fcall("delete", topic);
+  cmd.add(id);
+  impl_->call<bool>(
+      topic, cmd, [](const Reply& r) { return core::parse_integer(r) == 1; }, std::move(done));
+}
+
+std::future<bool> Client::remove_async(std::string_view topic, std::string_view id) {
+  return as_future<bool>([&](auto cb) { remove_async(topic, id, std::move(cb)); });
+}
+
+bool Client::remove(std::string_view topic, std::string_view id) {
+  return wait_for<bool>([&](auto cb) { remove_async(topic, id, std::move(cb)); });
+}
+
+RequeueResult Client::requeue(std::string_view topic, int limit) {
+  auto cmd = impl_->fcall("requeue", topic);
+  cmd.add("LIMIT").add(std::int64_t{limit});
+  return wait_for<RequeueResult>(
+      [&](auto cb) { impl_->call<RequeueResult>(topic, cmd, core::parse_requeue, std::move(cb)); });
+}
+
+namespace {
+int to_count(const Reply& r) { return static_cast<int>(core::parse_integer(r)); }
+}  // namespace
+
+int Client::kick(std::string_view topic, std::span<const std::string> ids) {
+  if (ids.empty()) return 0;
+  int kicked = 0;
+  for (size_t at = 0; at < ids.size(); at += kBatchMax) {
+    auto cmd = impl_->fcall("kick", topic);
+    for (size_t i = at; i < std::min(ids.size(), at + kBatchMax); ++i) cmd.add(ids[i]);
+    kicked +=
+        wait_for<int>([&](auto cb) { impl_->call<int>(topic, cmd, to_count, std::move(cb)); });
+  }
+  return kicked;
+}
+
+int Client::kick_all(std::string_view topic, int limit) {
+  auto cmd = impl_->fcall("kickall", topic);
+  cmd.add("LIMIT").add(std::int64_t{limit});
+  return wait_for<int>([&](auto cb) { impl_->call<int>(topic, cmd, to_count, std::move(cb)); });
+}
+
+bool Client::pause(std::string_view topic) {
+  auto cmd = impl_->fcall("pause", topic);
+  return wait_for<int>([&](auto cb) { impl_->call<int>(topic, cmd, to_count, std::move(cb)); }) ==
+         1;
+}
+
+bool Client::resume(std::string_view topic) {
+  auto cmd = impl_->fcall("resume", topic);
+  return wait_for<int>([&](auto cb) { impl_->call<int>(topic, cmd, to_count, std::move(cb)); }) ==
+         1;
+}
+
+}  // namespace redisched

@@ -1,0 +1,300 @@
+#include "core/codec.h"
+
+#include <algorithm>
+#include <charconv>
+
+#include "core/keys.h"
+#include "redis/command.h"
+
+namespace redisched::core {
+namespace {
+
+using redis::Reply;
+
+[[noreturn]] void unexpected(std::string_view what) {
+  throw Error(Errc::protocol, "unexpected reply from the Functions library: " + std::string(what));
+}
+
+const Reply& as_array(const Reply& r, size_t min_size, std::string_view what) {
+  if (r.type != Reply::Type::array || r.elements.size() < min_size) unexpected(what);
+  return r;
+}
+
+std::int64_t to_int(const Reply& r) {
+  if (r.type == Reply::Type::integer) return r.integer;
+  if (r.type == Reply::Type::string || r.type == Reply::Type::status) {
+    std::int64_t v = 0;
+    auto [end, ec] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
+    if (ec == std::errc() && end == r.str.data() + r.str.size()) return v;
+  }
+  unexpected("a number was expected");
+}
+
+JobState to_state(const std::string& s) {
+  auto state = parse_job_state(s);
+  if (!state) unexpected("unknown state '" + s + "'");
+  return *state;
+}
+
+Job job_from_fields(const Reply& r) {
+  if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("job fields");
+  Job j;
+  for (size_t i = 0; i < r.elements.size(); i += 2) {
+    const std::string& f = r.elements[i].str;
+    const Reply& v = r.elements[i + 1];
+    if (f == "id")
+      j.id = v.str;
+    else if (f == "state")
+      j.state = to_state(v.str);
+    else if (f == "body")
+      j.body = v.str;
+    else if (f == "priority")
+      j.priority = static_cast<int>(to_int(v));
+    else if (f == "created")
+      j.created_ms = to_int(v);
+    else if (f == "due")
+      j.due_ms = to_int(v);
+    else if (f == "attempts")
+      j.attempts = static_cast<int>(to_int(v));
+    else if (f == "max_attempts")
+      j.max_attempts = static_cast<int>(to_int(v));
+    else if (f == "ttr")
+      j.ttr = Millis(to_int(v));
+    else if (f == "backoff")
+      j.backoff.kind = v.str == "fixed" ? BackoffKind::fixed : BackoffKind::exponential;
+    else if (f == "backoff_base")
+      j.backoff.base = Millis(to_int(v));
+    else if (f == "backoff_cap")
+      j.backoff.cap = Millis(to_int(v));
+    else if (f == "error")
+      j.error = v.str;
+    else if (f == "token")
+      j.token = static_cast<std::uint64_t>(to_int(v));
+    else if (f == "reserved_at")
+      j.reserved_at_ms = to_int(v);
+    else if (f == "deadline")
+      j.deadline_ms = to_int(v);
+    else if (f == "died")
+      j.died_ms = to_int(v);
+    else if (f == "finished")
+      j.finished_ms = to_int(v);
+    else if (f == "expires")
+      j.expires_ms = to_int(v);
+    // Fields added by a newer library are skipped.
+  }
+  return j;
+}
+
+PutOutcome to_put_outcome(std::int64_t code) {
+  switch (code) {
+    case 1:
+      return PutOutcome::created;
+    case 2:
+      return PutOutcome::updated;
+    case -1:
+      return PutOutcome::exists;
+    case 0:
+      return PutOutcome::not_found;
+    default:
+      unexpected("put code " + std::to_string(code));
+  }
+}
+
+bool valid_topic_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
+}
+
+}  // namespace
+
+Command& Command::fcall(std::string_view op, std::string_view prefix, std::string_view topic) {
+  add("FCALL");
+  add_owned("redisched_" + std::string(op));
+  add("7");
+  for (auto& k : topic_keys(prefix, topic)) add_owned(std::move(k));
+  return *this;
+}
+
+void Command::encode(std::string& out) const { redis::append_command(out, words_); }
+
+void check_topic(std::string_view topic) {
+  if (topic.empty()) throw Error(Errc::invalid_argument, "topic is empty");
+  if (topic.size() > 128) {
+    throw Error(Errc::invalid_argument, "topic is longer than 128 characters");
+  }
+  if (!std::all_of(topic.begin(), topic.end(), valid_topic_char)) {
+    throw Error(Errc::invalid_argument, "topic '" + std::string(topic.substr(0, 40)) +
+                                            "' may hold only letters, digits, '_', '-' and '.'");
+  }
+}
+
+void check_spec(const JobSpec& job, std::size_t max_body) {
+  if (job.body.size() > max_body) {
+    throw Error(Errc::invalid_argument, "body is " + std::to_string(job.body.size()) +
+                                            " bytes, over the limit of " +
+                                            std::to_string(max_body));
+  }
+  // Everything else (id, numbers, their ranges) the library checks, once.
+}
+
+int put_option_words(const JobSpec& job) {
+  int n = 0;
+  if (job.delay) n += 2;
+  if (job.due_at_ms) n += 2;
+  if (job.priority != 0) n += 2;
+  if (job.ttr) n += 2;
+  if (job.max_attempts) n += 2;
+  if (job.backoff) n += 4;
+  if (job.mode != PutMode::create) n += 1;
+  return n;
+}
+
+void add_put_options(Command& cmd, const JobSpec& job) {
+  if (job.delay) cmd.add("DELAY").add(job.delay->count());
+  if (job.due_at_ms) cmd.add("AT").add(*job.due_at_ms);
+  if (job.priority != 0) cmd.add("PRIORITY").add(std::int64_t{job.priority});
+  if (job.ttr) cmd.add("TTR").add(job.ttr->count());
+  if (job.max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*job.max_attempts});
+  if (job.backoff) {
+    cmd.add("BACKOFF")
+        .add(job.backoff->kind == BackoffKind::fixed ? "fixed" : "exponential")
+        .add(job.backoff->base.count())
+        .add(job.backoff->cap.count());
+  }
+  if (job.mode == PutMode::replace) cmd.add("REPLACE");
+  if (job.mode == PutMode::upsert) cmd.add("UPSERT");
+}
+
+Error error_from_reply(const std::string& text) {
+  const std::string_view code = std::string_view(text).substr(0, text.find(' '));
+  const std::string rest =
+      text.find(' ') == std::string::npos ? text : text.substr(text.find(' ') + 1);
+  if (code == "BADARG" || code == "BADKEYS") return Error(Errc::invalid_argument, rest);
+  if (code == "BADFORMAT") return Error(Errc::bad_format, rest);
+  return Error(Errc::server, "Redis: " + text);
+}
+
+PutOutcome parse_put(const Reply& r) { return to_put_outcome(to_int(r)); }
+
+std::vector<PutOutcome> parse_put_many(const Reply& r) {
+  as_array(r, 0, "putmany codes");
+  std::vector<PutOutcome> out;
+  out.reserve(r.elements.size());
+  for (const auto& e : r.elements) out.push_back(to_put_outcome(to_int(e)));
+  return out;
+}
+
+std::optional<Job> parse_get(const Reply& r) {
+  if (r.is_nil()) return std::nullopt;
+  return job_from_fields(r);
+}
+
+ReserveResult parse_reserve(const Reply& r, bool reserved) {
+  as_array(r, 3, "reserve header");
+  ReserveResult out;
+  out.now_ms = to_int(r.elements[0]);
+  out.next_ms = to_int(r.elements[1]);
+  out.paused = to_int(r.elements[2]) != 0;
+  out.jobs.reserve(r.elements.size() - 3);
+  for (size_t i = 3; i < r.elements.size(); ++i) {
+    const Reply& e = as_array(r.elements[i], reserved ? 9 : 7, "reserved job");
+    Reservation j;
+    j.id = e.elements[0].str;
+    j.body = e.elements[1].str;
+    size_t f = 2;
+    if (reserved) j.token = static_cast<std::uint64_t>(to_int(e.elements[f++]));
+    j.attempt = static_cast<int>(to_int(e.elements[f++]));
+    j.max_attempts = static_cast<int>(to_int(e.elements[f++]));
+    j.priority = static_cast<int>(to_int(e.elements[f++]));
+    j.created_ms = to_int(e.elements[f++]);
+    j.due_ms = to_int(e.elements[f++]);
+    if (reserved) j.deadline_ms = to_int(e.elements[f++]);
+    out.jobs.push_back(std::move(j));
+  }
+  return out;
+}
+
+Outcome parse_outcome_code(std::int64_t code) {
+  switch (code) {
+    case 1:
+      return Outcome::ok;
+    case 0:
+      return Outcome::not_found;
+    case -2:
+      return Outcome::wrong_state;
+    case -3:
+      return Outcome::stale_token;
+    default:
+      unexpected("outcome code " + std::to_string(code));
+  }
+}
+
+Outcome parse_outcome(const Reply& r) { return parse_outcome_code(to_int(r)); }
+
+std::vector<Outcome> parse_outcomes(const Reply& r) {
+  as_array(r, 0, "outcome codes");
+  std::vector<Outcome> out;
+  out.reserve(r.elements.size());
+  for (const auto& e : r.elements) out.push_back(parse_outcome_code(to_int(e)));
+  return out;
+}
+
+FailResult parse_fail(const Reply& r) {
+  if (r.type == Reply::Type::status) return {Outcome::ok, to_state(r.str)};
+  return {parse_outcome_code(to_int(r)), JobState::reserved};
+}
+
+TouchResult parse_touch(const Reply& r) {
+  const std::int64_t v = to_int(r);
+  if (v > 0) return {Outcome::ok, v};
+  return {parse_outcome_code(v), 0};
+}
+
+TopicStats parse_stats(const Reply& r) {
+  if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("stats");
+  TopicStats s;
+  for (size_t i = 0; i < r.elements.size(); i += 2) {
+    const std::string& f = r.elements[i].str;
+    const std::int64_t v = to_int(r.elements[i + 1]);
+    if (f == "delayed")
+      s.delayed = v;
+    else if (f == "ready")
+      s.ready = v;
+    else if (f == "reserved")
+      s.reserved = v;
+    else if (f == "dead")
+      s.dead = v;
+    else if (f == "done")
+      s.done = v;
+    else if (f == "paused")
+      s.paused = v != 0;
+    else if (f == "next_due")
+      s.next_due_ms = v;
+    else if (f == "failed_total")
+      s.failed_total = v;
+    else if (f == "dead_total")
+      s.dead_total = v;
+    else if (f == "lapsed_total")
+      s.lapsed_total = v;
+  }
+  return s;
+}
+
+ListPage parse_list(const Reply& r) {
+  as_array(r, 1, "list");
+  ListPage page;
+  page.total = to_int(r.elements[0]);
+  for (size_t i = 1; i < r.elements.size(); ++i)
+    page.jobs.push_back(job_from_fields(r.elements[i]));
+  return page;
+}
+
+RequeueResult parse_requeue(const Reply& r) {
+  as_array(r, 3, "requeue");
+  return {static_cast<int>(to_int(r.elements[0])), static_cast<int>(to_int(r.elements[1])),
+          to_int(r.elements[2])};
+}
+
+std::int64_t parse_integer(const Reply& r) { return to_int(r); }
+
+}  // namespace redisched::core

@@ -1,0 +1,68 @@
+// Commands for the Functions library and the meaning of its replies: pure
+// functions, no I/O (tested in tests/unit/codec_test.cpp).
+#pragma once
+
+#include <deque>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redis/reply.h"
+#include "redisched/error.h"
+#include "redisched/job.h"
+
+namespace redisched::core {
+
+// The words of one command. Views must outlive encode(); numbers and other
+// computed words are kept here.
+class Command {
+ public:
+  Command& add(std::string_view word) {
+    words_.push_back(word);
+    return *this;
+  }
+  Command& add_owned(std::string word) {
+    owned_.push_back(std::move(word));
+    words_.emplace_back(owned_.back());
+    return *this;
+  }
+  Command& add(std::int64_t n) { return add_owned(std::to_string(n)); }
+  // FCALL redisched_<op> 7 <the topic's keys>
+  Command& fcall(std::string_view op, std::string_view prefix, std::string_view topic);
+  // Appends the RESP encoding to out.
+  void encode(std::string& out) const;
+
+ private:
+  std::vector<std::string_view> words_;
+  std::deque<std::string> owned_;
+};
+
+// Checks what the library cannot see (topic names, body size) and throws
+// Error(Errc::invalid_argument) naming the fault.
+void check_topic(std::string_view topic);
+void check_spec(const JobSpec& job, std::size_t max_body);
+
+// The per-job options of put (DELAY, PRIORITY, ...), as words.
+void add_put_options(Command& cmd, const JobSpec& job);
+// How many words add_put_options adds.
+int put_option_words(const JobSpec& job);
+
+// The Error for a Redis error reply (codes BADARG, BADKEYS -> invalid_argument,
+// BADFORMAT -> bad_format, anything else -> server).
+Error error_from_reply(const std::string& text);
+
+PutOutcome parse_put(const redis::Reply& r);
+std::vector<PutOutcome> parse_put_many(const redis::Reply& r);
+std::optional<Job> parse_get(const redis::Reply& r);
+ReserveResult parse_reserve(const redis::Reply& r, bool reserved);
+Outcome parse_outcome_code(std::int64_t code);
+Outcome parse_outcome(const redis::Reply& r);
+std::vector<Outcome> parse_outcomes(const redis::Reply& r);
+FailResult parse_fail(const redis::Reply& r);
+TouchResult parse_touch(const redis::Reply& r);
+TopicStats parse_stats(const redis::Reply& r);
+ListPage parse_list(const redis::Reply& r);
+RequeueResult parse_requeue(const redis::Reply& r);
+std::int64_t parse_integer(const redis::Reply& r);
+
+}  // namespace redisched::core

@@ -1,0 +1,25 @@
+#include "core/keys.h"
+
+namespace redisched::core {
+
+std::array<std::string, 7> topic_keys(std::string_view prefix, std::string_view topic) {
+  std::string base;
+  base.reserve(prefix.size() + topic.size() + 4);
+  base.append(prefix).append(":{").append(topic).append("}:");
+  std::array<std::string, 7> keys;
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = base + std::string(kKeyNames[i]);
+  return keys;
+}
+
+std::string_view topic_of_key(std::string_view prefix, std::string_view key) {
+  if (key.size() < prefix.size() + 4 || key.substr(0, prefix.size()) != prefix ||
+      key.substr(prefix.size(), 2) != ":{") {
+    return {};
+  }
+  key.remove_prefix(prefix.size() + 2);
+  const size_t close = key.find("}:");
+  if (close == std::string_view::npos || close == 0) return {};
+  return key.substr(0, close);
+}
+
+}  // namespace redisched::core

@@ -1,0 +1,457 @@
+#include "redis/connection.h"
+
+#include <hiredis/hiredis.h>
+
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <chrono>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "redis/command.h"
+#include "redis/library.h"
+#include "redisched/error.h"
+
+namespace redisched::redis {
+namespace {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::use_awaitable;
+using namespace asio::experimental::awaitable_operators;  // NOLINT(google-build-using-namespace)
+using Clock = std::chrono::steady_clock;
+
+// A failure that ends a connection, with the words for the callers.
+struct ConnectionLost {
+  Errc code;
+  std::string message;
+};
+
+Reply convert(const redisReply* r) {
+  Reply out;
+  switch (r->type) {
+    case REDIS_REPLY_STRING:
+      out.type = Reply::Type::string;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = Reply::Type::status;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ERROR:
+      out.type = Reply::Type::error;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_INTEGER:
+      out.type = Reply::Type::integer;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = Reply::Type::array;
+      out.elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
+      break;
+    default:
+      out.type = Reply::Type::nil;
+  }
+  return out;
+}
+
+// hiredis's RESP reader, owned.
+class RespReader {
+ public:
+  RespReader() : r_(redisReaderCreate()) {
+    if (r_ == nullptr) throw std::bad_alloc();
+    r_->maxbuf = 0;  // keep no idle buffer limit: replies can be large
+  }
+  ~RespReader() { redisReaderFree(r_); }
+  RespReader(const RespReader&) = delete;
+  RespReader& operator=(const RespReader&) = delete;
+
+  void feed(const char* data, size_t n) {
+    if (redisReaderFeed(r_, data, n) != REDIS_OK) throw_error();
+  }
+  // The next complete reply, if one is buffered.
+  std::optional<Reply> next() {
+    void* raw = nullptr;
+    if (redisReaderGetReply(r_, &raw) != REDIS_OK) throw_error();
+    if (raw == nullptr) return std::nullopt;
+    auto* reply = static_cast<redisReply*>(raw);
+    Reply out = convert(reply);
+    freeReplyObject(reply);
+    return out;
+  }
+
+ private:
+  [[noreturn]] void throw_error() {
+    throw ConnectionLost{Errc::protocol, std::string("unreadable reply from Redis: ") + r_->errstr};
+  }
+  redisReader* r_;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(asio::io_context& io, ConnectionConfig config)
+      : io_(io),
+        cfg_(std::move(config)),
+        wake_(io),
+        retry_(io),
+        ssl_(asio::ssl::context::tls_client) {
+    if (cfg_.endpoint.tls) {
+      if (cfg_.endpoint.ca_file.empty()) {
+        ssl_.set_default_verify_paths();
+      } else {
+        ssl_.load_verify_file(cfg_.endpoint.ca_file);
+      }
+      ssl_.set_verify_mode(cfg_.endpoint.tls_verify ? asio::ssl::verify_peer
+                                                    : asio::ssl::verify_none);
+    }
+  }
+
+  void start() {
+    asio::co_spawn(
+        io_, [self = shared_from_this()] { return self->run(); }, asio::detached);
+  }
+
+  // On the I/O thread.
+  void enqueue(std::string command, Handler done) {
+    if (closing_) return fail(done, Errc::closed, "the client is closed");
+    if (state_ == State::down) {
+      return fail(done, Errc::connection,
+                  "not connected to Redis at " + cfg_.endpoint.describe() + ": " + last_error_);
+    }
+    out_ += command;
+    inflight_.push_back({std::move(done), Clock::now()});
+    wake_.cancel();
+  }
+
+  // On the I/O thread.
+  void close() {
+    closing_ = true;
+    if (close_stream_) close_stream_();
+    wake_.cancel();
+    retry_.cancel();
+    fail_all(Errc::closed, "the client is closed");
+  }
+
+ private:
+  enum class State { connecting, up, down };
+  struct Pending {
+    Handler done;
+    Clock::time_point sent;
+  };
+
+  static void fail(Handler& done, Errc code, std::string message) {
+    Reply r;
+    r.type = Reply::Type::error;
+    r.str = std::move(message);
+    done(make_error_code(code), std::move(r));
+  }
+
+  void fail_all(Errc code, const std::string& message) {
+    std::deque<Pending> failing;
+    failing.swap(inflight_);
+    out_.clear();
+    for (auto& p : failing) fail(p.done, code, message);
+  }
+
+  awaitable<void> run() {
+    auto backoff = cfg_.reconnect_min;
+    while (!closing_) {
+      state_ = State::connecting;
+      ConnectionLost lost = co_await connect_and_serve();
+      if (closing_) break;
+      const bool was_up = state_ == State::up;
+      state_ = State::down;
+      last_error_ = lost.message;
+      fail_all(lost.code, lost.message + " (Redis at " + cfg_.endpoint.describe() + ")");
+      if (was_up) backoff = cfg_.reconnect_min;
+      retry_.expires_after(backoff);
+      boost::system::error_code ignored;
+      co_await retry_.async_wait(asio::redirect_error(use_awaitable, ignored));
+      backoff = std::min(backoff * 2, cfg_.reconnect_max);
+    }
+  }
+
+  awaitable<ConnectionLost> connect_and_serve() {
+    const Endpoint& e = cfg_.endpoint;
+    try {
+      if (e.kind == Endpoint::Kind::unix_socket) {
+        asio::local::stream_protocol::socket s(io_);
+        co_await with_timeout(
+            s.async_connect(asio::local::stream_protocol::endpoint(e.path), use_awaitable),
+            "connect");
+        co_return co_await serve(s, s);
+      }
+      asio::ip::tcp::resolver resolver(io_);
+      auto endpoints = co_await with_timeout(
+          resolver.async_resolve(e.host, std::to_string(e.port), use_awaitable), "resolve");
+      asio::ip::tcp::socket tcp(io_);
+      co_await with_timeout(asio::async_connect(tcp, endpoints, use_awaitable), "connect");
+      tcp.set_option(asio::ip::tcp::no_delay(true));
+      if (!e.tls) co_return co_await serve(tcp, tcp);
+      asio::ssl::stream<asio::ip::tcp::socket> tls(std::move(tcp), ssl_);
+      // SSL_set_tlsext_host_name, without the macro's C cast.
+      if (SSL_ctrl(tls.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                   const_cast<char*>(e.host.c_str())) != 1) {
+        co_return ConnectionLost{Errc::connection, "cannot set the TLS server name"};
+      }
+      if (e.tls_verify) tls.set_verify_callback(asio::ssl::host_name_verification(e.host));
+      co_await with_timeout(tls.async_handshake(asio::ssl::stream_base::client, use_awaitable),
+                            "TLS handshake");
+      co_return co_await serve(tls, tls.next_layer());
+    } catch (const ConnectionLost& lost) {
+      co_return lost;
+    } catch (const boost::system::system_error& err) {
+      co_return ConnectionLost{Errc::connection, err.code().message()};
+    } catch (const std::exception& err) {
+      co_return ConnectionLost{Errc::connection, err.what()};
+    }
+  }
+
+  // Awaits op, or throws ConnectionLost once connect_timeout has passed.
+  // (Asio's || waits for the first *success*, so op's failure is caught
+  // here and rethrown after the race.)
+  template <class T>
+  awaitable<T> with_timeout(awaitable<T> op, const char* what) {
+    std::exception_ptr failure;
+    auto guarded = [&failure](awaitable<T> o) -> awaitable<std::optional<T>> {
+      try {
+        co_return co_await std::move(o);
+      } catch (...) {
+        failure = std::current_exception();
+        co_return std::nullopt;
+      }
+    };
+    asio::steady_timer timer(io_, cfg_.connect_timeout);
+    auto result = co_await (guarded(std::move(op)) || timer.async_wait(use_awaitable));
+    if (result.index() == 1) throw ConnectionLost{Errc::timeout, std::string(what) + " timed out"};
+    if (failure) std::rethrow_exception(failure);
+    co_return std::move(*std::get<0>(result));
+  }
+  awaitable<void> with_timeout(awaitable<void> op, const char* what) {
+    auto as_value = [](awaitable<void> o) -> awaitable<bool> {
+      co_await std::move(o);
+      co_return true;
+    };
+    co_await with_timeout(as_value(std::move(op)), what);
+  }
+
+  // Runs one of the loops of a live connection; the first to end (by
+  // failure, or the others' cancellation) records why in lost_.
+  awaitable<void> until_lost(awaitable<void> loop) {
+    try {
+      co_await std::move(loop);
+    } catch (const ConnectionLost& lost) {
+      if (!lost_) lost_ = lost;
+    } catch (const boost::system::system_error& err) {
+      if (!lost_) {
+        lost_ = err.code() == asio::error::eof
+                    ? ConnectionLost{Errc::connection, "Redis closed the connection"}
+                    : ConnectionLost{Errc::connection, err.code().message()};
+      }
+    } catch (const std::exception& err) {
+      if (!lost_) lost_ = ConnectionLost{Errc::connection, err.what()};
+    }
+  }
+
+  template <class Stream, class Socket>
+  awaitable<ConnectionLost> serve(Stream& stream, Socket& socket) {
+    RespReader reader;
+    close_stream_ = [&socket] {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+    };
+    struct ResetClose {
+      std::function<void()>& f;
+      ~ResetClose() { f = nullptr; }
+    } reset{close_stream_};
+    try {
+      co_await with_timeout(handshake(stream, reader), "handshake");
+      state_ = State::up;
+      wake_.cancel();
+      lost_.reset();
+      co_await (until_lost(read_loop(stream, reader)) || until_lost(write_loop(stream)) ||
+                until_lost(watchdog()));
+      co_return lost_.value_or(ConnectionLost{Errc::connection, "connection closed"});
+    } catch (const ConnectionLost& lost) {
+      co_return lost;
+    } catch (const boost::system::system_error& err) {
+      if (err.code() == asio::error::eof) {
+        co_return ConnectionLost{Errc::connection, "Redis closed the connection"};
+      }
+      co_return ConnectionLost{Errc::connection, err.code().message()};
+    } catch (const std::exception& err) {
+      co_return ConnectionLost{Errc::connection, err.what()};
+    }
+  }
+
+  static std::string encode(std::initializer_list<std::string_view> args) {
+    std::string cmd;
+    append_command(cmd, std::span<const std::string_view>(args.begin(), args.size()));
+    return cmd;
+  }
+
+  // One command and its reply, before the pipeline runs. (Commands are
+  // encoded outside the co_await expression: GCC 12 cannot keep an
+  // initializer_list in a coroutine frame.)
+  template <class Stream>
+  awaitable<Reply> roundtrip(Stream& stream, RespReader& reader, std::string cmd) {
+    co_await asio::async_write(stream, asio::buffer(cmd), use_awaitable);
+    std::vector<char> buf(16384);
+    for (;;) {
+      if (auto reply = reader.next()) co_return std::move(*reply);
+      const size_t n = co_await stream.async_read_some(asio::buffer(buf), use_awaitable);
+      reader.feed(buf.data(), n);
+    }
+  }
+
+  template <class Stream>
+  awaitable<void> handshake(Stream& stream, RespReader& reader) {
+    const Endpoint& e = cfg_.endpoint;
+    if (!e.password.empty()) {
+      std::string auth =
+          e.user.empty() ? encode({"AUTH", e.password}) : encode({"AUTH", e.user, e.password});
+      Reply r = co_await roundtrip(stream, reader, std::move(auth));
+      if (r.is_error()) throw ConnectionLost{Errc::auth, "AUTH refused: " + r.str};
+    }
+    if (e.db != 0) {
+      const std::string db = std::to_string(e.db);
+      std::string select = encode({"SELECT", db});
+      Reply r = co_await roundtrip(stream, reader, std::move(select));
+      if (r.is_error()) throw ConnectionLost{Errc::auth, "SELECT " + db + ": " + r.str};
+    }
+    if (!cfg_.load_library) co_return;
+    std::string version = encode({"FCALL", "redisched_version", "0"});
+    Reply v = co_await roundtrip(stream, reader, std::move(version));
+    if (v.type == Reply::Type::integer && v.integer >= kLibraryVersion) co_return;
+    if (v.is_error() && v.str.find("Function not found") == std::string::npos) {
+      throw ConnectionLost{Errc::server, "checking the Functions library: " + v.str};
+    }
+    std::string load = encode({"FUNCTION", "LOAD", "REPLACE", kLibraryCode});
+    Reply loaded = co_await roundtrip(stream, reader, std::move(load));
+    if (loaded.is_error()) {
+      throw ConnectionLost{Errc::server, "loading the Functions library: " + loaded.str};
+    }
+  }
+
+  template <class Stream>
+  awaitable<void> read_loop(Stream& stream, RespReader& reader) {
+    std::vector<char> buf(65536);
+    for (;;) {
+      const size_t n = co_await stream.async_read_some(asio::buffer(buf), use_awaitable);
+      reader.feed(buf.data(), n);
+      while (auto reply = reader.next()) {
+        if (inflight_.empty()) throw ConnectionLost{Errc::protocol, "a reply nobody asked for"};
+        Pending p = std::move(inflight_.front());
+        inflight_.pop_front();
+        p.done(std::error_code(), std::move(*reply));
+      }
+    }
+  }
+
+  template <class Stream>
+  awaitable<void> write_loop(Stream& stream) {
+    std::string sending;
+    for (;;) {
+      if (out_.empty()) {
+        wake_.expires_at(Clock::time_point::max());
+        boost::system::error_code ignored;
+        co_await wake_.async_wait(asio::redirect_error(use_awaitable, ignored));
+        // Woken by enqueue, or cancelled because the connection is ending.
+        auto cs = co_await asio::this_coro::cancellation_state;
+        if (closing_ || cs.cancelled() != asio::cancellation_type::none) co_return;
+        continue;
+      }
+      // Everything queued meanwhile goes out in one write.
+      sending.clear();
+      sending.swap(out_);
+      co_await asio::async_write(stream, asio::buffer(sending), use_awaitable);
+    }
+  }
+
+  awaitable<void> watchdog() {
+    if (cfg_.command_timeout.count() <= 0) {
+      asio::steady_timer forever(io_, Clock::time_point::max());
+      co_await forever.async_wait(use_awaitable);
+      co_return;
+    }
+    asio::steady_timer tick(io_);
+    for (;;) {
+      tick.expires_after(
+          std::min<Clock::duration>(cfg_.command_timeout / 4, std::chrono::seconds(1)));
+      co_await tick.async_wait(use_awaitable);
+      if (!inflight_.empty() && Clock::now() - inflight_.front().sent > cfg_.command_timeout) {
+        throw ConnectionLost{
+            Errc::timeout,
+            "Redis did not answer within " + std::to_string(cfg_.command_timeout.count()) + " ms"};
+      }
+    }
+  }
+
+  asio::io_context& io_;
+  ConnectionConfig cfg_;
+  asio::steady_timer wake_;   // the writer sleeps on it; cancel() wakes it
+  asio::steady_timer retry_;  // the pause before reconnecting
+  asio::ssl::context ssl_;
+  State state_ = State::connecting;
+  bool closing_ = false;
+  std::string last_error_;
+  std::string out_;               // encoded commands not yet written
+  std::deque<Pending> inflight_;  // written or queued, awaiting replies, in order
+  std::function<void()> close_stream_;
+  std::optional<ConnectionLost> lost_;  // why the live connection ended
+};
+
+class NodeLink final : public Link {
+ public:
+  NodeLink(asio::io_context& io, const ConnectionConfig& config, int connections) : io_(io) {
+    for (int i = 0; i < std::max(connections, 1); ++i) {
+      conns_.push_back(std::make_shared<Connection>(io, config));
+      conns_.back()->start();
+    }
+  }
+  ~NodeLink() override { close(); }
+
+  // A topic's commands always take the same connection, so they keep their
+  // order; topics spread over the connections.
+  void send(std::string_view route_key, std::string command, Handler done) override {
+    const size_t i = std::hash<std::string_view>{}(route_key) % conns_.size();
+    asio::post(io_,
+               [c = conns_[i], command = std::move(command), done = std::move(done)]() mutable {
+                 c->enqueue(std::move(command), std::move(done));
+               });
+  }
+
+  void close() override {
+    if (closed_.exchange(true)) return;
+    for (auto& c : conns_) asio::post(io_, [c] { c->close(); });
+  }
+
+ private:
+  asio::io_context& io_;
+  std::vector<std::shared_ptr<Connection>> conns_;
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<Link> make_node_link(asio::io_context& io, ConnectionConfig config,
+                                     int connections) {
+  return std::make_unique<NodeLink>(io, config, connections);
+}
+
+}  // namespace redisched::redis

@@ -1,0 +1,31 @@
+// Where Redis is and how to log in: parsed from a Redis URL.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace redisched::redis {
+
+struct Endpoint {
+  enum class Kind { tcp, unix_socket };
+  Kind kind = Kind::tcp;
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 6379;
+  std::string path;  // unix socket
+  bool tls = false;
+  std::string ca_file;     // TLS: trust these CAs (default: the system's)
+  bool tls_verify = true;  // TLS: verify the server's certificate
+  std::string user;        // AUTH user (empty: "default")
+  std::string password;    // AUTH password (empty: no AUTH)
+  int db = 0;
+
+  // host:port or the socket path, for messages (never the password).
+  std::string describe() const;
+};
+
+// Parses redis://[user:password@]host[:port][/db], rediss://... and
+// unix:///path[?db=N]. Throws Error (Errc::invalid_argument) naming the fault.
+Endpoint parse_url(std::string_view url);
+
+}  // namespace redisched::redis

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# build/redisched end to end against a real redis-server.
+source "$(dirname "$0")/../testutil/redis_fixture.sh"
+BIN="$1"
+r() { "$BIN" --redis "redis://127.0.0.1:$PORT" "$@"; }
+
+expect "put" "created mail-1" "$(r put mail mail-1 'hello world' --priority 3)"
+expect "put exists exits non-zero" "1" "$(r put mail mail-1 x >/dev/null 2>&1; echo $?)"
+expect "put exists says why" "redisched: job mail-1 exists (use --replace or --upsert)" \
+  "$(r put mail mail-1 x 2>&1 >/dev/null)"
+expect "get json" '"state":"ready"' "$(r --json get mail mail-1 | grep -o '"state":"ready"')"
+expect "stdin body" "created mail-2" "$(printf 'from stdin' | r put mail mail-2 - --delay 60000)"
+expect "stats" "mail	1	1	0	0	0	no" "$(r stats mail | tail -1)"
+line=$(r --json reserve mail)
+token=$(echo "$line" | sed 's/.*"token":\([0-9]*\).*/\1/')
+expect "reserve json" "mail-1" "$(echo "$line" | sed 's/.*"id":"\([^"]*\)".*/\1/')"
+expect "ack" "acked mail-1" "$(r ack mail mail-1 "$token")"
+expect "ack again fails" "redisched: mail-1: not found" "$(r ack mail mail-1 "$token" 2>&1)"
+expect "topics" "mail" "$(r topics)"
+expect "list" "mail-2" "$(r list mail delayed | head -1 | cut -f1)"
+expect "delete" "deleted mail-2" "$(r delete mail mail-2)"
+expect "bad topic" "redisched: topic 'no way' may hold only letters, digits, '_', '-' and '.'" \
+  "$(r put 'no way' a b 2>&1)"
+expect "bad priority exit" "1" "$(r put mail a b --priority 9999 >/dev/null 2>&1; echo $?)"
+expect "no redis" "1" "$("$BIN" --redis redis://127.0.0.1:1 stats mail >/dev/null 2>&1; echo $?)"
+finish

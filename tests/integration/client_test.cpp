@@ -1,0 +1,286 @@
+// redisched::Client end to end against a real redis-server.
+#include "redisched/client.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "testutil/redis_server.h"
+
+namespace redisched {
+namespace {
+
+using test::shared_redis;
+using test::unique_topic;
+
+ClientOptions options_for(const test::RedisServer& server) {
+  ClientOptions o;
+  o.redis_url = server.url();
+  return o;
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  JobSpec job(std::string id, std::string body = "body") {
+    JobSpec s;
+    s.id = std::move(id);
+    s.body = std::move(body);
+    return s;
+  }
+
+  Client client_{options_for(shared_redis())};
+  std::string topic_ = unique_topic();
+};
+
+TEST_F(ClientTest, PutThenGetReturnsEveryField) {
+  JobSpec s = job("need_some_help_email_42", "{\"user\":42}");
+  s.delay = Millis(60000);
+  s.priority = 7;
+  s.ttr = Millis(5000);
+  s.max_attempts = 4;
+  s.backoff = Backoff{BackoffKind::fixed, Millis(250), Millis(250)};
+  const auto before = client_.now_ms();
+  EXPECT_EQ(client_.put(topic_, s), PutOutcome::created);
+  auto j = client_.get(topic_, s.id);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::delayed);
+  EXPECT_EQ(j->body, s.body);
+  EXPECT_EQ(j->priority, 7);
+  EXPECT_GE(j->created_ms, before);
+  EXPECT_EQ(j->due_ms, j->created_ms + 60000);
+  EXPECT_EQ(j->ttr, Millis(5000));
+  EXPECT_EQ(j->max_attempts, 4);
+  EXPECT_EQ(j->backoff.kind, BackoffKind::fixed);
+  EXPECT_EQ(j->backoff.base, Millis(250));
+  EXPECT_EQ(j->attempts, 0);
+  EXPECT_FALSE(client_.get(topic_, "nobody"));
+}
+
+TEST_F(ClientTest, PutModes) {
+  EXPECT_EQ(client_.put(topic_, job("a", "1")), PutOutcome::created);
+  EXPECT_EQ(client_.put(topic_, job("a", "2")), PutOutcome::exists);
+  auto replace = job("a", "3");
+  replace.mode = PutMode::replace;
+  EXPECT_EQ(client_.put(topic_, replace), PutOutcome::updated);
+  EXPECT_EQ(client_.get(topic_, "a")->body, "3");
+  replace.id = "b";
+  EXPECT_EQ(client_.put(topic_, replace), PutOutcome::not_found);
+  auto upsert = job("b", "4");
+  upsert.mode = PutMode::upsert;
+  EXPECT_EQ(client_.put(topic_, upsert), PutOutcome::created);
+  EXPECT_EQ(client_.put(topic_, upsert), PutOutcome::updated);
+}
+
+TEST_F(ClientTest, ReserveAckRemovesTheJob) {
+  client_.put(topic_, job("a"));
+  auto r = client_.reserve(topic_, 1, Millis(10000));
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].id, "a");
+  EXPECT_EQ(r.jobs[0].deadline_ms, r.now_ms + 10000);
+  auto j = client_.get(topic_, "a");
+  EXPECT_EQ(j->state, JobState::reserved);
+  EXPECT_EQ(j->token, r.jobs[0].token);
+  EXPECT_EQ(client_.ack(topic_, "a", r.jobs[0].token), Outcome::ok);
+  EXPECT_FALSE(client_.get(topic_, "a"));
+  EXPECT_EQ(client_.ack(topic_, "a", r.jobs[0].token), Outcome::not_found);
+}
+
+TEST_F(ClientTest, EmptyReserveSaysWhenToLookAgain) {
+  auto none = client_.reserve(topic_);
+  EXPECT_TRUE(none.jobs.empty());
+  EXPECT_EQ(none.next_ms, -1);
+  auto s = job("later");
+  s.delay = Millis(30000);
+  client_.put(topic_, s);
+  auto r = client_.reserve(topic_);
+  EXPECT_TRUE(r.jobs.empty());
+  EXPECT_EQ(r.next_ms, client_.get(topic_, "later")->due_ms);
+}
+
+TEST_F(ClientTest, DelayedJobBecomesReadyOnTime) {
+  auto s = job("soon");
+  s.delay = Millis(150);
+  client_.put(topic_, s);
+  EXPECT_TRUE(client_.reserve(topic_).jobs.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(170));
+  EXPECT_EQ(client_.reserve(topic_).jobs.size(), 1u);
+}
+
+TEST_F(ClientTest, ReleaseFailTouchAndStaleTokens) {
+  client_.put(topic_, job("a"));
+  auto first = client_.reserve(topic_, 1, Millis(50));
+  ASSERT_EQ(first.jobs.size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  // The reservation lapsed; another worker takes the job.
+  auto second = client_.reserve(topic_, 1, Millis(10000));
+  ASSERT_EQ(second.jobs.size(), 1u);
+  EXPECT_EQ(second.jobs[0].attempt, 2);
+  const auto stale = first.jobs[0].token;
+  EXPECT_EQ(client_.ack(topic_, "a", stale), Outcome::stale_token);
+  EXPECT_EQ(client_.release(topic_, "a", stale), Outcome::stale_token);
+  EXPECT_EQ(client_.fail(topic_, "a", stale, "x").outcome, Outcome::stale_token);
+  EXPECT_EQ(client_.touch(topic_, "a", stale).outcome, Outcome::stale_token);
+  auto t = client_.touch(topic_, "a", second.jobs[0].token, Millis(20000));
+  EXPECT_EQ(t.outcome, Outcome::ok);
+  EXPECT_GT(t.deadline_ms, second.jobs[0].deadline_ms);
+  EXPECT_EQ(client_.release(topic_, "a", second.jobs[0].token, Millis(0), 9), Outcome::ok);
+  EXPECT_EQ(client_.get(topic_, "a")->priority, 9);
+  auto third = client_.reserve(topic_);
+  auto f = client_.fail(topic_, "a", third.jobs[0].token, "it broke", true);
+  EXPECT_EQ(f.outcome, Outcome::ok);
+  EXPECT_EQ(f.state, JobState::dead);
+  EXPECT_EQ(client_.get(topic_, "a")->error, "it broke");
+  EXPECT_EQ(client_.kick_all(topic_), 1);
+  EXPECT_EQ(client_.get(topic_, "a")->state, JobState::ready);
+}
+
+TEST_F(ClientTest, BatchPutAndAckOverTheLibraryLimit) {
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 2500; ++i) jobs.push_back(job("j" + std::to_string(i)));
+  jobs.push_back(job("j7"));  // a repeat within the batch
+  auto outcomes = client_.put_many(topic_, jobs);
+  ASSERT_EQ(outcomes.size(), 2501u);
+  EXPECT_EQ(std::count(outcomes.begin(), outcomes.end(), PutOutcome::created), 2500);
+  EXPECT_EQ(outcomes.back(), PutOutcome::exists);
+  std::vector<std::pair<std::string, std::uint64_t>> held;
+  for (;;) {
+    auto r = client_.reserve(topic_, 1000);
+    if (r.jobs.empty()) break;
+    for (auto& j : r.jobs) held.emplace_back(j.id, j.token);
+  }
+  ASSERT_EQ(held.size(), 2500u);
+  EXPECT_EQ(held.front().first, "j0") << "put order";
+  EXPECT_EQ(held.back().first, "j2499");
+  auto acks = client_.ack_many(topic_, held);
+  EXPECT_EQ(std::count(acks.begin(), acks.end(), Outcome::ok), 2500);
+  EXPECT_EQ(client_.stats(topic_).reserved, 0);
+}
+
+TEST_F(ClientTest, PullListStatsPauseAndTopics) {
+  for (int i = 0; i < 3; ++i) client_.put(topic_, job("p" + std::to_string(i)));
+  auto page = client_.list(topic_, JobState::ready, 0, 2);
+  EXPECT_EQ(page.total, 3);
+  ASSERT_EQ(page.jobs.size(), 2u);
+  EXPECT_EQ(page.jobs[0].id, "p0");
+  EXPECT_EQ(page.jobs[0].body, "body");
+  EXPECT_TRUE(client_.pause(topic_));
+  EXPECT_TRUE(client_.pull(topic_, 3).paused);
+  EXPECT_TRUE(client_.stats(topic_).paused);
+  EXPECT_TRUE(client_.resume(topic_));
+  EXPECT_EQ(client_.pull(topic_, 3).jobs.size(), 3u);
+  EXPECT_EQ(client_.stats(topic_).ready, 0);
+  auto topics = client_.topics();
+  EXPECT_NE(std::find(topics.begin(), topics.end(), topic_), topics.end());
+}
+
+TEST_F(ClientTest, RemoveInAnyState) {
+  client_.put(topic_, job("a"));
+  EXPECT_TRUE(client_.remove(topic_, "a"));
+  EXPECT_FALSE(client_.remove(topic_, "a"));
+}
+
+TEST_F(ClientTest, BinaryBodyRoundTrips) {
+  std::string body;
+  for (int i = 0; i < 256; ++i) body.push_back(static_cast<char>(i));
+  client_.put(topic_, job("bin", body));
+  EXPECT_EQ(client_.reserve(topic_).jobs.at(0).body, body);
+}
+
+TEST_F(ClientTest, InvalidArgumentsThrowWithTheReason) {
+  auto expect_invalid = [](auto&& call, const std::string& words) {
+    try {
+      call();
+      ADD_FAILURE() << "accepted; expected: " << words;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_invalid([&] { client_.put("bad topic", job("a")); }, "topic");
+  expect_invalid([&] { client_.put("", job("a")); }, "topic is empty");
+  expect_invalid([&] { client_.put(topic_, job("")); }, "job id is empty");
+  expect_invalid([&] { client_.put(topic_, job("a", std::string((1 << 20) + 1, 'x'))); },
+                 "over the limit");
+  auto s = job("a");
+  s.priority = 5000;
+  expect_invalid([&] { client_.put(topic_, s); }, "PRIORITY must be from 0 to 1000");
+  s = job("a");
+  s.delay = Millis(10);
+  s.due_at_ms = 5;
+  expect_invalid([&] { client_.put(topic_, s); }, "DELAY or AT");
+  expect_invalid([&] { client_.reserve(topic_, 0); }, "count must be from 1 to 1000");
+  expect_invalid([&] { client_.list(topic_, JobState::ready, -1, 5); }, "offset");
+  EXPECT_FALSE(client_.get(topic_, "a")) << "nothing was stored";
+}
+
+TEST_F(ClientTest, AsynchronousCallsWithFuturesAndCallbacks) {
+  std::vector<std::future<PutOutcome>> puts;
+  for (int i = 0; i < 500; ++i)
+    puts.push_back(client_.put_async(topic_, job("f" + std::to_string(i))));
+  for (auto& f : puts) EXPECT_EQ(f.get(), PutOutcome::created);
+  std::promise<Result<ReserveResult>> got;
+  client_.reserve_async(topic_, 10, Millis(0),
+                        [&](Result<ReserveResult> r) { got.set_value(std::move(r)); });
+  auto r = got.get_future().get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r.value().jobs.size(), 10u);
+  auto bad = client_.get_async(topic_, "");
+  EXPECT_THROW(bad.get(), Error);
+}
+
+// Several threads put, reserve and ack 100,000 jobs: each is acked exactly
+// once and none is lost.
+TEST_F(ClientTest, ConcurrentWorkersAckEveryJobExactlyOnce) {
+  constexpr int kJobs = 100000;
+  constexpr int kProducers = 2;
+  constexpr int kWorkers = 4;
+  std::atomic<int> acked{0};
+  std::atomic<int> duplicate{0};
+  std::vector<std::atomic<int>> seen(kJobs);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < kProducers; ++p) {
+    threads.emplace_back([&, p] {
+      std::vector<JobSpec> batch;
+      for (int i = p; i < kJobs; i += kProducers) {
+        batch.push_back(job(std::to_string(i)));
+        if (batch.size() == 500) {
+          client_.put_many(topic_, batch);
+          batch.clear();
+        }
+      }
+      if (!batch.empty()) client_.put_many(topic_, batch);
+    });
+  }
+  for (int w = 0; w < kWorkers; ++w) {
+    threads.emplace_back([&] {
+      Client own(options_for(shared_redis()));  // a worker of its own, as a process would
+      while (acked.load() < kJobs) {
+        auto r = own.reserve(topic_, 50, Millis(60000));
+        if (r.jobs.empty()) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          continue;
+        }
+        std::vector<std::pair<std::string, std::uint64_t>> done;
+        for (auto& j : r.jobs) {
+          if (seen[std::stoi(j.id)]++ != 0) ++duplicate;
+          done.emplace_back(j.id, j.token);
+        }
+        for (auto o : own.ack_many(topic_, done)) {
+          if (o == Outcome::ok) ++acked;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(acked.load(), kJobs);
+  EXPECT_EQ(duplicate.load(), 0);
+  for (int i = 0; i < kJobs; ++i) ASSERT_EQ(seen[i].load(), 1) << "job " << i;
+  auto s = client_.stats(topic_);
+  EXPECT_EQ(s.ready + s.reserved + s.delayed + s.dead, 0);
+}
+
+}  // namespace
+}  // namespace redisched

@@ -1,0 +1,153 @@
+// How the Client reaches Redis: URLs, AUTH, databases, the Functions library
+// check, failures and reconnection. Each test owns its redis-server.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "redisched/client.h"
+#include "testutil/raw_redis.h"
+#include "testutil/redis_server.h"
+
+namespace redisched {
+namespace {
+
+using test::RawRedis;
+using test::RedisServer;
+
+JobSpec job(std::string id) {
+  JobSpec s;
+  s.id = std::move(id);
+  s.body = "b";
+  return s;
+}
+
+ClientOptions at(const std::string& url) {
+  ClientOptions o;
+  o.redis_url = url;
+  o.connect_timeout = Millis(2000);
+  return o;
+}
+
+TEST(ConnectionTest, UnixSocketAndDatabaseSelection) {
+  RedisServer server;
+  Client client(at(server.unix_url() + "?db=3"));
+  client.put("t", job("a"));
+  RawRedis raw(server.port());
+  raw.call({"SELECT", "3"});
+  EXPECT_EQ(raw.call({"HLEN", "redisched:{t}:jobs"})->integer, 1);
+  raw.call({"SELECT", "0"});
+  EXPECT_EQ(raw.call({"EXISTS", "redisched:{t}:jobs"})->integer, 0);
+}
+
+TEST(ConnectionTest, PasswordAndAclUser) {
+  RedisServer server({.append_only = false,
+                      .extra_config = "requirepass secret\nuser alice on >wonder ~* &* +@all"});
+  EXPECT_NO_THROW(Client(at("redis://:secret@127.0.0.1:" + std::to_string(server.port()))));
+  EXPECT_NO_THROW(Client(at("redis://alice:wonder@127.0.0.1:" + std::to_string(server.port()))));
+  try {
+    Client bad(at("redis://:wrong@127.0.0.1:" + std::to_string(server.port())));
+    ADD_FAILURE() << "a wrong password was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::auth);
+    EXPECT_NE(std::string(e.what()).find("AUTH refused"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConnectionTest, UnreachableRedisFailsWithAClearError) {
+  int port;
+  {
+    RedisServer gone;
+    port = gone.port();
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    Client c(at("redis://127.0.0.1:" + std::to_string(port)));
+    ADD_FAILURE() << "connected to nothing";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::connection) << e.what();
+    EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(port)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+}
+
+TEST(ConnectionTest, LoadsTheLibraryWhenMissingOrOlder) {
+  RedisServer server;
+  RawRedis raw(server.port());
+  EXPECT_EQ(raw.call({"FCALL", "redisched_version", "0"})->type, REDIS_REPLY_ERROR);
+  { Client c(at(server.url())); }
+  auto v = raw.call({"FCALL", "redisched_version", "0"});
+  ASSERT_EQ(v->type, REDIS_REPLY_INTEGER);
+  const long long ours = v->integer;
+  // An older library is replaced.
+  raw.call({"FUNCTION", "LOAD", "REPLACE",
+            "#!lua name=redisched\nredis.register_function('redisched_version', function() return "
+            "0 end)"});
+  { Client c(at(server.url())); }
+  EXPECT_EQ(raw.call({"FCALL", "redisched_version", "0"})->integer, ours);
+}
+
+TEST(ConnectionTest, FailsFastWhileRedisIsDownAndRecoversWhenItReturns) {
+  RedisServer server({.append_only = true, .extra_config = ""});
+  ClientOptions o = at(server.url());
+  o.reconnect_max = Millis(100);
+  Client client(o);
+  client.put("t", job("before"));
+  server.stop();
+  const auto start = std::chrono::steady_clock::now();
+  bool failed = false;
+  for (int i = 0; i < 3; ++i) {
+    try {
+      client.put("t", job("during"));
+    } catch (const Error& e) {
+      failed = true;
+      EXPECT_EQ(e.code(), Errc::connection) << e.what();
+    }
+  }
+  EXPECT_TRUE(failed);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2)) << "fail fast";
+  server.start();
+  // Reconnects by itself; the job put before the restart is still there (AOF).
+  std::optional<Job> j;
+  for (int i = 0; i < 100 && !j; ++i) {
+    try {
+      j = client.get("t", "before");
+    } catch (const Error&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ASSERT_TRUE(j);
+  EXPECT_EQ(client.put("t", job("after")), PutOutcome::created);
+}
+
+TEST(ConnectionTest, AnUnresponsiveRedisTimesOut) {
+  RedisServer server;
+  ClientOptions o = at(server.url());
+  o.command_timeout = Millis(300);
+  Client client(o);
+  server.freeze();
+  try {
+    client.put("t", job("x"));
+    ADD_FAILURE() << "a frozen Redis answered";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::timeout) << e.what();
+  }
+  server.thaw();
+}
+
+TEST(ConnectionTest, ManyConnectionsSpreadTopics) {
+  RedisServer server;
+  ClientOptions o = at(server.url());
+  o.connections = 4;
+  Client client(o);
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(client.put("t" + std::to_string(t), job("a")), PutOutcome::created);
+  }
+  RawRedis raw(server.port());
+  auto clients = raw.call({"CLIENT", "LIST"});
+  std::string list(clients->str, clients->len);
+  EXPECT_GE(std::count(list.begin(), list.end(), '\n'), 5);
+}
+
+}  // namespace
+}  // namespace redisched

@@ -1,0 +1,467 @@
+// The Functions library called with plain FCALLs (no Client), with time
+// under the test's control through the NOW argument.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "testutil/raw_redis.h"
+#include "testutil/redis_server.h"
+
+namespace redisched::test {
+namespace {
+
+using Args = std::vector<std::string>;
+
+std::string library_source() {
+  std::ifstream in(REDISCHED_LUA_PATH);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class FunctionsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    static bool loaded = false;
+    if (!loaded) {
+      auto r = redis_.call({"FUNCTION", "LOAD", "REPLACE", library_source()});
+      ASSERT_EQ(r->type, REDIS_REPLY_STRING) << (r->str ? r->str : "");
+      loaded = true;
+    }
+  }
+
+  ReplyPtr call(const std::string& op, Args args) { return redis_.fcall(op, topic_, args); }
+
+  // An integer reply, or a failure naming what came back.
+  long long integer(const std::string& op, Args args) {
+    auto r = call(op, std::move(args));
+    EXPECT_EQ(r->type, REDIS_REPLY_INTEGER) << op << ": " << (r->str ? r->str : "");
+    return r->integer;
+  }
+
+  std::string error(const std::string& op, Args args) {
+    auto r = call(op, std::move(args));
+    EXPECT_EQ(r->type, REDIS_REPLY_ERROR) << op << " was accepted";
+    return r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "";
+  }
+
+  struct Taken {
+    std::string id, body;
+    long long token = 0, attempt = 0;
+  };
+  struct Reserve {
+    long long now = 0, next = 0, paused = 0;
+    std::vector<Taken> jobs;
+  };
+  Reserve reserve(int count, long long now, Args extra = {}) {
+    Args args = {std::to_string(count), "NOW", std::to_string(now)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = call("reserve", args);
+    Reserve out;
+    EXPECT_EQ(r->type, REDIS_REPLY_ARRAY) << (r->str ? r->str : "");
+    if (r->type != REDIS_REPLY_ARRAY) return out;
+    out.now = r->element[0]->integer;
+    out.next = r->element[1]->integer;
+    out.paused = r->element[2]->integer;
+    for (size_t i = 3; i < r->elements; ++i) {
+      auto* j = r->element[i];
+      out.jobs.push_back({std::string(j->element[0]->str, j->element[0]->len),
+                          std::string(j->element[1]->str, j->element[1]->len),
+                          j->element[2]->integer, j->element[3]->integer});
+    }
+    return out;
+  }
+  std::vector<std::string> ids(const Reserve& r) {
+    std::vector<std::string> out;
+    for (const auto& j : r.jobs) out.push_back(j.id);
+    return out;
+  }
+
+  // The value of one field of redisched_get, "" when absent.
+  std::string field(const std::string& id, const std::string& name) {
+    auto r = call("get", {id});
+    if (r->type != REDIS_REPLY_ARRAY) return "";
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+      if (std::string(r->element[i]->str) == name) {
+        auto* v = r->element[i + 1];
+        if (v->type == REDIS_REPLY_INTEGER) return std::to_string(v->integer);
+        return std::string(v->str, v->len);
+      }
+    }
+    return "";
+  }
+  std::string state(const std::string& id) {
+    auto r = call("get", {id});
+    return r->type == REDIS_REPLY_NIL ? "absent" : field(id, "state");
+  }
+  long long stat(const std::string& name) {
+    auto r = call("stats", {});
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+      if (std::string(r->element[i]->str) == name) return r->element[i + 1]->integer;
+    }
+    ADD_FAILURE() << "no stat " << name;
+    return -1;
+  }
+
+  void put(const std::string& id, long long now, Args options = {}) {
+    Args args = {id, "body of " + id};
+    args.insert(args.end(), options.begin(), options.end());
+    args.insert(args.end(), {"NOW", std::to_string(now)});
+    EXPECT_EQ(integer("put", args), 1) << id;
+  }
+
+  RawRedis redis_{shared_redis().port()};
+  std::string topic_ = unique_topic();
+};
+
+TEST_F(FunctionsTest, DelayedJobIsDueExactlyAtItsMillisecond) {
+  put("x", 1000, {"DELAY", "100"});
+  auto early = reserve(1, 1099);
+  EXPECT_TRUE(early.jobs.empty());
+  EXPECT_EQ(early.next, 1100) << "a waiter learns when to look again";
+  auto on_time = reserve(1, 1100);
+  ASSERT_EQ(ids(on_time), Args{"x"});
+  EXPECT_EQ(on_time.jobs[0].body, "body of x");
+  EXPECT_EQ(on_time.jobs[0].attempt, 1);
+}
+
+TEST_F(FunctionsTest, OrderIsPriorityThenDueTimeThenPutOrder) {
+  put("low", 1000);
+  put("late-due", 1000, {"DELAY", "50", "PRIORITY", "5"});
+  put("early-due", 1000, {"DELAY", "20", "PRIORITY", "5"});
+  put("high-1", 1001, {"PRIORITY", "9"});
+  put("high-2", 1001, {"PRIORITY", "9"});
+  // Same priority, same due millisecond: put order, whatever the ids' order.
+  put("c", 1002, {"DELAY", "10"});
+  put("b", 1002, {"DELAY", "10"});
+  put("a", 1002, {"DELAY", "10"});
+  auto r = reserve(100, 2000);
+  EXPECT_EQ(ids(r), (Args{"high-1", "high-2", "early-due", "late-due", "low", "c", "b", "a"}));
+}
+
+TEST_F(FunctionsTest, BatchPutKeepsPutOrderForTheSameDueTime) {
+  Args args = {"5"};
+  for (const char* id : {"e", "d", "c", "b", "a"})
+    args.insert(args.end(), {id, "x", "2", "DELAY", "10"});
+  args.insert(args.end(), {"NOW", "1000"});
+  auto r = call("putmany", args);
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(ids(reserve(10, 1010)), (Args{"e", "d", "c", "b", "a"}));
+}
+
+TEST_F(FunctionsTest, AJobDueNowWaitsBehindABacklogOfOlderDueJobs) {
+  // 1200 jobs due at 1001..1200: more than one call promotes at once.
+  for (int batch = 0; batch < 2; ++batch) {
+    Args args = {"600"};
+    for (int i = 0; i < 600; ++i) {
+      const int n = batch * 600 + i + 1;
+      args.insert(args.end(), {"j" + std::to_string(n), "x", "2", "DELAY", std::to_string(n)});
+    }
+    args.insert(args.end(), {"NOW", "1000"});
+    ASSERT_EQ(call("putmany", args)->type, REDIS_REPLY_ARRAY);
+  }
+  put("now", 5000);
+  auto first = reserve(1000, 5000);
+  auto rest = reserve(1000, 5000);
+  ASSERT_EQ(first.jobs.size(), 1000u);
+  ASSERT_EQ(rest.jobs.size(), 201u);
+  EXPECT_EQ(first.jobs[0].id, "j1");
+  EXPECT_EQ(rest.jobs[199].id, "j1200");
+  EXPECT_EQ(rest.jobs[200].id, "now");
+}
+
+TEST_F(FunctionsTest, PutOfAnExistingIdReportsItAndChangesNothing) {
+  put("x", 1000);
+  EXPECT_EQ(integer("put", {"x", "other", "NOW", "1001"}), -1);
+  EXPECT_EQ(field("x", "body"), "body of x");
+  EXPECT_EQ(integer("put", {"missing", "b", "REPLACE", "NOW", "1001"}), 0);
+  EXPECT_EQ(state("missing"), "absent");
+}
+
+TEST_F(FunctionsTest, ReplaceUpdatesBodyAndScheduleInEveryState) {
+  // delayed -> updated, ready at its new due time
+  put("d", 1000, {"DELAY", "5000"});
+  EXPECT_EQ(integer("put", {"d", "new", "DELAY", "10", "PRIORITY", "3", "REPLACE", "NOW", "1001"}),
+            2);
+  EXPECT_EQ(state("d"), "delayed");
+  EXPECT_EQ(field("d", "due"), "1011");
+  EXPECT_EQ(field("d", "created"), "1000") << "an update keeps the creation time";
+  // ready -> delayed by the new schedule
+  put("r", 1000);
+  EXPECT_EQ(integer("put", {"r", "new", "DELAY", "100", "UPSERT", "NOW", "1001"}), 2);
+  EXPECT_EQ(state("r"), "delayed");
+  // reserved -> the reservation ends (its token goes stale), the new version waits
+  put("v", 1000, {"PRIORITY", "1000"});
+  auto got = reserve(1, 1002);
+  ASSERT_EQ(ids(got), Args{"v"});
+  EXPECT_EQ(integer("put", {"v", "v2", "UPSERT", "NOW", "1003"}), 2);
+  EXPECT_EQ(state("v"), "ready");
+  EXPECT_EQ(field("v", "body"), "v2");
+  EXPECT_EQ(integer("ack", {"v", std::to_string(got.jobs[0].token)}), -2)
+      << "the old reservation is over";
+  // dead -> alive again, attempts from zero
+  put("z", 1000, {"ATTEMPTS", "1", "PRIORITY", "1000"});
+  auto z = reserve(1, 1004);
+  ASSERT_EQ(ids(z), Args{"z"});
+  ASSERT_EQ(call("fail", {"z", std::to_string(z.jobs[0].token), "boom", "NOW", "1004"})->str,
+            std::string("dead"));
+  EXPECT_EQ(integer("put", {"z", "z2", "REPLACE", "NOW", "1005"}), 2);
+  EXPECT_EQ(state("z"), "ready");
+  EXPECT_EQ(field("z", "attempts"), "0");
+}
+
+TEST_F(FunctionsTest, DeleteWorksInEveryState) {
+  put("delayed", 1000, {"DELAY", "100000"});
+  put("ready", 1000);
+  put("reserved", 1000, {"PRIORITY", "1000"});
+  ASSERT_EQ(ids(reserve(1, 1001)), Args{"reserved"});
+  put("dead", 1000, {"ATTEMPTS", "1", "PRIORITY", "999"});
+  auto d = reserve(1, 1001);
+  call("fail", {"dead", std::to_string(d.jobs[0].token), "x", "NOW", "1001"});
+  ASSERT_EQ(state("dead"), "dead");
+  for (const char* id : {"delayed", "ready", "reserved", "dead"}) {
+    EXPECT_EQ(integer("delete", {id}), 1) << id;
+    EXPECT_EQ(state(id), "absent") << id;
+    EXPECT_EQ(integer("delete", {id}), 0) << id;
+  }
+  EXPECT_EQ(stat("delayed") + stat("ready") + stat("reserved") + stat("dead"), 0);
+}
+
+TEST_F(FunctionsTest, LapsedReservationComesBackAndTheOldTokenIsRefused) {
+  put("x", 1000);
+  auto first = reserve(1, 1000, {"TTR", "100"});
+  ASSERT_EQ(first.jobs.size(), 1u);
+  auto rq = call("requeue", {"NOW", "1099"});
+  EXPECT_EQ(rq->element[0]->integer, 0) << "not lapsed before its deadline";
+  rq = call("requeue", {"NOW", "1100"});
+  EXPECT_EQ(rq->element[0]->integer, 1);
+  EXPECT_EQ(field("x", "attempts"), "1") << "a lapse counts as an attempt";
+  auto second = reserve(1, 1101);
+  ASSERT_EQ(second.jobs.size(), 1u);
+  EXPECT_EQ(second.jobs[0].attempt, 2);
+  EXPECT_NE(second.jobs[0].token, first.jobs[0].token);
+  for (const char* op : {"ack", "release"}) {
+    EXPECT_EQ(integer(op, {"x", std::to_string(first.jobs[0].token)}), -3) << op;
+  }
+  EXPECT_EQ(integer("fail", {"x", std::to_string(first.jobs[0].token), "late"}), -3);
+  EXPECT_EQ(integer("touch", {"x", std::to_string(first.jobs[0].token)}), -3);
+  EXPECT_EQ(integer("ack", {"x", std::to_string(second.jobs[0].token)}), 1);
+  EXPECT_EQ(state("x"), "absent");
+}
+
+TEST_F(FunctionsTest, ReserveRecoversLapsedJobsWhenNothingIsReady) {
+  put("x", 1000);
+  ASSERT_EQ(reserve(1, 1000, {"TTR", "50"}).jobs.size(), 1u);
+  auto again = reserve(1, 1050);
+  EXPECT_EQ(ids(again), Args{"x"});
+  EXPECT_EQ(again.jobs[0].attempt, 2);
+}
+
+TEST_F(FunctionsTest, RequeueSendsJobsPastMaxAttemptsToDead) {
+  put("x", 1000, {"ATTEMPTS", "2"});
+  reserve(1, 1000, {"TTR", "10"});
+  call("requeue", {"NOW", "1010"});
+  EXPECT_EQ(state("x"), "ready");
+  reserve(1, 1011, {"TTR", "10"});
+  auto rq = call("requeue", {"NOW", "1021"});
+  EXPECT_EQ(rq->element[1]->integer, 1) << "buried";
+  EXPECT_EQ(state("x"), "dead");
+  EXPECT_EQ(field("x", "error"), "time-to-run lapsed");
+  EXPECT_EQ(stat("lapsed_total"), 2);
+}
+
+TEST_F(FunctionsTest, FailRetriesWithExponentialBackoffThenDies) {
+  put("x", 1000, {"ATTEMPTS", "3", "BACKOFF", "exponential", "100", "150"});
+  auto a = reserve(1, 1000);
+  EXPECT_EQ(
+      std::string(call("fail", {"x", std::to_string(a.jobs[0].token), "e1", "NOW", "1000"})->str),
+      "delayed");
+  EXPECT_EQ(field("x", "due"), "1100");
+  EXPECT_EQ(field("x", "error"), "e1");
+  EXPECT_TRUE(reserve(1, 1099).jobs.empty());
+  auto b = reserve(1, 1100);
+  ASSERT_EQ(b.jobs.size(), 1u);
+  EXPECT_EQ(b.jobs[0].attempt, 2);
+  call("fail", {"x", std::to_string(b.jobs[0].token), "e2", "NOW", "1100"});
+  EXPECT_EQ(field("x", "due"), "1250") << "200 capped at 150";
+  auto c = reserve(1, 1250);
+  EXPECT_EQ(
+      std::string(call("fail", {"x", std::to_string(c.jobs[0].token), "e3", "NOW", "1250"})->str),
+      "dead");
+  EXPECT_EQ(field("x", "error"), "e3");
+  EXPECT_EQ(field("x", "attempts"), "3");
+  EXPECT_EQ(stat("failed_total"), 3);
+}
+
+TEST_F(FunctionsTest, FailWithFixedBackoffAndBuryAtOnce) {
+  put("x", 1000, {"BACKOFF", "fixed", "300", "0"});
+  auto a = reserve(1, 1000);
+  call("fail", {"x", std::to_string(a.jobs[0].token), "e", "NOW", "1000"});
+  EXPECT_EQ(field("x", "due"), "1300");
+  auto b = reserve(1, 1300);
+  EXPECT_EQ(std::string(
+                call("fail", {"x", std::to_string(b.jobs[0].token), "fatal", "DEAD", "NOW", "1300"})
+                    ->str),
+            "dead");
+}
+
+TEST_F(FunctionsTest, ReleaseWithDelayAndPriorityIsNotAnAttempt) {
+  put("x", 1000);
+  auto a = reserve(1, 1000);
+  EXPECT_EQ(integer("release", {"x", std::to_string(a.jobs[0].token), "DELAY", "500", "PRIORITY",
+                                "7", "NOW", "1000"}),
+            1);
+  EXPECT_EQ(state("x"), "delayed");
+  EXPECT_EQ(field("x", "priority"), "7");
+  EXPECT_EQ(field("x", "attempts"), "0");
+  auto b = reserve(1, 1500);
+  ASSERT_EQ(b.jobs.size(), 1u);
+  EXPECT_EQ(b.jobs[0].attempt, 1);
+}
+
+TEST_F(FunctionsTest, TouchExtendsTheReservation) {
+  put("x", 1000);
+  auto a = reserve(1, 1000, {"TTR", "100"});
+  EXPECT_EQ(integer("touch", {"x", std::to_string(a.jobs[0].token), "TTR", "500", "NOW", "1050"}),
+            1550);
+  EXPECT_EQ(call("requeue", {"NOW", "1200"})->element[0]->integer, 0);
+  EXPECT_EQ(state("x"), "reserved");
+  EXPECT_EQ(field("x", "deadline"), "1550");
+  EXPECT_EQ(integer("touch", {"nope", "1"}), 0);
+}
+
+TEST_F(FunctionsTest, PullIsAtMostOnce) {
+  put("x", 1000);
+  auto r = call("pull", {"5", "NOW", "1000"});
+  ASSERT_EQ(r->elements, 4u);
+  EXPECT_EQ(std::string(r->element[3]->element[0]->str), "x");
+  EXPECT_EQ(state("x"), "absent");
+  EXPECT_EQ(call("pull", {"5", "NOW", "1000"})->elements, 3u) << "never again";
+  EXPECT_TRUE(reserve(5, 100000).jobs.empty());
+}
+
+TEST_F(FunctionsTest, PausedTopicHandsOutNothing) {
+  put("x", 1000);
+  EXPECT_EQ(integer("pause", {}), 1);
+  EXPECT_EQ(integer("pause", {}), 0);
+  auto r = reserve(1, 1000);
+  EXPECT_TRUE(r.jobs.empty());
+  EXPECT_EQ(r.paused, 1);
+  EXPECT_EQ(call("pull", {"1"})->elements, 3u);
+  EXPECT_EQ(stat("paused"), 1);
+  put("y", 1000);  // puts still work
+  EXPECT_EQ(integer("resume", {}), 1);
+  EXPECT_EQ(ids(reserve(5, 1000)), (Args{"x", "y"}));
+}
+
+TEST_F(FunctionsTest, KickBringsDeadJobsBackWithFreshAttempts) {
+  for (const char* id : {"a", "b", "c"}) {
+    put(id, 1000, {"ATTEMPTS", "1"});
+    auto r = reserve(1, 1000);
+    call("fail", {id, std::to_string(r.jobs[0].token), "x", "NOW", "1000"});
+  }
+  EXPECT_EQ(stat("dead"), 3);
+  EXPECT_EQ(integer("kick", {"a", "not-dead"}), 1);
+  EXPECT_EQ(state("a"), "ready");
+  EXPECT_EQ(field("a", "attempts"), "0");
+  EXPECT_EQ(integer("kickall", {"LIMIT", "10"}), 2);
+  EXPECT_EQ(stat("dead"), 0);
+  EXPECT_EQ(stat("ready"), 3);
+}
+
+TEST_F(FunctionsTest, AckWithKeepRetainsTheJobAsDoneThenDropsIt) {
+  put("x", 1000);
+  auto r = reserve(1, 1000);
+  EXPECT_EQ(integer("ack", {"x", std::to_string(r.jobs[0].token), "KEEP", "100", "NOW", "1000"}),
+            1);
+  EXPECT_EQ(state("x"), "done");
+  EXPECT_EQ(field("x", "finished"), "1000");
+  EXPECT_EQ(integer("put", {"x", "again", "NOW", "1050"}), -1) << "a kept job still holds its id";
+  call("requeue", {"NOW", "1100"});
+  EXPECT_EQ(state("x"), "absent");
+}
+
+TEST_F(FunctionsTest, ListPagesJobsInTheOrderTheyLeave) {
+  for (int i = 0; i < 5; ++i)
+    put("d" + std::to_string(i), 1000, {"DELAY", std::to_string(500 - i)});
+  auto page = call("list", {"delayed", "1", "2", "NOBODY"});
+  ASSERT_EQ(page->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(page->element[0]->integer, 5);
+  ASSERT_EQ(page->elements, 3u);
+  EXPECT_EQ(std::string(page->element[1]->element[1]->str), "d3");
+  EXPECT_EQ(std::string(page->element[2]->element[1]->str), "d2");
+}
+
+TEST_F(FunctionsTest, BadArgumentsAreRefusedByNameAndChangeNothing) {
+  put("keep", 1000);
+  const std::vector<std::pair<std::string, Args>> bad = {
+      {"put", {"", "b"}},
+      {"put", {std::string(257, 'i'), "b"}},
+      {"put", {"a\nb", "b"}},
+      {"put", {"a"}},
+      {"put", {"a", "b", "PRIORITY", "1001"}},
+      {"put", {"a", "b", "PRIORITY", "-1"}},
+      {"put", {"a", "b", "PRIORITY", "high"}},
+      {"put", {"a", "b", "DELAY", "1.5"}},
+      {"put", {"a", "b", "DELAY", "1", "AT", "5"}},
+      {"put", {"a", "b", "TTR", "0"}},
+      {"put", {"a", "b", "ATTEMPTS", "0"}},
+      {"put", {"a", "b", "BACKOFF", "linear", "1", "2"}},
+      {"put", {"a", "b", "BACKOFF", "exponential", "100", "10"}},
+      {"put", {"a", "b", "COLOR", "red"}},
+      {"put", {"a", "b", "PRIORITY"}},
+      {"put", {"a", "b", "REPLACE", "UPSERT"}},
+      {"put", {"a", "123456", "MAXBODY", "5"}},
+      {"putmany", {"2", "a", "b", "0"}},
+      {"putmany", {"2", "a", "b", "0", "c", "d", "2", "PRIORITY", "5000"}},
+      {"putmany", {"0"}},
+      {"putmany", {"1001"}},
+      {"reserve", {"0"}},
+      {"reserve", {"1001"}},
+      {"reserve", {"x"}},
+      {"reserve", {"1", "TTR", "-5"}},
+      {"ack", {"keep"}},
+      {"ackmany", {"2", "keep", "1"}},
+      {"ackmany", {"1", "keep", "1", "KEEP"}},
+      {"ack", {"keep", "notanumber"}},
+      {"fail", {"keep", "1"}},
+      {"list", {"sideways", "0", "10"}},
+      {"list", {"ready", "0", "0"}},
+      {"kick", {}},
+      {"delete", {}},
+      {"requeue", {"LIMIT", "0"}},
+      {"stats", {"extra"}},
+  };
+  for (const auto& [op, args] : bad) {
+    const std::string err = error(op, args);
+    EXPECT_EQ(err.rfind("BADARG ", 0), 0u) << op << " -> " << err;
+  }
+  // The last one names the fault precisely.
+  EXPECT_EQ(error("put", {"a", "b", "PRIORITY", "1001"}),
+            "BADARG PRIORITY must be from 0 to 1000, got 1001");
+  EXPECT_EQ(error("putmany", {"2", "a", "b", "0", "c", "d", "2", "PRIORITY", "5000"}),
+            "BADARG job 2: PRIORITY must be from 0 to 1000, got 5000");
+  EXPECT_EQ(stat("ready"), 1);
+  EXPECT_EQ(state("a"), "absent");
+  EXPECT_EQ(state("c"), "absent");
+}
+
+TEST_F(FunctionsTest, WrongKeysAreRefused) {
+  auto r = redis_.call({"FCALL", "redisched_put", "1", "k", "a", "b"});
+  ASSERT_EQ(r->type, REDIS_REPLY_ERROR);
+  EXPECT_EQ(std::string(r->str).rfind("BADKEYS", 0), 0u) << r->str;
+}
+
+TEST_F(FunctionsTest, BinaryBodiesAndIdsSurviveIntact) {
+  std::string body("\0\xff\x80 binary \r\n", 13);
+  std::string id = "unicodé-✓";
+  EXPECT_EQ(integer("put", {id, body, "NOW", "1000"}), 1);
+  auto r = reserve(1, 1000);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].id, id);
+  EXPECT_EQ(r.jobs[0].body, body);
+}
+
+}  // namespace
+}  // namespace redisched::test

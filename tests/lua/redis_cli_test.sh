@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The Functions library driven through redis-cli alone, without any C++, as
+# docs/redis-api.md tells a user of any language to do.
+source "$(dirname "$0")/../testutil/redis_fixture.sh"
+LIB="$1"
+
+expect "load" "redisched" "$(rcli -x FUNCTION LOAD REPLACE < "$LIB")"
+K="7 redisched:{mail}:jobs redisched:{mail}:delayed redisched:{mail}:ready redisched:{mail}:reserved redisched:{mail}:dead redisched:{mail}:done redisched:{mail}:meta"
+# shellcheck disable=SC2086
+fcall() { local op=$1; shift; rcli FCALL "redisched_$op" $K "$@"; }
+
+expect "put" "1" "$(fcall put need_some_help_email_42 'hello' DELAY 100000)"
+expect "put again" "-1" "$(fcall put need_some_help_email_42 'hello')"
+expect "state" "delayed" "$(fcall get need_some_help_email_42 | sed -n 4p)"
+expect "delete" "1" "$(fcall delete need_some_help_email_42)"
+expect "delete again" "0" "$(fcall delete need_some_help_email_42)"
+
+expect "put ready" "1" "$(fcall put job1 'payload' PRIORITY 5)"
+reply=$(fcall reserve 1 TTR 30000)
+id=$(echo "$reply" | sed -n 4p)
+body=$(echo "$reply" | sed -n 5p)
+token=$(echo "$reply" | sed -n 6p)
+expect "reserved id" "job1" "$id"
+expect "reserved body" "payload" "$body"
+expect "ack" "1" "$(fcall ack job1 "$token")"
+expect "gone" "" "$(fcall get job1)"
+expect "bad argument" "BADARG PRIORITY must be from 0 to 1000, got 5000" \
+  "$(fcall put x y PRIORITY 5000 2>&1)"
+expect "stats" "0" "$(fcall stats | sed -n 4p)"
+expect "version" "1" "$(rcli FCALL redisched_version 0)"
+finish

@@ -1,0 +1,104 @@
+#include "core/codec.h"
+
+#include <gtest/gtest.h>
+
+namespace redisched::core {
+namespace {
+
+using redis::Reply;
+
+Reply integer(std::int64_t v) {
+  Reply r;
+  r.type = Reply::Type::integer;
+  r.integer = v;
+  return r;
+}
+Reply str(std::string s, Reply::Type t = Reply::Type::string) {
+  Reply r;
+  r.type = t;
+  r.str = std::move(s);
+  return r;
+}
+Reply array(std::vector<Reply> e) {
+  Reply r;
+  r.type = Reply::Type::array;
+  r.elements = std::move(e);
+  return r;
+}
+
+TEST(CodecTest, PutCodes) {
+  EXPECT_EQ(parse_put(integer(1)), PutOutcome::created);
+  EXPECT_EQ(parse_put(integer(2)), PutOutcome::updated);
+  EXPECT_EQ(parse_put(integer(-1)), PutOutcome::exists);
+  EXPECT_EQ(parse_put(integer(0)), PutOutcome::not_found);
+  EXPECT_THROW(parse_put(integer(7)), Error);
+}
+
+TEST(CodecTest, OutcomeCodes) {
+  auto v = parse_outcomes(array({integer(1), integer(0), integer(-2), integer(-3)}));
+  EXPECT_EQ(v, (std::vector<Outcome>{Outcome::ok, Outcome::not_found, Outcome::wrong_state,
+                                     Outcome::stale_token}));
+}
+
+TEST(CodecTest, ReserveReply) {
+  auto r = parse_reserve(array({integer(1000), integer(0), integer(0),
+                                array({str("a"), str("body"), integer(42), integer(1), integer(5),
+                                       integer(7), integer(900), integer(950), integer(31000)})}),
+                         true);
+  EXPECT_EQ(r.now_ms, 1000);
+  EXPECT_EQ(r.next_ms, 0);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].id, "a");
+  EXPECT_EQ(r.jobs[0].token, 42u);
+  EXPECT_EQ(r.jobs[0].priority, 7);
+  EXPECT_EQ(r.jobs[0].deadline_ms, 31000);
+}
+
+TEST(CodecTest, JobFields) {
+  auto j = parse_get(array({str("id"), str("x"), str("state"), str("dead"), str("body"),
+                            str(std::string("\0\1", 2)), str("priority"), integer(3), str("error"),
+                            str("boom"), str("future_field"), integer(1)}));
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::dead);
+  EXPECT_EQ(j->body, std::string("\0\1", 2));
+  EXPECT_EQ(j->error, "boom");
+  EXPECT_FALSE(parse_get(Reply{}));
+}
+
+TEST(CodecTest, FailAndTouch) {
+  EXPECT_EQ(parse_fail(str("dead", Reply::Type::status)).state, JobState::dead);
+  EXPECT_EQ(parse_fail(integer(-3)).outcome, Outcome::stale_token);
+  EXPECT_EQ(parse_touch(integer(123456)).deadline_ms, 123456);
+  EXPECT_EQ(parse_touch(integer(-2)).outcome, Outcome::wrong_state);
+}
+
+TEST(CodecTest, ErrorRepliesMapToCodes) {
+  auto e = error_from_reply("BADARG PRIORITY must be from 0 to 1000, got 2000");
+  EXPECT_EQ(e.code(), Errc::invalid_argument);
+  EXPECT_STREQ(e.what(), "PRIORITY must be from 0 to 1000, got 2000");
+  EXPECT_EQ(error_from_reply("OOM command not allowed").code(), Errc::server);
+}
+
+TEST(CodecTest, TopicNames) {
+  EXPECT_NO_THROW(check_topic("emails.v2-high_prio"));
+  EXPECT_THROW(check_topic(""), Error);
+  EXPECT_THROW(check_topic("a{b}"), Error);
+  EXPECT_THROW(check_topic("with space"), Error);
+  EXPECT_THROW(check_topic(std::string(129, 'a')), Error);
+}
+
+TEST(CodecTest, PutOptionWordsMatchTheWordsAdded) {
+  JobSpec s;
+  s.delay = Millis(5);
+  s.priority = 3;
+  s.backoff = Backoff{};
+  s.mode = PutMode::upsert;
+  Command cmd;
+  add_put_options(cmd, s);
+  std::string out;
+  cmd.encode(out);
+  EXPECT_EQ(out.substr(0, 4), "*" + std::to_string(put_option_words(s)) + "\r\n");
+}
+
+}  // namespace
+}  // namespace redisched::core
