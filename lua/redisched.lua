@@ -128,6 +128,18 @@ local function options(args, from, to, spec)
   return o
 end
 
+-- The option words each function takes (built once, not per call).
+local NO_WORDS = {}
+local OPT_DEAD_NOW = { DEAD = 0, NOW = 1 }
+local OPT_DELAY_PRIORITY_NOW = { DELAY = 1, PRIORITY = 1, NOW = 1 }
+local OPT_LIMIT_NOW = { LIMIT = 1, NOW = 1 }
+local OPT_MAXBODY_NOW = { MAXBODY = 1, NOW = 1 }
+local OPT_NOBODY = { NOBODY = 0 }
+local OPT_NOW = { NOW = 1 }
+local OPT_TTR_NOW = { TTR = 1, NOW = 1 }
+local PUT_SINGLE_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
+                             REPLACE = 0, UPSERT = 0, MAXBODY = 1, NOW = 1 }
+
 local function clock(o)
   if o.NOW then return int_arg(o.NOW, 'NOW', 0, MS_MAX) end
   local t = redis.call('TIME')
@@ -439,8 +451,7 @@ Output: 1 created, 2 updated, -1 the id exists (neither flag), 0 no such job
 ]]
 local function put(keys, args)
   local k = check_keys(keys)
-  local o = options(args, 3, #args, { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1,
-    BACKOFF = 3, REPLACE = 0, UPSERT = 0, MAXBODY = 1, NOW = 1 })
+  local o = options(args, 3, #args, PUT_SINGLE_OPTIONS)
   local body_max = o.MAXBODY and int_arg(o.MAXBODY, 'MAXBODY', 0, BODY_MAX_LIMIT) or BODY_MAX_DEFAULT
   local now = clock(o)
   local p = parse_job(args[1], args[2], o, now, body_max)
@@ -488,7 +499,7 @@ local function putmany(keys, args)
       pos = pos + 3 + nopts
     end
   end
-  local g = options(args, pos, nargs, { MAXBODY = 1, NOW = 1 })
+  local g = options(args, pos, nargs, OPT_MAXBODY_NOW)
   local body_max = g.MAXBODY and int_arg(g.MAXBODY, 'MAXBODY', 0, BODY_MAX_LIMIT) or BODY_MAX_DEFAULT
   local now = clock(g)
 
@@ -591,7 +602,7 @@ local function list(keys, args)
   if not STATE_SETS[state] then bad('state must be delayed, ready, reserved, dead or done, got ' .. show(args[1] or '')) end
   local offset = int_arg(args[2], 'offset', 0, 2 ^ 40)
   local count = int_arg(args[3], 'count', 1, BATCH_MAX)
-  local o = options(args, 4, #args, { NOBODY = 0 })
+  local o = options(args, 4, #args, OPT_NOBODY)
   local set = k[state]
   local page = redis.call('ZRANGE', set, offset, offset + count - 1, 'WITHSCORES')
   local out = { redis.call('ZCARD', set) }
@@ -617,7 +628,7 @@ Output: flat field/value array: delayed, ready, reserved, dead, done, paused
 ]]
 local function stats(keys, args)
   local k = check_keys(keys)
-  options(args, 1, #args, {})
+  options(args, 1, #args, NO_WORDS)
   local first = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
   local meta = redis.call('HMGET', k.meta, 'paused', 'failed_total', 'dead_total', 'lapsed_total')
   return {
@@ -666,7 +677,7 @@ Output: {now, next, paused, job, job...}
 local function reserve(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
-  local o = options(args, 2, #args, { TTR = 1, NOW = 1 })
+  local o = options(args, 2, #args, OPT_TTR_NOW)
   local ttr_arg = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
   local now = clock(o)
   if redis.call('HEXISTS', k.meta, 'paused') == 1 then return wake_info(k, now, 0, count, true) end
@@ -713,7 +724,7 @@ Output: {now, next, paused, job, job...} as reserve, each job
 local function pull(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
-  local o = options(args, 2, #args, { NOW = 1 })
+  local o = options(args, 2, #args, OPT_NOW)
   local now = clock(o)
   if redis.call('HEXISTS', k.meta, 'paused') == 1 then return wake_info(k, now, 0, count, true) end
   local popped = pop_ready(k, now, count)
@@ -808,7 +819,7 @@ Output: a code as ack.
 local function release(keys, args)
   local k = check_keys(keys)
   local id, token = id_arg(args[1]), token_arg(args[2])
-  local o = options(args, 3, #args, { DELAY = 1, PRIORITY = 1, NOW = 1 })
+  local o = options(args, 3, #args, OPT_DELAY_PRIORITY_NOW)
   local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX) or 0
   local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX)
   local now = clock(o)
@@ -834,7 +845,7 @@ local function fail_job(keys, args)
   local err = args[3]
   if err == nil then bad('error text is missing') end
   if #err > ERROR_MAX then bad('error text is over ' .. ERROR_MAX .. ' bytes') end
-  local o = options(args, 4, #args, { DEAD = 0, NOW = 1 })
+  local o = options(args, 4, #args, OPT_DEAD_NOW)
   local now = clock(o)
   local j, code = held(k, id, token)
   if not j then return code end
@@ -850,7 +861,7 @@ Output: the new deadline (ms), or a code as ack (0, -2, -3).
 local function touch(keys, args)
   local k = check_keys(keys)
   local id, token = id_arg(args[1]), token_arg(args[2])
-  local o = options(args, 3, #args, { TTR = 1, NOW = 1 })
+  local o = options(args, 3, #args, OPT_TTR_NOW)
   local ttr = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
   local now = clock(o)
   local j, code = held(k, id, token)
@@ -890,7 +901,7 @@ Output: {requeued, buried, next} where next is the earliest deadline still
 ]]
 local function requeue(keys, args)
   local k = check_keys(keys)
-  local o = options(args, 1, #args, { LIMIT = 1, NOW = 1 })
+  local o = options(args, 1, #args, OPT_LIMIT_NOW)
   local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, 10000) or 1000
   local now = clock(o)
   local back, buried = requeue_lapsed(k, now, limit)
@@ -931,7 +942,7 @@ Output: the number of jobs kicked.
 ]]
 local function kickall(keys, args)
   local k = check_keys(keys)
-  local o = options(args, 1, #args, { LIMIT = 1, NOW = 1 })
+  local o = options(args, 1, #args, OPT_LIMIT_NOW)
   local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, 10000) or 1000
   local now = clock(o)
   return revive(k, redis.call('ZRANGE', k.dead, 0, limit - 1), now)
@@ -944,13 +955,13 @@ Output: 1 if the state changed, 0 if it already was so.
 ]]
 local function pause(keys, args)
   local k = check_keys(keys)
-  options(args, 1, #args, {})
+  options(args, 1, #args, NO_WORDS)
   return redis.call('HSETNX', k.meta, 'paused', 1)
 end
 
 local function resume(keys, args)
   local k = check_keys(keys)
-  options(args, 1, #args, {})
+  options(args, 1, #args, NO_WORDS)
   return redis.call('HDEL', k.meta, 'paused')
 end
 

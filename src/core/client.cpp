@@ -14,7 +14,8 @@ namespace {
 namespace asio = boost::asio;
 using redis::Reply;
 
-constexpr int kBatchMax = 1000;  // the library's limit of jobs per call
+constexpr int kBatchMax = 1000;                   // the library's limit of jobs per call
+constexpr std::size_t kLibraryMaxBody = 1 << 20;  // the library's default MAXBODY
 
 // Runs an asynchronous call and waits for its Result.
 template <class T, class Start>
@@ -133,6 +134,13 @@ class Client::Impl {
     }
   }
 
+  // The library's MAXBODY when ours is not its default.
+  void add_max_body(core::Command& cmd) const {
+    if (opts.max_body != kLibraryMaxBody) {
+      cmd.add("MAXBODY").add(static_cast<std::int64_t>(opts.max_body));
+    }
+  }
+
   ClientOptions opts;
 
  private:
@@ -166,7 +174,7 @@ void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutO
   auto cmd = impl_->fcall("put", topic);
   cmd.add(job.id).add(job.body);
   core::add_put_options(cmd, job);
-  cmd.add("MAXBODY").add(static_cast<std::int64_t>(impl_->opts.max_body));
+  impl_->add_max_body(cmd);
   impl_->call<PutOutcome>(topic, cmd, core::parse_put, std::move(done));
 }
 
@@ -190,7 +198,7 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
       cmd.add(job.id).add(job.body).add(std::int64_t{core::put_option_words(job)});
       core::add_put_options(cmd, job);
     }
-    cmd.add("MAXBODY").add(static_cast<std::int64_t>(impl_->opts.max_body));
+    impl_->add_max_body(cmd);
     impl_->call<std::vector<PutOutcome>>(route, cmd, core::parse_put_many, std::move(cb));
   });
 }
