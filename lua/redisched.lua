@@ -150,6 +150,11 @@ end
 
 local function decode(rec)
   local flags, pos = struct.unpack('>B', rec)
+  if flags == 0 then -- the common case: nothing but the stamp
+    local stamp, at = struct.unpack('>I7', rec, pos)
+    local created = math.floor(stamp / TICKS)
+    return { prio = 0, created = created, seq = stamp % TICKS, due = created, body = rec:sub(at) }
+  end
   local ext, stamp = 0, nil
   if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
   if band(flags, F_UNKNOWN) ~= 0 or band(ext, X_UNKNOWN) ~= 0 then
@@ -746,14 +751,18 @@ end
 
 ---------------------------------------------------------------- settle
 
--- Checks that id is reserved under token; returns the decoded job or a code.
-local function held(k, id, token)
-  local rec = redis.call('HGET', k.jobs, id)
+-- Checks that the job (record rec) is reserved under token; returns the
+-- decoded job or a code.
+local function held_record(rec, token)
   if not rec then return nil, MISSING end
   local j = decode(rec)
   if not j.token then return nil, WRONG_STATE end
   if j.token ~= token then return nil, STALE end
   return j
+end
+
+local function held(k, id, token)
+  return held_record(redis.call('HGET', k.jobs, id), token)
 end
 
 local function token_arg(v)
@@ -764,23 +773,29 @@ end
 local function settle_acks(k, pairs_, o)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   local now = (keep > 0 or o.NOW) and clock(o)
-  local codes, gone = {}, {}
+  local ids = {}
+  for i, p in ipairs(pairs_) do ids[i] = p[1] end
+  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local codes, gone, seen = {}, {}, {}
   for i, p in ipairs(pairs_) do
-    local j, code = held(k, p[1], p[2])
+    local j, code = held_record(recs[i], p[2])
+    if j and seen[p[1]] then j, code = nil, WRONG_STATE end -- acked earlier in this call
     if j then
+      seen[p[1]] = true
       if keep > 0 then
         j.token, j.reserved_at, j.finished = nil, nil, now
         redis.call('HSET', k.jobs, p[1], encode(j))
         redis.call('ZADD', k.done, now + keep, p[1])
-      else
-        redis.call('HDEL', k.jobs, p[1])
       end
       gone[#gone + 1] = p[1]
       code = OK
     end
     codes[i] = code
   end
-  if #gone > 0 then redis.call('ZREM', k.reserved, unpack(gone)) end
+  if #gone > 0 then
+    if keep == 0 then redis.call('HDEL', k.jobs, unpack(gone)) end
+    redis.call('ZREM', k.reserved, unpack(gone))
+  end
   if keep > 0 then trim_done(k, now) end
   return codes
 end
