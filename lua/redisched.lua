@@ -648,12 +648,6 @@ end
 
 ---------------------------------------------------------------- take
 
--- Pops up to count ready jobs after promoting due ones; returns ids and
--- their ready scores.
-local function pop_ready(k, now, count)
-  promote(k, now)
-  return redis.call('ZPOPMIN', k.ready, count)
-end
 
 -- The header of reserve's and pull's reply: when the caller should look again.
 local function wake_info(k, now, handed, count, paused)
@@ -665,6 +659,27 @@ local function wake_info(k, now, handed, count, paused)
   if first[2] then next_at = tonumber(first[2]) end
   if lapse[2] and (next_at < 0 or tonumber(lapse[2]) < next_at) then next_at = tonumber(lapse[2]) end
   return { now, next_at, 0 }
+end
+
+-- The start of reserve and pull: due jobs made ready, then up to count of
+-- them popped. Returns the reply's header, and (unless paused or nothing
+-- was ready) the popped ids, their ready scores and their records. With
+-- recover, lapsed reservations are requeued first when too few are ready.
+local function take(k, now, count, recover)
+  if redis.call('HEXISTS', k.meta, 'paused') == 1 then return wake_info(k, now, 0, count, true) end
+  promote(k, now)
+  local popped = redis.call('ZPOPMIN', k.ready, count)
+  if recover and #popped < 2 * count and redis.call('ZCOUNT', k.reserved, '-inf', now) > 0 then
+    requeue_lapsed(k, now, REQUEUE_INLINE)
+    local more = redis.call('ZPOPMIN', k.ready, count - #popped / 2)
+    for _, v in ipairs(more) do popped[#popped + 1] = v end
+  end
+  local n = #popped / 2
+  local out = wake_info(k, now, n, count, false)
+  if n == 0 then return out end
+  local ids, scores = {}, {}
+  for i = 1, n do ids[i], scores[i] = popped[2 * i - 1], popped[2 * i] end
+  return out, ids, scores, redis.call('HMGET', k.jobs, unpack(ids))
 end
 
 --[[ redisched_reserve: hand out up to count ready jobs for a time-to-run.
@@ -685,25 +700,14 @@ local function reserve(keys, args)
   local o = options(args, 2, #args, OPT_TTR_NOW)
   local ttr_arg = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
   local now = clock(o)
-  if redis.call('HEXISTS', k.meta, 'paused') == 1 then return wake_info(k, now, 0, count, true) end
-  local popped = pop_ready(k, now, count)
-  if #popped < 2 * count and redis.call('ZCOUNT', k.reserved, '-inf', now) > 0 then
-    requeue_lapsed(k, now, REQUEUE_INLINE)
-    local more = redis.call('ZPOPMIN', k.ready, count - #popped / 2)
-    for _, v in ipairs(more) do popped[#popped + 1] = v end
-  end
-  local n = #popped / 2
-  local out = wake_info(k, now, n, count, false)
-  if n == 0 then return out end
-  local ids = {}
-  for i = 1, n do ids[i] = popped[2 * i - 1] end
-  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local out, ids, scores, recs = take(k, now, count, true)
+  if not ids then return out end
   local hset, zadd = {}, {}
   for i, id in ipairs(ids) do
     local rec = recs[i]
     if rec then
       local j = decode(rec)
-      local token = tonumber(popped[2 * i]) % SEQ_SPAN -- unique: one per entry to ready
+      local token = tonumber(scores[i]) % SEQ_SPAN -- unique: one per entry to ready
       local deadline = now + (j.ttr or ttr_arg or DEFAULT_TTR)
       j.token, j.reserved_at = token, now
       if not j.ttr and ttr_arg and ttr_arg ~= DEFAULT_TTR then j.ttr = ttr_arg end
@@ -731,14 +735,8 @@ local function pull(keys, args)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local o = options(args, 2, #args, OPT_NOW)
   local now = clock(o)
-  if redis.call('HEXISTS', k.meta, 'paused') == 1 then return wake_info(k, now, 0, count, true) end
-  local popped = pop_ready(k, now, count)
-  local n = #popped / 2
-  local out = wake_info(k, now, n, count, false)
-  if n == 0 then return out end
-  local ids = {}
-  for i = 1, n do ids[i] = popped[2 * i - 1] end
-  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local out, ids, _, recs = take(k, now, count, false)
+  if not ids then return out end
   redis.call('HDEL', k.jobs, unpack(ids))
   for i, id in ipairs(ids) do
     if recs[i] then
