@@ -8,7 +8,7 @@ packages=(
   libhiredis-dev libssl-dev
   libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server redis-tools
+  redis-server redis-tools openssl
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -135,6 +135,24 @@ TEST(ConnectionTest, AnUnresponsiveRedisTimesOut) {
   server.thaw();
 }
 
+TEST(ConnectionTest, TlsWithTheServersCertificate) {
+  RedisServer server({.append_only = false, .extra_config = "", .tls = true});
+  const std::string base = "rediss://localhost:" + std::to_string(server.tls_port());
+  Client client(at(base + "?ca=" + server.tls_ca()));
+  EXPECT_EQ(client.put("t", job("over-tls")), PutOutcome::created);
+  EXPECT_TRUE(client.get("t", "over-tls"));
+  // A certificate nobody vouches for is refused, unless verification is off.
+  try {
+    Client untrusted(at(base));
+    ADD_FAILURE() << "an unverified certificate was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::connection) << e.what();
+    EXPECT_NE(std::string(e.what()).find("certificate"), std::string::npos) << e.what();
+  }
+  Client unverified(at(base + "?verify=0"));
+  EXPECT_TRUE(unverified.get("t", "over-tls"));
+}
+
 TEST(ConnectionTest, ManyConnectionsSpreadTopics) {
   RedisServer server;
   ClientOptions o = at(server.url());

@@ -72,6 +72,13 @@ RedisServer::RedisServer(Options options) : options_(std::move(options)) {
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
   port_ = free_port();
+  if (options_.tls) {
+    tls_port_ = free_port();
+    const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+                            " -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+                            dir_ + "/key.pem -out " + dir_ + "/cert.pem 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("openssl could not make a certificate");
+  }
   start();
 }
 
@@ -94,6 +101,13 @@ void RedisServer::start() {
        << "logfile " << dir_ << "/redis.log\n"
        << "daemonize no\n"
        << options_.extra_config << "\n";
+  if (options_.tls) {
+    conf << "tls-port " << tls_port_ << "\n"
+         << "tls-cert-file " << dir_ << "/cert.pem\n"
+         << "tls-key-file " << dir_ << "/key.pem\n"
+         << "tls-ca-cert-file " << dir_ << "/cert.pem\n"
+         << "tls-auth-clients no\n";
+  }
   conf.close();
   const char* bin = std::getenv("REDIS_SERVER");
   std::string server = bin != nullptr ? bin : "redis-server";

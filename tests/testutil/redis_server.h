@@ -14,6 +14,7 @@ class RedisServer {
   struct Options {
     bool append_only = false;
     std::string extra_config;  // lines added to redis.conf
+    bool tls = false;          // also listen with TLS (a self-signed certificate)
   };
   // Starts the server; throws std::runtime_error (with the server's log)
   // when it does not come up. The binary is $REDIS_SERVER or redis-server.
@@ -28,6 +29,9 @@ class RedisServer {
   std::string socket_path() const { return dir_ + "/redis.sock"; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
   std::string unix_url() const { return "unix://" + socket_path(); }
+  // With Options::tls: the TLS port and the certificate to trust.
+  int tls_port() const { return tls_port_; }
+  std::string tls_ca() const { return dir_ + "/cert.pem"; }
 
   // Stops the server (SIGTERM, then SIGKILL) and starts it again on the same
   // port and dir: with append_only, the data comes back.
@@ -43,6 +47,7 @@ class RedisServer {
   Options options_;
   std::string dir_;
   int port_ = 0;
+  int tls_port_ = 0;
   pid_t pid_ = -1;
 };
 
