@@ -16,8 +16,8 @@ trap 'kill $redis_pid 2>/dev/null; wait $redis_pid 2>/dev/null || true' EXIT
 for _ in $(seq 1 200); do [ -S "$sock" ] && break; sleep 0.02; done
 r() { build/redisched --redis "unix://$sock" "$@"; }
 set -x
-r put emails welcome_42 'Hello, 42!' --priority 5
-r put emails reminder_42 'Did you see?' --delay 3600000
+r put emails welcome_42 'Hello, 42!' --priority 5 --upsert
+r put emails reminder_42 'Did you see?' --delay 3600000 --upsert
 r stats emails
 line=$(r --json reserve emails)
 echo "$line"

@@ -338,6 +338,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string version = encode({"FCALL", "redisched_version", "0"});
     Reply v = co_await roundtrip(stream, reader, std::move(version));
     if (v.type == Reply::Type::integer && v.integer >= kLibraryVersion) co_return;
+    if (v.is_error() && v.str.rfind("NOAUTH", 0) == 0) {
+      throw ConnectionLost{Errc::auth, "Redis requires a password: give it in the URL"};
+    }
     if (v.is_error() && v.str.find("Function not found") == std::string::npos) {
       throw ConnectionLost{Errc::server, "checking the Functions library: " + v.str};
     }

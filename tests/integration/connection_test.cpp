@@ -45,6 +45,13 @@ TEST(ConnectionTest, PasswordAndAclUser) {
   EXPECT_NO_THROW(Client(at("redis://:secret@127.0.0.1:" + std::to_string(server.port()))));
   EXPECT_NO_THROW(Client(at("redis://alice:wonder@127.0.0.1:" + std::to_string(server.port()))));
   try {
+    Client none(at("redis://127.0.0.1:" + std::to_string(server.port())));
+    ADD_FAILURE() << "no password was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::auth);
+    EXPECT_NE(std::string(e.what()).find("requires a password"), std::string::npos) << e.what();
+  }
+  try {
     Client bad(at("redis://:wrong@127.0.0.1:" + std::to_string(server.port())));
     ADD_FAILURE() << "a wrong password was accepted";
   } catch (const Error& e) {

@@ -74,10 +74,12 @@ RedisServer::RedisServer(Options options) : options_(std::move(options)) {
   port_ = free_port();
   if (options_.tls) {
     tls_port_ = free_port();
-    const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
-                            " -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
-                            dir_ + "/key.pem -out " + dir_ + "/cert.pem 2>/dev/null";
-    if (std::system(cmd.c_str()) != 0) throw std::runtime_error("openssl could not make a certificate");
+    const std::string cmd =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+        " -addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout " +
+        dir_ + "/key.pem -out " + dir_ + "/cert.pem 2>/dev/null";
+    if (std::system(cmd.c_str()) != 0)
+      throw std::runtime_error("openssl could not make a certificate");
   }
   start();
 }
