@@ -927,8 +927,9 @@ end
 local function revive(k, ids, now)
   local n = 0
   for _, id in ipairs(ids) do
-    if redis.call('ZREM', k.dead, id) == 1 then
-      local j = decode(redis.call('HGET', k.jobs, id))
+    local rec = redis.call('ZREM', k.dead, id) == 1 and redis.call('HGET', k.jobs, id)
+    if rec then
+      local j = decode(rec)
       j.made, j.due = 0, now
       place(k, id, j, now)
       n = n + 1
