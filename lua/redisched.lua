@@ -759,6 +759,18 @@ local function held_record(rec, token)
   return j
 end
 
+-- The reservation token in a record, read without decoding the rest (ack's
+-- hot path); nil when the job is not reserved.
+local function lease_token(rec)
+  local flags = rec:byte(1)
+  if band(flags, F_LEASE) == 0 then return nil end
+  local pos = 9 -- flags byte and 7-byte stamp
+  if band(flags, F_EXT) ~= 0 then pos = pos + 1 end
+  if band(flags, F_PRIO) ~= 0 then pos = pos + 2 end
+  if band(flags, F_DUE) ~= 0 then pos = pos + 6 end
+  return (struct.unpack('>I6', rec, pos))
+end
+
 local function held(k, id, token)
   return held_record(redis.call('HGET', k.jobs, id), token)
 end
@@ -776,7 +788,16 @@ local function settle_acks(k, pairs_, o)
   local recs = redis.call('HMGET', k.jobs, unpack(ids))
   local codes, gone, seen = {}, {}, {}
   for i, p in ipairs(pairs_) do
-    local j, code = held_record(recs[i], p[2])
+    local j, code
+    if keep > 0 then
+      j, code = held_record(recs[i], p[2])
+    elseif not recs[i] then
+      code = MISSING
+    else
+      local token = lease_token(recs[i])
+      j = token == p[2]
+      code = (token == nil and WRONG_STATE) or (not j and STALE) or nil
+    end
     if j and seen[p[1]] then j, code = nil, WRONG_STATE end -- acked earlier in this call
     if j then
       seen[p[1]] = true
