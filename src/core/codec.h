@@ -17,6 +17,14 @@ namespace redisched::core {
 // computed words are kept here.
 class Command {
  public:
+  Command() = default;
+  // Moves keep the owned words where they are (std::deque); a copy would
+  // leave its views pointing into the original, so there is none.
+  Command(Command&&) = default;
+  Command& operator=(Command&&) = default;
+  Command(const Command&) = delete;
+  Command& operator=(const Command&) = delete;
+
   Command& add(std::string_view word) {
     words_.push_back(word);
     return *this;
