@@ -127,7 +127,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   // On the I/O thread.
-  void enqueue(std::string command, Handler done) {
+  void enqueue(const std::string& command, Handler done) {
     if (closing_) return fail(done, Errc::closed, "the client is closed");
     if (state_ == State::down) {
       return fail(done, Errc::connection,
@@ -435,7 +435,7 @@ class NodeLink final : public Link {
     const size_t i = std::hash<std::string_view>{}(route_key) % conns_.size();
     asio::post(io_,
                [c = conns_[i], command = std::move(command), done = std::move(done)]() mutable {
-                 c->enqueue(std::move(command), std::move(done));
+                 c->enqueue(command, std::move(done));
                });
   }
 
