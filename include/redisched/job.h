@@ -36,15 +36,17 @@ enum class PutMode {
 
 // A job to put. Unset options take the defaults of docs/redis-api.md:
 // due now, priority 0, ttr 30 s, 5 attempts, exponential backoff 1 s..10 min.
+// (Every member has an initializer, so designated initializers may leave
+// any out without -Wmissing-field-initializers.)
 struct JobSpec {
-  std::string id;                         // 1..256 bytes, no control characters
-  std::string body;                       // any bytes, up to ClientOptions::max_body
-  std::optional<Millis> delay;            // due this long after now
-  std::optional<std::int64_t> due_at_ms;  // or at this time; not both
-  int priority = 0;                       // 0..1000, higher first
-  std::optional<Millis> ttr;              // time-to-run of a reservation
-  std::optional<int> max_attempts;        // 1..1000
-  std::optional<Backoff> backoff;
+  std::string id{};                         // 1..256 bytes, no control characters
+  std::string body{};                       // any bytes, up to ClientOptions::max_body
+  std::optional<Millis> delay{};            // due this long after now
+  std::optional<std::int64_t> due_at_ms{};  // or at this time; not both
+  int priority = 0;                         // 0..1000, higher first
+  std::optional<Millis> ttr{};              // time-to-run of a reservation
+  std::optional<int> max_attempts{};        // 1..1000
+  std::optional<Backoff> backoff{};
   PutMode mode = PutMode::create;
 };
 
