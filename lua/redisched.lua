@@ -3,17 +3,18 @@
 redisched: a delayed/priority job queue as one Redis Functions library.
 
 Load it as it is:   redis-cli FUNCTION LOAD REPLACE "$(cat lua/redisched.lua)"
-Call it:            FCALL redisched_<op> 7 <the topic's seven keys> <arguments...>
+Call it:            FCALL redisched_<op> 8 <the topic's eight keys> <arguments...>
 
-Every function takes the same seven keys of one topic T, in this order
+Every function takes the same eight keys of one topic T, in this order
 (P is a prefix, "redisched" by default; {T} is the Redis Cluster hash tag):
   KEYS[1] P:{T}:jobs      hash  id -> packed job record (body and metadata)
   KEYS[2] P:{T}:delayed   zset  id -> due time (ms)
   KEYS[3] P:{T}:ready     zset  id -> (1000 - priority) * 2^43 + ready sequence
-  KEYS[4] P:{T}:reserved  zset  id -> reservation deadline (ms)
+  KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms)
   KEYS[5] P:{T}:dead      zset  id -> time it died (ms)
   KEYS[6] P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
   KEYS[7] P:{T}:meta      hash  seq (counter), paused, totals
+  KEYS[8] P:{T}:leases    hash  id -> "token:reserved_at:ttr" of its reservation
 
 A job is in exactly one of delayed, ready, reserved, dead, done: its state
 is the set that holds it (docs/lifecycle.md draws the transitions).
@@ -31,7 +32,7 @@ Invalid arguments are error replies whose first word is a code:
 Validation happens before the first write: a refused call changes nothing.
 ]]
 
-local LIBRARY_VERSION = 1 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 2 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
@@ -61,7 +62,7 @@ local BACKOFF_NAMES = { 'fixed', 'exponential' }
 -- 4096), the optional fields the flags name, in flag order, then the body.
 -- A waiting job with default options has an 8-byte head, so a 100-byte body
 -- still fits Redis's 112-byte allocation class.
-local F_PRIO, F_DUE, F_LEASE, F_MADE, F_ERROR, F_EXT, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 192
+local F_PRIO, F_DUE, F_MADE, F_ERROR, F_EXT, F_UNKNOWN = 1, 2, 8, 16, 32, 196
 local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_UNKNOWN = 1, 2, 4, 8, 240
 local TICKS = 4096
 
@@ -99,11 +100,11 @@ local function id_arg(v, checked)
 end
 
 local function check_keys(keys)
-  if #keys ~= 7 then
-    error({ bad = 'BADKEYS expected the topic\'s 7 keys (jobs delayed ready reserved dead done meta), got ' .. #keys })
+  if #keys ~= 8 then
+    error({ bad = 'BADKEYS expected the topic\'s 8 keys (jobs delayed ready reserved dead done meta leases), got ' .. #keys })
   end
   return { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
-           dead = keys[5], done = keys[6], meta = keys[7] }
+           dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8] }
 end
 
 -- Reads "WORD value" options from args[from..]; spec maps WORD to the number
@@ -164,7 +165,6 @@ local function decode(rec)
   local j = { prio = 0, created = math.floor(stamp / TICKS), seq = stamp % TICKS }
   if band(flags, F_PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
   if band(flags, F_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, F_LEASE) ~= 0 then j.token, j.reserved_at, pos = struct.unpack('>I6I6', rec, pos) end
   if band(flags, F_MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
   if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
   if band(ext, X_ATTEMPTS) ~= 0 then j.max, pos = struct.unpack('>I2', rec, pos) end
@@ -191,14 +191,13 @@ end
 local function encode(j, due_in_score)
   local stamp = j.created * TICKS + j.seq % TICKS
   local store_due = not due_in_score and j.due ~= j.created
-  if j.prio == 0 and not store_due and not j.token and not j.made and not j.ttr
+  if j.prio == 0 and not store_due and not j.made and not j.ttr
       and not j.max and not j.backoff and not j.finished and not j.err then
     return struct.pack('>BI7', 0, stamp) .. j.body -- the common case, kept fast
   end
   local flags, ext, opt, ext_opt = 0, 0, {}, {}
   if j.prio ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.prio) end
   if store_due then flags = flags + F_DUE; opt[#opt + 1] = struct.pack('>I6', j.due) end
-  if j.token then flags = flags + F_LEASE; opt[#opt + 1] = struct.pack('>I6I6', j.token, j.reserved_at) end
   if j.made and j.made > 0 then flags = flags + F_MADE; opt[#opt + 1] = struct.pack('>I2', j.made) end
   if j.ttr then ext = ext + X_TTR; opt[#opt + 1] = struct.pack('>I4', j.ttr) end
   if j.max then ext = ext + X_ATTEMPTS; opt[#opt + 1] = struct.pack('>I2', j.max) end
@@ -306,29 +305,70 @@ local function place(k, id, j, now)
   return 'ready'
 end
 
+-- Reservations. The reserved set's member is id NUL token (ids hold no
+-- control characters), so ack, release, fail and touch find and check a
+-- reservation in one step; the leases hash says by id which one is current.
+local function lease_member(id, token)
+  return id .. '\0' .. token
+end
+
+local function member_id(member)
+  return member:sub(1, member:find('\0', 1, true) - 1)
+end
+
+-- "token:reserved_at:ttr" -> token, reserved_at, ttr
+local function parse_lease(v)
+  local token, at, ttr = v:match('^(%d+):(%d+):(%d+)$')
+  return tonumber(token), tonumber(at), tonumber(ttr)
+end
+
+-- Why id is not reserved under a given token: stale (reserved under
+-- another), wrong state (not reserved), or missing.
+local function not_held(k, id)
+  if redis.call('HEXISTS', k.leases, id) == 1 then return STALE end
+  if redis.call('HEXISTS', k.jobs, id) == 1 then return WRONG_STATE end
+  return MISSING
+end
+
+local function end_lease(k, id, member)
+  redis.call('ZREM', k.reserved, member)
+  redis.call('HDEL', k.leases, id)
+end
+
 -- Removes an id from every state set; returns the name of the state it was in.
 local function unlink(k, id)
-  for _, s in ipairs({ 'ready', 'delayed', 'reserved', 'dead', 'done' }) do
+  for _, s in ipairs({ 'ready', 'delayed', 'dead', 'done' }) do
     if redis.call('ZREM', k[s], id) == 1 then return s end
+  end
+  local lease = redis.call('HGET', k.leases, id)
+  if lease then
+    end_lease(k, id, lease_member(id, (parse_lease(lease))))
+    return 'reserved'
   end
   return nil
 end
 
+-- The state of a job: its name and score there; for a reserved job also
+-- its token and reservation time.
 local function state_of(k, id)
-  for _, s in ipairs({ 'ready', 'delayed', 'reserved', 'dead', 'done' }) do
+  for _, s in ipairs({ 'ready', 'delayed', 'dead', 'done' }) do
     local score = redis.call('ZSCORE', k[s], id)
     if score then return s, tonumber(score) end
+  end
+  local lease = redis.call('HGET', k.leases, id)
+  if lease then
+    local token, at = parse_lease(lease)
+    return 'reserved', tonumber(redis.call('ZSCORE', k.reserved, lease_member(id, token))), token, at
   end
   return 'unknown', nil
 end
 
 -- A reservation that ended without success: counts an attempt, then back to
 -- ready (retry now), delayed (backoff) or dead. Returns 'ready'|'delayed'|'dead'.
-local function retry_or_bury(k, id, j, now, err, backoff, bury)
-  j.token, j.reserved_at = nil, nil
+local function retry_or_bury(k, id, member, j, now, err, backoff, bury)
   j.made = (j.made or 0) + 1
   j.err = err
-  redis.call('ZREM', k.reserved, id)
+  end_lease(k, id, member)
   if bury or j.made >= max_attempts(j) then
     redis.call('HSET', k.jobs, id, encode(j))
     redis.call('ZADD', k.dead, now, id)
@@ -341,15 +381,16 @@ end
 
 -- Lapsed reservations back to ready (an attempt each) or dead.
 local function requeue_lapsed(k, now, limit)
-  local ids = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, limit)
+  local members = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, limit)
   local back, buried = 0, 0
-  for _, id in ipairs(ids) do
+  for _, member in ipairs(members) do
+    local id = member_id(member)
     local rec = redis.call('HGET', k.jobs, id)
     if rec then
-      local to = retry_or_bury(k, id, decode(rec), now, 'time-to-run lapsed', false, false)
+      local to = retry_or_bury(k, id, member, decode(rec), now, 'time-to-run lapsed', false, false)
       if to == 'dead' then buried = buried + 1 else back = back + 1 end
     else
-      redis.call('ZREM', k.reserved, id)
+      end_lease(k, id, member)
     end
   end
   if back + buried > 0 then redis.call('HINCRBY', k.meta, 'lapsed_total', back + buried) end
@@ -589,8 +630,10 @@ local function get(keys, args)
   local id = id_arg(args[1])
   local rec = redis.call('HGET', k.jobs, id)
   if not rec then return nil end
-  local state, score = state_of(k, id)
-  return job_fields(id, decode(rec), state, score)
+  local j = decode(rec)
+  local state, score
+  state, score, j.token, j.reserved_at = state_of(k, id)
+  return job_fields(id, j, state, score)
 end
 
 local STATE_SETS = { delayed = true, ready = true, reserved = true, dead = true, done = true }
@@ -613,12 +656,16 @@ local function list(keys, args)
   local out = { redis.call('ZCARD', set) }
   if #page == 0 then return out end
   local ids = {}
-  for i = 1, #page / 2 do ids[i] = page[2 * i - 1] end
+  for i = 1, #page / 2 do
+    ids[i] = state == 'reserved' and member_id(page[2 * i - 1]) or page[2 * i - 1]
+  end
   local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local leases = state == 'reserved' and redis.call('HMGET', k.leases, unpack(ids))
   for i, id in ipairs(ids) do
     if recs[i] then
       local j = decode(recs[i])
       if o.NOBODY then j.body = '' end
+      if leases and leases[i] then j.token, j.reserved_at = parse_lease(leases[i]) end
       out[#out + 1] = job_fields(id, j, state, tonumber(page[2 * i]))
     end
   end
@@ -702,24 +749,24 @@ local function reserve(keys, args)
   local now = clock(o)
   local out, ids, scores, recs = take(k, now, count, true)
   if not ids then return out end
-  local hset, zadd = {}, {}
+  -- The records stay as they are: the reservation lives in the reserved set
+  -- and the leases hash.
+  local leases, zadd, n = {}, {}, 0
   for i, id in ipairs(ids) do
     local rec = recs[i]
     if rec then
       local j = decode(rec)
       local token = tonumber(scores[i]) % SEQ_SPAN -- unique: one per entry to ready
-      local deadline = now + (j.ttr or ttr_arg or DEFAULT_TTR)
-      j.token, j.reserved_at = token, now
-      if not j.ttr and ttr_arg and ttr_arg ~= DEFAULT_TTR then j.ttr = ttr_arg end
-      hset[#hset + 1] = id
-      hset[#hset + 1] = encode(j)
-      zadd[#zadd + 1] = deadline
-      zadd[#zadd + 1] = id
+      local ttr = j.ttr or ttr_arg or DEFAULT_TTR
+      local deadline = now + ttr
+      leases[n + 1], leases[n + 2] = id, token .. ':' .. now .. ':' .. ttr
+      zadd[n + 1], zadd[n + 2] = deadline, lease_member(id, token)
+      n = n + 2
       out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, deadline }
     end
   end
-  if #hset > 0 then
-    redis.call('HSET', k.jobs, unpack(hset))
+  if n > 0 then
+    redis.call('HSET', k.leases, unpack(leases))
     redis.call('ZADD', k.reserved, unpack(zadd))
   end
   return out
@@ -749,30 +796,12 @@ end
 
 ---------------------------------------------------------------- settle
 
--- Checks that the job (record rec) is reserved under token; returns the
--- decoded job or a code.
-local function held_record(rec, token)
-  if not rec then return nil, MISSING end
-  local j = decode(rec)
-  if not j.token then return nil, WRONG_STATE end
-  if j.token ~= token then return nil, STALE end
-  return j
-end
-
--- The reservation token in a record, read without decoding the rest (ack's
--- hot path); nil when the job is not reserved.
-local function lease_token(rec)
-  local flags = rec:byte(1)
-  if band(flags, F_LEASE) == 0 then return nil end
-  local pos = 9 -- flags byte and 7-byte stamp
-  if band(flags, F_EXT) ~= 0 then pos = pos + 1 end
-  if band(flags, F_PRIO) ~= 0 then pos = pos + 2 end
-  if band(flags, F_DUE) ~= 0 then pos = pos + 6 end
-  return (struct.unpack('>I6', rec, pos))
-end
-
+-- The job if id is reserved under token (and the reservation's member);
+-- otherwise nil and the code saying why not.
 local function held(k, id, token)
-  return held_record(redis.call('HGET', k.jobs, id), token)
+  local member = lease_member(id, token)
+  if not redis.call('ZSCORE', k.reserved, member) then return nil, not_held(k, id) end
+  return decode(redis.call('HGET', k.jobs, id)), member
 end
 
 local function token_arg(v)
@@ -783,37 +812,35 @@ end
 local function settle_acks(k, pairs_, o)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   local now = (keep > 0 or o.NOW) and clock(o)
-  local ids = {}
-  for i, p in ipairs(pairs_) do ids[i] = p[1] end
-  local recs = redis.call('HMGET', k.jobs, unpack(ids))
-  local codes, gone, seen = {}, {}, {}
+  local members = {}
+  for i, p in ipairs(pairs_) do members[i] = lease_member(p[1], p[2]) end
+  local found = redis.call('ZMSCORE', k.reserved, unpack(members))
+  local codes, gone, gone_members, seen = {}, {}, {}, {}
   for i, p in ipairs(pairs_) do
-    local j, code
-    if keep > 0 then
-      j, code = held_record(recs[i], p[2])
-    elseif not recs[i] then
-      code = MISSING
-    else
-      local token = lease_token(recs[i])
-      j = token == p[2]
-      code = (token == nil and WRONG_STATE) or (not j and STALE) or nil
-    end
-    if j and seen[p[1]] then j, code = nil, WRONG_STATE end -- acked earlier in this call
-    if j then
+    if seen[p[1]] then
+      codes[i] = WRONG_STATE -- acked earlier in this call
+    elseif found[i] then
       seen[p[1]] = true
-      if keep > 0 then
-        j.token, j.reserved_at, j.finished = nil, nil, now
-        redis.call('HSET', k.jobs, p[1], encode(j))
-        redis.call('ZADD', k.done, now + keep, p[1])
-      end
-      gone[#gone + 1] = p[1]
-      code = OK
+      gone[#gone + 1], gone_members[#gone_members + 1] = p[1], members[i]
+      codes[i] = OK
+    else
+      codes[i] = not_held(k, p[1])
     end
-    codes[i] = code
   end
   if #gone > 0 then
-    if keep == 0 then redis.call('HDEL', k.jobs, unpack(gone)) end
-    redis.call('ZREM', k.reserved, unpack(gone))
+    redis.call('ZREM', k.reserved, unpack(gone_members))
+    redis.call('HDEL', k.leases, unpack(gone))
+    if keep > 0 then
+      local recs = redis.call('HMGET', k.jobs, unpack(gone))
+      for i, id in ipairs(gone) do
+        local j = decode(recs[i])
+        j.finished = now
+        redis.call('HSET', k.jobs, id, encode(j))
+        redis.call('ZADD', k.done, now + keep, id)
+      end
+    else
+      redis.call('HDEL', k.jobs, unpack(gone))
+    end
   end
   if keep > 0 then trim_done(k, now) end
   return codes
@@ -829,8 +856,15 @@ Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 ]]
 local function ack(keys, args)
   local k = check_keys(keys)
-  local p = { id_arg(args[1]), token_arg(args[2]) }
-  return settle_acks(k, { p }, options(args, 3, #args, ACK_OPTIONS))[1]
+  local id, token = id_arg(args[1]), token_arg(args[2])
+  local o = options(args, 3, #args, ACK_OPTIONS)
+  -- The common case in three calls: the ZREM checks and ends the lease.
+  if not o.KEEP and redis.call('ZREM', k.reserved, lease_member(id, token)) == 1 then
+    redis.call('HDEL', k.jobs, id)
+    redis.call('HDEL', k.leases, id)
+    return OK
+  end
+  return settle_acks(k, { { id, token } }, o)[1]
 end
 
 --[[ redisched_ackmany: many reserved jobs are done.
@@ -857,12 +891,11 @@ local function release(keys, args)
   local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX) or 0
   local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX)
   local now = clock(o)
-  local j, code = held(k, id, token)
-  if not j then return code end
-  j.token, j.reserved_at = nil, nil
+  local j, member = held(k, id, token)
+  if not j then return member end
   if prio then j.prio = prio end
   j.due = now + delay
-  redis.call('ZREM', k.reserved, id)
+  end_lease(k, id, member)
   place(k, id, j, now)
   return OK
 end
@@ -881,10 +914,10 @@ local function fail_job(keys, args)
   if #err > ERROR_MAX then bad('error text is over ' .. ERROR_MAX .. ' bytes') end
   local o = options(args, 4, #args, OPT_DEAD_NOW)
   local now = clock(o)
-  local j, code = held(k, id, token)
-  if not j then return code end
+  local j, member = held(k, id, token)
+  if not j then return member end
   redis.call('HINCRBY', k.meta, 'failed_total', 1)
-  return { ok = retry_or_bury(k, id, j, now, err, true, o.DEAD) }
+  return { ok = retry_or_bury(k, id, member, j, now, err, true, o.DEAD) }
 end
 
 --[[ redisched_touch: extend a reservation.
@@ -898,10 +931,12 @@ local function touch(keys, args)
   local o = options(args, 3, #args, OPT_TTR_NOW)
   local ttr = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
   local now = clock(o)
-  local j, code = held(k, id, token)
-  if not j then return code end
-  local deadline = now + (ttr or j.ttr or DEFAULT_TTR)
-  redis.call('ZADD', k.reserved, deadline, id)
+  local lease = redis.call('HGET', k.leases, id)
+  local held_token, _, lease_ttr
+  if lease then held_token, _, lease_ttr = parse_lease(lease) end
+  if held_token ~= token then return not_held(k, id) end
+  local deadline = now + (ttr or lease_ttr)
+  redis.call('ZADD', k.reserved, deadline, lease_member(id, token))
   return deadline
 end
 

@@ -8,12 +8,12 @@
 namespace redisched::core {
 
 // The names, in the order every function of lua/redisched.lua takes them.
-inline constexpr std::array<std::string_view, 7> kKeyNames = {
-    "jobs", "delayed", "ready", "reserved", "dead", "done", "meta"};
+inline constexpr std::array<std::string_view, 8> kKeyNames = {
+    "jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases"};
 
 // "<prefix>:{<topic>}:<name>" for each name: the hash tag keeps a topic's
 // keys in one Redis Cluster slot.
-std::array<std::string, 7> topic_keys(std::string_view prefix, std::string_view topic);
+std::array<std::string, 8> topic_keys(std::string_view prefix, std::string_view topic);
 
 // The topic of a key of that shape, or empty when the key is not one.
 std::string_view topic_of_key(std::string_view prefix, std::string_view key);

@@ -433,10 +433,8 @@ class NodeLink final : public Link {
   // order; topics spread over the connections.
   void send(std::string_view route_key, std::string command, Handler done) override {
     const size_t i = std::hash<std::string_view>{}(route_key) % conns_.size();
-    asio::post(io_,
-               [c = conns_[i], command = std::move(command), done = std::move(done)]() mutable {
-                 c->enqueue(command, std::move(done));
-               });
+    asio::post(io_, [c = conns_[i], command = std::move(command),
+                     done = std::move(done)]() mutable { c->enqueue(command, std::move(done)); });
   }
 
   void close() override {

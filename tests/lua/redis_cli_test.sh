@@ -5,7 +5,7 @@ source "$(dirname "$0")/../testutil/redis_fixture.sh"
 LIB="$1"
 
 expect "load" "redisched" "$(rcli -x FUNCTION LOAD REPLACE < "$LIB")"
-K="7 redisched:{mail}:jobs redisched:{mail}:delayed redisched:{mail}:ready redisched:{mail}:reserved redisched:{mail}:dead redisched:{mail}:done redisched:{mail}:meta"
+K="8 redisched:{mail}:jobs redisched:{mail}:delayed redisched:{mail}:ready redisched:{mail}:reserved redisched:{mail}:dead redisched:{mail}:done redisched:{mail}:meta redisched:{mail}:leases"
 # shellcheck disable=SC2086
 fcall() { local op=$1; shift; rcli FCALL "redisched_$op" $K "$@"; }
 
@@ -27,5 +27,5 @@ expect "gone" "" "$(fcall get job1)"
 expect "bad argument" "BADARG PRIORITY must be from 0 to 1000, got 5000" \
   "$(fcall put x y PRIORITY 5000 2>&1)"
 expect "stats" "0" "$(fcall stats | sed -n 4p)"
-expect "version" "1" "$(rcli FCALL redisched_version 0)"
+expect "version" "2" "$(rcli FCALL redisched_version 0)"
 finish

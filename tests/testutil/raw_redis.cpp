@@ -24,8 +24,9 @@ ReplyPtr RawRedis::call(const std::vector<std::string>& args) {
 
 ReplyPtr RawRedis::fcall(const std::string& op, const std::string& topic,
                          const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"FCALL", "redisched_" + op, "7"};
-  for (const char* name : {"jobs", "delayed", "ready", "reserved", "dead", "done", "meta"}) {
+  std::vector<std::string> all = {"FCALL", "redisched_" + op, "8"};
+  for (const char* name :
+       {"jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases"}) {
     all.push_back("redisched:{" + topic + "}:" + name);
   }
   all.insert(all.end(), args.begin(), args.end());

@@ -9,6 +9,7 @@ TEST(KeysTest, EveryKeyCarriesTheTopicHashTag) {
   auto keys = topic_keys("redisched", "emails");
   EXPECT_EQ(keys[0], "redisched:{emails}:jobs");
   EXPECT_EQ(keys[6], "redisched:{emails}:meta");
+  EXPECT_EQ(keys[7], "redisched:{emails}:leases");
   for (const auto& k : keys) EXPECT_NE(k.find("{emails}"), std::string::npos) << k;
 }
 
