@@ -9,11 +9,12 @@ Every function takes the same eight keys of one topic T, in this order
 (P is a prefix, "redisched" by default; {T} is the Redis Cluster hash tag):
   KEYS[1] P:{T}:jobs      hash  id -> packed job record (body and metadata)
   KEYS[2] P:{T}:delayed   zset  id -> due time (ms)
-  KEYS[3] P:{T}:ready     zset  id -> (1000 - priority) * 2^43 + ready sequence
+  KEYS[3] P:{T}:ready     zset  id -> (1000 - priority) * 2^43 + ready sequence;
+                                while paused also NUL "paused" -> -inf
   KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms)
   KEYS[5] P:{T}:dead      zset  id -> time it died (ms)
   KEYS[6] P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
-  KEYS[7] P:{T}:meta      hash  seq (counter), paused, totals
+  KEYS[7] P:{T}:meta      hash  seq (counter), totals
   KEYS[8] P:{T}:leases    hash  id -> "token:reserved_at:ttr" of its reservation
 
 A job is in exactly one of delayed, ready, reserved, dead, done: its state
@@ -32,7 +33,7 @@ Invalid arguments are error replies whose first word is a code:
 Validation happens before the first write: a refused call changes nothing.
 ]]
 
-local LIBRARY_VERSION = 2 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 3 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
@@ -54,6 +55,10 @@ local DEFAULT_ATTEMPTS = 5
 local DEFAULT_BACKOFF = { 2, 1000, 600000 } -- exponential, 1 s base, 10 min cap
 
 local OK, UPDATED, MISSING, EXISTS, WRONG_STATE, STALE = 1, 2, 0, -1, -2, -3
+-- A paused topic's ready set holds this member (no id can: ids hold no
+-- control characters) with the lowest score, so the ZPOPMIN that hands out
+-- jobs finds the pause without a call of its own.
+local PAUSED_MARK = '\0paused'
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
 
@@ -333,6 +338,10 @@ end
 local function end_lease(k, id, member)
   redis.call('ZREM', k.reserved, member)
   redis.call('HDEL', k.leases, id)
+end
+
+local function paused(k)
+  return redis.call('ZSCORE', k.ready, PAUSED_MARK) ~= false
 end
 
 -- Removes an id from every state set; returns the name of the state it was in.
@@ -652,8 +661,9 @@ local function list(keys, args)
   local count = int_arg(args[3], 'count', 1, BATCH_MAX)
   local o = options(args, 4, #args, OPT_NOBODY)
   local set = k[state]
-  local page = redis.call('ZRANGE', set, offset, offset + count - 1, 'WITHSCORES')
-  local out = { redis.call('ZCARD', set) }
+  local skip = (state == 'ready' and paused(k)) and 1 or 0 -- the pause mark comes first
+  local page = redis.call('ZRANGE', set, offset + skip, offset + skip + count - 1, 'WITHSCORES')
+  local out = { redis.call('ZCARD', set) - skip }
   if #page == 0 then return out end
   local ids = {}
   for i = 1, #page / 2 do
@@ -682,14 +692,16 @@ local function stats(keys, args)
   local k = check_keys(keys)
   options(args, 1, #args, NO_WORDS)
   local first = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
-  local meta = redis.call('HMGET', k.meta, 'paused', 'failed_total', 'dead_total', 'lapsed_total')
+  local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total')
+  local is_paused = paused(k)
   return {
-    'delayed', redis.call('ZCARD', k.delayed), 'ready', redis.call('ZCARD', k.ready),
+    'delayed', redis.call('ZCARD', k.delayed),
+    'ready', redis.call('ZCARD', k.ready) - (is_paused and 1 or 0),
     'reserved', redis.call('ZCARD', k.reserved), 'dead', redis.call('ZCARD', k.dead),
-    'done', redis.call('ZCARD', k.done), 'paused', meta[1] and 1 or 0,
+    'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
     'next_due', first[2] and tonumber(first[2]) or -1,
-    'failed_total', tonumber(meta[2] or 0), 'dead_total', tonumber(meta[3] or 0),
-    'lapsed_total', tonumber(meta[4] or 0),
+    'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
+    'lapsed_total', tonumber(meta[3] or 0),
   }
 end
 
@@ -713,9 +725,15 @@ end
 -- was ready) the popped ids, their ready scores and their records. With
 -- recover, lapsed reservations are requeued first when too few are ready.
 local function take(k, now, count, recover)
-  if redis.call('HEXISTS', k.meta, 'paused') == 1 then return wake_info(k, now, 0, count, true) end
   promote(k, now)
   local popped = redis.call('ZPOPMIN', k.ready, count)
+  if popped[1] == PAUSED_MARK then
+    -- Paused: put back the mark and whatever came out behind it.
+    local back = {}
+    for i = 1, #popped, 2 do back[i], back[i + 1] = popped[i + 1], popped[i] end
+    redis.call('ZADD', k.ready, unpack(back))
+    return wake_info(k, now, 0, count, true)
+  end
   if recover and #popped < 2 * count and redis.call('ZCOUNT', k.reserved, '-inf', now) > 0 then
     requeue_lapsed(k, now, REQUEUE_INLINE)
     local more = redis.call('ZPOPMIN', k.ready, count - #popped / 2)
@@ -1026,13 +1044,13 @@ Output: 1 if the state changed, 0 if it already was so.
 local function pause(keys, args)
   local k = check_keys(keys)
   options(args, 1, #args, NO_WORDS)
-  return redis.call('HSETNX', k.meta, 'paused', 1)
+  return redis.call('ZADD', k.ready, 'NX', '-inf', PAUSED_MARK)
 end
 
 local function resume(keys, args)
   local k = check_keys(keys)
   options(args, 1, #args, NO_WORDS)
-  return redis.call('HDEL', k.meta, 'paused')
+  return redis.call('ZREM', k.ready, PAUSED_MARK)
 end
 
 --[[ redisched_version: the library's version (an integer), for clients that

@@ -351,7 +351,14 @@ TEST_F(FunctionsTest, PausedTopicHandsOutNothing) {
   EXPECT_EQ(call("pull", {"1"})->elements, 3u);
   EXPECT_EQ(stat("paused"), 1);
   put("y", 1000);  // puts still work
+  EXPECT_EQ(stat("ready"), 2) << "the pause is not counted as a job";
+  auto listed = call("list", {"ready", "0", "10"});
+  ASSERT_EQ(listed->elements, 3u);
+  EXPECT_EQ(listed->element[0]->integer, 2);
+  EXPECT_EQ(std::string(listed->element[1]->element[1]->str), "x");
+  EXPECT_TRUE(reserve(5, 1000).jobs.empty()) << "still paused after a reserve of many";
   EXPECT_EQ(integer("resume", {}), 1);
+  EXPECT_EQ(integer("resume", {}), 0);
   EXPECT_EQ(ids(reserve(5, 1000)), (Args{"x", "y"}));
 }
 
