@@ -33,7 +33,7 @@ Invalid arguments are error replies whose first word is a code:
 Validation happens before the first write: a refused call changes nothing.
 ]]
 
-local LIBRARY_VERSION = 3 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 4 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
@@ -70,6 +70,17 @@ local BACKOFF_NAMES = { 'fixed', 'exponential' }
 local F_PRIO, F_DUE, F_MADE, F_ERROR, F_EXT, F_UNKNOWN = 1, 2, 8, 16, 32, 196
 local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_UNKNOWN = 1, 2, 4, 8, 240
 local TICKS = 4096
+-- The stamp is 56 bits, more than a Lua number holds exactly: it travels as
+-- its top 32 and low 24 bits, computed from created and the tick apart.
+local STAMP = '>I4I3'
+
+local function stamp_parts(created, seq)
+  return math.floor(created / TICKS), (created % TICKS) * TICKS + seq % TICKS
+end
+
+local function stamp_created(hi, lo)
+  return hi * TICKS + math.floor(lo / TICKS)
+end
 
 -- (bit and struct are only reachable inside calls, not while loading.)
 local function band(a, b) return bit.band(a, b) end
@@ -157,17 +168,17 @@ end
 local function decode(rec)
   local flags, pos = struct.unpack('>B', rec)
   if flags == 0 then -- the common case: nothing but the stamp
-    local stamp, at = struct.unpack('>I7', rec, pos)
-    local created = math.floor(stamp / TICKS)
-    return { prio = 0, created = created, seq = stamp % TICKS, due = created, body = rec:sub(at) }
+    local hi, lo, at = struct.unpack(STAMP, rec, pos)
+    local created = stamp_created(hi, lo)
+    return { prio = 0, created = created, seq = lo % TICKS, due = created, body = rec:sub(at) }
   end
-  local ext, stamp = 0, nil
+  local ext, hi, lo = 0, nil, nil
   if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
   if band(flags, F_UNKNOWN) ~= 0 or band(ext, X_UNKNOWN) ~= 0 then
     error({ bad = 'BADFORMAT a stored job has a format this library version does not read' })
   end
-  stamp, pos = struct.unpack('>I7', rec, pos)
-  local j = { prio = 0, created = math.floor(stamp / TICKS), seq = stamp % TICKS }
+  hi, lo, pos = struct.unpack(STAMP, rec, pos)
+  local j = { prio = 0, created = stamp_created(hi, lo), seq = lo % TICKS }
   if band(flags, F_PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
   if band(flags, F_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
   if band(flags, F_MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
@@ -194,11 +205,11 @@ end
 -- the record leaves it out (due_in_score); elsewhere it is stored unless it
 -- equals the creation time.
 local function encode(j, due_in_score)
-  local stamp = j.created * TICKS + j.seq % TICKS
+  local hi, lo = stamp_parts(j.created, j.seq)
   local store_due = not due_in_score and j.due ~= j.created
   if j.prio == 0 and not store_due and not j.made and not j.ttr
       and not j.max and not j.backoff and not j.finished and not j.err then
-    return struct.pack('>BI7', 0, stamp) .. j.body -- the common case, kept fast
+    return struct.pack('>BI4I3', 0, hi, lo) .. j.body -- the common case, kept fast
   end
   local flags, ext, opt, ext_opt = 0, 0, {}, {}
   if j.prio ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.prio) end
@@ -213,8 +224,8 @@ local function encode(j, due_in_score)
   if j.finished then ext = ext + X_FINISHED; opt[#opt + 1] = struct.pack('>I6', j.finished) end
   if j.err then flags = flags + F_ERROR; opt[#opt + 1] = struct.pack('>I2', #j.err) .. j.err end
   local head
-  if ext ~= 0 then head = struct.pack('>BBI7', flags + F_EXT, ext, stamp)
-  else head = struct.pack('>BI7', flags, stamp) end
+  if ext ~= 0 then head = struct.pack('>BBI4I3', flags + F_EXT, ext, hi, lo)
+  else head = struct.pack('>BI4I3', flags, hi, lo) end
   return head .. table.concat(opt) .. j.body
 end
 
@@ -608,7 +619,7 @@ local function putmany(keys, args)
                        max = p.max, backoff = p.backoff, body = p.body }, due > now or backlog)
       else
         prio, due = 0, now
-        rec = struct.pack('>BI7', 0, now * TICKS + s % TICKS) .. bodies[i]
+        rec = struct.pack('>BI4I3', 0, stamp_parts(now, s)) .. bodies[i]
       end
       hset[nh + 1], hset[nh + 2], nh = id, rec, nh + 2
       if due > now or backlog then

@@ -140,6 +140,19 @@ TEST_F(FunctionsTest, OrderIsPriorityThenDueTimeThenPutOrder) {
   EXPECT_EQ(ids(r), (Args{"high-1", "high-2", "early-due", "late-due", "low", "c", "b", "a"}));
 }
 
+TEST_F(FunctionsTest, TimesFarAheadKeepEveryMillisecondAndThePutOrder) {
+  // 2100-01-01: past 2^53 / 4096 ms, where a stamp computed as one Lua
+  // number would round its put sequence away.
+  const long long t = 4102444800001;
+  Args put_order;
+  for (int i = 19; i >= 0; --i) {  // ids sort against put order
+    put_order.push_back("j" + std::to_string(100 + i));
+    put(put_order.back(), t, {"DELAY", "5"});
+  }
+  EXPECT_EQ(field("j100", "created"), std::to_string(t));
+  EXPECT_EQ(ids(reserve(50, t + 5)), put_order);
+}
+
 TEST_F(FunctionsTest, BatchPutKeepsPutOrderForTheSameDueTime) {
   Args args = {"5"};
   for (const char* id : {"e", "d", "c", "b", "a"})
