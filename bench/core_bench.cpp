@@ -278,10 +278,11 @@ int run(int argc, char** argv) {
     client.reserve_async(topic, 1, redisched::Millis(60000), [&](auto r) {
       auto& res = r.value();
       if (res.jobs.empty()) throw std::runtime_error("ran out of jobs");
-      client.ack_async(topic, res.jobs[0].id, res.jobs[0].token, [&done](auto a) {
-        a.value();
-        done(1);
-      });
+      client.ack_async(topic, res.jobs[0].id, res.jobs[0].token, redisched::Millis{0},
+                       [&done](auto a) {
+                         a.value();
+                         done(1);
+                       });
     });
   });
   admin.str("FLUSHALL");

@@ -114,6 +114,12 @@ class Client {
   std::int64_t now_ms();
 
   // ---- asynchronous: many calls in flight on the pipelined connections.
+  // Each synchronous call above has two asynchronous forms with the same
+  // arguments: one ending in a Callback (run on the client's I/O thread),
+  // one returning a std::future. Calls on one topic run in the order made
+  // from one thread. Invalid topics and bodies over max_body throw at the
+  // call; everything Redis refuses arrives as the Result's Error (or the
+  // future's exception).
   void put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done);
   std::future<PutOutcome> put_async(std::string_view topic, const JobSpec& job);
   void put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
@@ -127,21 +133,47 @@ class Client {
   void reserve_async(std::string_view topic, int count, Millis ttr, Callback<ReserveResult> done);
   std::future<ReserveResult> reserve_async(std::string_view topic, int count = 1,
                                            Millis ttr = Millis{0});
-  void ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+  void ack_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
                  Callback<Outcome> done);
-  std::future<Outcome> ack_async(std::string_view topic, std::string_view id, std::uint64_t token);
+  std::future<Outcome> ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                                 Millis keep = Millis{0});
   void ack_many_async(std::string_view topic,
                       std::span<const std::pair<std::string, std::uint64_t>> jobs,
                       Callback<std::vector<Outcome>> done);
   std::future<std::vector<Outcome>> ack_many_async(
       std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs);
   void release_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
-                     Callback<Outcome> done);
+                     std::optional<int> priority, Callback<Outcome> done);
+  std::future<Outcome> release_async(std::string_view topic, std::string_view id,
+                                     std::uint64_t token, Millis delay = Millis{0},
+                                     std::optional<int> priority = std::nullopt);
   void fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                  std::string_view error, Callback<FailResult> done);
+                  std::string_view error, bool bury, Callback<FailResult> done);
+  std::future<FailResult> fail_async(std::string_view topic, std::string_view id,
+                                     std::uint64_t token, std::string_view error,
+                                     bool bury = false);
   void touch_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr,
                    Callback<TouchResult> done);
+  std::future<TouchResult> touch_async(std::string_view topic, std::string_view id,
+                                       std::uint64_t token, Millis ttr = Millis{0});
   void pull_async(std::string_view topic, int count, Callback<ReserveResult> done);
+  std::future<ReserveResult> pull_async(std::string_view topic, int count = 1);
+  void requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done);
+  std::future<RequeueResult> requeue_async(std::string_view topic, int limit = 1000);
+  void stats_async(std::string_view topic, Callback<TopicStats> done);
+  std::future<TopicStats> stats_async(std::string_view topic);
+  void list_async(std::string_view topic, JobState state, std::int64_t offset, int count,
+                  bool with_bodies, Callback<ListPage> done);
+  std::future<ListPage> list_async(std::string_view topic, JobState state, std::int64_t offset,
+                                   int count, bool with_bodies = true);
+  void kick_async(std::string_view topic, std::span<const std::string> ids, Callback<int> done);
+  std::future<int> kick_async(std::string_view topic, std::span<const std::string> ids);
+  void kick_all_async(std::string_view topic, int limit, Callback<int> done);
+  std::future<int> kick_all_async(std::string_view topic, int limit = 1000);
+  void pause_async(std::string_view topic, Callback<bool> done);
+  std::future<bool> pause_async(std::string_view topic);
+  void resume_async(std::string_view topic, Callback<bool> done);
+  std::future<bool> resume_async(std::string_view topic);
 
  private:
   class Impl;

@@ -167,6 +167,16 @@ const ClientOptions& Client::options() const noexcept { return impl_->opts; }
 
 void Client::validate_topic(std::string_view topic) { core::check_topic(topic); }
 
+// Every operation: the callback form does the work; the future and
+// synchronous forms wrap it.
+#define REDISCHED_WRAP(T, name, params, args)                        \
+  std::future<T> Client::name##_async params {                       \
+    return as_future<T>([&](Callback<T> cb) { name##_async args; }); \
+  }                                                                  \
+  T Client::name params {                                            \
+    return wait_for<T>([&](Callback<T> cb) { name##_async args; });  \
+  }
+
 // ---------------------------------------------------------------- put
 
 void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done) {
@@ -177,14 +187,8 @@ void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutO
   impl_->add_max_body(cmd);
   impl_->call<PutOutcome>(topic, cmd, core::parse_put, std::move(done));
 }
-
-std::future<PutOutcome> Client::put_async(std::string_view topic, const JobSpec& job) {
-  return as_future<PutOutcome>([&](auto cb) { put_async(topic, job, std::move(cb)); });
-}
-
-PutOutcome Client::put(std::string_view topic, const JobSpec& job) {
-  return wait_for<PutOutcome>([&](auto cb) { put_async(topic, job, std::move(cb)); });
-}
+REDISCHED_WRAP(PutOutcome, put, (std::string_view topic, const JobSpec& job),
+               (topic, job, std::move(cb)))
 
 void Client::put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
                             Callback<std::vector<PutOutcome>> done) {
@@ -202,17 +206,9 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
     impl_->call<std::vector<PutOutcome>>(route, cmd, core::parse_put_many, std::move(cb));
   });
 }
-
-std::future<std::vector<PutOutcome>> Client::put_many_async(std::string_view topic,
-                                                            std::span<const JobSpec> jobs) {
-  return as_future<std::vector<PutOutcome>>(
-      [&](auto cb) { put_many_async(topic, jobs, std::move(cb)); });
-}
-
-std::vector<PutOutcome> Client::put_many(std::string_view topic, std::span<const JobSpec> jobs) {
-  return wait_for<std::vector<PutOutcome>>(
-      [&](auto cb) { put_many_async(topic, jobs, std::move(cb)); });
-}
+REDISCHED_WRAP(std::vector<PutOutcome>, put_many,
+               (std::string_view topic, std::span<const JobSpec> jobs),
+               (topic, jobs, std::move(cb)))
 
 // ---------------------------------------------------------------- read
 
@@ -222,29 +218,25 @@ void Client::get_async(std::string_view topic, std::string_view id,
   cmd.add(id);
   impl_->call<std::optional<Job>>(topic, cmd, core::parse_get, std::move(done));
 }
+REDISCHED_WRAP(std::optional<Job>, get, (std::string_view topic, std::string_view id),
+               (topic, id, std::move(cb)))
 
-std::future<std::optional<Job>> Client::get_async(std::string_view topic, std::string_view id) {
-  return as_future<std::optional<Job>>([&](auto cb) { get_async(topic, id, std::move(cb)); });
+void Client::stats_async(std::string_view topic, Callback<TopicStats> done) {
+  impl_->call<TopicStats>(topic, impl_->fcall("stats", topic), core::parse_stats, std::move(done));
 }
+REDISCHED_WRAP(TopicStats, stats, (std::string_view topic), (topic, std::move(cb)))
 
-std::optional<Job> Client::get(std::string_view topic, std::string_view id) {
-  return wait_for<std::optional<Job>>([&](auto cb) { get_async(topic, id, std::move(cb)); });
-}
-
-TopicStats Client::stats(std::string_view topic) {
-  return wait_for<TopicStats>([&](auto cb) {
-    impl_->call<TopicStats>(topic, impl_->fcall("stats", topic), core::parse_stats, std::move(cb));
-  });
-}
-
-ListPage Client::list(std::string_view topic, JobState state, std::int64_t offset, int count,
-                      bool with_bodies) {
+void Client::list_async(std::string_view topic, JobState state, std::int64_t offset, int count,
+                        bool with_bodies, Callback<ListPage> done) {
   auto cmd = impl_->fcall("list", topic);
   cmd.add(to_string(state)).add(offset).add(std::int64_t{count});
   if (!with_bodies) cmd.add("NOBODY");
-  return wait_for<ListPage>(
-      [&](auto cb) { impl_->call<ListPage>(topic, cmd, core::parse_list, std::move(cb)); });
+  impl_->call<ListPage>(topic, cmd, core::parse_list, std::move(done));
 }
+REDISCHED_WRAP(ListPage, list,
+               (std::string_view topic, JobState state, std::int64_t offset, int count,
+                bool with_bodies),
+               (topic, state, offset, count, with_bodies, std::move(cb)))
 
 std::vector<std::string> Client::topics() {
   std::vector<std::string> out;
@@ -298,15 +290,8 @@ void Client::reserve_async(std::string_view topic, int count, Millis ttr,
   impl_->call<ReserveResult>(
       topic, cmd, [](const Reply& r) { return core::parse_reserve(r, true); }, std::move(done));
 }
-
-std::future<ReserveResult> Client::reserve_async(std::string_view topic, int count, Millis ttr) {
-  return as_future<ReserveResult>(
-      [&](auto cb) { reserve_async(topic, count, ttr, std::move(cb)); });
-}
-
-ReserveResult Client::reserve(std::string_view topic, int count, Millis ttr) {
-  return wait_for<ReserveResult>([&](auto cb) { reserve_async(topic, count, ttr, std::move(cb)); });
-}
+REDISCHED_WRAP(ReserveResult, reserve, (std::string_view topic, int count, Millis ttr),
+               (topic, count, ttr, std::move(cb)))
 
 void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) {
   auto cmd = impl_->fcall("pull", topic);
@@ -314,32 +299,21 @@ void Client::pull_async(std::string_view topic, int count, Callback<ReserveResul
   impl_->call<ReserveResult>(
       topic, cmd, [](const Reply& r) { return core::parse_reserve(r, false); }, std::move(done));
 }
-
-ReserveResult Client::pull(std::string_view topic, int count) {
-  return wait_for<ReserveResult>([&](auto cb) { pull_async(topic, count, std::move(cb)); });
-}
+REDISCHED_WRAP(ReserveResult, pull, (std::string_view topic, int count),
+               (topic, count, std::move(cb)))
 
 // ---------------------------------------------------------------- settle
 
 void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                       Callback<Outcome> done) {
-  auto cmd = impl_->fcall("ack", topic);
-  cmd.add(id).add(static_cast<std::int64_t>(token));
-  impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
-}
-
-std::future<Outcome> Client::ack_async(std::string_view topic, std::string_view id,
-                                       std::uint64_t token) {
-  return as_future<Outcome>([&](auto cb) { ack_async(topic, id, token, std::move(cb)); });
-}
-
-Outcome Client::ack(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep) {
+                       Millis keep, Callback<Outcome> done) {
   auto cmd = impl_->fcall("ack", topic);
   cmd.add(id).add(static_cast<std::int64_t>(token));
   if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
-  return wait_for<Outcome>(
-      [&](auto cb) { impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(cb)); });
+  impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
 }
+REDISCHED_WRAP(Outcome, ack,
+               (std::string_view topic, std::string_view id, std::uint64_t token, Millis keep),
+               (topic, id, token, keep, std::move(cb)))
 
 void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
@@ -354,57 +328,35 @@ void Client::ack_many_async(std::string_view topic,
     impl_->call<std::vector<Outcome>>(route, cmd, core::parse_outcomes, std::move(cb));
   });
 }
+REDISCHED_WRAP(std::vector<Outcome>, ack_many,
+               (std::string_view topic,
+                std::span<const std::pair<std::string, std::uint64_t>> jobs),
+               (topic, jobs, std::move(cb)))
 
-std::future<std::vector<Outcome>> Client::ack_many_async(
-    std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs) {
-  return as_future<std::vector<Outcome>>(
-      [&](auto cb) { ack_many_async(topic, jobs, std::move(cb)); });
-}
-
-std::vector<Outcome> Client::ack_many(std::string_view topic,
-                                      std::span<const std::pair<std::string, std::uint64_t>> jobs) {
-  return wait_for<std::vector<Outcome>>(
-      [&](auto cb) { ack_many_async(topic, jobs, std::move(cb)); });
-}
-
-namespace {
-core::Command release_command(core::Command cmd, std::string_view id, std::uint64_t token,
-                              Millis delay, std::optional<int> priority) {
+void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                           Millis delay, std::optional<int> priority, Callback<Outcome> done) {
+  auto cmd = impl_->fcall("release", topic);
   cmd.add(id).add(static_cast<std::int64_t>(token));
   if (delay.count() > 0) cmd.add("DELAY").add(delay.count());
   if (priority) cmd.add("PRIORITY").add(std::int64_t{*priority});
-  return cmd;
-}
-}  // namespace
-
-void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                           Millis delay, Callback<Outcome> done) {
-  auto cmd = release_command(impl_->fcall("release", topic), id, token, delay, std::nullopt);
   impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
 }
-
-Outcome Client::release(std::string_view topic, std::string_view id, std::uint64_t token,
-                        Millis delay, std::optional<int> priority) {
-  auto cmd = release_command(impl_->fcall("release", topic), id, token, delay, priority);
-  return wait_for<Outcome>(
-      [&](auto cb) { impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(cb)); });
-}
+REDISCHED_WRAP(Outcome, release,
+               (std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
+                std::optional<int> priority),
+               (topic, id, token, delay, priority, std::move(cb)))
 
 void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                        std::string_view error, Callback<FailResult> done) {
-  auto cmd = impl_->fcall("fail", topic);
-  cmd.add(id).add(static_cast<std::int64_t>(token)).add(error);
-  impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(done));
-}
-
-FailResult Client::fail(std::string_view topic, std::string_view id, std::uint64_t token,
-                        std::string_view error, bool bury) {
+                        std::string_view error, bool bury, Callback<FailResult> done) {
   auto cmd = impl_->fcall("fail", topic);
   cmd.add(id).add(static_cast<std::int64_t>(token)).add(error);
   if (bury) cmd.add("DEAD");
-  return wait_for<FailResult>(
-      [&](auto cb) { impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(cb)); });
+  impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(done));
 }
+REDISCHED_WRAP(FailResult, fail,
+               (std::string_view topic, std::string_view id, std::uint64_t token,
+                std::string_view error, bool bury),
+               (topic, id, token, error, bury, std::move(cb)))
 
 void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
                          Millis ttr, Callback<TouchResult> done) {
@@ -413,68 +365,73 @@ void Client::touch_async(std::string_view topic, std::string_view id, std::uint6
   if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
   impl_->call<TouchResult>(topic, cmd, core::parse_touch, std::move(done));
 }
-
-TouchResult Client::touch(std::string_view topic, std::string_view id, std::uint64_t token,
-                          Millis ttr) {
-  return wait_for<TouchResult>([&](auto cb) { touch_async(topic, id, token, ttr, std::move(cb)); });
-}
+REDISCHED_WRAP(TouchResult, touch,
+               (std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr),
+               (topic, id, token, ttr, std::move(cb)))
 
 // ---------------------------------------------------------------- manage
+
+namespace {
+int to_count(const Reply& r) { return static_cast<int>(core::parse_integer(r)); }
+bool changed(const Reply& r) { return core::parse_integer(r) == 1; }
+}  // namespace
 
 void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) {
   auto cmd = impl_->fcall("delete", topic);
   cmd.add(id);
-  impl_->call<bool>(
-      topic, cmd, [](const Reply& r) { return core::parse_integer(r) == 1; }, std::move(done));
+  impl_->call<bool>(topic, cmd, changed, std::move(done));
 }
+REDISCHED_WRAP(bool, remove, (std::string_view topic, std::string_view id),
+               (topic, id, std::move(cb)))
 
-std::future<bool> Client::remove_async(std::string_view topic, std::string_view id) {
-  return as_future<bool>([&](auto cb) { remove_async(topic, id, std::move(cb)); });
-}
-
-bool Client::remove(std::string_view topic, std::string_view id) {
-  return wait_for<bool>([&](auto cb) { remove_async(topic, id, std::move(cb)); });
-}
-
-RequeueResult Client::requeue(std::string_view topic, int limit) {
+void Client::requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done) {
   auto cmd = impl_->fcall("requeue", topic);
   cmd.add("LIMIT").add(std::int64_t{limit});
-  return wait_for<RequeueResult>(
-      [&](auto cb) { impl_->call<RequeueResult>(topic, cmd, core::parse_requeue, std::move(cb)); });
+  impl_->call<RequeueResult>(topic, cmd, core::parse_requeue, std::move(done));
 }
+REDISCHED_WRAP(RequeueResult, requeue, (std::string_view topic, int limit),
+               (topic, limit, std::move(cb)))
 
-namespace {
-int to_count(const Reply& r) { return static_cast<int>(core::parse_integer(r)); }
-}  // namespace
-
-int Client::kick(std::string_view topic, std::span<const std::string> ids) {
-  if (ids.empty()) return 0;
-  int kicked = 0;
-  for (size_t at = 0; at < ids.size(); at += kBatchMax) {
-    auto cmd = impl_->fcall("kick", topic);
-    for (size_t i = at; i < std::min(ids.size(), at + kBatchMax); ++i) cmd.add(ids[i]);
-    kicked +=
-        wait_for<int>([&](auto cb) { impl_->call<int>(topic, cmd, to_count, std::move(cb)); });
-  }
-  return kicked;
+void Client::kick_async(std::string_view topic, std::span<const std::string> ids,
+                        Callback<int> done) {
+  core::check_topic(topic);
+  const std::string route(topic);
+  impl_->batched<int, std::string>(
+      ids,
+      [done = std::move(done)](Result<std::vector<int>> r) {
+        if (!r.ok()) return done(r.error());
+        int kicked = 0;
+        for (int n : r.value()) kicked += n;
+        done(kicked);
+      },
+      [&](auto chunk, auto cb) {
+        auto cmd = impl_->fcall("kick", route);
+        for (const auto& id : chunk) cmd.add(id);
+        impl_->call<std::vector<int>>(
+            route, cmd, [](const Reply& r) { return std::vector<int>{to_count(r)}; },
+            std::move(cb));
+      });
 }
+REDISCHED_WRAP(int, kick, (std::string_view topic, std::span<const std::string> ids),
+               (topic, ids, std::move(cb)))
 
-int Client::kick_all(std::string_view topic, int limit) {
+void Client::kick_all_async(std::string_view topic, int limit, Callback<int> done) {
   auto cmd = impl_->fcall("kickall", topic);
   cmd.add("LIMIT").add(std::int64_t{limit});
-  return wait_for<int>([&](auto cb) { impl_->call<int>(topic, cmd, to_count, std::move(cb)); });
+  impl_->call<int>(topic, cmd, to_count, std::move(done));
 }
+REDISCHED_WRAP(int, kick_all, (std::string_view topic, int limit), (topic, limit, std::move(cb)))
 
-bool Client::pause(std::string_view topic) {
-  auto cmd = impl_->fcall("pause", topic);
-  return wait_for<int>([&](auto cb) { impl_->call<int>(topic, cmd, to_count, std::move(cb)); }) ==
-         1;
+void Client::pause_async(std::string_view topic, Callback<bool> done) {
+  impl_->call<bool>(topic, impl_->fcall("pause", topic), changed, std::move(done));
 }
+REDISCHED_WRAP(bool, pause, (std::string_view topic), (topic, std::move(cb)))
 
-bool Client::resume(std::string_view topic) {
-  auto cmd = impl_->fcall("resume", topic);
-  return wait_for<int>([&](auto cb) { impl_->call<int>(topic, cmd, to_count, std::move(cb)); }) ==
-         1;
+void Client::resume_async(std::string_view topic, Callback<bool> done) {
+  impl_->call<bool>(topic, impl_->fcall("resume", topic), changed, std::move(done));
 }
+REDISCHED_WRAP(bool, resume, (std::string_view topic), (topic, std::move(cb)))
+
+#undef REDISCHED_WRAP
 
 }  // namespace redisched

@@ -229,6 +229,25 @@ TEST_F(ClientTest, AsynchronousCallsWithFuturesAndCallbacks) {
   EXPECT_EQ(r.value().jobs.size(), 10u);
   auto bad = client_.get_async(topic_, "");
   EXPECT_THROW(bad.get(), Error);
+
+  // Every operation has its future form.
+  auto held = r.value().jobs;
+  EXPECT_EQ(client_.touch_async(topic_, held[0].id, held[0].token).get().outcome, Outcome::ok);
+  EXPECT_EQ(client_.release_async(topic_, held[1].id, held[1].token).get(), Outcome::ok);
+  EXPECT_EQ(client_.fail_async(topic_, held[2].id, held[2].token, "x", true).get().state,
+            JobState::dead);
+  EXPECT_EQ(client_.ack_async(topic_, held[3].id, held[3].token).get(), Outcome::ok);
+  EXPECT_EQ(client_.kick_all_async(topic_).get(), 1);
+  EXPECT_EQ(client_.stats_async(topic_).get().reserved, 7);
+  EXPECT_EQ(client_.list_async(topic_, JobState::reserved, 0, 100).get().total, 7);
+  EXPECT_EQ(client_.requeue_async(topic_).get().requeued, 0);
+  EXPECT_TRUE(client_.pause_async(topic_).get());
+  EXPECT_TRUE(client_.pull_async(topic_, 5).get().paused);
+  EXPECT_TRUE(client_.resume_async(topic_).get());
+  EXPECT_EQ(client_.pull_async(topic_, 5).get().jobs.size(), 5u);
+  std::vector<std::string> none = {"nobody"};
+  EXPECT_EQ(client_.kick_async(topic_, none).get(), 0);
+  EXPECT_TRUE(client_.remove_async(topic_, held[4].id).get());
 }
 
 // Several threads put, reserve and ack 100,000 jobs: each is acked exactly
