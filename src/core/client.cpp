@@ -93,6 +93,14 @@ class Client::Impl {
     return cmd;
   }
 
+  // The start of every call on a reservation: ... id token.
+  core::Command held(std::string_view op, std::string_view topic, std::string_view id,
+                     std::uint64_t token) const {
+    auto cmd = fcall(op, topic);
+    cmd.add(id).add(static_cast<std::int64_t>(token));
+    return cmd;
+  }
+
   // Sends cmd; parse turns the reply into T (or throws Error).
   template <class T, class Parse>
   void call(std::string_view route, const core::Command& cmd, Parse parse, Callback<T> done) {
@@ -306,8 +314,7 @@ REDISCHED_WRAP(ReserveResult, pull, (std::string_view topic, int count),
 
 void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
                        Millis keep, Callback<Outcome> done) {
-  auto cmd = impl_->fcall("ack", topic);
-  cmd.add(id).add(static_cast<std::int64_t>(token));
+  auto cmd = impl_->held("ack", topic, id, token);
   if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
   impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
 }
@@ -335,8 +342,7 @@ REDISCHED_WRAP(std::vector<Outcome>, ack_many,
 
 void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
                            Millis delay, std::optional<int> priority, Callback<Outcome> done) {
-  auto cmd = impl_->fcall("release", topic);
-  cmd.add(id).add(static_cast<std::int64_t>(token));
+  auto cmd = impl_->held("release", topic, id, token);
   if (delay.count() > 0) cmd.add("DELAY").add(delay.count());
   if (priority) cmd.add("PRIORITY").add(std::int64_t{*priority});
   impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
@@ -348,8 +354,8 @@ REDISCHED_WRAP(Outcome, release,
 
 void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
                         std::string_view error, bool bury, Callback<FailResult> done) {
-  auto cmd = impl_->fcall("fail", topic);
-  cmd.add(id).add(static_cast<std::int64_t>(token)).add(error);
+  auto cmd = impl_->held("fail", topic, id, token);
+  cmd.add(error);
   if (bury) cmd.add("DEAD");
   impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(done));
 }
@@ -360,8 +366,7 @@ REDISCHED_WRAP(FailResult, fail,
 
 void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
                          Millis ttr, Callback<TouchResult> done) {
-  auto cmd = impl_->fcall("touch", topic);
-  cmd.add(id).add(static_cast<std::int64_t>(token));
+  auto cmd = impl_->held("touch", topic, id, token);
   if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
   impl_->call<TouchResult>(topic, cmd, core::parse_touch, std::move(done));
 }
