@@ -30,7 +30,8 @@ namespace redisched {
 
 struct ClientOptions {
   // redis://[user:password@]host[:port][/db], rediss://... (TLS; query
-  // parameters ca=/path/to/ca.pem and verify=0), or unix:///path[?db=N].
+  // parameters ca=/path/to/ca.pem, cert= and key= for a client certificate,
+  // verify=0), or unix:///path[?db=N].
   std::string redis_url = "redis://127.0.0.1:6379";
   // Every key is "<prefix>:{<topic>}:<name>".
   std::string prefix = "redisched";

@@ -118,6 +118,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       ssl_.set_verify_mode(cfg_.endpoint.tls_verify ? asio::ssl::verify_peer
                                                     : asio::ssl::verify_none);
+      if (!cfg_.endpoint.cert_file.empty()) {
+        ssl_.use_certificate_chain_file(cfg_.endpoint.cert_file);
+        ssl_.use_private_key_file(cfg_.endpoint.key_file, asio::ssl::context::pem);
+      }
     }
   }
 

@@ -64,6 +64,10 @@ Endpoint parse_url(std::string_view url) {
       e.db = parse_db(url, param.value);
     } else if (param.key == "ca" && e.tls) {
       e.ca_file = param.value;
+    } else if (param.key == "cert" && e.tls) {
+      e.cert_file = param.value;
+    } else if (param.key == "key" && e.tls) {
+      e.key_file = param.value;
     } else if (param.key == "verify" && e.tls) {
       if (param.value != "0" && param.value != "1") bad_url(url, "verify must be 0 or 1");
       e.tls_verify = param.value == "1";
@@ -71,6 +75,7 @@ Endpoint parse_url(std::string_view url) {
       bad_url(url, "unknown parameter '" + std::string(param.key) + "'");
     }
   }
+  if (e.cert_file.empty() != e.key_file.empty()) bad_url(url, "give cert and key together");
   return e;
 }
 

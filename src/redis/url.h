@@ -16,6 +16,8 @@ struct Endpoint {
   bool tls = false;
   std::string ca_file;     // TLS: trust these CAs (default: the system's)
   bool tls_verify = true;  // TLS: verify the server's certificate
+  std::string cert_file;   // TLS: our certificate (chain), for servers that ask for one
+  std::string key_file;    // TLS: its private key
   std::string user;        // AUTH user (empty: "default")
   std::string password;    // AUTH password (empty: no AUTH)
   int db = 0;
@@ -24,8 +26,9 @@ struct Endpoint {
   std::string describe() const;
 };
 
-// Parses redis://[user:password@]host[:port][/db], rediss://... and
-// unix:///path[?db=N]. Throws Error (Errc::invalid_argument) naming the fault.
+// Parses redis://[user:password@]host[:port][/db], rediss://... (query
+// parameters ca, cert, key, verify=0|1) and unix:///path[?db=N]. Throws
+// Error (Errc::invalid_argument) naming the fault.
 Endpoint parse_url(std::string_view url);
 
 }  // namespace redisched::redis

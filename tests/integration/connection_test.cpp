@@ -160,6 +160,17 @@ TEST(ConnectionTest, TlsWithTheServersCertificate) {
   EXPECT_TRUE(unverified.get("t", "over-tls"));
 }
 
+TEST(ConnectionTest, TlsWithAClientCertificate) {
+  RedisServer server(
+      {.append_only = false, .extra_config = "", .tls = true, .tls_client_certs = true});
+  const std::string base =
+      "rediss://localhost:" + std::to_string(server.tls_port()) + "?ca=" + server.tls_ca();
+  EXPECT_THROW(Client(at(base)), Error) << "the server demands a certificate";
+  // The server's own certificate is signed by the CA it trusts (itself).
+  Client client(at(base + "&cert=" + server.tls_ca() + "&key=" + server.dir() + "/key.pem"));
+  EXPECT_EQ(client.put("t", job("mutual")), PutOutcome::created);
+}
+
 TEST(ConnectionTest, ManyConnectionsSpreadTopics) {
   RedisServer server;
   ClientOptions o = at(server.url());

@@ -108,7 +108,7 @@ void RedisServer::start() {
          << "tls-cert-file " << dir_ << "/cert.pem\n"
          << "tls-key-file " << dir_ << "/key.pem\n"
          << "tls-ca-cert-file " << dir_ << "/cert.pem\n"
-         << "tls-auth-clients no\n";
+         << "tls-auth-clients " << (options_.tls_client_certs ? "yes" : "no") << "\n";
   }
   conf.close();
   const char* bin = std::getenv("REDIS_SERVER");

@@ -13,8 +13,9 @@ class RedisServer {
  public:
   struct Options {
     bool append_only = false;
-    std::string extra_config;  // lines added to redis.conf
-    bool tls = false;          // also listen with TLS (a self-signed certificate)
+    std::string extra_config;       // lines added to redis.conf
+    bool tls = false;               // also listen with TLS (a self-signed certificate)
+    bool tls_client_certs = false;  // and demand a client certificate (signed by the same)
   };
   // Starts the server; throws std::runtime_error (with the server's log)
   // when it does not come up. The binary is $REDIS_SERVER or redis-server.

@@ -40,6 +40,13 @@ TEST(UrlTest, TlsWithItsOptions) {
   EXPECT_FALSE(e.tls_verify);
 }
 
+TEST(UrlTest, TlsClientCertificate) {
+  auto e = parse_url("rediss://h?cert=/c.pem&key=/k.pem");
+  EXPECT_EQ(e.cert_file, "/c.pem");
+  EXPECT_EQ(e.key_file, "/k.pem");
+  EXPECT_THROW(parse_url("rediss://h?cert=/c.pem"), Error);
+}
+
 TEST(UrlTest, UnixSocketWithDatabase) {
   auto e = parse_url("unix:///run/redis/redis.sock?db=2");
   EXPECT_EQ(e.kind, Endpoint::Kind::unix_socket);
