@@ -21,15 +21,16 @@ A job is in exactly one of delayed, ready, reserved, dead, done: its state
 is the set that holds it (docs/lifecycle.md draws the transitions).
 Keys are never built here, so the library runs unchanged on Redis Cluster.
 
-Time is the Redis server's clock in milliseconds. Every function accepts a
-trailing "NOW <ms>" for tests that need to control time.
+Time is the Redis server's clock in milliseconds. Every function that reads the
+clock accepts "NOW <ms>" for tests that need to control time (but kick, whose
+arguments are all ids).
 
 Replies use stable codes (docs/redis-api.md). Per-job outcomes are integers:
    1 ok / created      2 updated (put REPLACE/UPSERT)
    0 no such job      -1 id exists (put)
   -2 wrong state      -3 stale token (the reservation is no longer yours)
 Invalid arguments are error replies whose first word is a code:
-  BADARG <what is wrong>      BADKEYS <what is wrong>
+  BADARG <what is wrong>   BADKEYS <what is wrong>   BADFORMAT <what is wrong>
 Validation happens before the first write: a refused call changes nothing.
 ]]
 
