@@ -34,7 +34,7 @@ Invalid arguments are error replies whose first word is a code:
 Validation happens before the first write: a refused call changes nothing.
 ]]
 
-local LIBRARY_VERSION = 4 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 5 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
@@ -453,6 +453,14 @@ end
 
 ---------------------------------------------------------------- put
 
+-- The id that asks for a generated one, as XADD's "*" does: "<now>-<seq>",
+-- unique in the topic since its sequence never repeats.
+local GENERATE = '*'
+
+local function generated_id(now, seq)
+  return now .. '-' .. seq
+end
+
 local PUT_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
                       REPLACE = 0, UPSERT = 0 }
 
@@ -485,6 +493,9 @@ local function parse_job(id, body, o, now, body_max, id_checked)
     if kind ~= d[1] or base ~= d[2] or cap ~= d[3] then p.backoff = { kind, base, cap } end
   end
   p.mode = (o.REPLACE and 'replace') or (o.UPSERT and 'upsert') or 'create'
+  if p.id == GENERATE and p.mode ~= 'create' then
+    bad('a generated id (*) cannot go with REPLACE or UPSERT')
+  end
   return p
 end
 
@@ -513,8 +524,10 @@ ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
   BACKOFF: delay after a failure (exponential 1000 600000).
   REPLACE: update an existing job only; UPSERT: create or update.
   MAXBODY: the largest body accepted (1048576).
+  id "*": a generated id, "<created ms>-<n>" (not with REPLACE or UPSERT).
 Output: 1 created, 2 updated, -1 the id exists (neither flag), 0 no such job
-  (REPLACE). An update keeps created, resets attempts, and ends a reservation.
+  (REPLACE); for "*" the generated id (a string). An update keeps created,
+  resets attempts, and ends a reservation.
 ]]
 local function put(keys, args)
   local k = check_keys(keys)
@@ -529,23 +542,25 @@ local function put(keys, args)
   -- among ready jobs, taken after older due jobs were made ready.
   local backlog = p.due <= now and promote(k, now)
   local seq = take_seq(k, 1)
+  local id = p.id == GENERATE and generated_id(now, seq) or p.id
   local j = { prio = p.prio, seq = seq, created = now, due = p.due, ttr = p.ttr,
               max = p.max, backoff = p.backoff, body = p.body }
   local delayed = p.due > now or backlog
-  if redis.call('HSETNX', k.jobs, p.id, encode(j, delayed)) == 0 then return EXISTS end
+  if redis.call('HSETNX', k.jobs, id, encode(j, delayed)) == 0 then return EXISTS end
   if delayed then
-    redis.call('ZADD', k.delayed, p.due, p.id)
+    redis.call('ZADD', k.delayed, p.due, id)
   else
-    redis.call('ZADD', k.ready, ready_score(p.prio, seq), p.id)
+    redis.call('ZADD', k.ready, ready_score(p.prio, seq), id)
   end
-  return OK
+  return id == p.id and OK or id
 end
 
 --[[ redisched_putmany: add or update many jobs in one call.
 ARGV: count, then count times: id body nopts [option value...] (nopts words of
       put's per-job options), then [MAXBODY bytes] [NOW ms] for all.
-Output: an array of put's codes, one per job, in order. A job id given twice
-  in one call is treated as two puts, in order.
+Output: an array of put's codes, one per job, in order (the generated id
+  for a job given as "*"). A job id given twice in one call is treated as
+  two puts, in order.
 ]]
 local function putmany(keys, args)
   local k = check_keys(keys)
@@ -592,8 +607,15 @@ local function putmany(keys, args)
   for i = 1, count do
     if not parsed[i] or parsed[i].due <= now then backlog = promote(k, now); break end
   end
-  local olds = redis.call('HMGET', k.jobs, unpack(ids))
   local seq = take_seq(k, count)
+  local generated = {}
+  for i = 1, count do
+    if ids[i] == GENERATE then
+      ids[i], generated[i] = generated_id(now, seq + i - 1), true
+      if parsed[i] then parsed[i].id = ids[i] end
+    end
+  end
+  local olds = redis.call('HMGET', k.jobs, unpack(ids))
   -- New jobs are written with one HSET and one ZADD per set; the rare
   -- updates and in-call repeats go one by one, in order.
   local codes, seen = {}, {}
@@ -629,7 +651,7 @@ local function putmany(keys, args)
         zready[nr + 1], zready[nr + 2], nr = ready_score(prio, s), id, nr + 2
       end
       seen[id] = true
-      codes[i] = OK
+      codes[i] = generated[i] and id or OK
     end
   end
   flush()

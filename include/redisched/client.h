@@ -71,6 +71,9 @@ class Client {
 
   // ---- synchronous
   PutOutcome put(std::string_view topic, const JobSpec& job);
+  // Puts a job under a generated id ("<created ms>-<n>", unique in the
+  // topic) and returns it. REQUIRES: job.id empty, job.mode create.
+  std::string add(std::string_view topic, const JobSpec& job);
   // Up to 1000 jobs per call to Redis; larger spans are split.
   std::vector<PutOutcome> put_many(std::string_view topic, std::span<const JobSpec> jobs);
   std::optional<Job> get(std::string_view topic, std::string_view id);
@@ -123,6 +126,8 @@ class Client {
   // future's exception).
   void put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done);
   std::future<PutOutcome> put_async(std::string_view topic, const JobSpec& job);
+  void add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done);
+  std::future<std::string> add_async(std::string_view topic, const JobSpec& job);
   void put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
                       Callback<std::vector<PutOutcome>> done);
   std::future<std::vector<PutOutcome>> put_many_async(std::string_view topic,

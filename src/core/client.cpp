@@ -198,6 +198,29 @@ void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutO
 REDISCHED_WRAP(PutOutcome, put, (std::string_view topic, const JobSpec& job),
                (topic, job, std::move(cb)))
 
+void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done) {
+  if (!job.id.empty()) {
+    throw Error(Errc::invalid_argument, "add generates the id: leave JobSpec::id empty");
+  }
+  if (job.mode != PutMode::create) {
+    throw Error(Errc::invalid_argument, "add creates a job: a generated id cannot be replaced");
+  }
+  core::check_spec(job, impl_->opts.max_body);
+  auto cmd = impl_->fcall("put", topic);
+  cmd.add("*").add(job.body);  // "*": the library generates the id
+  core::add_put_options(cmd, job);
+  impl_->add_max_body(cmd);
+  impl_->call<std::string>(
+      topic, cmd,
+      [](const Reply& r) {
+        if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
+        return r.str;
+      },
+      std::move(done));
+}
+REDISCHED_WRAP(std::string, add, (std::string_view topic, const JobSpec& job),
+               (topic, job, std::move(cb)))
+
 void Client::put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
                             Callback<std::vector<PutOutcome>> done) {
   core::check_topic(topic);

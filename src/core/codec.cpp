@@ -134,6 +134,9 @@ void check_spec(const JobSpec& job, std::size_t max_body) {
                                             " bytes, over the limit of " +
                                             std::to_string(max_body));
   }
+  if (job.id == "*") {
+    throw Error(Errc::invalid_argument, "id '*' asks for a generated id: use Client::add");
+  }
   // Everything else (id, numbers, their ranges) the library checks, once.
 }
 

@@ -74,6 +74,18 @@ TEST_F(ClientTest, PutModes) {
   EXPECT_EQ(client_.put(topic_, upsert), PutOutcome::updated);
 }
 
+TEST_F(ClientTest, AddGeneratesUniqueIds) {
+  auto s = job("");
+  s.priority = 3;
+  const std::string a = client_.add(topic_, s);
+  const std::string b = client_.add(topic_, s);
+  EXPECT_NE(a, b);
+  EXPECT_EQ(client_.get(topic_, a)->priority, 3);
+  EXPECT_THROW(client_.add(topic_, job("mine")), Error);
+  EXPECT_THROW(client_.put(topic_, job("*")), Error) << "* is add's";
+  EXPECT_EQ(client_.reserve(topic_, 5).jobs.size(), 2u);
+}
+
 TEST_F(ClientTest, ReserveAckRemovesTheJob) {
   client_.put(topic_, job("a"));
   auto r = client_.reserve(topic_, 1, Millis(10000));

@@ -184,6 +184,21 @@ TEST_F(FunctionsTest, AJobDueNowWaitsBehindABacklogOfOlderDueJobs) {
   EXPECT_EQ(rest.jobs[200].id, "now");
 }
 
+TEST_F(FunctionsTest, StarAsksForAGeneratedId) {
+  auto r = call("put", {"*", "b", "NOW", "1000"});
+  ASSERT_EQ(r->type, REDIS_REPLY_STRING);
+  const std::string first(r->str, r->len);
+  EXPECT_EQ(first.rfind("1000-", 0), 0u) << first;
+  EXPECT_EQ(state(first), "ready");
+  auto many = call("putmany", {"2", "*", "b", "0", "x", "b", "0", "NOW", "1001"});
+  ASSERT_EQ(many->elements, 2u);
+  ASSERT_EQ(many->element[0]->type, REDIS_REPLY_STRING);
+  EXPECT_NE(std::string(many->element[0]->str), first);
+  EXPECT_EQ(many->element[1]->integer, 1);
+  EXPECT_EQ(ids(reserve(5, 1001)), (Args{first, many->element[0]->str, "x"}));
+  EXPECT_EQ(error("put", {"*", "b", "UPSERT"}).rfind("BADARG a generated id", 0), 0u);
+}
+
 TEST_F(FunctionsTest, PutOfAnExistingIdReportsItAndChangesNothing) {
   put("x", 1000);
   EXPECT_EQ(integer("put", {"x", "other", "NOW", "1001"}), -1);

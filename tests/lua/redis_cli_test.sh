@@ -27,5 +27,5 @@ expect "gone" "" "$(fcall get job1)"
 expect "bad argument" "BADARG PRIORITY must be from 0 to 1000, got 5000" \
   "$(fcall put x y PRIORITY 5000 2>&1)"
 expect "stats" "0" "$(fcall stats | sed -n 4p)"
-expect "version" "4" "$(rcli FCALL redisched_version 0)"
+expect "version" "5" "$(rcli FCALL redisched_version 0)"
 finish
