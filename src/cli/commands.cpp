@@ -195,7 +195,7 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
 
   auto* put = app.add_subcommand("put", "put a job (body from the argument, or stdin with -)");
   put->add_option("topic", v.topic)->required();
-  put->add_option("id", v.id, "job id, unique in the topic")->required();
+  put->add_option("id", v.id, "job id, unique in the topic; * to generate one")->required();
   put->add_option("body", v.body, "the body; - reads stdin")->required();
   put->add_option("--delay", v.delay, "due this many ms from now");
   put->add_option("--at", v.at, "due at this Unix time in ms");
@@ -224,6 +224,15 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
       if (v.replace && v.upsert) throw Error(Errc::invalid_argument, "give --replace or --upsert");
       if (v.replace) spec.mode = PutMode::replace;
       if (v.upsert) spec.mode = PutMode::upsert;
+      if (spec.id == "*") {  // a generated id
+        spec.id.clear();
+        const std::string id = connect(g)->add(v.topic, spec);
+        if (g.json)
+          print_json(json::object{{"id", id}, {"outcome", "created"}});
+        else
+          std::cout << "created " << id << "\n";
+        return 0;
+      }
       const PutOutcome o = connect(g)->put(v.topic, spec);
       const char* names[] = {"created", "updated", "exists", "not found"};
       const char* name = names[static_cast<int>(o)];

@@ -16,6 +16,7 @@ token=$(echo "$line" | sed 's/.*"token":\([0-9]*\).*/\1/')
 expect "reserve json" "mail-1" "$(echo "$line" | sed 's/.*"id":"\([^"]*\)".*/\1/')"
 expect "ack" "acked mail-1" "$(r ack mail mail-1 "$token")"
 expect "ack again fails" "redisched: mail-1: not found" "$(r ack mail mail-1 "$token" 2>&1)"
+expect "generated id" "created " "$(r put mail '*' 'no id' | grep -o '^created ')"
 expect "topics" "mail" "$(r topics)"
 expect "list" "mail-2" "$(r list mail delayed | head -1 | cut -f1)"
 expect "delete" "deleted mail-2" "$(r delete mail mail-2)"
