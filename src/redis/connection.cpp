@@ -365,9 +365,22 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (inflight_.empty()) throw ConnectionLost{Errc::protocol, "a reply nobody asked for"};
         Pending p = std::move(inflight_.front());
         inflight_.pop_front();
+        if (reply->is_error()) reload_if_lost(reply->str);
         p.done(std::error_code(), std::move(*reply));
       }
     }
+  }
+
+  // The library vanished since the handshake (FUNCTION FLUSH, or an older
+  // one loaded by hand): load ours again, once, behind the calls in flight.
+  // The call that found out still fails; the ones after it work.
+  void reload_if_lost(const std::string& error) {
+    if (!cfg_.load_library || reloading_ || error.rfind("ERR Function not found", 0) != 0) {
+      return;
+    }
+    reloading_ = true;
+    enqueue(encode({"FUNCTION", "LOAD", "REPLACE", kLibraryCode}),
+            [this, self = shared_from_this()](std::error_code, Reply) { reloading_ = false; });
   }
 
   template <class Stream>
@@ -421,6 +434,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::deque<Pending> inflight_;  // written or queued, awaiting replies, in order
   std::function<void()> close_stream_;
   std::optional<ConnectionLost> lost_;  // why the live connection ended
+  bool reloading_ = false;              // a FUNCTION LOAD is in flight
 };
 
 class NodeLink final : public Link {

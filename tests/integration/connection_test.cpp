@@ -94,6 +94,16 @@ TEST(ConnectionTest, LoadsTheLibraryWhenMissingOrOlder) {
   EXPECT_EQ(raw.call({"FCALL", "redisched_version", "0"})->integer, ours);
 }
 
+TEST(ConnectionTest, ReloadsTheLibraryWhenItVanishes) {
+  RedisServer server;
+  Client client(at(server.url()));
+  RawRedis raw(server.port());
+  raw.call({"FUNCTION", "FLUSH"});
+  // The call that finds the library gone fails; the library comes back.
+  EXPECT_THROW(client.put("t", job("lost")), Error);
+  EXPECT_EQ(client.put("t", job("after")), PutOutcome::created);
+}
+
 TEST(ConnectionTest, FailsFastWhileRedisIsDownAndRecoversWhenItReturns) {
   RedisServer server({.append_only = true, .extra_config = ""});
   ClientOptions o = at(server.url());
