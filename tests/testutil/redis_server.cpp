@@ -81,7 +81,18 @@ RedisServer::RedisServer(Options options) : options_(std::move(options)) {
     if (std::system(cmd.c_str()) != 0)
       throw std::runtime_error("openssl could not make a certificate");
   }
-  start();
+  // Another process may take a free port before the server binds it: try
+  // a few fresh ones before giving up.
+  for (int attempt = 1;; ++attempt) {
+    try {
+      start();
+      return;
+    } catch (const std::runtime_error&) {
+      if (attempt == 3) throw;
+      port_ = free_port();
+      if (options_.tls) tls_port_ = free_port();
+    }
+  }
 }
 
 RedisServer::~RedisServer() {
