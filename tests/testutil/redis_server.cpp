@@ -144,6 +144,7 @@ void RedisServer::wait_until_up() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  stop();
   throw std::runtime_error("redis-server did not answer within 10 s:\n" +
                            read_file(dir_ + "/redis.log"));
 }
