@@ -124,17 +124,19 @@ local function check_keys(keys)
            dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8] }
 end
 
--- Reads "WORD value" options from args[from..]; spec maps WORD to the number
--- of values it takes (0 for a flag). Returns a table of WORD -> value(s).
+-- Reads "WORD value" options from args[from..]; spec (and more, if given)
+-- map WORD to the number of values it takes (0 for a flag). Returns a table
+-- of WORD -> value(s).
 local NO_OPTIONS = {}
 
-local function options(args, from, to, spec)
+local function options(args, from, to, spec, more)
   if from > to then return NO_OPTIONS end
   local o = {}
   local i = from
   while i <= to do
     local word = args[i]:upper()
     local n = spec[word]
+    if n == nil and more then n = more[word] end
     if n == nil then bad('unknown option ' .. show(args[i])) end
     if o[word] ~= nil then bad(word .. ' given twice') end
     if i + n > to then bad(word .. ' needs ' .. n .. ' value(s)') end
@@ -155,8 +157,28 @@ local OPT_MAXBODY_NOW = { MAXBODY = 1, NOW = 1 }
 local OPT_NOBODY = { NOBODY = 0 }
 local OPT_NOW = { NOW = 1 }
 local OPT_TTR_NOW = { TTR = 1, NOW = 1 }
-local PUT_SINGLE_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
-                             REPLACE = 0, UPSERT = 0, MAXBODY = 1, NOW = 1 }
+local OPT_KEEP_NOW = { KEEP = 1, NOW = 1 }
+-- put's per-job words (a single put also takes putmany's call-wide ones).
+local PUT_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
+                      REPLACE = 0, UPSERT = 0 }
+
+-- MAXBODY, or the default limit of a body.
+local function body_limit(o)
+  return o.MAXBODY and int_arg(o.MAXBODY, 'MAXBODY', 0, BODY_MAX_LIMIT) or BODY_MAX_DEFAULT
+end
+
+-- LIMIT of requeue and kickall.
+local function limit_arg(o)
+  return o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, 10000) or 1000
+end
+
+-- The job ids that are all of delete's and kick's arguments.
+local function ids_arg(args)
+  if #args == 0 then bad('job id is missing') end
+  if #args > BATCH_MAX then bad('at most ' .. BATCH_MAX .. ' ids in one call') end
+  for _, id in ipairs(args) do id_arg(id) end
+  return args
+end
 
 local function clock(o)
   if o.NOW then return int_arg(o.NOW, 'NOW', 0, MS_MAX) end
@@ -212,7 +234,7 @@ local function encode(j, due_in_score)
       and not j.max and not j.backoff and not j.finished and not j.err then
     return struct.pack('>BI4I3', 0, hi, lo) .. j.body -- the common case, kept fast
   end
-  local flags, ext, opt, ext_opt = 0, 0, {}, {}
+  local flags, ext, opt = 0, 0, {}
   if j.prio ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.prio) end
   if store_due then flags = flags + F_DUE; opt[#opt + 1] = struct.pack('>I6', j.due) end
   if j.made and j.made > 0 then flags = flags + F_MADE; opt[#opt + 1] = struct.pack('>I2', j.made) end
@@ -297,11 +319,15 @@ local function promote(k, now)
     for i, j in ipairs(moving) do
       zargs[2 * i - 1] = ready_score(j.prio, seq + i - 1)
       zargs[2 * i] = j.id
-      hargs[2 * i - 1] = j.id
-      hargs[2 * i] = encode(j)
+      -- Out of delayed, the record must hold the due time itself, unless
+      -- that is its creation time (then it is already right).
+      if j.due ~= j.created then
+        hargs[#hargs + 1] = j.id
+        hargs[#hargs + 1] = encode(j)
+      end
     end
     redis.call('ZADD', k.ready, unpack(zargs))
-    redis.call('HSET', k.jobs, unpack(hargs))
+    if #hargs > 0 then redis.call('HSET', k.jobs, unpack(hargs)) end
   end
   redis.call('ZREM', k.delayed, unpack(ids))
   return more
@@ -352,13 +378,22 @@ local function end_lease(k, id, member)
   redis.call('HDEL', k.leases, id)
 end
 
+-- The lowest score in a sorted set, or -1 when it is empty.
+local function earliest(key)
+  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+  return first[2] and tonumber(first[2]) or -1
+end
+
 local function paused(k)
   return redis.call('ZSCORE', k.ready, PAUSED_MARK) ~= false
 end
 
+-- The state sets whose members are plain ids (reserved's are id NUL token).
+local ID_STATES = { 'ready', 'delayed', 'dead', 'done' }
+
 -- Removes an id from every state set; returns the name of the state it was in.
 local function unlink(k, id)
-  for _, s in ipairs({ 'ready', 'delayed', 'dead', 'done' }) do
+  for _, s in ipairs(ID_STATES) do
     if redis.call('ZREM', k[s], id) == 1 then return s end
   end
   local lease = redis.call('HGET', k.leases, id)
@@ -372,7 +407,7 @@ end
 -- The state of a job: its name and score there; for a reserved job also
 -- its token and reservation time.
 local function state_of(k, id)
-  for _, s in ipairs({ 'ready', 'delayed', 'dead', 'done' }) do
+  for _, s in ipairs(ID_STATES) do
     local score = redis.call('ZSCORE', k[s], id)
     if score then return s, tonumber(score) end
   end
@@ -461,9 +496,6 @@ local function generated_id(now, seq)
   return now .. '-' .. seq
 end
 
-local PUT_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
-                      REPLACE = 0, UPSERT = 0 }
-
 -- Validates one job's arguments; returns a description of it.
 local function parse_job(id, body, o, now, body_max, id_checked)
   local p = { id = id_arg(id, id_checked), body = body }
@@ -499,12 +531,17 @@ local function parse_job(id, body, o, now, body_max, id_checked)
   return p
 end
 
+-- A new job from a validated put; seq is its put sequence number.
+local function new_job(p, seq, now)
+  return { prio = p.prio, seq = seq, created = now, due = p.due, ttr = p.ttr, max = p.max,
+           backoff = p.backoff, body = p.body }
+end
+
 -- Stores one validated job; returns its outcome code.
 local function store_job(k, p, seq, now, old)
   if old and p.mode == 'create' then return EXISTS end
   if not old and p.mode == 'replace' then return MISSING end
-  local j = { prio = p.prio, seq = seq, created = now, due = p.due, ttr = p.ttr,
-              max = p.max, backoff = p.backoff, body = p.body }
+  local j = new_job(p, seq, now)
   if old then
     -- A new version of the job: keeps its creation time, starts its attempts
     -- afresh and ends any reservation (the holder's token goes stale).
@@ -531,8 +568,8 @@ Output: 1 created, 2 updated, -1 the id exists (neither flag), 0 no such job
 ]]
 local function put(keys, args)
   local k = check_keys(keys)
-  local o = options(args, 3, #args, PUT_SINGLE_OPTIONS)
-  local body_max = o.MAXBODY and int_arg(o.MAXBODY, 'MAXBODY', 0, BODY_MAX_LIMIT) or BODY_MAX_DEFAULT
+  local o = options(args, 3, #args, PUT_OPTIONS, OPT_MAXBODY_NOW)
+  local body_max = body_limit(o)
   local now = clock(o)
   local p = parse_job(args[1], args[2], o, now, body_max)
   if p.mode ~= 'create' then
@@ -543,8 +580,7 @@ local function put(keys, args)
   local backlog = p.due <= now and promote(k, now)
   local seq = take_seq(k, 1)
   local id = p.id == GENERATE and generated_id(now, seq) or p.id
-  local j = { prio = p.prio, seq = seq, created = now, due = p.due, ttr = p.ttr,
-              max = p.max, backoff = p.backoff, body = p.body }
+  local j = new_job(p, seq, now)
   local delayed = p.due > now or backlog
   if redis.call('HSETNX', k.jobs, id, encode(j, delayed)) == 0 then return EXISTS end
   if delayed then
@@ -582,7 +618,7 @@ local function putmany(keys, args)
     end
   end
   local g = options(args, pos, nargs, OPT_MAXBODY_NOW)
-  local body_max = g.MAXBODY and int_arg(g.MAXBODY, 'MAXBODY', 0, BODY_MAX_LIMIT) or BODY_MAX_DEFAULT
+  local body_max = body_limit(g)
   local now = clock(g)
 
   -- Validate everything before the first write. One scan finds whether any
@@ -638,9 +674,8 @@ local function putmany(keys, args)
       local rec, due, prio
       if p then
         prio, due = p.prio, p.due
-        rec = encode({ prio = prio, seq = s, created = now, due = due, ttr = p.ttr,
-                       max = p.max, backoff = p.backoff, body = p.body }, due > now or backlog)
-      else
+        rec = encode(new_job(p, s, now), due > now or backlog)
+      else -- encode's common case, without a table per job
         prio, due = 0, now
         rec = struct.pack('>BI4I3', 0, stamp_parts(now, s)) .. bodies[i]
       end
@@ -725,7 +760,6 @@ Output: flat field/value array: delayed, ready, reserved, dead, done, paused
 local function stats(keys, args)
   local k = check_keys(keys)
   options(args, 1, #args, NO_WORDS)
-  local first = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
   local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total')
   local is_paused = paused(k)
   return {
@@ -733,7 +767,7 @@ local function stats(keys, args)
     'ready', redis.call('ZCARD', k.ready) - (is_paused and 1 or 0),
     'reserved', redis.call('ZCARD', k.reserved), 'dead', redis.call('ZCARD', k.dead),
     'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
-    'next_due', first[2] and tonumber(first[2]) or -1,
+    'next_due', earliest(k.delayed),
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
     'lapsed_total', tonumber(meta[3] or 0),
   }
@@ -743,15 +777,12 @@ end
 
 
 -- The header of reserve's and pull's reply: when the caller should look again.
-local function wake_info(k, now, handed, count, paused)
-  if paused then return { now, -1, 1 } end
+local function wake_info(k, now, handed, count, is_paused)
+  if is_paused then return { now, -1, 1 } end
   if handed >= count then return { now, 0, 0 } end
-  local first = redis.call('ZRANGE', k.delayed, 0, 0, 'WITHSCORES')
-  local lapse = redis.call('ZRANGE', k.reserved, 0, 0, 'WITHSCORES')
-  local next_at = -1
-  if first[2] then next_at = tonumber(first[2]) end
-  if lapse[2] and (next_at < 0 or tonumber(lapse[2]) < next_at) then next_at = tonumber(lapse[2]) end
-  return { now, next_at, 0 }
+  local due, lapse = earliest(k.delayed), earliest(k.reserved)
+  if due < 0 or (lapse >= 0 and lapse < due) then due = lapse end
+  return { now, due, 0 }
 end
 
 -- The start of reserve and pull: due jobs made ready, then up to count of
@@ -898,8 +929,6 @@ local function settle_acks(k, pairs_, o)
   return codes
 end
 
-local ACK_OPTIONS = { KEEP = 1, NOW = 1 }
-
 --[[ redisched_ack: a reserved job is done.
 ARGV: id token [KEEP ms] [NOW ms]
   KEEP: keep the job, state done, this long (for lookups and to refuse puts
@@ -909,7 +938,7 @@ Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 local function ack(keys, args)
   local k = check_keys(keys)
   local id, token = id_arg(args[1]), token_arg(args[2])
-  local o = options(args, 3, #args, ACK_OPTIONS)
+  local o = options(args, 3, #args, OPT_KEEP_NOW)
   -- The common case in three calls: the ZREM checks and ends the lease.
   if not o.KEEP and redis.call('ZREM', k.reserved, lease_member(id, token)) == 1 then
     redis.call('HDEL', k.jobs, id)
@@ -929,7 +958,7 @@ local function ackmany(keys, args)
   if #args < 1 + 2 * count then bad('expected ' .. count .. ' id token pairs') end
   local pairs_ = {}
   for i = 1, count do pairs_[i] = { id_arg(args[2 * i]), token_arg(args[2 * i + 1]) } end
-  return settle_acks(k, pairs_, options(args, 2 + 2 * count, #args, ACK_OPTIONS))
+  return settle_acks(k, pairs_, options(args, 2 + 2 * count, #args, OPT_KEEP_NOW))
 end
 
 --[[ redisched_release: put a reserved job back, not counted as an attempt.
@@ -955,8 +984,8 @@ end
 --[[ redisched_fail: the attempt failed; retry after backoff or bury.
 ARGV: id token error [DEAD] [NOW ms]
   error: text kept on the job (at most 8192 bytes). DEAD: do not retry.
-Output: a code as ack, or on success the state it went to: 'delayed' or
-  'dead' (a status string).
+Output: a code as ack, or on success the state it went to: 'delayed',
+  'ready' (a zero backoff) or 'dead' (a status string).
 ]]
 local function fail_job(keys, args)
   local k = check_keys(keys)
@@ -974,7 +1003,7 @@ end
 
 --[[ redisched_touch: extend a reservation.
 ARGV: id token [TTR ms] [NOW ms]
-  The new deadline is now + TTR (default: the job's time-to-run).
+  The new deadline is now + TTR (default: the reservation's time-to-run).
 Output: the new deadline (ms), or a code as ack (0, -2, -3).
 ]]
 local function touch(keys, args)
@@ -1000,11 +1029,8 @@ Output: the number of jobs removed (for one id: 1 removed, 0 absent).
 ]]
 local function delete(keys, args)
   local k = check_keys(keys)
-  if #args == 0 then bad('job id is missing') end
-  if #args > BATCH_MAX then bad('at most ' .. BATCH_MAX .. ' ids in one call') end
-  for _, id in ipairs(args) do id_arg(id) end
   local n = 0
-  for _, id in ipairs(args) do
+  for _, id in ipairs(ids_arg(args)) do
     if redis.call('HDEL', k.jobs, id) == 1 then
       unlink(k, id)
       n = n + 1
@@ -1023,12 +1049,11 @@ Output: {requeued, buried, next} where next is the earliest deadline still
 local function requeue(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_LIMIT_NOW)
-  local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, 10000) or 1000
+  local limit = limit_arg(o)
   local now = clock(o)
   local back, buried = requeue_lapsed(k, now, limit)
   trim_done(k, now)
-  local first = redis.call('ZRANGE', k.reserved, 0, 0, 'WITHSCORES')
-  return { back, buried, first[2] and tonumber(first[2]) or -1 }
+  return { back, buried, earliest(k.reserved) }
 end
 
 -- Dead jobs back to ready, attempts reset; returns how many were dead.
@@ -1052,10 +1077,7 @@ Output: the number of jobs kicked (ids that are not dead are left alone).
 ]]
 local function kick(keys, args)
   local k = check_keys(keys)
-  if #args == 0 then bad('job id is missing') end
-  if #args > BATCH_MAX then bad('at most ' .. BATCH_MAX .. ' ids in one call') end
-  for _, id in ipairs(args) do id_arg(id) end
-  return revive(k, args, clock(NO_OPTIONS))
+  return revive(k, ids_arg(args), clock(NO_OPTIONS))
 end
 
 --[[ redisched_kickall: the oldest dead jobs back to ready, attempts reset.
@@ -1065,7 +1087,7 @@ Output: the number of jobs kicked.
 local function kickall(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_LIMIT_NOW)
-  local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, 10000) or 1000
+  local limit = limit_arg(o)
   local now = clock(o)
   return revive(k, redis.call('ZRANGE', k.dead, 0, limit - 1), now)
 end
