@@ -225,16 +225,15 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
                             Callback<std::vector<PutOutcome>> done) {
   core::check_topic(topic);
   for (const auto& job : jobs) core::check_spec(job, impl_->opts.max_body);
-  const std::string route(topic);
   impl_->batched<PutOutcome, JobSpec>(jobs, std::move(done), [&](auto chunk, auto cb) {
-    auto cmd = impl_->fcall("putmany", route);
+    auto cmd = impl_->fcall("putmany", topic);
     cmd.add(static_cast<std::int64_t>(chunk.size()));
     for (const auto& job : chunk) {
       cmd.add(job.id).add(job.body).add(std::int64_t{core::put_option_words(job)});
       core::add_put_options(cmd, job);
     }
     impl_->add_max_body(cmd);
-    impl_->call<std::vector<PutOutcome>>(route, cmd, core::parse_put_many, std::move(cb));
+    impl_->call<std::vector<PutOutcome>>(topic, cmd, core::parse_put_many, std::move(cb));
   });
 }
 REDISCHED_WRAP(std::vector<PutOutcome>, put_many,
@@ -349,13 +348,12 @@ void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
                             Callback<std::vector<Outcome>> done) {
   core::check_topic(topic);
-  const std::string route(topic);
   using Item = std::pair<std::string, std::uint64_t>;
   impl_->batched<Outcome, Item>(jobs, std::move(done), [&](auto chunk, auto cb) {
-    auto cmd = impl_->fcall("ackmany", route);
+    auto cmd = impl_->fcall("ackmany", topic);
     cmd.add(static_cast<std::int64_t>(chunk.size()));
     for (const auto& [id, token] : chunk) cmd.add(id).add(static_cast<std::int64_t>(token));
-    impl_->call<std::vector<Outcome>>(route, cmd, core::parse_outcomes, std::move(cb));
+    impl_->call<std::vector<Outcome>>(topic, cmd, core::parse_outcomes, std::move(cb));
   });
 }
 REDISCHED_WRAP(std::vector<Outcome>, ack_many,
@@ -423,7 +421,6 @@ REDISCHED_WRAP(RequeueResult, requeue, (std::string_view topic, int limit),
 void Client::kick_async(std::string_view topic, std::span<const std::string> ids,
                         Callback<int> done) {
   core::check_topic(topic);
-  const std::string route(topic);
   impl_->batched<int, std::string>(
       ids,
       [done = std::move(done)](Result<std::vector<int>> r) {
@@ -433,10 +430,10 @@ void Client::kick_async(std::string_view topic, std::span<const std::string> ids
         done(kicked);
       },
       [&](auto chunk, auto cb) {
-        auto cmd = impl_->fcall("kick", route);
+        auto cmd = impl_->fcall("kick", topic);
         for (const auto& id : chunk) cmd.add(id);
         impl_->call<std::vector<int>>(
-            route, cmd, [](const Reply& r) { return std::vector<int>{to_count(r)}; },
+            topic, cmd, [](const Reply& r) { return std::vector<int>{to_count(r)}; },
             std::move(cb));
       });
 }

@@ -110,7 +110,7 @@ bool valid_topic_char(char c) {
 Command& Command::fcall(std::string_view op, std::string_view prefix, std::string_view topic) {
   add("FCALL");
   add_owned("redisched_" + std::string(op));
-  add("8");
+  add(static_cast<std::int64_t>(kKeyNames.size()));
   for (auto& k : topic_keys(prefix, topic)) add_owned(std::move(k));
   return *this;
 }

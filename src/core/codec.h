@@ -35,7 +35,7 @@ class Command {
     return *this;
   }
   Command& add(std::int64_t n) { return add_owned(std::to_string(n)); }
-  // FCALL redisched_<op> 8 <the topic's keys>
+  // FCALL redisched_<op> <number of keys> <the topic's keys>
   Command& fcall(std::string_view op, std::string_view prefix, std::string_view topic);
   // Appends the RESP encoding to out.
   void encode(std::string& out) const;

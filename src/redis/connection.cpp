@@ -102,6 +102,11 @@ class RespReader {
   redisReader* r_;
 };
 
+// Redis's answer to an FCALL of a function it does not have.
+bool library_missing(const std::string& error) {
+  return error.rfind("ERR Function not found", 0) == 0;
+}
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(asio::io_context& io, ConnectionConfig config)
@@ -345,7 +350,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (v.is_error() && v.str.rfind("NOAUTH", 0) == 0) {
       throw ConnectionLost{Errc::auth, "Redis requires a password: give it in the URL"};
     }
-    if (v.is_error() && v.str.find("Function not found") == std::string::npos) {
+    if (v.is_error() && !library_missing(v.str)) {
       throw ConnectionLost{Errc::server, "checking the Functions library: " + v.str};
     }
     std::string load = encode({"FUNCTION", "LOAD", "REPLACE", kLibraryCode});
@@ -375,7 +380,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // one loaded by hand): load ours again, once, behind the calls in flight.
   // The call that found out still fails; the ones after it work.
   void reload_if_lost(const std::string& error) {
-    if (!cfg_.load_library || reloading_ || error.rfind("ERR Function not found", 0) != 0) {
+    if (!cfg_.load_library || reloading_ || !library_missing(error)) {
       return;
     }
     reloading_ = true;
