@@ -8,6 +8,7 @@
 #include <set>
 #include <thread>
 
+#include "testutil/expect_error.h"
 #include "testutil/redis_server.h"
 
 namespace redisched {
@@ -202,29 +203,23 @@ TEST_F(ClientTest, BinaryBodyRoundTrips) {
 }
 
 TEST_F(ClientTest, InvalidArgumentsThrowWithTheReason) {
-  auto expect_invalid = [](auto&& call, const std::string& words) {
-    try {
-      call();
-      ADD_FAILURE() << "accepted; expected: " << words;
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), Errc::invalid_argument) << e.what();
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
-    }
-  };
-  expect_invalid([&] { client_.put("bad topic", job("a")); }, "topic");
-  expect_invalid([&] { client_.put("", job("a")); }, "topic is empty");
-  expect_invalid([&] { client_.put(topic_, job("")); }, "job id is empty");
-  expect_invalid([&] { client_.put(topic_, job("a", std::string((1 << 20) + 1, 'x'))); },
-                 "over the limit");
+  EXPECT_REDISCHED_ERROR(client_.put("bad topic", job("a")), Errc::invalid_argument, "topic");
+  EXPECT_REDISCHED_ERROR(client_.put("", job("a")), Errc::invalid_argument, "topic is empty");
+  EXPECT_REDISCHED_ERROR(client_.put(topic_, job("")), Errc::invalid_argument, "job id is empty");
+  EXPECT_REDISCHED_ERROR(client_.put(topic_, job("a", std::string((1 << 20) + 1, 'x'))),
+                         Errc::invalid_argument, "over the limit");
   auto s = job("a");
   s.priority = 5000;
-  expect_invalid([&] { client_.put(topic_, s); }, "PRIORITY must be from 0 to 1000");
+  EXPECT_REDISCHED_ERROR(client_.put(topic_, s), Errc::invalid_argument,
+                         "PRIORITY must be from 0 to 1000");
   s = job("a");
   s.delay = Millis(10);
   s.due_at_ms = 5;
-  expect_invalid([&] { client_.put(topic_, s); }, "DELAY or AT");
-  expect_invalid([&] { client_.reserve(topic_, 0); }, "count must be from 1 to 1000");
-  expect_invalid([&] { client_.list(topic_, JobState::ready, -1, 5); }, "offset");
+  EXPECT_REDISCHED_ERROR(client_.put(topic_, s), Errc::invalid_argument, "DELAY or AT");
+  EXPECT_REDISCHED_ERROR(client_.reserve(topic_, 0), Errc::invalid_argument,
+                         "count must be from 1 to 1000");
+  EXPECT_REDISCHED_ERROR(client_.list(topic_, JobState::ready, -1, 5), Errc::invalid_argument,
+                         "offset");
   EXPECT_FALSE(client_.get(topic_, "a")) << "nothing was stored";
 }
 

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/keys.h"
+
 namespace redisched::test {
 
 RawRedis::RawRedis(int port) : ctx_(redisConnect("127.0.0.1", port)) {
@@ -24,11 +26,9 @@ ReplyPtr RawRedis::call(const std::vector<std::string>& args) {
 
 ReplyPtr RawRedis::fcall(const std::string& op, const std::string& topic,
                          const std::vector<std::string>& args) {
-  std::vector<std::string> all = {"FCALL", "redisched_" + op, "8"};
-  for (const char* name :
-       {"jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases"}) {
-    all.push_back("redisched:{" + topic + "}:" + name);
-  }
+  const auto keys = core::topic_keys("redisched", topic);
+  std::vector<std::string> all = {"FCALL", "redisched_" + op, std::to_string(keys.size())};
+  all.insert(all.end(), keys.begin(), keys.end());
   all.insert(all.end(), args.begin(), args.end());
   return call(all);
 }

@@ -23,7 +23,7 @@ class RawRedis {
   RawRedis& operator=(const RawRedis&) = delete;
 
   ReplyPtr call(const std::vector<std::string>& args);
-  // FCALL redisched_<op> 8 <keys of topic> args...
+  // FCALL redisched_<op> <the topic's keys, from core/keys.h> args...
   ReplyPtr fcall(const std::string& op, const std::string& topic,
                  const std::vector<std::string>& args);
 
