@@ -21,6 +21,12 @@ A job is in exactly one of delayed, ready, reserved, dead, done: its state
 is the set that holds it (docs/lifecycle.md draws the transitions).
 Keys are never built here, so the library runs unchanged on Redis Cluster.
 
+Wake-up signal: a call that makes a job ready, or schedules one, publishes
+the time it is due (ms, decimal) with SPUBLISH on a channel named like the
+ready key, P:{T}:ready (same slot), once per call. Idle workers listen there
+and aim a timer at the earliest due time instead of polling (promotion of
+due delayed jobs publishes nothing: waiting workers already know that time).
+
 Time is the Redis server's clock in milliseconds. Every function that reads the
 clock accepts "NOW <ms>" for tests that need to control time (but kick, whose
 arguments are all ids).
@@ -34,7 +40,7 @@ Invalid arguments are error replies whose first word is a code:
 Validation happens before the first write: a refused call changes nothing.
 ]]
 
-local LIBRARY_VERSION = 5 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 6 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
@@ -150,7 +156,7 @@ end
 
 -- The option words each function takes (built once, not per call).
 local NO_WORDS = {}
-local OPT_DEAD_NOW = { DEAD = 0, NOW = 1 }
+local OPT_FAIL = { DEAD = 0, DELAY = 1, NOW = 1 }
 local OPT_DELAY_PRIORITY_NOW = { DELAY = 1, PRIORITY = 1, NOW = 1 }
 local OPT_LIMIT_NOW = { LIMIT = 1, NOW = 1 }
 local OPT_MAXBODY_NOW = { MAXBODY = 1, NOW = 1 }
@@ -333,11 +339,19 @@ local function promote(k, now)
   return more
 end
 
+-- The earliest due time this call made ready or scheduled; api() publishes
+-- it once the call succeeds. (Calls run one at a time: api() resets it.)
+local wake_at = nil
+local function wake(at)
+  if not wake_at or at < wake_at then wake_at = at end
+end
+
 -- Stores a job and places it in delayed or ready by its due time. A job due
 -- now waits in delayed while older due jobs are still there (a backlog larger
 -- than one promotion), so ready order always follows due order.
 -- Returns 'ready' or 'delayed'.
 local function place(k, id, j, now)
+  wake(math.max(j.due, now))
   if j.due > now or promote(k, now) then
     redis.call('HSET', k.jobs, id, encode(j, true))
     redis.call('ZADD', k.delayed, j.due, id)
@@ -431,7 +445,9 @@ local function retry_or_bury(k, id, member, j, now, err, backoff, bury)
     redis.call('HINCRBY', k.meta, 'dead_total', 1)
     return 'dead'
   end
-  j.due = now + (backoff and backoff_delay(j) or 0)
+  -- backoff: true for the job's own, a number for a given delay, false for none.
+  if type(backoff) == 'number' then j.due = now + backoff
+  else j.due = now + (backoff and backoff_delay(j) or 0) end
   return place(k, id, j, now)
 end
 
@@ -583,6 +599,7 @@ local function put(keys, args)
   local j = new_job(p, seq, now)
   local delayed = p.due > now or backlog
   if redis.call('HSETNX', k.jobs, id, encode(j, delayed)) == 0 then return EXISTS end
+  wake(math.max(p.due, now))
   if delayed then
     redis.call('ZADD', k.delayed, p.due, id)
   else
@@ -680,6 +697,7 @@ local function putmany(keys, args)
         rec = struct.pack('>BI4I3', 0, stamp_parts(now, s)) .. bodies[i]
       end
       hset[nh + 1], hset[nh + 2], nh = id, rec, nh + 2
+      wake(due > now and due or now)
       if due > now or backlog then
         zdelayed[nd + 1], zdelayed[nd + 2], nd = due, id, nd + 2
       else
@@ -982,8 +1000,9 @@ local function release(keys, args)
 end
 
 --[[ redisched_fail: the attempt failed; retry after backoff or bury.
-ARGV: id token error [DEAD] [NOW ms]
+ARGV: id token error [DEAD] [DELAY ms] [NOW ms]
   error: text kept on the job (at most 8192 bytes). DEAD: do not retry.
+  DELAY: retry after this long instead of the job's own backoff.
 Output: a code as ack, or on success the state it went to: 'delayed',
   'ready' (a zero backoff) or 'dead' (a status string).
 ]]
@@ -993,12 +1012,13 @@ local function fail_job(keys, args)
   local err = args[3]
   if err == nil then bad('error text is missing') end
   if #err > ERROR_MAX then bad('error text is over ' .. ERROR_MAX .. ' bytes') end
-  local o = options(args, 4, #args, OPT_DEAD_NOW)
+  local o = options(args, 4, #args, OPT_FAIL)
+  local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX)
   local now = clock(o)
   local j, member = held(k, id, token)
   if not j then return member end
   redis.call('HINCRBY', k.meta, 'failed_total', 1)
-  return { ok = retry_or_bury(k, id, member, j, now, err, true, o.DEAD) }
+  return { ok = retry_or_bury(k, id, member, j, now, err, delay or true, o.DEAD) }
 end
 
 --[[ redisched_touch: extend a reservation.
@@ -1106,7 +1126,9 @@ end
 local function resume(keys, args)
   local k = check_keys(keys)
   options(args, 1, #args, NO_WORDS)
-  return redis.call('ZREM', k.ready, PAUSED_MARK)
+  local changed = redis.call('ZREM', k.ready, PAUSED_MARK)
+  if changed == 1 then wake(clock(NO_OPTIONS)) end
+  return changed
 end
 
 --[[ redisched_version: the library's version (an integer), for clients that
@@ -1121,8 +1143,12 @@ end
 -- Turns a raised {bad = msg} into a clean error reply; other errors pass on.
 local function api(fn)
   return function(keys, args)
+    wake_at = nil
     local ok, res = pcall(fn, keys, args)
-    if ok then return res end
+    if ok then
+      if wake_at then redis.call('SPUBLISH', keys[3], wake_at) end
+      return res
+    end
     if type(res) == 'table' and res.bad then return redis.error_reply(res.bad) end
     error(res)
   end

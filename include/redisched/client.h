@@ -91,10 +91,11 @@ class Client {
   // optionally with a new priority.
   Outcome release(std::string_view topic, std::string_view id, std::uint64_t token,
                   Millis delay = Millis{0}, std::optional<int> priority = std::nullopt);
-  // The attempt failed: retry after the job's backoff, or dead once its
-  // attempts are used up (at once with bury).
+  // The attempt failed: retry after the job's backoff (or after retry_delay
+  // when given), or dead once its attempts are used up (at once with bury).
   FailResult fail(std::string_view topic, std::string_view id, std::uint64_t token,
-                  std::string_view error, bool bury = false);
+                  std::string_view error, bool bury = false,
+                  std::optional<Millis> retry_delay = std::nullopt);
   // Extends a reservation to now + ttr (0 = the job's own ttr).
   TouchResult touch(std::string_view topic, std::string_view id, std::uint64_t token,
                     Millis ttr = Millis{0});
@@ -154,10 +155,12 @@ class Client {
                                      std::uint64_t token, Millis delay = Millis{0},
                                      std::optional<int> priority = std::nullopt);
   void fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                  std::string_view error, bool bury, Callback<FailResult> done);
+                  std::string_view error, bool bury, std::optional<Millis> retry_delay,
+                  Callback<FailResult> done);
   std::future<FailResult> fail_async(std::string_view topic, std::string_view id,
                                      std::uint64_t token, std::string_view error,
-                                     bool bury = false);
+                                     bool bury = false,
+                                     std::optional<Millis> retry_delay = std::nullopt);
   void touch_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr,
                    Callback<TouchResult> done);
   std::future<TouchResult> touch_async(std::string_view topic, std::string_view id,

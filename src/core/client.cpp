@@ -374,16 +374,18 @@ REDISCHED_WRAP(Outcome, release,
                (topic, id, token, delay, priority, std::move(cb)))
 
 void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                        std::string_view error, bool bury, Callback<FailResult> done) {
+                        std::string_view error, bool bury, std::optional<Millis> retry_delay,
+                        Callback<FailResult> done) {
   auto cmd = impl_->held("fail", topic, id, token);
   cmd.add(error);
   if (bury) cmd.add("DEAD");
+  if (retry_delay) cmd.add("DELAY").add(retry_delay->count());
   impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(done));
 }
 REDISCHED_WRAP(FailResult, fail,
                (std::string_view topic, std::string_view id, std::uint64_t token,
-                std::string_view error, bool bury),
-               (topic, id, token, error, bury, std::move(cb)))
+                std::string_view error, bool bury, std::optional<Millis> retry_delay),
+               (topic, id, token, error, bury, retry_delay, std::move(cb)))
 
 void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
                          Millis ttr, Callback<TouchResult> done) {

@@ -107,6 +107,12 @@ bool library_missing(const std::string& error) {
   return error.rfind("ERR Function not found", 0) == 0;
 }
 
+// A pub/sub message, as opposed to a command's reply.
+bool is_push(const Reply& r) {
+  return r.type == Reply::Type::array && r.elements.size() == 3 &&
+         (r.elements[0].str == "smessage" || r.elements[0].str == "message");
+}
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
   Connection(asio::io_context& io, ConnectionConfig config)
@@ -293,6 +299,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       state_ = State::up;
       wake_.cancel();
       lost_.reset();
+      if (cfg_.on_up) cfg_.on_up();
       co_await (until_lost(read_loop(stream, reader)) || until_lost(write_loop(stream)) ||
                 until_lost(watchdog()));
       co_return lost_.value_or(ConnectionLost{Errc::connection, "connection closed"});
@@ -367,6 +374,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const size_t n = co_await stream.async_read_some(asio::buffer(buf), use_awaitable);
       reader.feed(buf.data(), n);
       while (auto reply = reader.next()) {
+        if (cfg_.on_push && is_push(*reply)) {
+          cfg_.on_push(*reply);
+          continue;
+        }
         if (inflight_.empty()) throw ConnectionLost{Errc::protocol, "a reply nobody asked for"};
         Pending p = std::move(inflight_.front());
         inflight_.pop_front();

@@ -25,6 +25,11 @@ struct ConnectionConfig {
   Millis reconnect_min{50};
   Millis reconnect_max{2000};
   bool load_library = true;  // check and load lua/redisched.lua on connect
+  // Subscriber connections: pub/sub messages (smessage/message arrays) go
+  // here instead of to a caller, and on_up runs on the I/O thread each time
+  // the connection is (re)established, to subscribe again.
+  std::function<void(const Reply&)> on_push;
+  std::function<void()> on_up;
 };
 
 // Called once per command on the I/O thread. On a transport failure ec is

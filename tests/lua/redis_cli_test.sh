@@ -27,5 +27,18 @@ expect "gone" "" "$(fcall get job1)"
 expect "bad argument" "BADARG PRIORITY must be from 0 to 1000, got 5000" \
   "$(fcall put x y PRIORITY 5000 2>&1)"
 expect "stats" "0" "$(fcall stats | sed -n 4p)"
-expect "version" "5" "$(rcli FCALL redisched_version 0)"
+expect "version" "$(sed -n 's/^local LIBRARY_VERSION = \([0-9]*\).*/\1/p' "$LIB")" \
+  "$(rcli FCALL redisched_version 0)"
+
+# The wake-up signal: a put publishes the job's due time on the topic's ready
+# channel, as any Redis client can see with SSUBSCRIBE.
+rcli SSUBSCRIBE 'redisched:{mail}:ready' > "$DIR/signals" &
+SUB=$!
+for _ in $(seq 1 100); do grep -q ssubscribe "$DIR/signals" 2>/dev/null && break; sleep 0.02; done
+fcall put signalled 'x' NOW 1000 > /dev/null
+fcall put later 'x' AT 5000 NOW 1000 > /dev/null
+for _ in $(seq 1 100); do [ "$(grep -c smessage "$DIR/signals")" -ge 2 ] && break; sleep 0.02; done
+kill "$SUB"; wait "$SUB" 2>/dev/null || true
+expect "signals" "smessage redisched:{mail}:ready 1000 smessage redisched:{mail}:ready 5000" \
+  "$(grep -A2 smessage "$DIR/signals" | grep -v '^--' | tr '\n' ' ' | sed 's/ $//')"
 finish

@@ -1,0 +1,537 @@
+#include "worker/topic_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <cmath>
+
+namespace redisched::worker {
+namespace {
+
+namespace asio = boost::asio;
+using Steady = std::chrono::steady_clock;
+
+constexpr int kReserveMax = 1000;  // the library's limit per call
+constexpr Millis kRetryMin{50};
+constexpr Millis kRetryMax{2000};
+// A settling call (ack, fail, release, touch) is retried this many times
+// while Redis is unreachable, backing off; after that the reservation is left
+// to lapse and the job is handed out again (at-least-once).
+constexpr int kSettleTries = 30;
+constexpr Millis kHeartbeatMin{20};
+constexpr Millis kHeartbeatMax{10000};
+constexpr Millis kDefaultTtr{30000};  // the library's default
+
+bool transient(const Error& e) { return e.code() == Errc::connection || e.code() == Errc::timeout; }
+
+}  // namespace
+
+void Shared::count_call(int delta) {
+  std::lock_guard lock(mu);
+  calls += delta;
+  changed.notify_all();
+}
+
+void Shared::count_held(int delta) {
+  std::lock_guard lock(mu);
+  held += delta;
+  changed.notify_all();
+}
+
+// ------------------------------------------------------------ handler side
+
+class TopicRunner::Context final : public JobContext {
+ public:
+  Context(TopicRunner& runner, const Reservation& job) : runner_(runner), job_(job) {}
+
+  std::string_view topic() const override { return runner_.topic_; }
+  const Reservation& job() const override { return job_; }
+
+  bool touch(Millis ttr) override {
+    if (cancelled()) return false;
+    auto r = runner_.shared_.client.touch(runner_.topic_, job_.id, job_.token, ttr);
+    if (r.outcome != Outcome::ok) return false;
+    std::lock_guard lock(runner_.mu_);
+    if (auto it = runner_.running_.find(job_.token); it != runner_.running_.end()) {
+      it->second.job.deadline_ms = r.deadline_ms;
+    }
+    return true;
+  }
+
+  void progress(int percent, std::string_view note) override {
+    {
+      std::lock_guard lock(runner_.mu_);
+      if (auto it = runner_.running_.find(job_.token); it != runner_.running_.end()) {
+        it->second.progress = std::clamp(percent, 0, 100);
+        it->second.note.assign(note);
+      }
+    }
+    if (runner_.opts_.overrun == Overrun::heartbeat) touch(Millis{0});
+  }
+
+  void release(Millis delay) override {
+    verdict_ = Verdict::release;
+    delay_ = delay;
+  }
+
+  void fail(std::string_view error, bool bury) override {
+    verdict_ = bury ? Verdict::bury : Verdict::fail;
+    error_.assign(error);
+  }
+
+  bool cancelled() const override {
+    std::lock_guard lock(runner_.mu_);
+    auto it = runner_.running_.find(job_.token);
+    return runner_.cancelled_ || it == runner_.running_.end() || it->second.released;
+  }
+
+  Verdict verdict_ = Verdict::ack;
+  std::string error_;
+  Millis delay_{0};
+
+ private:
+  TopicRunner& runner_;
+  const Reservation& job_;
+};
+
+TopicRunner::TopicRunner(Shared& shared, std::string topic, HandlerOptions options, Handler handler)
+    : shared_(shared),
+      topic_(std::move(topic)),
+      opts_(options),
+      handler_(std::move(handler)),
+      due_timer_(shared.io),
+      sweep_timer_(shared.io),
+      heartbeat_timer_(shared.io),
+      retry_timer_(shared.io) {}
+
+TopicRunner::~TopicRunner() { join(); }
+
+void TopicRunner::start() {
+  threads_.reserve(static_cast<size_t>(opts_.concurrency));
+  for (int i = 0; i < opts_.concurrency; ++i) threads_.emplace_back([this] { serve(); });
+}
+
+void TopicRunner::serve() {
+  for (;;) {
+    Reservation job;
+    {
+      std::unique_lock lock(mu_);
+      work_.wait(lock, [this] { return quit_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = queue_.front().job;
+      running_.emplace(job.token, std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    Finished f = run_handler(job);
+    bool first = false;
+    {
+      std::lock_guard lock(mu_);
+      auto it = running_.find(job.token);
+      f.dropped = it == running_.end() || it->second.released;
+      if (it != running_.end()) running_.erase(it);
+      first = finished_.empty();
+      finished_.push_back(std::move(f));
+    }
+    // One hop to the control thread per batch of results, not per job.
+    if (first) asio::post(shared_.io, [this] { on_finished(); });
+  }
+}
+
+TopicRunner::Finished TopicRunner::run_handler(const Reservation& job) {
+  Context ctx(*this, job);
+  Finished f;
+  try {
+    handler_(ctx);
+    f.verdict = ctx.verdict_;
+    f.error = std::move(ctx.error_);
+    f.delay = ctx.delay_;
+  } catch (const std::exception& e) {
+    f.verdict = Verdict::fail;
+    f.error = e.what();
+    if (f.error.empty()) f.error = "the handler threw";
+  } catch (...) {
+    f.verdict = Verdict::fail;
+    f.error = "the handler threw a non-exception";
+  }
+  f.job = job;
+  return f;
+}
+
+// ------------------------------------------------------------ control side
+
+int TopicRunner::free_slots() const { return opts_.concurrency + opts_.prefetch - held_; }
+
+void TopicRunner::back_on_control(std::function<void()> fn) {
+  asio::post(shared_.io, std::move(fn));
+}
+
+template <class T>
+void TopicRunner::call(std::function<void(Callback<T>)> start, std::function<void(Result<T>)> done,
+                       int tries) {
+  if (tries == 0) shared_.count_call(+1);
+  auto finish = [this, start, done, tries](Result<T> r) mutable {
+    if (!r.ok() && transient(r.error()) && tries + 1 < kSettleTries) {
+      auto timer = std::make_shared<asio::steady_timer>(
+          shared_.io, std::min(kRetryMin * (1 << std::min(tries, 6)), kRetryMax));
+      timer->async_wait([this, timer, start = std::move(start), done = std::move(done),
+                         tries](boost::system::error_code) mutable {
+        call<T>(std::move(start), std::move(done), tries + 1);
+      });
+      return;
+    }
+    done(std::move(r));
+    shared_.count_call(-1);
+  };
+  try {
+    start([this, finish = std::move(finish)](Result<T> r) mutable {
+      back_on_control(
+          [finish = std::move(finish), r = std::move(r)]() mutable { finish(std::move(r)); });
+    });
+  } catch (const Error& e) {
+    finish(Result<T>(e));
+  }
+}
+
+void TopicRunner::look() {
+  if (stopping_) return;
+  if (fetching_) {
+    look_again_ = true;
+    return;
+  }
+  if (free_slots() > 0) fetch();
+}
+
+void TopicRunner::fetch() {
+  fetching_ = true;
+  look_again_ = false;
+  ++shared_.stats.reserve_calls;
+  const int count = std::min(free_slots(), kReserveMax);
+  shared_.count_call(+1);
+  shared_.client.reserve_async(topic_, count, opts_.ttr.value_or(Millis{0}),
+                               [this](Result<ReserveResult> r) {
+                                 back_on_control([this, r = std::move(r)]() mutable {
+                                   on_reserved(std::move(r));
+                                   shared_.count_call(-1);
+                                 });
+                               });
+}
+
+void TopicRunner::on_reserved(Result<ReserveResult> r) {
+  fetching_ = false;
+  if (!r.ok()) {
+    if (stopping_) return;
+    spdlog::warn("redisched worker: reserve on topic {} failed: {}", topic_, r.error().what());
+    retry_timer_.expires_after(retry_backoff_);
+    retry_backoff_ = std::min(retry_backoff_ * 2, kRetryMax);
+    retry_timer_.async_wait([this](boost::system::error_code ec) {
+      if (!ec) look();
+    });
+    return;
+  }
+  retry_backoff_ = kRetryMin;
+  ReserveResult& res = r.value();
+  clock_.observe(res.now_ms);
+  const int n = static_cast<int>(res.jobs.size());
+  shared_.stats.reserved += static_cast<std::uint64_t>(n);
+  if (n == 0) ++shared_.stats.empty_reserves;
+  if (n > 0 && stopping_) {
+    // Cancelled while the reserve was on its way: straight back.
+    for (const auto& job : res.jobs) release_now(job);
+    return;
+  }
+  if (n > 0) {
+    std::int64_t first_deadline = res.jobs.front().deadline_ms;
+    held_ += n;
+    shared_.count_held(n);
+    {
+      std::lock_guard lock(mu_);
+      for (auto& job : res.jobs) {
+        first_deadline = std::min(first_deadline, job.deadline_ms);
+        const Millis ttr{std::max<std::int64_t>(job.deadline_ms - res.now_ms, 1)};
+        queue_.push_back(Running{std::move(job), ttr, 0, {}, false, false});
+      }
+    }
+    if (n == 1) {
+      work_.notify_one();
+    } else {
+      work_.notify_all();
+    }
+    arm_sweep(first_deadline);
+    arm_heartbeat();
+  }
+  if (stopping_) return;
+  if (res.next_ms == 0 || look_again_) {
+    look();
+  } else if (res.next_ms > 0) {
+    arm(res.next_ms);
+  }
+}
+
+void TopicRunner::arm(std::int64_t due_ms) {
+  if (due_at_ >= 0 && due_at_ <= due_ms) return;  // an earlier wake-up is set
+  due_at_ = due_ms;
+  due_timer_.expires_at(clock_.local_time(due_ms));
+  due_timer_.async_wait([this](boost::system::error_code ec) {
+    if (!ec) on_timer();
+  });
+}
+
+void TopicRunner::on_timer() {
+  due_at_ = -1;
+  if (stopping_) return;
+  if (free_slots() > 0) {
+    look();
+  } else {
+    sweep();  // every worker busy: only lapsed reservations need a hand
+  }
+}
+
+void TopicRunner::on_signal(std::int64_t due_ms) {
+  ++shared_.stats.wakeups;
+  if (stopping_) return;
+  // Within a millisecond counts as now: the clock estimate errs early.
+  if (!clock_.known() || due_ms <= clock_.redis_now() + 1) {
+    look();
+  } else {
+    arm(due_ms);
+  }
+}
+
+void TopicRunner::sweep() {
+  if (stopping_) return;
+  call<RequeueResult>(
+      [this](Callback<RequeueResult> cb) {
+        shared_.client.requeue_async(topic_, kReserveMax, std::move(cb));
+      },
+      [this](Result<RequeueResult> r) {
+        if (!r.ok()) {
+          spdlog::warn("redisched worker: requeue on topic {} failed: {}", topic_,
+                       r.error().what());
+          return;
+        }
+        if (r.value().requeued > 0) look();
+        if (r.value().next_deadline_ms > 0) arm_sweep(r.value().next_deadline_ms);
+      });
+}
+
+// Reservations (ours or anyone's) can lapse at deadline_ms: a sweep then.
+void TopicRunner::arm_sweep(std::int64_t deadline_ms) {
+  if (stopping_ || (sweep_at_ >= 0 && sweep_at_ <= deadline_ms)) return;
+  sweep_at_ = deadline_ms;
+  sweep_timer_.expires_at(clock_.local_time(deadline_ms + 1));
+  sweep_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    sweep_at_ = -1;
+    sweep();
+  });
+}
+
+void TopicRunner::arm_heartbeat() {
+  if (opts_.overrun != Overrun::heartbeat || heartbeat_armed_) return;
+  Millis tick = kHeartbeatMax;
+  bool any = false;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& r : queue_) tick = std::min(tick, r.ttr / 3), any = true;
+    for (const auto& [token, r] : running_) tick = std::min(tick, r.ttr / 3), any = true;
+  }
+  if (!any) return;
+  heartbeat_armed_ = true;
+  heartbeat_timer_.expires_after(std::clamp(tick, kHeartbeatMin, kHeartbeatMax));
+  heartbeat_timer_.async_wait([this](boost::system::error_code ec) {
+    heartbeat_armed_ = false;
+    if (!ec) heartbeat();
+  });
+}
+
+// Extends the reservations of running jobs that have used a third of their
+// time-to-run.
+void TopicRunner::heartbeat() {
+  const std::int64_t now = clock_.redis_now();
+  std::vector<Reservation> due;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& [token, r] : running_) {
+      if (!r.released && !r.touching && r.job.deadline_ms - now < r.ttr.count() * 2 / 3) {
+        r.touching = true;
+        due.push_back(r.job);
+      }
+    }
+  }
+  for (const auto& job : due) {
+    call<TouchResult>(
+        [this, job](Callback<TouchResult> cb) {
+          shared_.client.touch_async(topic_, job.id, job.token, Millis{0}, std::move(cb));
+        },
+        [this, token = job.token](Result<TouchResult> r) {
+          std::lock_guard lock(mu_);
+          auto it = running_.find(token);
+          if (it == running_.end()) return;
+          it->second.touching = false;
+          if (r.ok() && r.value().outcome == Outcome::ok) {
+            it->second.job.deadline_ms = r.value().deadline_ms;
+          }
+        });
+  }
+  arm_heartbeat();
+}
+
+void TopicRunner::on_finished() {
+  std::vector<Finished> done;
+  {
+    std::lock_guard lock(mu_);
+    done.swap(finished_);
+  }
+  if (done.empty()) return;
+  for (auto& f : done) settle(std::move(f));
+  flush_acks();
+  held_ -= static_cast<int>(done.size());
+  shared_.count_held(-static_cast<int>(done.size()));
+  look();
+}
+
+namespace {
+Millis retry_delay(const Backoff& b, int attempt) {
+  if (b.kind == BackoffKind::fixed) return b.base;
+  const double d = static_cast<double>(b.base.count()) * std::pow(2.0, std::max(attempt - 1, 0));
+  return d >= static_cast<double>(b.cap.count()) ? b.cap : Millis{static_cast<std::int64_t>(d)};
+}
+constexpr size_t kErrorMax = 8192;  // the library's limit on error text
+}  // namespace
+
+void TopicRunner::settle(Finished f) {
+  if (f.dropped) return;
+  const Reservation& job = f.job;
+  switch (f.verdict) {
+    case Verdict::ack:
+      acks_.emplace_back(job.id, job.token);
+      return;
+    case Verdict::release:
+      call<Outcome>(
+          [this, job, delay = f.delay](Callback<Outcome> cb) {
+            shared_.client.release_async(topic_, job.id, job.token, delay, std::nullopt,
+                                         std::move(cb));
+          },
+          [this](Result<Outcome> r) {
+            if (r.ok() && r.value() == Outcome::ok) {
+              ++shared_.stats.released;
+            } else {
+              ++shared_.stats.stale;
+            }
+          });
+      return;
+    case Verdict::fail:
+    case Verdict::bury: {
+      const bool bury =
+          f.verdict == Verdict::bury || (opts_.max_attempts && job.attempt >= *opts_.max_attempts);
+      std::optional<Millis> delay;
+      if (opts_.backoff) delay = retry_delay(*opts_.backoff, job.attempt);
+      if (f.error.size() > kErrorMax) f.error.resize(kErrorMax);
+      call<FailResult>(
+          [this, job, bury, delay, error = std::move(f.error)](Callback<FailResult> cb) {
+            shared_.client.fail_async(topic_, job.id, job.token, error, bury, delay, std::move(cb));
+          },
+          [this](Result<FailResult> r) {
+            if (r.ok() && r.value().outcome == Outcome::ok) {
+              ++shared_.stats.failed;
+            } else {
+              ++shared_.stats.stale;
+            }
+          });
+      return;
+    }
+  }
+}
+
+// One ackmany at a time per topic: results that finish meanwhile wait and go
+// together in the next one.
+void TopicRunner::flush_acks() {
+  if (acking_ || acks_.empty()) return;
+  acking_ = true;
+  auto batch = std::make_shared<std::vector<std::pair<std::string, std::uint64_t>>>();
+  batch->swap(acks_);
+  call<std::vector<Outcome>>(
+      [this, batch](Callback<std::vector<Outcome>> cb) {
+        shared_.client.ack_many_async(topic_, *batch, std::move(cb));
+      },
+      [this, batch](Result<std::vector<Outcome>> r) {
+        acking_ = false;
+        if (r.ok()) {
+          for (Outcome o : r.value()) {
+            if (o == Outcome::ok) {
+              ++shared_.stats.acked;
+            } else {
+              ++shared_.stats.stale;
+            }
+          }
+        } else {
+          spdlog::warn("redisched worker: {} acks on topic {} failed: {}", batch->size(), topic_,
+                       r.error().what());
+        }
+        flush_acks();
+      });
+}
+
+void TopicRunner::release_now(const Reservation& job) {
+  call<Outcome>(
+      [this, job](Callback<Outcome> cb) {
+        shared_.client.release_async(topic_, job.id, job.token, Millis{0}, std::nullopt,
+                                     std::move(cb));
+      },
+      [this](Result<Outcome> r) {
+        if (r.ok() && r.value() == Outcome::ok) ++shared_.stats.released;
+      });
+}
+
+void TopicRunner::stop_taking() {
+  stopping_ = true;
+  due_timer_.cancel();
+  sweep_timer_.cancel();
+  retry_timer_.cancel();
+  std::deque<Running> waiting;
+  {
+    std::lock_guard lock(mu_);
+    waiting.swap(queue_);
+  }
+  for (const auto& r : waiting) release_now(r.job);
+  held_ -= static_cast<int>(waiting.size());
+  shared_.count_held(-static_cast<int>(waiting.size()));
+}
+
+void TopicRunner::release_running() {
+  std::vector<Reservation> jobs;
+  {
+    std::lock_guard lock(mu_);
+    cancelled_ = true;
+    for (auto& [token, r] : running_) {
+      if (!r.released) {
+        r.released = true;
+        jobs.push_back(r.job);
+      }
+    }
+  }
+  for (const auto& job : jobs) release_now(job);
+}
+
+void TopicRunner::close() { heartbeat_timer_.cancel(); }
+
+void TopicRunner::join() {
+  {
+    std::lock_guard lock(mu_);
+    quit_ = true;
+  }
+  work_.notify_all();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+void TopicRunner::snapshot(std::vector<RunningJob>& out) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [token, r] : running_) {
+    out.push_back({topic_, r.job.id, r.job.attempt, r.progress, r.note, r.job.deadline_ms});
+  }
+}
+
+}  // namespace redisched::worker

@@ -1,0 +1,208 @@
+#include "redisched/worker.h"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <charconv>
+#include <csignal>
+#include <future>
+#include <thread>
+#include <unordered_map>
+
+#include "core/codec.h"
+#include "core/keys.h"
+#include "redis/subscriber.h"
+#include "worker/topic_runner.h"
+
+namespace redisched {
+namespace {
+
+namespace asio = boost::asio;
+
+// Set on handler threads: cancel() from a handler would wait for itself.
+thread_local bool t_in_handler = false;
+
+void check_options(const HandlerOptions& o) {
+  auto bad = [](const std::string& what) { throw Error(Errc::invalid_argument, what); };
+  if (o.concurrency < 1 || o.concurrency > 10000) {
+    bad("concurrency must be from 1 to 10000, got " + std::to_string(o.concurrency));
+  }
+  if (o.prefetch < 0 || o.prefetch > 1000) {
+    bad("prefetch must be from 0 to 1000, got " + std::to_string(o.prefetch));
+  }
+  if (o.ttr && o.ttr->count() < 1) bad("ttr must be at least 1 ms");
+  if (o.max_attempts && (*o.max_attempts < 1 || *o.max_attempts > 1000)) {
+    bad("max_attempts must be from 1 to 1000, got " + std::to_string(*o.max_attempts));
+  }
+  if (o.backoff && (o.backoff->base.count() < 0 || o.backoff->cap < o.backoff->base)) {
+    bad("backoff needs 0 <= base <= cap");
+  }
+}
+
+}  // namespace
+
+class Worker::Impl {
+ public:
+  explicit Impl(WorkerOptions o) : opts(std::move(o)), client(opts.client), shared(io, client) {}
+
+  ~Impl() { cancel(std::nullopt); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+
+  void handle(std::string topic, HandlerOptions o, Handler h) {
+    Client::validate_topic(topic);
+    check_options(o);
+    if (!h) throw Error(Errc::invalid_argument, "the handler of topic " + topic + " is empty");
+    std::lock_guard lock(lifecycle);
+    if (started) throw Error(Errc::invalid_argument, "register handlers before run()");
+    const std::string channel = core::topic_keys(client.options().prefix, topic)[2];
+    if (by_channel.contains(channel)) {
+      throw Error(Errc::invalid_argument, "topic " + topic + " has a handler already");
+    }
+    auto wrapped = [h = std::move(h)](JobContext& ctx) {
+      t_in_handler = true;
+      h(ctx);
+    };
+    topics.push_back(std::make_unique<worker::TopicRunner>(shared, topic, o, std::move(wrapped)));
+    by_channel.emplace(channel, topics.back().get());
+  }
+
+  void run() {
+    std::lock_guard lock(lifecycle);
+    if (started) throw Error(Errc::invalid_argument, "a Worker runs once");
+    if (topics.empty()) throw Error(Errc::invalid_argument, "no handlers: call handle() first");
+    started = true;
+    redis::ConnectionConfig config;
+    config.endpoint = redis::parse_url(client.options().redis_url);
+    config.connect_timeout = client.options().connect_timeout;
+    config.reconnect_min = client.options().reconnect_min;
+    config.reconnect_max = client.options().reconnect_max;
+    subscriber = std::make_unique<redis::Subscriber>(
+        io, config,
+        [this](const std::string& channel, const std::string& payload) {
+          auto it = by_channel.find(channel);
+          std::int64_t due = 0;
+          auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), due);
+          if (it != by_channel.end() && ec == std::errc()) it->second->on_signal(due);
+        },
+        // Subscribed (again): anything published meanwhile was missed.
+        [this] {
+          for (auto& t : topics) t->look();
+        });
+    for (auto& t : topics) t->start();
+    asio::post(io, [this] {
+      for (const auto& [channel, t] : by_channel) subscriber->subscribe(channel);
+    });
+    control = std::thread([this] { io.run(); });
+    running = true;
+  }
+
+  void cancel(std::optional<Millis> drain) {
+    if (t_in_handler) {
+      throw Error(Errc::invalid_argument, "cancel() from a handler would wait for itself");
+    }
+    std::lock_guard lock(lifecycle);
+    if (!running) return;
+    on_control([this] {
+      for (auto& t : topics) t->stop_taking();
+    });
+    if (drain) {
+      std::unique_lock l(shared.mu);
+      shared.changed.wait_for(l, *drain, [this] { return shared.held == 0; });
+    }
+    on_control([this] {
+      for (auto& t : topics) t->release_running();
+    });
+    for (auto& t : topics) t->join();
+    on_control([this] {
+      for (auto& t : topics) t->on_finished();
+    });
+    {
+      std::unique_lock l(shared.mu);
+      shared.changed.wait(l, [this] { return shared.calls == 0; });
+    }
+    on_control([this] {
+      for (auto& t : topics) t->close();
+      subscriber->close();
+    });
+    work.reset();
+    control.join();
+    subscriber.reset();
+    running = false;
+  }
+
+  // Runs fn on the control thread and waits for it.
+  void on_control(std::function<void()> fn) {
+    std::promise<void> done;
+    asio::post(io, [&] {
+      fn();
+      done.set_value();
+    });
+    done.get_future().wait();
+  }
+
+  WorkerOptions opts;
+  Client client;
+  asio::io_context io;
+  worker::Shared shared;
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
+  std::thread control;
+  std::unique_ptr<redis::Subscriber> subscriber;
+  std::vector<std::unique_ptr<worker::TopicRunner>> topics;
+  std::unordered_map<std::string, worker::TopicRunner*> by_channel;
+  std::mutex lifecycle;
+  bool started = false;
+  std::atomic<bool> running{false};
+};
+
+Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Worker::~Worker() = default;
+
+Client& Worker::client() { return impl_->client; }
+
+void Worker::handle(std::string topic, HandlerOptions options, Handler handler) {
+  impl_->handle(std::move(topic), options, std::move(handler));
+}
+
+void Worker::run() { impl_->run(); }
+void Worker::cancel() { impl_->cancel(std::nullopt); }
+void Worker::cancel(Millis drain_timeout) { impl_->cancel(drain_timeout); }
+bool Worker::running() const { return impl_->running; }
+
+void Worker::run_until_signal() {
+  // The handlers are installed before the worker starts, so a signal that
+  // comes early still ends the wait.
+  asio::io_context waiter;
+  asio::signal_set signals(waiter, SIGINT, SIGTERM);
+  run();
+  signals.async_wait([](boost::system::error_code, int) {});
+  waiter.run();
+  cancel(impl_->opts.shutdown_timeout);
+}
+
+std::vector<RunningJob> Worker::running_jobs() const {
+  std::vector<RunningJob> out;
+  for (const auto& t : impl_->topics) t->snapshot(out);
+  return out;
+}
+
+WorkerStats Worker::stats() const {
+  const auto& s = impl_->shared.stats;
+  return {s.reserved, s.acked,         s.failed,         s.released,
+          s.stale,    s.reserve_calls, s.empty_reserves, s.wakeups};
+}
+
+std::string Worker::submit(std::string_view topic, int priority, std::string_view payload) {
+  return impl_->client.add(topic, {.body = std::string(payload), .priority = priority});
+}
+
+std::string Worker::submit_delayed(std::string_view topic, Millis delay, std::string_view payload) {
+  return impl_->client.add(topic, {.body = std::string(payload), .delay = delay});
+}
+
+void Worker::register_handler(std::string topic, int workers, Handler handler) {
+  handle(std::move(topic), {.concurrency = workers}, std::move(handler));
+}
+
+}  // namespace redisched
