@@ -1,0 +1,164 @@
+// Several worker processes on one topic: every job acknowledged exactly once,
+// and a process killed with SIGKILL loses none of the jobs it held.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "redisched/client.h"
+#include "testutil/redis_server.h"
+#include "testutil/wait.h"
+
+extern char** environ;
+
+namespace redisched {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+constexpr int kJobs = 100000;
+constexpr int kProcesses = 4;
+
+class WorkerProcesses : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ClientOptions o;
+    o.redis_url = test::shared_redis().url();
+    client_ = std::make_unique<Client>(o);
+    dir_ = fs::temp_directory_path() / ("redisched-procs-" + topic_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    for (pid_t pid : pids_) {
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+    fs::remove_all(dir_);
+  }
+
+  std::string out_file(int i) const { return (dir_ / ("worker" + std::to_string(i))).string(); }
+
+  void spawn_workers(int concurrency, int handler_micros) {
+    for (int i = 0; i < kProcesses; ++i) {
+      std::vector<std::string> args = {
+          REDISCHED_WORKER_PROC,       test::shared_redis().url(),     topic_,
+          std::to_string(concurrency), std::to_string(handler_micros), out_file(i)};
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      pid_t pid = -1;
+      ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+      pids_.push_back(pid);
+    }
+  }
+
+  void put_all(Millis ttr) {
+    std::vector<JobSpec> batch;
+    for (int i = 0; i < kJobs; ++i) {
+      JobSpec s;
+      s.id = "job_" + std::to_string(i);
+      s.body = "x";
+      s.ttr = ttr;
+      batch.push_back(std::move(s));
+      if (batch.size() == 1000) {
+        client_->put_many(topic_, batch);
+        batch.clear();
+      }
+    }
+  }
+
+  bool topic_empty() {
+    auto s = client_->stats(topic_);
+    return s.delayed + s.ready + s.reserved + s.dead == 0;
+  }
+
+  // SIGTERM to the live workers; each drains and writes its ack count.
+  std::int64_t stop_workers() {
+    std::int64_t acked = 0;
+    for (size_t i = 0; i < pids_.size(); ++i) {
+      if (pids_[i] <= 0) continue;
+      ::kill(pids_[i], SIGTERM);
+      int status = 0;
+      ::waitpid(pids_[i], &status, 0);
+      EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "worker " << i;
+      pids_[i] = -1;
+      std::ifstream in(out_file(static_cast<int>(i)) + ".acked");
+      std::int64_t n = -1;
+      in >> n;
+      EXPECT_GE(n, 0) << "worker " << i << " wrote no ack count";
+      acked += n;
+    }
+    return acked;
+  }
+
+  // How many times each id was handled, per worker file.
+  std::map<std::string, int> handled(int worker) const {
+    std::map<std::string, int> out;
+    std::ifstream in(out_file(worker));
+    for (std::string id; std::getline(in, id);) ++out[id];
+    return out;
+  }
+
+  std::unique_ptr<Client> client_;
+  std::string topic_ = test::unique_topic();
+  fs::path dir_;
+  std::vector<pid_t> pids_;
+};
+
+TEST_F(WorkerProcesses, FourProcessesAckEveryJobExactlyOnce) {
+  spawn_workers(10, 0);
+  put_all(Millis{30000});
+  ASSERT_TRUE(test::wait_until([&] { return topic_empty(); }, 300s));
+  EXPECT_EQ(stop_workers(), kJobs);
+  std::map<std::string, int> all;
+  for (int i = 0; i < kProcesses; ++i) {
+    for (const auto& [id, n] : handled(i)) all[id] += n;
+  }
+  EXPECT_EQ(all.size(), static_cast<size_t>(kJobs));
+  int twice = 0;
+  for (const auto& [id, n] : all) twice += n > 1 ? 1 : 0;
+  EXPECT_EQ(twice, 0);
+  EXPECT_EQ(client_->stats(topic_).lapsed_total, 0);
+}
+
+TEST_F(WorkerProcesses, JobsOfAKilledProcessAreProcessedByTheOthersAfterTheirTtr) {
+  spawn_workers(10, 200);
+  put_all(Millis{1000});
+  // Kill one worker mid-run, holding jobs.
+  ASSERT_TRUE(test::wait_until([&] { return client_->stats(topic_).ready < kJobs * 3 / 4; }, 120s));
+  ::kill(pids_[0], SIGKILL);
+  ::waitpid(pids_[0], nullptr, 0);
+  pids_[0] = -1;
+  ASSERT_TRUE(test::wait_until([&] { return topic_empty(); }, 300s));
+  stop_workers();
+  const auto killed = handled(0);
+  std::map<std::string, int> survivors;
+  for (int i = 1; i < kProcesses; ++i) {
+    for (const auto& [id, n] : handled(i)) survivors[id] += n;
+  }
+  // Every job was handled; only jobs the killed process held came twice.
+  int missing = 0, twice_by_survivors = 0;
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string id = "job_" + std::to_string(i);
+    if (!survivors.contains(id) && !killed.contains(id)) ++missing;
+    if (survivors.contains(id) && survivors.at(id) > 1) ++twice_by_survivors;
+  }
+  EXPECT_EQ(missing, 0);
+  EXPECT_EQ(twice_by_survivors, 0);
+  const auto s = client_->stats(topic_);
+  EXPECT_GE(s.lapsed_total, 1);  // the killed process's reservations came back
+  EXPECT_EQ(s.dead, 0);
+}
+
+}  // namespace
+}  // namespace redisched
