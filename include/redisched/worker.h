@@ -84,6 +84,21 @@ class JobContext {
 
 using Handler = std::function<void(JobContext&)>;
 
+// A job handed to an asynchronous handler. It ends with done(): acked, or
+// what release() or fail() asked for. done() may be called from any thread,
+// once; a job dropped without it fails. (touch() waits for Redis's answer,
+// so call it off the worker's thread.)
+class AsyncJob : public JobContext {
+ public:
+  virtual void done() = 0;
+};
+
+// Called on the worker's control thread, where it must not block: it starts
+// the work and arranges for job->done(). Concurrency then counts jobs in
+// flight without a thread each, for handlers that are themselves
+// asynchronous (an HTTP call, another queue). A throw fails the job.
+using AsyncHandler = std::function<void(std::shared_ptr<AsyncJob> job)>;
+
 struct WorkerOptions {
   ClientOptions client{};
   // run_until_signal's drain: how long in-flight jobs may take to finish
@@ -117,8 +132,10 @@ class Worker {
   // The worker's Client (its connections are shared by every topic).
   Client& client();
 
-  // Registers the handler of a topic; before run().
+  // Registers the handler of a topic; before run(). A synchronous handler
+  // runs on options.concurrency threads of its own.
   void handle(std::string topic, HandlerOptions options, Handler handler);
+  void handle_async(std::string topic, HandlerOptions options, AsyncHandler handler);
 
   // Starts working and returns at once.
   void run();

@@ -12,6 +12,8 @@ namespace asio = boost::asio;
 using Steady = std::chrono::steady_clock;
 
 constexpr int kReserveMax = 1000;  // the library's limit per call
+constexpr int kReservesInFlight = 2;
+constexpr int kSplitMin = 10;  // smaller batches cost Redis more per job than they save
 constexpr Millis kRetryMin{50};
 constexpr Millis kRetryMax{2000};
 // A settling call (ack, fail, release, touch) is retried this many times
@@ -40,9 +42,19 @@ void Shared::count_held(int delta) {
 
 // ------------------------------------------------------------ handler side
 
-class TopicRunner::Context final : public JobContext {
+// The handler's view of one job. A synchronous handler's call ends it; an
+// asynchronous handler ends it with done() (or by dropping it, a failure).
+class TopicRunner::Context final : public AsyncJob {
  public:
-  Context(TopicRunner& runner, const Reservation& job) : runner_(runner), job_(job) {}
+  Context(TopicRunner& runner, Reservation job) : runner_(runner), job_(std::move(job)) {}
+  ~Context() override {
+    if (!finished_.load()) {
+      fail("the handler dropped the job without done()", false);
+      done();
+    }
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
 
   std::string_view topic() const override { return runner_.topic_; }
   const Reservation& job() const override { return job_; }
@@ -85,20 +97,41 @@ class TopicRunner::Context final : public JobContext {
     return runner_.cancelled_ || it == runner_.running_.end() || it->second.released;
   }
 
-  Verdict verdict_ = Verdict::ack;
-  std::string error_;
-  Millis delay_{0};
+  void done() override {
+    if (finished_.exchange(true)) return;
+    runner_.finish(Finished{std::move(job_), verdict_, std::move(error_), delay_, false});
+  }
+
+  // Runs the handler; a throw fails the job with its text.
+  template <class Call>
+  void guard(Call&& call) {
+    try {
+      call();
+    } catch (const std::exception& e) {
+      fail(*e.what() != 0 ? e.what() : "the handler threw", false);
+      done();
+    } catch (...) {
+      fail("the handler threw a non-exception", false);
+      done();
+    }
+  }
 
  private:
   TopicRunner& runner_;
-  const Reservation& job_;
+  Reservation job_;
+  Verdict verdict_ = Verdict::ack;
+  std::string error_;
+  Millis delay_{0};
+  std::atomic<bool> finished_{false};
 };
 
-TopicRunner::TopicRunner(Shared& shared, std::string topic, HandlerOptions options, Handler handler)
+TopicRunner::TopicRunner(Shared& shared, std::string topic, HandlerOptions options, Handler handler,
+                         AsyncHandler async_handler)
     : shared_(shared),
       topic_(std::move(topic)),
       opts_(options),
       handler_(std::move(handler)),
+      async_handler_(std::move(async_handler)),
       due_timer_(shared.io),
       sweep_timer_(shared.io),
       heartbeat_timer_(shared.io),
@@ -107,10 +140,12 @@ TopicRunner::TopicRunner(Shared& shared, std::string topic, HandlerOptions optio
 TopicRunner::~TopicRunner() { join(); }
 
 void TopicRunner::start() {
+  if (async_handler_) return;  // runs on the control thread
   threads_.reserve(static_cast<size_t>(opts_.concurrency));
   for (int i = 0; i < opts_.concurrency; ++i) threads_.emplace_back([this] { serve(); });
 }
 
+// A handler thread: one job at a time from the local queue.
 void TopicRunner::serve() {
   for (;;) {
     Reservation job;
@@ -122,39 +157,41 @@ void TopicRunner::serve() {
       running_.emplace(job.token, std::move(queue_.front()));
       queue_.pop_front();
     }
-    Finished f = run_handler(job);
-    bool first = false;
-    {
-      std::lock_guard lock(mu_);
-      auto it = running_.find(job.token);
-      f.dropped = it == running_.end() || it->second.released;
-      if (it != running_.end()) running_.erase(it);
-      first = finished_.empty();
-      finished_.push_back(std::move(f));
-    }
-    // One hop to the control thread per batch of results, not per job.
-    if (first) asio::post(shared_.io, [this] { on_finished(); });
+    Context ctx(*this, std::move(job));
+    ctx.guard([&] { handler_(ctx); });
+    ctx.done();
   }
 }
 
-TopicRunner::Finished TopicRunner::run_handler(const Reservation& job) {
-  Context ctx(*this, job);
-  Finished f;
-  try {
-    handler_(ctx);
-    f.verdict = ctx.verdict_;
-    f.error = std::move(ctx.error_);
-    f.delay = ctx.delay_;
-  } catch (const std::exception& e) {
-    f.verdict = Verdict::fail;
-    f.error = e.what();
-    if (f.error.empty()) f.error = "the handler threw";
-  } catch (...) {
-    f.verdict = Verdict::fail;
-    f.error = "the handler threw a non-exception";
+// Starts asynchronous handlers on the jobs just queued (control thread).
+void TopicRunner::start_async() {
+  std::vector<Reservation> jobs;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& r : queue_) {
+      jobs.push_back(r.job);
+      running_.emplace(r.job.token, std::move(r));
+    }
+    queue_.clear();
   }
-  f.job = job;
-  return f;
+  for (auto& job : jobs) {
+    auto ctx = std::make_shared<Context>(*this, std::move(job));
+    ctx->guard([&] { async_handler_(ctx); });
+  }
+}
+
+void TopicRunner::finish(Finished f) {
+  bool first = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(f.job.token);
+    f.dropped = it == running_.end() || it->second.released;
+    if (it != running_.end()) running_.erase(it);
+    first = finished_.empty();
+    finished_.push_back(std::move(f));
+  }
+  // One hop to the control thread per batch of results, not per job.
+  if (first) asio::post(shared_.io, [this] { on_finished(); });
 }
 
 // ------------------------------------------------------------ control side
@@ -192,24 +229,37 @@ void TopicRunner::call(std::function<void(Callback<T>)> start, std::function<voi
   }
 }
 
+// Reserves for the free workers. While the topic is busy (the last reserve
+// filled up), two reserves share the free slots, so that Redis works on one
+// while the answer to the other is handled here; an idle topic sends one.
 void TopicRunner::look() {
-  if (stopping_) return;
-  if (fetching_) {
+  if (stopping_ || free_slots() <= 0) return;  // a worker that frees up looks again
+  int free = free_slots() - requested_;
+  // A reserve in flight may have run before what woke us: look once more
+  // when it is back.
+  if (free <= 0 || reserves_ >= kReservesInFlight || (reserves_ > 0 && !busy_)) {
     look_again_ = true;
     return;
   }
-  if (free_slots() > 0) fetch();
+  look_again_ = false;
+  if (busy_ && reserves_ == 0 && free >= 2 * kSplitMin) {
+    fetch(free / 2);
+    free -= free / 2;
+  }
+  fetch(free);
 }
 
-void TopicRunner::fetch() {
-  fetching_ = true;
-  look_again_ = false;
+void TopicRunner::fetch(int count) {
+  count = std::min(count, kReserveMax);
+  ++reserves_;
+  requested_ += count;
   ++shared_.stats.reserve_calls;
-  const int count = std::min(free_slots(), kReserveMax);
   shared_.count_call(+1);
   shared_.client.reserve_async(topic_, count, opts_.ttr.value_or(Millis{0}),
-                               [this](Result<ReserveResult> r) {
-                                 back_on_control([this, r = std::move(r)]() mutable {
+                               [this, count](Result<ReserveResult> r) {
+                                 back_on_control([this, count, r = std::move(r)]() mutable {
+                                   --reserves_;
+                                   requested_ -= count;
                                    on_reserved(std::move(r));
                                    shared_.count_call(-1);
                                  });
@@ -217,7 +267,6 @@ void TopicRunner::fetch() {
 }
 
 void TopicRunner::on_reserved(Result<ReserveResult> r) {
-  fetching_ = false;
   if (!r.ok()) {
     if (stopping_) return;
     spdlog::warn("redisched worker: reserve on topic {} failed: {}", topic_, r.error().what());
@@ -251,7 +300,9 @@ void TopicRunner::on_reserved(Result<ReserveResult> r) {
         queue_.push_back(Running{std::move(job), ttr, 0, {}, false, false});
       }
     }
-    if (n == 1) {
+    if (async_handler_) {
+      start_async();
+    } else if (n == 1) {
       work_.notify_one();
     } else {
       work_.notify_all();
@@ -260,6 +311,7 @@ void TopicRunner::on_reserved(Result<ReserveResult> r) {
     arm_heartbeat();
   }
   if (stopping_) return;
+  busy_ = res.next_ms == 0;
   if (res.next_ms == 0 || look_again_) {
     look();
   } else if (res.next_ms > 0) {

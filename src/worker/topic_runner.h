@@ -45,7 +45,10 @@ struct Shared {
 
 class TopicRunner {
  public:
-  TopicRunner(Shared& shared, std::string topic, HandlerOptions options, Handler handler);
+  // One of handler (run on concurrency threads of its own) and async_handler
+  // (run on the control thread) is set.
+  TopicRunner(Shared& shared, std::string topic, HandlerOptions options, Handler handler,
+              AsyncHandler async_handler);
   ~TopicRunner();
   TopicRunner(const TopicRunner&) = delete;
   TopicRunner& operator=(const TopicRunner&) = delete;
@@ -85,7 +88,7 @@ class TopicRunner {
   friend class Context;
 
   // control thread
-  void fetch();
+  void fetch(int count);
   void on_reserved(Result<ReserveResult> r);
   void arm(std::int64_t due_ms);
   void on_timer();
@@ -104,19 +107,23 @@ class TopicRunner {
   void back_on_control(std::function<void()> fn);
   int free_slots() const;
 
-  // handler threads
+  // handler threads (or the control thread, for asynchronous handlers)
   void serve();
-  Finished run_handler(const Reservation& job);
+  void start_async();
+  void finish(Finished f);
 
   Shared& shared_;
   const std::string topic_;
   const HandlerOptions opts_;
   const Handler handler_;
+  const AsyncHandler async_handler_;
   ClockMap clock_;
 
   // control thread
-  int held_ = 0;  // reserved and not yet settled here (queued or running)
-  bool fetching_ = false;
+  int held_ = 0;             // reserved and not yet settled here (queued or running)
+  int reserves_ = 0;         // reserve calls in flight
+  int requested_ = 0;        // the jobs they asked for
+  bool busy_ = false;        // the last reserve left jobs behind
   bool look_again_ = false;  // a wake-up came while a reserve was in flight
   bool stopping_ = false;
   boost::asio::steady_timer due_timer_;

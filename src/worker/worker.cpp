@@ -20,8 +20,8 @@ namespace {
 
 namespace asio = boost::asio;
 
-// Set on handler threads: cancel() from a handler would wait for itself.
-thread_local bool t_in_handler = false;
+// Set on the worker's own threads: cancel() from there would wait for itself.
+thread_local bool t_worker_thread = false;
 
 void check_options(const HandlerOptions& o) {
   auto bad = [](const std::string& what) { throw Error(Errc::invalid_argument, what); };
@@ -50,21 +50,27 @@ class Worker::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  void handle(std::string topic, HandlerOptions o, Handler h) {
+  void handle(std::string topic, HandlerOptions o, Handler h, AsyncHandler async) {
     Client::validate_topic(topic);
     check_options(o);
-    if (!h) throw Error(Errc::invalid_argument, "the handler of topic " + topic + " is empty");
+    if (!h && !async) {
+      throw Error(Errc::invalid_argument, "the handler of topic " + topic + " is empty");
+    }
     std::lock_guard lock(lifecycle);
     if (started) throw Error(Errc::invalid_argument, "register handlers before run()");
     const std::string channel = core::topic_keys(client.options().prefix, topic)[2];
     if (by_channel.contains(channel)) {
       throw Error(Errc::invalid_argument, "topic " + topic + " has a handler already");
     }
-    auto wrapped = [h = std::move(h)](JobContext& ctx) {
-      t_in_handler = true;
-      h(ctx);
-    };
-    topics.push_back(std::make_unique<worker::TopicRunner>(shared, topic, o, std::move(wrapped)));
+    Handler wrapped;
+    if (h) {
+      wrapped = [h = std::move(h)](JobContext& ctx) {
+        t_worker_thread = true;
+        h(ctx);
+      };
+    }
+    topics.push_back(std::make_unique<worker::TopicRunner>(shared, topic, o, std::move(wrapped),
+                                                           std::move(async)));
     by_channel.emplace(channel, topics.back().get());
   }
 
@@ -94,12 +100,15 @@ class Worker::Impl {
     asio::post(io, [this] {
       for (const auto& [channel, t] : by_channel) subscriber->subscribe(channel);
     });
-    control = std::thread([this] { io.run(); });
+    control = std::thread([this] {
+      t_worker_thread = true;
+      io.run();
+    });
     running = true;
   }
 
   void cancel(std::optional<Millis> drain) {
-    if (t_in_handler) {
+    if (t_worker_thread) {
       throw Error(Errc::invalid_argument, "cancel() from a handler would wait for itself");
     }
     std::lock_guard lock(lifecycle);
@@ -162,7 +171,13 @@ Worker::~Worker() = default;
 Client& Worker::client() { return impl_->client; }
 
 void Worker::handle(std::string topic, HandlerOptions options, Handler handler) {
-  impl_->handle(std::move(topic), options, std::move(handler));
+  if (!handler) throw Error(Errc::invalid_argument, "the handler of topic " + topic + " is empty");
+  impl_->handle(std::move(topic), options, std::move(handler), nullptr);
+}
+
+void Worker::handle_async(std::string topic, HandlerOptions options, AsyncHandler handler) {
+  if (!handler) throw Error(Errc::invalid_argument, "the handler of topic " + topic + " is empty");
+  impl_->handle(std::move(topic), options, nullptr, std::move(handler));
 }
 
 void Worker::run() { impl_->run(); }

@@ -323,6 +323,43 @@ TEST_F(WorkerTest, OneJobForManyIdleWorkersTakesOneReserve) {
   worker_.cancel();
 }
 
+// Each job put to an idle worker starts, even when its wake-up arrives while
+// the worker's previous (empty) reserve is still on its way.
+TEST_F(WorkerTest, EveryPutReachesAnIdleWorker) {
+  std::atomic<int> started{0};
+  worker_.handle(topic_, {.concurrency = 10}, [&](JobContext&) { ++started; });
+  worker_.run();
+  for (int i = 0; i < 500; ++i) {
+    client().put(topic_, job("j" + std::to_string(i)));
+    ASSERT_TRUE(wait_until([&] { return started.load() > i; }, 5s)) << "job " << i;
+    std::this_thread::sleep_for(std::chrono::microseconds(500 + 37 * (i % 50)));
+  }
+  worker_.cancel();
+}
+
+TEST_F(WorkerTest, AsyncHandlersFinishFromAnotherThread) {
+  for (int i = 0; i < 20; ++i) client().put(topic_, job("j" + std::to_string(i)));
+  client().put(topic_, job("dropped"));
+  std::mutex mu;
+  std::vector<std::thread> finishers;
+  worker_.handle_async(topic_, {.concurrency = 5}, [&](std::shared_ptr<AsyncJob> j) {
+    if (j->id() == "dropped") return;  // never done(): fails
+    std::lock_guard lock(mu);
+    finishers.emplace_back([j] {
+      std::this_thread::sleep_for(10ms);
+      j->done();
+    });
+  });
+  worker_.run();
+  ASSERT_TRUE(wait_until([&] { return worker_.stats().acked == 20; }));
+  ASSERT_TRUE(wait_until([&] { return worker_.stats().failed == 1; }));
+  worker_.cancel();
+  for (auto& t : finishers) t.join();
+  auto d = client().get(topic_, "dropped");
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->error.value_or(""), "the handler dropped the job without done()");
+}
+
 TEST_F(WorkerTest, PausedTopicWaitsForResume) {
   client().pause(topic_);
   client().put(topic_, job("held"));

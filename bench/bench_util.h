@@ -1,0 +1,64 @@
+// What the benchmarks share: a redis-server of their own, a plain admin
+// connection, the EVALSHA ceiling, and job bodies.
+#pragma once
+
+#include <hiredis/hiredis.h>
+#include <sys/types.h>
+
+#include <string>
+
+#include "redisched/job.h"
+
+namespace redisched::bench {
+
+// Runs a shell command and returns what it printed.
+std::string run_command(const std::string& cmd);
+
+// A redis-server for the run (from PATH, default settings, no persistence),
+// on a free TCP port in a temp dir; stopped and removed at the end.
+class OwnRedis {
+ public:
+  OwnRedis();
+  ~OwnRedis();
+  OwnRedis(const OwnRedis&) = delete;
+  OwnRedis& operator=(const OwnRedis&) = delete;
+  int port() const { return port_; }
+
+ private:
+  std::string dir_;
+  int port_;
+  pid_t pid_ = -1;
+};
+
+struct Target {
+  std::string host = "127.0.0.1";
+  int port = 6379;
+  std::string url() const { return "redis://" + host + ":" + std::to_string(port); }
+};
+
+// A plain connection for INFO, FLUSHALL, SCRIPT LOAD.
+class Admin {
+ public:
+  explicit Admin(const Target& t);
+  ~Admin();
+  Admin(const Admin&) = delete;
+  Admin& operator=(const Admin&) = delete;
+  std::string str(const char* cmd);
+  std::string script_load(const std::string& script);
+  long long used_memory();
+
+ private:
+  redisContext* c_;
+};
+
+// The ceiling: redis-benchmark -P 16 -c 50 running EVALSHA of a minimal put
+// script (one HSET of a 100-byte body, one ZADD NX of a new id), requests
+// calls. Flushes the database. Returns calls/s.
+double evalsha_ceiling(Admin& admin, const Target& target, long requests);
+
+// Job i with a 100-byte body of letters that differ from job to job, as real
+// payloads do (a constant body would measure Lua's string hashing, which
+// samples only some bytes, at its worst).
+JobSpec job(long i);
+
+}  // namespace redisched::bench

@@ -1,0 +1,293 @@
+// redisched_worker_bench: the Worker runtime end to end, beside the EVALSHA
+// ceiling measured in the same run against the same Redis.
+//
+//  - no-op handler throughput at concurrency 1, 10 and 50 from a prefilled
+//    topic, and at 50 with a producer putting the jobs meanwhile;
+//  - latency from put of a ready job to its handler's start, idle worker;
+//  - lateness of delayed jobs: handler start minus due time, for jobs with
+//    due times spread over a few seconds.
+// Times of handler starts are read from the system clock, which on one host
+// is the clock Redis's TIME reads.
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "bench_util.h"
+#include "redisched/worker.h"
+
+namespace {
+
+using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
+using redisched::JobContext;
+using redisched::JobSpec;
+using redisched::Millis;
+using redisched::Worker;
+using redisched::WorkerOptions;
+using Clock = std::chrono::steady_clock;
+namespace bench = redisched::bench;
+
+std::int64_t system_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+WorkerOptions worker_options(const bench::Target& target) {
+  WorkerOptions o;
+  o.client.redis_url = target.url();
+  o.client.connections = 2;
+  return o;
+}
+
+void fill(redisched::Client& client, const std::string& topic, long first, long n) {
+  std::vector<JobSpec> specs;
+  for (long i = first; i < first + n; ++i) {
+    specs.push_back(bench::job(i));
+    if (specs.size() == 1000) {
+      client.put_many(topic, specs);
+      specs.clear();
+    }
+  }
+  if (!specs.empty()) client.put_many(topic, specs);
+}
+
+void wait_acked(const Worker& w, long n) {
+  while (static_cast<long>(w.stats().acked) < n) std::this_thread::sleep_for(1ms);
+}
+
+// No-op handlers at the given concurrency over n prefilled jobs (or, with
+// producer, jobs put by another thread meanwhile). Returns jobs/s.
+double noop_throughput(bench::Admin& admin, const bench::Target& target, int concurrency, long n,
+                       bool producer, bool async = false) {
+  admin.str("FLUSHALL");
+  Worker w(worker_options(target));
+  const std::string topic = "noop";
+  if (async) {
+    w.handle_async(topic, {.concurrency = concurrency},
+                   [](const std::shared_ptr<redisched::AsyncJob>& job) { job->done(); });
+  } else {
+    w.handle(topic, {.concurrency = concurrency}, [](JobContext&) {});
+  }
+  if (!producer) fill(w.client(), topic, 0, n);
+  const auto t0 = Clock::now();
+  w.run();
+  std::thread put;
+  if (producer) {
+    put = std::thread([&] {
+      redisched::ClientOptions o;
+      o.redis_url = target.url();
+      redisched::Client c(o);
+      fill(c, topic, 0, n);
+    });
+  }
+  wait_acked(w, n);
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (put.joinable()) put.join();
+  w.cancel();
+  if (std::getenv("REDISCHED_BENCH_VERBOSE") != nullptr) {
+    const auto s = w.stats();
+    fmt::print(stderr, "{} concurrency {}: {} reserves ({} empty), {:.1f} jobs a reserve\n",
+               async ? "async" : "threads", concurrency, s.reserve_calls, s.empty_reserves,
+               static_cast<double>(s.reserved) / static_cast<double>(s.reserve_calls));
+  }
+  return static_cast<double>(n) / secs;
+}
+
+struct Percentiles {
+  double p50 = 0, p99 = 0, max = 0;
+};
+
+Percentiles percentiles(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
+  return {at(0.50), at(0.99), v.back()};
+}
+
+// Put one ready job at a time to an idle worker; ms from before the put to
+// the handler's start.
+Percentiles end_to_end(bench::Admin& admin, const bench::Target& target, int samples) {
+  admin.str("FLUSHALL");
+  Worker w(worker_options(target));
+  const std::string topic = "latency";
+  std::vector<double> ms(static_cast<size_t>(samples));
+  std::vector<Clock::time_point> put_at(static_cast<size_t>(samples));
+  std::atomic<int> started{0};
+  w.handle(topic, {.concurrency = 10}, [&](JobContext& ctx) {
+    const auto now = Clock::now();
+    const auto i = static_cast<size_t>(std::stol(std::string(ctx.body())));
+    ms[i] = std::chrono::duration<double, std::milli>(now - put_at[i]).count();
+    ++started;
+  });
+  w.run();
+  std::this_thread::sleep_for(200ms);  // idle: subscribed, nothing to do
+  for (int i = 0; i < samples; ++i) {
+    JobSpec s;
+    s.id = fmt::format("l{}", i);
+    s.body = std::to_string(i);
+    put_at[static_cast<size_t>(i)] = Clock::now();
+    const auto before = w.stats();
+    w.client().put(topic, s);
+    while (started.load() <= i) {
+      std::this_thread::yield();
+      if (Clock::now() - put_at[static_cast<size_t>(i)] > 5s) {
+        const auto st = w.stats();
+        throw std::runtime_error(fmt::format(
+            "job {} not started within 5 s (wake-ups {}->{}, reserves {}->{}, empty {})", i,
+            before.wakeups, st.wakeups, before.reserve_calls, st.reserve_calls, st.empty_reserves));
+      }
+    }
+    std::this_thread::sleep_for(2ms);  // idle again before the next
+  }
+  w.cancel();
+  return percentiles(ms);
+}
+
+// n delayed jobs with due times spread evenly over span, starting a second
+// from now; ms from each due time to its handler's start.
+Percentiles lateness(bench::Admin& admin, const bench::Target& target, long n, Millis span,
+                     int concurrency, bool async) {
+  admin.str("FLUSHALL");
+  Worker w(worker_options(target));
+  const std::string topic = "lateness";
+  std::mutex mu;
+  std::vector<double> late;
+  late.reserve(static_cast<size_t>(n));
+  auto record = [&](const JobContext& ctx) {
+    const double ms =
+        static_cast<double>(system_us()) / 1000.0 - static_cast<double>(ctx.job().due_ms);
+    std::lock_guard lock(mu);
+    late.push_back(ms);
+  };
+  if (async) {
+    w.handle_async(topic, {.concurrency = concurrency},
+                   [&](const std::shared_ptr<redisched::AsyncJob>& job) {
+                     record(*job);
+                     job->done();
+                   });
+  } else {
+    w.handle(topic, {.concurrency = concurrency}, record);
+  }
+  const std::int64_t first_due = w.client().now_ms() + 1000;
+  std::vector<JobSpec> specs;
+  for (long i = 0; i < n; ++i) {
+    JobSpec s = bench::job(i);
+    s.due_at_ms = first_due + i * span.count() / n;
+    specs.push_back(std::move(s));
+    if (specs.size() == 1000) {
+      w.client().put_many(topic, specs);
+      specs.clear();
+    }
+  }
+  if (!specs.empty()) w.client().put_many(topic, specs);
+  w.run();
+  wait_acked(w, n);
+  w.cancel();
+  return percentiles(late);
+}
+
+}  // namespace
+
+int run(int argc, char** argv);
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "redisched_worker_bench: %s\n", e.what());
+    return 1;
+  }
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"redisched worker benchmark: handler throughput, latency and lateness"};
+  std::string redis;
+  long jobs = 200000;
+  int samples = 2000;
+  long delayed = 10000;
+  int span_ms = 5000;
+  app.add_option("--redis", redis, "host:port of a Redis to use (default: start one)");
+  app.add_option("--jobs", jobs, "jobs per throughput figure (a tenth at concurrency 1)")
+      ->capture_default_str();
+  app.add_option("--samples", samples, "ready jobs for the latency figure")->capture_default_str();
+  app.add_option("--delayed", delayed, "delayed jobs for the lateness figure")
+      ->capture_default_str();
+  app.add_option("--span", span_ms, "ms over which their due times spread")->capture_default_str();
+  int only_concurrency = 0;
+  app.add_option("--only-concurrency", only_concurrency,
+                 "measure just the no-op throughput at this concurrency (for profiling)");
+  CLI11_PARSE(app, argc, argv);
+
+  std::unique_ptr<bench::OwnRedis> own;
+  bench::Target target;
+  if (redis.empty()) {
+    own = std::make_unique<bench::OwnRedis>();
+    target.port = own->port();
+  } else {
+    target.host = redis.substr(0, redis.find(':'));
+    target.port = std::stoi(redis.substr(redis.find(':') + 1));
+  }
+  bench::Admin admin(target);
+  if (std::getenv("REDISCHED_BENCH_LATENESS") != nullptr) {
+    for (bool async : {false, true}) {
+      const auto l = lateness(admin, target, delayed, Millis{span_ms}, 50, async);
+      fmt::print("lateness {}: p50 {:.3f} p99 {:.3f} max {:.3f}\n", async ? "async" : "threads",
+                 l.p50, l.p99, l.max);
+    }
+    return 0;
+  }
+  if (only_concurrency > 0) {
+    fmt::print("no-op handler, concurrency {}: {:.0f} jobs/s threads, {:.0f} async\n",
+               only_concurrency, noop_throughput(admin, target, only_concurrency, jobs, false),
+               noop_throughput(admin, target, only_concurrency, jobs, false, true));
+    return 0;
+  }
+  const double ceiling = bench::evalsha_ceiling(admin, target, jobs * 2);
+  const double c1 = noop_throughput(admin, target, 1, std::max(jobs / 10, 1L), false);
+  const double c10 = noop_throughput(admin, target, 10, jobs, false);
+  const double c50 = noop_throughput(admin, target, 50, jobs, false);
+  const double c50p = noop_throughput(admin, target, 50, jobs, true);
+  const double a1 = noop_throughput(admin, target, 1, std::max(jobs / 10, 1L), false, true);
+  const double a10 = noop_throughput(admin, target, 10, jobs, false, true);
+  const double a50 = noop_throughput(admin, target, 50, jobs, false, true);
+  const double a50p = noop_throughput(admin, target, 50, jobs, true, true);
+  const Percentiles e2e = end_to_end(admin, target, samples);
+  const Percentiles late = lateness(admin, target, delayed, Millis{span_ms}, 50, false);
+  const Percentiles late_async = lateness(admin, target, delayed, Millis{span_ms}, 50, true);
+
+  fmt::print("redisched worker benchmark (Redis at {}, {} jobs a throughput figure)\n\n",
+             target.url(), jobs);
+  fmt::print("{:<52} {:>12} {:>10}\n", "figure", "jobs/s", "/ceiling");
+  fmt::print("{:<52} {:>12.0f} {:>10}\n", "ceiling: EVALSHA minimal put, -P 16 -c 50", ceiling,
+             "1.00");
+  auto row = [&](const std::string& name, double v) {
+    fmt::print("{:<52} {:>12.0f} {:>10.2f}\n", name, v, v / ceiling);
+  };
+  row("no-op handler (threads), concurrency 1", c1);
+  row("no-op handler (threads), concurrency 10", c10);
+  row("no-op handler (threads), concurrency 50", c50);
+  row("no-op handler (threads), concurrency 50 + producer", c50p);
+  row("no-op async handler, concurrency 1", a1);
+  row("no-op async handler, concurrency 10", a10);
+  row("no-op async handler, concurrency 50", a50);
+  row("no-op async handler, concurrency 50 + producer", a50p);
+  fmt::print("\n{:<52} {:>8} {:>8} {:>8}\n", "ms", "p50", "p99", "max");
+  fmt::print("{:<52} {:>8.3f} {:>8.3f} {:>8.3f}\n",
+             fmt::format("put of a ready job -> handler start ({} jobs)", samples), e2e.p50,
+             e2e.p99, e2e.max);
+  fmt::print("{:<52} {:>8.3f} {:>8.3f} {:>8.3f}\n",
+             fmt::format("due -> handler start ({} jobs over {} ms)", delayed, span_ms), late.p50,
+             late.p99, late.max);
+  fmt::print("{:<52} {:>8.3f} {:>8.3f} {:>8.3f}\n",
+             fmt::format("due -> async handler start ({} jobs over {} ms)", delayed, span_ms),
+             late_async.p50, late_async.p99, late_async.max);
+  return 0;
+}
