@@ -1,7 +1,5 @@
 #include "cli/commands.h"
 
-#include <openssl/evp.h>
-
 #include <boost/json.hpp>
 #include <iostream>
 #include <iterator>
@@ -10,6 +8,9 @@
 #include <vector>
 
 #include "redisched/client.h"
+#include "server/embedded_redis.h"
+#include "server/serve.h"
+#include "wire/job_json.h"
 
 namespace redisched::cli {
 namespace {
@@ -19,76 +20,11 @@ namespace json = boost::json;
 // What the parsed subcommand will do.
 std::function<int(const GlobalOptions&)> g_selected;
 
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80           ? 1
-                 : (c >> 5) == 0x6  ? 2
-                 : (c >> 4) == 0xE  ? 3
-                 : (c >> 3) == 0x1E ? 4
-                                    : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
-std::string base64(std::string_view s) {
-  std::string out(4 * ((s.size() + 2) / 3), '\0');
-  const int n =
-      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                      reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
-// Bodies travel in JSON as text when they are UTF-8, else as base64.
-void put_body(json::object& o, std::string_view body) {
-  if (valid_utf8(body)) {
-    o["body"] = body;
-  } else {
-    o["body_base64"] = base64(body);
-  }
-}
-
 void print_json(const json::value& v) { std::cout << json::serialize(v) << "\n"; }
 
 std::string printable(std::string_view body) {
-  if (valid_utf8(body)) return std::string(body);
-  return "base64:" + base64(body);
-}
-
-json::object job_json(const Job& j) {
-  json::object o;
-  o["id"] = j.id;
-  o["state"] = to_string(j.state);
-  put_body(o, j.body);
-  o["priority"] = j.priority;
-  o["created"] = j.created_ms;
-  o["due"] = j.due_ms;
-  o["attempts"] = j.attempts;
-  o["max_attempts"] = j.max_attempts;
-  o["ttr"] = j.ttr.count();
-  o["backoff"] =
-      json::object{{"kind", j.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential"},
-                   {"base", j.backoff.base.count()},
-                   {"cap", j.backoff.cap.count()}};
-  if (j.error) o["error"] = *j.error;
-  if (j.state == JobState::reserved) {
-    o["token"] = j.token;
-    o["reserved_at"] = j.reserved_at_ms;
-    o["deadline"] = j.deadline_ms;
-  }
-  if (j.state == JobState::dead) o["died"] = j.died_ms;
-  if (j.state == JobState::done) {
-    o["finished"] = j.finished_ms;
-    o["expires"] = j.expires_ms;
-  }
-  return o;
+  if (wire::valid_utf8(body)) return std::string(body);
+  return "base64:" + wire::base64_encode(body);
 }
 
 void print_job_text(const Job& j) {
@@ -110,16 +46,7 @@ void print_job_text(const Job& j) {
 void print_taken(const ReserveResult& r, const GlobalOptions& g, bool reserved) {
   if (g.json) {
     for (const auto& j : r.jobs) {
-      json::object o;
-      o["id"] = j.id;
-      put_body(o, j.body);
-      if (reserved) o["token"] = j.token;
-      o["attempt"] = j.attempt;
-      o["max_attempts"] = j.max_attempts;
-      o["priority"] = j.priority;
-      o["due"] = j.due_ms;
-      if (reserved) o["deadline"] = j.deadline_ms;
-      print_json(o);
+      print_json(wire::reservation_json(j, reserved));
     }
     return;
   }
@@ -170,9 +97,20 @@ Backoff parse_backoff(const std::string& text) {
   return b;
 }
 
+server::RedisChoice redis_choice(const GlobalOptions& g) {
+  server::RedisChoice r;
+  r.url = g.redis_url;
+  r.data_dir = g.data_dir;
+  r.prefix = g.prefix;
+  return r;
+}
+
+// The embedded Redis a command started, if it did (stopped at exit).
+std::unique_ptr<server::EmbeddedRedis> g_embedded;
+
 std::unique_ptr<Client> connect(const GlobalOptions& g) {
   ClientOptions o;
-  o.redis_url = g.redis_url;
+  o.redis_url = server::resolve_redis(redis_choice(g), g_embedded);
   o.prefix = g.prefix;
   return std::make_unique<Client>(o);
 }
@@ -192,6 +130,22 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
     bool replace = false, upsert = false, dead = false, all = false, no_body = false;
   };
   static Values v;
+
+  static server::ServeOptions serve_options;
+  static std::string fsync = "everysec";
+  auto* serve = app.add_subcommand(
+      "serve", "run the HTTP server (with its own redis-server unless --redis is given)");
+  server::add_serve_options(*serve, serve_options);
+  serve->add_option("--fsync", fsync, "the embedded Redis's appendfsync: always, everysec, no")
+      ->check(CLI::IsMember({"always", "everysec", "no"}))
+      ->capture_default_str();
+  serve->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto r = redis_choice(g);
+      r.fsync = fsync;
+      return server::serve(serve_options, r);
+    };
+  });
 
   auto* put = app.add_subcommand("put", "put a job (body from the argument, or stdin with -)");
   put->add_option("topic", v.topic)->required();
@@ -260,7 +214,7 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
         return 1;
       }
       if (g.json) {
-        print_json(job_json(*job));
+        print_json(wire::job_json(*job));
       } else {
         print_job_text(*job);
       }
@@ -424,7 +378,7 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
       auto page = connect(g)->list(v.topic, *state, v.offset, v.count, !v.no_body);
       for (const auto& j : page.jobs) {
         if (g.json)
-          print_json(job_json(j));
+          print_json(wire::job_json(j));
         else
           std::cout << j.id << "\tpriority " << j.priority << "\tdue " << j.due_ms << "\t"
                     << printable(j.body) << "\n";

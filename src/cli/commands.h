@@ -9,7 +9,8 @@
 namespace redisched::cli {
 
 struct GlobalOptions {
-  std::string redis_url;
+  std::string redis_url;  // empty: the embedded default in data_dir
+  std::string data_dir = "redisched-data";
   std::string prefix = "redisched";
   bool json = false;
 };

@@ -10,11 +10,13 @@ int main(int argc, char** argv) {
   CLI::App app{"redisched: a delayed/priority job queue on Redis"};
   app.require_subcommand(1);
   redisched::cli::GlobalOptions global;
-  const char* env_url = std::getenv("REDISCHED_REDIS");
-  global.redis_url = env_url != nullptr ? env_url : "redis://127.0.0.1:6379";
   app.add_option("--redis", global.redis_url,
                  "Redis URL: redis://[user:password@]host[:port][/db], rediss://..., "
-                 "unix:///path (env REDISCHED_REDIS)")
+                 "unix:///path. Without it: the Redis of a serve running on --data-dir, "
+                 "else a redis-server started there for the command")
+      ->envname("REDISCHED_REDIS");
+  app.add_option("--data-dir", global.data_dir, "where the embedded Redis keeps its data")
+      ->envname("REDISCHED_DATA_DIR")
       ->capture_default_str();
   app.add_option("--prefix", global.prefix, "key prefix")->capture_default_str();
   app.add_flag("--json", global.json, "print JSON (one object per line) for scripts");

@@ -1,0 +1,231 @@
+#include "server/push.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/url/parse.hpp>
+
+#include "server/api.h"
+#include "server/metrics.h"
+#include "wire/job_json.h"
+
+namespace redisched::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+
+struct Target {
+  std::string host, port, path;
+};
+
+Target parse_target_url(const std::string& url) {
+  auto u = boost::urls::parse_uri(url);
+  if (!u || u->scheme() != "http" || u->host().empty()) {
+    throw Error(Errc::invalid_argument, "webhook URL must be http://host[:port]/path, got " + url);
+  }
+  Target t;
+  t.host = std::string(u->host());
+  t.port = u->has_port() ? std::string(u->port()) : "80";
+  t.path = u->encoded_target().empty() ? "/" : std::string(u->encoded_target());
+  return t;
+}
+
+// The JSON the original redisched pushed ({topic, id, contents}), plus the
+// body as such and the attempt.
+std::string payload(const std::string& topic, const Reservation& j) {
+  json::object o{{"topic", topic}, {"id", j.id}};
+  boost::system::error_code ec;
+  json::value contents = json::parse(j.body, ec);
+  o["contents"] = ec ? json::value(wire::valid_utf8(j.body) ? j.body : wire::base64_encode(j.body))
+                     : std::move(contents);
+  wire::put_body(o, j.body);
+  o["attempt"] = j.attempt;
+  o["priority"] = j.priority;
+  o["due"] = j.due_ms;
+  return json::serialize(o);
+}
+
+// POSTs body to the target; returns the status, or throws on a transport
+// failure or timeout.
+asio::awaitable<unsigned> post(Target t, std::string body, std::chrono::milliseconds timeout) {
+  auto ex = co_await asio::this_coro::executor;
+  tcp::resolver resolver(ex);
+  beast::tcp_stream stream(ex);
+  stream.expires_after(timeout);
+  auto endpoints = co_await resolver.async_resolve(t.host, t.port, asio::use_awaitable);
+  co_await stream.async_connect(endpoints, asio::use_awaitable);
+  http::request<http::string_body> req{http::verb::post, t.path, 11};
+  req.set(http::field::host, t.host);
+  req.set(http::field::content_type, "application/json");
+  req.set(http::field::user_agent, "redisched");
+  req.body() = std::move(body);
+  req.prepare_payload();
+  co_await http::async_write(stream, req, asio::use_awaitable);
+  beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  co_await http::async_read(stream, buffer, res, asio::use_awaitable);
+  boost::system::error_code ignored;
+  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+  co_return res.result_int();
+}
+
+}  // namespace
+
+std::pair<std::string, Subscription> parse_webhook_flag(const std::string& flag) {
+  const auto eq = flag.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw std::runtime_error("--webhook wants TOPIC=URL, got " + flag);
+  }
+  Subscription s;
+  s.url = flag.substr(eq + 1);
+  parse_target_url(s.url);
+  return {flag.substr(0, eq), s};
+}
+
+Pusher::Pusher(asio::io_context& io, ClientOptions client_options, Metrics& metrics)
+    : io_(io), client_options_(std::move(client_options)), metrics_(metrics) {}
+
+Pusher::~Pusher() { stop(std::chrono::milliseconds(0)); }
+
+void Pusher::subscribe(const std::string& topic, const Subscription& s) {
+  Client::validate_topic(topic);
+  const Target target = parse_target_url(s.url);
+  if (s.concurrency < 1 || s.concurrency > 1000) {
+    throw Error(Errc::invalid_argument, "webhook concurrency must be from 1 to 1000");
+  }
+  if (s.timeout.count() < 1 || s.timeout.count() > 600000) {
+    throw Error(Errc::invalid_argument, "webhook timeout must be from 1 to 600000 ms");
+  }
+  WorkerOptions wo;
+  wo.client = client_options_;
+  auto worker = std::make_unique<Worker>(wo);
+  HandlerOptions ho;
+  ho.concurrency = s.concurrency;
+  // The request's timeout counts against the reservation; the margin only
+  // covers the answer's way back.
+  ho.ttr = s.timeout + std::chrono::seconds(5);
+  ho.overrun = Overrun::abandon;
+  auto& metrics = metrics_;
+  auto& io = io_;
+  worker->handle_async(topic, ho, [topic, target, s, &metrics, &io](std::shared_ptr<AsyncJob> job) {
+    const auto started = std::chrono::steady_clock::now();
+    asio::co_spawn(
+        asio::make_strand(io), post(target, payload(topic, job->job()), s.timeout),
+        [job, topic, started, &metrics, url = s.url](std::exception_ptr e, unsigned status) {
+          metrics.observe(
+              "delivery", topic,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+          if (!e && status >= 200 && status < 300) {
+            metrics.count("pushed", topic);
+          } else {
+            std::string why = "webhook answered HTTP " + std::to_string(status);
+            if (e) {
+              try {
+                std::rethrow_exception(e);
+              } catch (const std::exception& ex) {
+                why = std::string("webhook ") + url + ": " + ex.what();
+              }
+            }
+            metrics.count("push_failed", topic);
+            job->fail(why, false);
+          }
+          job->done();
+        });
+  });
+  worker->run();
+  std::unique_ptr<Worker> old;
+  {
+    std::lock_guard lock(mu_);
+    auto& slot = subs_[topic];
+    old = std::move(slot.second);
+    slot = {s, std::move(worker)};
+  }
+  if (old) old->cancel(s.timeout);
+  spdlog::info("pushing topic {} to {} (concurrency {})", topic, s.url, s.concurrency);
+}
+
+bool Pusher::unsubscribe(const std::string& topic) {
+  std::unique_ptr<Worker> old;
+  std::chrono::milliseconds drain{0};
+  {
+    std::lock_guard lock(mu_);
+    auto it = subs_.find(topic);
+    if (it == subs_.end()) return false;
+    old = std::move(it->second.second);
+    drain = it->second.first.timeout;
+    subs_.erase(it);
+  }
+  old->cancel(drain);
+  return true;
+}
+
+void Pusher::stop(std::chrono::milliseconds drain) {
+  std::map<std::string, std::pair<Subscription, std::unique_ptr<Worker>>> all;
+  {
+    std::lock_guard lock(mu_);
+    all.swap(subs_);
+  }
+  for (auto& [topic, sub] : all) sub.second->cancel(drain);
+}
+
+asio::awaitable<Response> Pusher::route(Request& req, const std::string& topic) {
+  if (req.method() == http::verb::get) {
+    std::lock_guard lock(mu_);
+    auto it = subs_.find(topic);
+    if (it == subs_.end()) {
+      throw HttpError{http::status::not_found, "not_found", "topic " + topic + " has no webhook"};
+    }
+    const auto& s = it->second.first;
+    co_return json_response(req, http::status::ok,
+                            json::serialize(json::object{{"topic", topic},
+                                                         {"url", s.url},
+                                                         {"concurrency", s.concurrency},
+                                                         {"timeout_ms", s.timeout.count()}}));
+  }
+  if (req.method() == http::verb::delete_) {
+    if (!unsubscribe(topic)) {
+      throw HttpError{http::status::not_found, "not_found", "topic " + topic + " has no webhook"};
+    }
+    co_return json_response(req, http::status::ok, R"({"deleted":true})");
+  }
+  if (req.method() != http::verb::put) {
+    throw HttpError{http::status::method_not_allowed, "method_not_allowed",
+                    "use GET, PUT or DELETE on a webhook"};
+  }
+  json::object body = json_body(req);
+  Subscription s;
+  for (const auto& [key, value] : body) {
+    if (key == "url" && value.is_string()) {
+      s.url = std::string(value.as_string());
+    } else if (key == "concurrency" && value.is_int64()) {
+      s.concurrency = static_cast<int>(value.as_int64());
+    } else if (key == "timeout_ms" && value.is_int64()) {
+      s.timeout = std::chrono::milliseconds(value.as_int64());
+    } else {
+      throw HttpError{http::status::bad_request, "invalid_argument",
+                      "unknown or mistyped field \"" + std::string(key) +
+                          "\" (url: string, concurrency and timeout_ms: integers)"};
+    }
+  }
+  if (s.url.empty()) {
+    throw HttpError{http::status::bad_request, "invalid_argument", "\"url\" is missing"};
+  }
+  subscribe(topic, s);
+  co_return json_response(req, http::status::ok,
+                          json::serialize(json::object{{"topic", topic}, {"url", s.url}}));
+}
+
+}  // namespace redisched::server

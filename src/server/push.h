@@ -1,0 +1,59 @@
+// Push delivery: each due job of a subscribed topic is POSTed as JSON to the
+// subscription's URL. A 2xx answer acks it; anything else, or no answer
+// within the timeout, fails it (retried with backoff, dead after its
+// attempts). Each subscription is a Worker with an asynchronous handler, so
+// its concurrency costs no threads, and its state is the jobs in Redis: a
+// restarted server carries on where the last one stopped.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "redisched/worker.h"
+#include "server/http.h"
+
+namespace redisched::server {
+
+class Metrics;
+
+struct Subscription {
+  std::string url;  // http://host[:port]/path
+  int concurrency = 10;
+  std::chrono::milliseconds timeout{10000};
+};
+
+// "TOPIC=URL" of --webhook; throws std::runtime_error naming the fault.
+std::pair<std::string, Subscription> parse_webhook_flag(const std::string& flag);
+
+class Pusher {
+ public:
+  // HTTP requests run on io; workers connect with client_options.
+  Pusher(boost::asio::io_context& io, ClientOptions client_options, Metrics& metrics);
+  ~Pusher();
+  Pusher(const Pusher&) = delete;
+  Pusher& operator=(const Pusher&) = delete;
+
+  // Starts (or replaces) the delivery of a topic. Throws Error
+  // (invalid_argument) for a bad topic or URL.
+  void subscribe(const std::string& topic, const Subscription& s);
+  bool unsubscribe(const std::string& topic);
+  // Stops every delivery, letting requests in flight finish within drain.
+  void stop(std::chrono::milliseconds drain);
+
+  // GET, PUT, DELETE /v1/topics/{topic}/webhook
+  boost::asio::awaitable<Response> route(Request& req, const std::string& topic);
+
+ private:
+  boost::asio::io_context& io_;
+  ClientOptions client_options_;
+  Metrics& metrics_;
+  std::mutex mu_;
+  std::map<std::string, std::pair<Subscription, std::unique_ptr<Worker>>> subs_;
+};
+
+}  // namespace redisched::server

@@ -1,0 +1,182 @@
+#include "server/serve.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "redis/url.h"
+#include "server/api.h"
+#include "server/embedded_redis.h"
+#include "server/http.h"
+#include "server/metrics.h"
+#include "server/push.h"
+#include "server/wake_hub.h"
+
+namespace redisched::server {
+namespace {
+
+namespace asio = boost::asio;
+
+// A serve already runs on data_dir when its socket answers.
+bool socket_answers(const std::string& path) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    ::close(fd);
+    return false;
+  }
+  std::copy(path.begin(), path.end(), addr.sun_path);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos)
+    throw std::runtime_error("--listen wants ADDRESS:PORT, got " + listen);
+  int port = -1;
+  try {
+    port = std::stoi(listen.substr(colon + 1));
+  } catch (const std::exception&) {
+  }
+  if (port < 0 || port > 65535) throw std::runtime_error("--listen: bad port in " + listen);
+  return {listen.substr(0, colon), static_cast<std::uint16_t>(port)};
+}
+
+}  // namespace
+
+void add_serve_options(CLI::App& s, ServeOptions& o) {
+  s.set_config("--config", "", "read options from this TOML/INI file (key = value)");
+  s.add_option("--listen", o.listen, "address:port to listen on")
+      ->envname("REDISCHED_LISTEN")
+      ->capture_default_str();
+  s.add_option("--threads", o.threads, "threads serving HTTP")
+      ->envname("REDISCHED_THREADS")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
+  s.add_option("--token", o.token,
+               "require \"Authorization: Bearer TOKEN\" on every route but /healthz")
+      ->envname("REDISCHED_TOKEN");
+  s.add_option("--webhook", o.webhooks,
+               "TOPIC=URL: POST each due job of TOPIC to URL (2xx acks it); repeatable")
+      ->envname("REDISCHED_WEBHOOK");
+  s.add_option("--webhook-concurrency", o.webhook_concurrency, "deliveries in flight per webhook")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  s.add_option("--webhook-timeout", o.webhook_timeout_ms,
+               "ms a webhook may take to answer (counts against the job's time-to-run)")
+      ->check(CLI::Range(1, 600000))
+      ->capture_default_str();
+  s.add_option("--max-request", o.max_request, "largest request body, bytes")
+      ->check(CLI::Range(1024, 1 << 30))
+      ->capture_default_str();
+  s.add_option("--max-header", o.max_header, "largest request header, bytes")
+      ->check(CLI::Range(1024, 1 << 20))
+      ->capture_default_str();
+  s.add_option("--idle-timeout", o.idle_timeout_ms, "ms an idle keep-alive connection is kept")
+      ->check(CLI::Range(100, 3600000))
+      ->capture_default_str();
+  s.add_option("--max-wait", o.max_wait_ms, "longest long-poll a reserve may ask for, ms")
+      ->check(CLI::Range(0, 3600000))
+      ->capture_default_str();
+  s.add_option("--shutdown-timeout", o.shutdown_timeout_ms,
+               "ms that requests and deliveries in flight get to finish on SIGTERM")
+      ->check(CLI::Range(0, 600000))
+      ->capture_default_str();
+  s.add_option("--log-level", o.log_level, "trace, debug, info, warn, error (requests: debug)")
+      ->envname("REDISCHED_LOG_LEVEL")
+      ->capture_default_str();
+}
+
+std::string resolve_redis(const RedisChoice& r, std::unique_ptr<EmbeddedRedis>& holder) {
+  if (!r.url.empty()) return r.url;
+  const std::string sock =
+      std::filesystem::absolute(r.data_dir).lexically_normal().string() + "/redis.sock";
+  if (socket_answers(sock)) return "unix://" + sock;  // a running serve's
+  holder = std::make_unique<EmbeddedRedis>(EmbeddedRedisOptions{r.data_dir, r.fsync});
+  return holder->url();
+}
+
+int serve(const ServeOptions& o, const RedisChoice& r) {
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  const auto [address, port] = split_listen(o.listen);
+  std::unique_ptr<EmbeddedRedis> embedded;
+  std::string url = r.url;
+  if (url.empty()) {
+    embedded = std::make_unique<EmbeddedRedis>(EmbeddedRedisOptions{r.data_dir, r.fsync});
+    url = embedded->url();
+    spdlog::info("started redis-server (pid {}) with its data in {}", embedded->pid(), r.data_dir);
+  }
+  ClientOptions co;
+  co.redis_url = url;
+  co.prefix = r.prefix;
+  co.max_body = r.max_body;
+  co.connections = 2;
+  Client client(co);
+
+  redis::ConnectionConfig hub_config;
+  hub_config.endpoint = redis::parse_url(url);
+  WakeHub hub(hub_config, r.prefix);
+  asio::io_context io(o.threads);
+  Metrics metrics;
+  Pusher pusher(io, co, metrics);
+  for (const auto& flag : o.webhooks) {
+    auto [topic, sub] = parse_webhook_flag(flag);
+    sub.concurrency = o.webhook_concurrency;
+    sub.timeout = std::chrono::milliseconds(o.webhook_timeout_ms);
+    pusher.subscribe(topic, sub);
+  }
+  ApiContext ctx{client, hub, metrics, pusher, o.token, o.max_wait_ms};
+
+  HttpOptions ho;
+  ho.address = address;
+  ho.port = port;
+  ho.body_limit = o.max_request;
+  ho.header_limit = o.max_header;
+  ho.idle_timeout = std::chrono::milliseconds(o.idle_timeout_ms);
+  HttpServer server(io, ho, [&ctx](Request& req) { return route(ctx, req); });
+  server.start();
+  // The first line on stdout, for scripts (and tests that listen on port 0).
+  std::cout << "redisched serve listening on http://" << address << ":" << server.port()
+            << " (Redis " << (embedded ? "embedded, " + r.data_dir : url) << ")" << std::endl;
+
+  auto work = asio::make_work_guard(io);
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    spdlog::info("signal {}: stopping", sig);
+    // Stop accepting; wake long-polls so they answer now.
+    server.stop();
+    ctx.stopping = true;
+    hub.wake_all();
+    std::thread([&] {
+      const auto deadline =
+          std::chrono::steady_clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
+      while (server.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      pusher.stop(std::chrono::milliseconds(o.shutdown_timeout_ms));
+      work.reset();
+      io.stop();
+    }).detach();
+  });
+  std::vector<std::thread> threads;
+  for (int i = 1; i < o.threads; ++i) threads.emplace_back([&io] { io.run(); });
+  io.run();
+  for (auto& t : threads) t.join();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace redisched::server

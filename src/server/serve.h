@@ -1,0 +1,50 @@
+// redisched serve: wires the embedded Redis (or --redis), the Client, the
+// HTTP server, push delivery and metrics, and runs until SIGINT/SIGTERM.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace redisched::server {
+
+class EmbeddedRedis;
+
+struct ServeOptions {
+  std::string listen = "127.0.0.1:7171";
+  int threads = 2;
+  std::string token;
+  std::vector<std::string> webhooks;  // TOPIC=URL
+  int webhook_concurrency = 10;
+  std::int64_t webhook_timeout_ms = 10000;
+  std::size_t max_request = 2 << 20;
+  std::size_t max_header = 16 << 10;
+  std::int64_t idle_timeout_ms = 60000;
+  std::int64_t max_wait_ms = 60000;
+  std::int64_t shutdown_timeout_ms = 10000;
+  std::string log_level = "info";
+};
+
+// Where Redis is: --redis, or the embedded default in data_dir.
+struct RedisChoice {
+  std::string url;  // given with --redis (or REDISCHED_REDIS); empty: embedded
+  std::string data_dir = "redisched-data";
+  std::string fsync = "everysec";
+  std::string prefix = "redisched";
+  std::size_t max_body = 1 << 20;
+};
+
+// Adds serve's flags (each also an environment variable REDISCHED_<NAME>,
+// and any of them in --config FILE).
+void add_serve_options(CLI::App& serve, ServeOptions& o);
+
+// Runs the server; returns the exit status.
+int serve(const ServeOptions& o, const RedisChoice& redis);
+
+// For the other commands: the URL to use, starting the embedded Redis (kept
+// in holder) when none was given and no serve is running on data_dir.
+std::string resolve_redis(const RedisChoice& redis, std::unique_ptr<EmbeddedRedis>& holder);
+
+}  // namespace redisched::server

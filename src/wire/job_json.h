@@ -1,0 +1,27 @@
+// Jobs as JSON, the one shape the CLI (--json) and the HTTP API share.
+// Bodies travel as "body" (text) when they are valid UTF-8, else as
+// "body_base64".
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "redisched/job.h"
+
+namespace redisched::wire {
+
+bool valid_utf8(std::string_view s);
+std::string base64_encode(std::string_view s);
+// nullopt when s is not valid base64.
+std::optional<std::string> base64_decode(std::string_view s);
+
+// Sets "body" or "body_base64".
+void put_body(boost::json::object& o, std::string_view body);
+
+boost::json::object job_json(const Job& j);
+// A reserved (token != 0) or pulled job.
+boost::json::object reservation_json(const Reservation& j, bool reserved);
+
+}  // namespace redisched::wire
