@@ -357,6 +357,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
       refuse(Status::not_found, "not_found", "no such action: " + action);
     }
   }
+  if (what == "webhook" && n == 4) co_return co_await ctx.pusher.route(req, topic);
   if (n == 4) {
     method_is(req, {http::verb::post});
     json::object body = json_body(req);
@@ -411,9 +412,6 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
       });
       co_return ok_json(req, json::object{{"paused", pausing}, {"changed", changed}});
     }
-  }
-  if (what == "webhook" && n == 4) {
-    co_return co_await ctx.pusher.route(req, topic);
   }
   refuse(Status::not_found, "not_found", "no such route: " + std::string(req.target()));
 }

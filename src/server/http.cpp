@@ -102,7 +102,10 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
         bad.version(11);
         const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
         Response res = error_response(
-            bad, too_big ? http::status::payload_too_large : http::status::bad_request,
+            bad,
+            ec == http::error::header_limit ? http::status::request_header_fields_too_large
+            : too_big                       ? http::status::payload_too_large
+                                            : http::status::bad_request,
             too_big ? "too_large" : "bad_request",
             too_big ? "the request is larger than this server accepts (" + ec.message() + ")"
                     : "malformed HTTP request: " + ec.message());

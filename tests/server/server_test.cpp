@@ -1,0 +1,419 @@
+// redisched serve over real sockets, with its embedded Redis: every route,
+// the original servers' routes, webhook push, long-poll, auth, limits, bad
+// requests, and the embedded Redis's life.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "serve_process.h"
+#include "testutil/wait.h"
+
+namespace redisched {
+namespace {
+
+using namespace std::chrono_literals;
+namespace json = boost::json;
+using test::HttpClient;
+using test::ServeProcess;
+using test::wait_until;
+
+json::value parse(const std::string& s) { return json::parse(s); }
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { serve_ = new ServeProcess(); }
+  static void TearDownTestSuite() {
+    delete serve_;
+    serve_ = nullptr;
+  }
+
+  test::HttpAnswer call(const std::string& method, const std::string& target,
+                        const std::string& body = "") {
+    return http_.request(method, target, body);
+  }
+  std::string error_code(const test::HttpAnswer& a) {
+    return std::string(parse(a.body).at("error").at("code").as_string());
+  }
+  std::string topic_jobs() { return "/v1/topics/" + topic_ + "/jobs"; }
+
+  static ServeProcess* serve_;
+  HttpClient http_{serve_->port()};
+  std::string topic_ =
+      std::string("t_") + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+};
+ServeProcess* ServerTest::serve_ = nullptr;
+
+TEST_F(ServerTest, PutGetDeleteWithClientAndGeneratedIds) {
+  auto put = call("PUT", topic_jobs() + "/need_some_help_email_42",
+                  R"({"body":"{\"user\":42}","delay_ms":60000,"priority":7,"ttr_ms":5000,)"
+                  R"("attempts":3,"backoff":{"kind":"fixed","base_ms":250}})");
+  ASSERT_EQ(put.status, 201) << put.body;
+  EXPECT_EQ(parse(put.body).at("outcome"), "created");
+  EXPECT_EQ(call("PUT", topic_jobs() + "/need_some_help_email_42", R"({"body":"x"})").status, 409);
+  auto got = call("GET", topic_jobs() + "/need_some_help_email_42");
+  ASSERT_EQ(got.status, 200);
+  auto j = parse(got.body).as_object();
+  EXPECT_EQ(j.at("state"), "delayed");
+  EXPECT_EQ(j.at("body"), "{\"user\":42}");
+  EXPECT_EQ(j.at("priority").as_int64(), 7);
+  EXPECT_EQ(j.at("due").as_int64() - j.at("created").as_int64(), 60000);
+  EXPECT_EQ(j.at("ttr").as_int64(), 5000);
+  EXPECT_EQ(j.at("max_attempts").as_int64(), 3);
+  EXPECT_EQ(j.at("backoff").at("kind"), "fixed");
+  auto upd =
+      call("PUT", topic_jobs() + "/need_some_help_email_42", R"({"body":"new","mode":"replace"})");
+  EXPECT_EQ(upd.status, 200);
+  EXPECT_EQ(parse(upd.body).at("outcome"), "updated");
+  EXPECT_EQ(call("DELETE", topic_jobs() + "/need_some_help_email_42").status, 200);
+  EXPECT_EQ(call("DELETE", topic_jobs() + "/need_some_help_email_42").status, 404);
+  EXPECT_EQ(call("GET", topic_jobs() + "/need_some_help_email_42").status, 404);
+
+  auto gen = call("POST", topic_jobs(), R"({"body":"generated"})");
+  ASSERT_EQ(gen.status, 201);
+  const std::string id(parse(gen.body).at("id").as_string());
+  EXPECT_EQ(parse(call("GET", topic_jobs() + "/" + id).body).at("body"), "generated");
+}
+
+TEST_F(ServerTest, BinaryBodiesTravelAsBase64) {
+  const std::string b64 = "AAEC/wA=";  // 00 01 02 ff 00
+  ASSERT_EQ(call("PUT", topic_jobs() + "/bin", R"({"body_base64":")" + b64 + "\"}").status, 201);
+  auto j = parse(call("GET", topic_jobs() + "/bin").body).as_object();
+  EXPECT_FALSE(j.contains("body"));
+  EXPECT_EQ(j.at("body_base64").as_string(), b64);
+}
+
+TEST_F(ServerTest, ReserveAckReleaseFailTouch) {
+  call("PUT", topic_jobs() + "/a", R"({"body":"A","priority":9})");
+  call("PUT", topic_jobs() + "/b", R"({"body":"B","attempts":1})");
+  auto r = parse(
+      call("POST", "/v1/topics/" + topic_ + "/reserve", R"({"count":2,"ttr_ms":60000})").body);
+  auto jobs = r.at("jobs").as_array();
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[0].at("id"), "a");
+  const auto ta = jobs[0].at("token").as_int64();
+  const auto tb = jobs[1].at("token").as_int64();
+  const std::string base = topic_jobs();
+  auto touched = call("POST", base + "/a/touch", R"({"token":)" + std::to_string(ta) + "}");
+  EXPECT_EQ(touched.status, 200);
+  EXPECT_GT(parse(touched.body).at("deadline").as_int64(), 0);
+  EXPECT_EQ(
+      call("POST", base + "/a/release", R"({"token":)" + std::to_string(ta) + R"(,"delay_ms":0})")
+          .status,
+      200);
+  // The old token is over.
+  auto stale = call("POST", base + "/a/ack", R"({"token":)" + std::to_string(ta) + "}");
+  EXPECT_EQ(stale.status, 409);
+  auto failed =
+      call("POST", base + "/b/fail", R"({"token":)" + std::to_string(tb) + R"(,"error":"boom"})");
+  EXPECT_EQ(failed.status, 200);
+  EXPECT_EQ(parse(failed.body).at("state"), "dead");
+  auto again =
+      parse(call("POST", "/v1/topics/" + topic_ + "/reserve", "{}").body).at("jobs").as_array();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].at("attempt").as_int64(), 1);  // a release is no attempt
+  EXPECT_EQ(call("POST", base + "/a/ack",
+                 R"({"token":)" + std::to_string(again[0].at("token").as_int64()) + "}")
+                .status,
+            200);
+  EXPECT_EQ(call("GET", base + "/a").status, 404);
+  // Dead b: listed, kicked back, pulled for good.
+  auto dead = parse(call("GET", base + "?state=dead").body);
+  EXPECT_EQ(dead.at("total").as_int64(), 1);
+  EXPECT_EQ(dead.at("jobs").at(0).at("error"), "boom");
+  EXPECT_EQ(parse(call("POST", "/v1/topics/" + topic_ + "/kick", R"({"ids":["b"]})").body)
+                .at("kicked")
+                .as_int64(),
+            1);
+  auto pulled = parse(call("POST", "/v1/topics/" + topic_ + "/pull", R"({"count":5})").body)
+                    .at("jobs")
+                    .as_array();
+  ASSERT_EQ(pulled.size(), 1u);
+  EXPECT_FALSE(pulled[0].as_object().contains("token"));
+  EXPECT_EQ(call("GET", base + "/b").status, 404);
+}
+
+TEST_F(ServerTest, TopicsStatsPauseResume) {
+  call("PUT", topic_jobs() + "/x", R"({"body":"x"})");
+  EXPECT_EQ(parse(call("POST", "/v1/topics/" + topic_ + "/pause").body).at("changed"), true);
+  auto none = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", "{}").body);
+  EXPECT_TRUE(none.at("jobs").as_array().empty());
+  EXPECT_EQ(none.at("paused"), true);
+  auto stats = parse(call("GET", "/v1/topics/" + topic_).body);
+  EXPECT_EQ(stats.at("ready").as_int64(), 1);
+  EXPECT_EQ(stats.at("paused"), true);
+  call("POST", "/v1/topics/" + topic_ + "/resume");
+  auto topics = parse(call("GET", "/v1/topics").body).at("topics").as_array();
+  bool found = false;
+  for (const auto& t : topics) found = found || t.at("topic").as_string() == topic_;
+  EXPECT_TRUE(found);
+}
+
+TEST_F(ServerTest, LongPollIsWokenByAPutAndEndsEmptyAfterItsWait) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto empty = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", R"({"wait_ms":300})").body);
+  EXPECT_TRUE(empty.at("jobs").as_array().empty());
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 290ms);
+
+  std::thread putter([&] {
+    std::this_thread::sleep_for(200ms);
+    HttpClient other(serve_->port());
+    other.request("PUT", topic_jobs() + "/late", R"({"body":"late"})");
+  });
+  t0 = std::chrono::steady_clock::now();
+  auto got = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", R"({"wait_ms":10000})").body);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  putter.join();
+  ASSERT_EQ(got.at("jobs").as_array().size(), 1u);
+  EXPECT_EQ(got.at("jobs").at(0).at("id"), "late");
+  EXPECT_LT(waited, 2s);  // woken by the put, not the 10 s wait
+}
+
+TEST_F(ServerTest, BadRequestsGetClearErrorsAndChangeNothing) {
+  ASSERT_EQ(call("PUT", topic_jobs() + "/keep", R"({"body":"original"})").status, 201);
+  struct Case {
+    std::string method, target, body;
+    int status;
+    std::string code;
+  };
+  const std::string keep = topic_jobs() + "/keep";
+  const std::vector<Case> cases = {
+      {"PUT", keep, "{not json", 400, "invalid_argument"},
+      {"PUT", keep, "[1,2]", 400, "invalid_argument"},
+      {"PUT", keep, R"({"body":"x","priority":"high","mode":"upsert"})", 400, "invalid_argument"},
+      {"PUT", keep, R"({"body":"x","priority":5000,"mode":"upsert"})", 400, "invalid_argument"},
+      {"PUT", keep, R"({"body":"x","delay_ms":-1,"mode":"upsert"})", 400, "invalid_argument"},
+      {"PUT", keep, R"({"body":"x","dealy_ms":10,"mode":"upsert"})", 400, "invalid_argument"},
+      {"PUT", keep, R"({"body":42,"mode":"upsert"})", 400, "invalid_argument"},
+      {"PUT", keep, R"({"body_base64":"!!!","mode":"upsert"})", 400, "invalid_argument"},
+      {"PUT", keep, R"({"body":"x","delay_ms":10,"due_at_ms":10,"mode":"upsert"})", 400,
+       "invalid_argument"},
+      {"PUT", "/v1/topics/bad%20topic/jobs/x", R"({"body":"x"})", 400, "invalid_argument"},
+      {"PUT", topic_jobs() + "/" + std::string(300, 'i'), R"({"body":"x"})", 400,
+       "invalid_argument"},
+      {"PATCH", keep, "{}", 405, "method_not_allowed"},
+      {"POST", "/v1/topics/" + topic_ + "/reserve", R"({"count":0})", 400, "invalid_argument"},
+      {"POST", "/v1/topics/" + topic_ + "/reserve", R"({"count":2.5})", 400, "invalid_argument"},
+      {"POST", keep + "/ack", R"({})", 400, "invalid_argument"},
+      {"POST", keep + "/ack", R"({"token":12345})", 409, "wrong_state"},
+      {"POST", keep + "/explode", R"({})", 404, "not_found"},
+      {"GET", "/nowhere", "", 404, "not_found"},
+  };
+  for (const auto& c : cases) {
+    auto a = call(c.method, c.target, c.body);
+    EXPECT_EQ(a.status, c.status) << c.method << " " << c.target << " " << c.body << " -> "
+                                  << a.body;
+    EXPECT_EQ(error_code(a), c.code) << c.body;
+    EXPECT_FALSE(std::string(parse(a.body).at("error").at("message").as_string()).empty());
+  }
+  // A body over the job limit (1 MiB) and a request over the request limit.
+  auto big =
+      call("PUT", keep, R"({"mode":"upsert","body":")" + std::string((1 << 20) + 10, 'x') + "\"}");
+  EXPECT_EQ(big.status, 400);
+  auto huge = call("PUT", keep, R"({"mode":"upsert","body":")" + std::string(3 << 20, 'x') + "\"}");
+  EXPECT_EQ(huge.status, 413);
+  // A truncated request on a raw socket: the server answers or closes, and lives.
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(serve_->port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    const std::string partial =
+        "PUT " + keep + " HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"body\":";
+    ASSERT_GT(::write(fd, partial.data(), partial.size()), 0);
+    ::shutdown(fd, SHUT_WR);
+    char buf[256];
+    while (::read(fd, buf, sizeof buf) > 0) {
+    }
+    ::close(fd);
+  }
+  HttpClient fresh(serve_->port());
+  auto kept = parse(fresh.request("GET", keep).body);
+  EXPECT_EQ(kept.at("body"), "original");
+  EXPECT_EQ(kept.at("priority").as_int64(), 0);
+}
+
+TEST_F(ServerTest, HealthzAndMetrics) {
+  auto h = call("GET", "/healthz");
+  EXPECT_EQ(h.status, 200);
+  EXPECT_EQ(parse(h.body).at("status"), "ok");
+  call("PUT", topic_jobs() + "/m", R"({"body":"m"})");
+  auto m = call("GET", "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("redisched_jobs{topic=\"" + topic_ + "\",state=\"ready\"} 1"),
+            std::string::npos);
+  EXPECT_NE(m.body.find("redisched_events_total{event=\"put\",topic=\"" + topic_ + "\"}"),
+            std::string::npos);
+  EXPECT_NE(m.body.find("redisched_request_seconds_bucket"), std::string::npos);
+}
+
+TEST_F(ServerTest, DelayQueueRoutesAnswerCodeMessageDataAndRearmTtr) {
+  auto pushed = parse(
+      call("POST", "/push", R"({"topic":")" + topic_ + R"(","delay":0,"ttr":1,"body":"hello"})")
+          .body);
+  EXPECT_EQ(pushed.at("code").as_int64(), 0);
+  const std::string id(pushed.at("data").at("id").as_string());
+  auto popped = parse(call("GET", "/pop?topic=" + topic_).body);
+  EXPECT_EQ(popped.at("code").as_int64(), 0);
+  EXPECT_EQ(popped.at("data").at("id").as_string(), id);
+  EXPECT_EQ(popped.at("data").at("body"), "hello");
+  EXPECT_TRUE(parse(call("GET", "/pop?topic=" + topic_).body).at("data").is_null());
+  // Not finished within its ttr (1 s): it comes back.
+  json::value again;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        again = parse(call("GET", "/pop?topic=" + topic_).body);
+        return !again.at("data").is_null();
+      },
+      5s));
+  EXPECT_EQ(again.at("data").at("id").as_string(), id);
+  EXPECT_EQ(parse(call("GET", "/finish?job_id=" + id).body).at("code").as_int64(), 0);
+  EXPECT_NE(parse(call("GET", "/finish?job_id=" + id).body).at("code").as_int64(), 0);
+  // ttr 0: removed when popped.
+  call("POST", "/push", R"({"topic":")" + topic_ + R"(","ttr":0,"body":"once"})");
+  EXPECT_EQ(parse(call("GET", "/pop?topic=" + topic_).body).at("data").at("body"), "once");
+  auto stats = parse(call("GET", "/v1/topics/" + topic_).body);
+  EXPECT_EQ(stats.at("reserved").as_int64() + stats.at("ready").as_int64(), 0);
+  EXPECT_EQ(parse(call("POST", "/push", "{oops").body).at("code").as_int64(), 1);
+}
+
+TEST(ServerAuth, TokenIsNeededEverywhereButHealthz) {
+  ServeProcess serve({"--token", "s3cret"});
+  HttpClient http(serve.port());
+  EXPECT_EQ(http.request("GET", "/v1/topics").status, 401);
+  EXPECT_EQ(http.request("GET", "/v1/topics", "", {{"Authorization", "Bearer wrong"}}).status, 401);
+  EXPECT_EQ(http.request("GET", "/v1/topics", "", {{"Authorization", "Bearer s3cret"}}).status,
+            200);
+  EXPECT_EQ(http.request("POST", "/schedule/t", R"({"id":"x"})").status, 401);
+  EXPECT_EQ(http.request("GET", "/healthz").status, 200);
+}
+
+TEST(ServerPush, OriginalScheduleIsPushedToTheWebhookAndRemovedOn2xx) {
+  std::atomic<int> fail_first{1};
+  test::Receiver receiver([&](const std::string&) { return fail_first-- > 0 ? 500 : 200; });
+  ServeProcess serve(
+      {"--webhook", "orig=http://127.0.0.1:" + std::to_string(receiver.port()) + "/hook"});
+  HttpClient http(serve.port());
+  auto r =
+      http.request("POST", "/schedule/orig", R"({"id":"e1","contents":{"user":42},"delay":0})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  // First answer 500: failed, retried after the job's backoff (1 s); then 200.
+  ASSERT_TRUE(wait_until([&] { return receiver.bodies().size() >= 2; }, 10s));
+  auto first = parse(receiver.bodies()[0]);
+  EXPECT_EQ(first.at("topic"), "orig");
+  EXPECT_EQ(first.at("id"), "e1");
+  EXPECT_EQ(first.at("contents").at("user").as_int64(), 42);
+  EXPECT_EQ(parse(receiver.bodies()[1]).at("attempt").as_int64(), 2);
+  ASSERT_TRUE(
+      wait_until([&] { return http.request("GET", "/v1/topics/orig/jobs/e1").status == 404; }));
+  // Cancel before due: never pushed.
+  http.request("POST", "/schedule/orig", R"({"id":"e2","contents":"x","delay":1})");
+  EXPECT_EQ(
+      parse(http.request("POST", "/cancel/orig", R"({"id":"e2"})").body).at("deleted").as_int64(),
+      1);
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(receiver.bodies().size(), 2u);
+}
+
+TEST(ServerPush, ReceiverDownFailsTheJobWhichIsRetried) {
+  int port = 0;
+  {
+    test::Receiver gone([](const std::string&) { return 200; });
+    port = gone.port();
+  }  // nothing listens there now
+  ServeProcess serve({"--webhook", "down=http://127.0.0.1:" + std::to_string(port) + "/",
+                      "--webhook-timeout", "500"});
+  HttpClient http(serve.port());
+  http.request("PUT", "/v1/topics/down/jobs/j", R"({"body":"x","attempts":2})");
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto j = parse(http.request("GET", "/v1/topics/down/jobs/j").body);
+        return j.at("state") == "dead";
+      },
+      10s));
+  auto j = parse(http.request("GET", "/v1/topics/down/jobs/j").body);
+  EXPECT_NE(std::string(j.at("error").as_string()).find("webhook"), std::string::npos);
+}
+
+TEST(ServerPush, WebhookSubscriptionsByApi) {
+  test::Receiver receiver([](const std::string&) { return 204; });
+  ServeProcess serve;
+  HttpClient http(serve.port());
+  const std::string url = "http://127.0.0.1:" + std::to_string(receiver.port()) + "/in";
+  EXPECT_EQ(
+      http.request("PUT", "/v1/topics/api/webhook", R"({"url":")" + url + R"(","concurrency":2})")
+          .status,
+      200);
+  EXPECT_EQ(parse(http.request("GET", "/v1/topics/api/webhook").body).at("url").as_string(), url);
+  EXPECT_EQ(http.request("PUT", "/v1/topics/api/webhook", R"({"url":"ftp://x"})").status, 400);
+  http.request("PUT", "/v1/topics/api/jobs/j", R"({"body":"x"})");
+  ASSERT_TRUE(wait_until([&] { return receiver.bodies().size() == 1; }));
+  EXPECT_EQ(http.request("DELETE", "/v1/topics/api/webhook").status, 200);
+  EXPECT_EQ(http.request("GET", "/v1/topics/api/webhook").status, 404);
+}
+
+TEST(ServerEmbedded, OneServePerDataDirNoOrphanAndDataSurvivesARestart) {
+  char tmpl[] = "/tmp/redisched-embedded-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  pid_t redis_pid = -1;
+  {
+    ServeProcess serve({}, dir);
+    redis_pid = serve.redis_pid();
+    ASSERT_TRUE(test::process_alive(redis_pid));
+    HttpClient http(serve.port());
+    ASSERT_EQ(http.request("PUT", "/v1/topics/keep/jobs/j", R"({"body":"kept","delay_ms":3600000})")
+                  .status,
+              201);
+    // A second serve on the same data dir refuses, clearly.
+    auto [status, out] =
+        test::run_redisched({"--data-dir", dir + "/data", "serve", "--listen", "127.0.0.1:0"});
+    EXPECT_NE(status, 0);
+    EXPECT_NE(out.find("another redisched serve is using"), std::string::npos) << out;
+    // The CLI without --redis uses the running serve's Redis.
+    auto [st, got] =
+        test::run_redisched({"--data-dir", dir + "/data", "--json", "get", "keep", "j"});
+    EXPECT_EQ(st, 0) << got;
+    EXPECT_NE(got.find("\"body\":\"kept\""), std::string::npos);
+    EXPECT_EQ(serve.stop(), 0);
+  }
+  EXPECT_TRUE(wait_until([&] { return !test::process_alive(redis_pid); }, 5s));
+  {
+    ServeProcess serve({}, dir);
+    HttpClient http(serve.port());
+    auto j = parse(http.request("GET", "/v1/topics/keep/jobs/j").body);
+    EXPECT_EQ(j.at("body"), "kept");  // from the append-only file
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServerEmbedded, KilledServeLeavesNoRedisBehind) {
+  ServeProcess serve;
+  const pid_t redis_pid = serve.redis_pid();
+  ASSERT_TRUE(test::process_alive(redis_pid));
+  ::kill(serve.pid(), SIGKILL);
+  EXPECT_TRUE(wait_until([&] { return !test::process_alive(redis_pid); }, 5s));
+}
+
+TEST(ServerEmbedded, MissingRedisServerSaysHowToInstallIt) {
+  char tmpl[] = "/tmp/redisched-nopath-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const char* old = std::getenv("PATH");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("PATH", dir.c_str(), 1);
+  auto [status, out] = test::run_redisched({"--data-dir", dir + "/data", "serve"});
+  ::setenv("PATH", saved.c_str(), 1);
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("apt-get install redis-server"), std::string::npos) << out;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace redisched
