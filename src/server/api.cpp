@@ -1,6 +1,7 @@
 #include "server/api.h"
 
 #include <openssl/crypto.h>
+#include <spdlog/spdlog.h>
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
