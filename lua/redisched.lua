@@ -40,7 +40,7 @@ Invalid arguments are error replies whose first word is a code:
 Validation happens before the first write: a refused call changes nothing.
 ]]
 
-local LIBRARY_VERSION = 6 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 7 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
@@ -608,6 +608,46 @@ local function put(keys, args)
   return id == p.id and OK or id
 end
 
+--[[ redisched_restore: put back a job as an export wrote it (backups and
+migrations): its state, creation time, attempts and last error as they were.
+ARGV: id body state created attempts [AT due-ms] [PRIORITY n] [TTR ms]
+      [ATTEMPTS n] [BACKOFF kind base cap] [ERROR text] [DIED ms] [REPLACE] [NOW ms]
+  state: delayed, ready or dead (a reserved job comes back ready; its
+  reservation belonged to the old place). AT: its due time (default created).
+Output: 1 restored, -1 the id exists (without REPLACE).
+]]
+local RESTORE_OPTIONS = { AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3, ERROR = 1,
+                          DIED = 1, REPLACE = 0, NOW = 1 }
+local function restore(keys, args)
+  local k = check_keys(keys)
+  local o = options(args, 6, #args, RESTORE_OPTIONS)
+  local state = args[3]
+  if state ~= 'delayed' and state ~= 'ready' and state ~= 'dead' then
+    bad('state must be delayed, ready or dead, got ' .. show(state))
+  end
+  local now = clock(o)
+  local created = int_arg(args[4], 'created', 0, MS_MAX)
+  local made = int_arg(args[5], 'attempts', 0, ATTEMPTS_MAX)
+  local p = parse_job(args[1], args[2], o, now, BODY_MAX_LIMIT)
+  if p.id == GENERATE then bad('restore needs the job\'s id') end
+  if o.ERROR and #o.ERROR > ERROR_MAX then bad('ERROR is over ' .. ERROR_MAX .. ' bytes') end
+  local died = o.DIED and int_arg(o.DIED, 'DIED', 0, MS_MAX) or now
+  local old = redis.call('HGET', k.jobs, p.id)
+  if old and not o.REPLACE then return EXISTS end
+  if old then unlink(k, p.id) end
+  local j = new_job(p, take_seq(k, 1), created)
+  j.due = o.AT and p.due or created
+  if made > 0 then j.made = made end
+  j.err = o.ERROR
+  if state == 'dead' then
+    redis.call('HSET', k.jobs, p.id, encode(j))
+    redis.call('ZADD', k.dead, died, p.id)
+  else
+    place(k, p.id, j, now)
+  end
+  return OK
+end
+
 --[[ redisched_putmany: add or update many jobs in one call.
 ARGV: count, then count times: id body nopts [option value...] (nopts words of
       put's per-job options), then [MAXBODY bytes] [NOW ms] for all.
@@ -1161,6 +1201,7 @@ end
 local RO = { 'no-writes' }
 register('put', put)
 register('putmany', putmany)
+register('restore', restore)
 register('get', get, RO)
 register('list', list, RO)
 register('stats', stats, RO)

@@ -113,6 +113,11 @@ class Client {
   // A paused topic hands out nothing. True when the state changed.
   bool pause(std::string_view topic);
   bool resume(std::string_view topic);
+  // Puts back a job as get or list returned it, with its state, creation
+  // time, attempts and last error (export/import). A reserved job comes
+  // back ready, a done one is not restored (false). With replace, an
+  // existing job of that id is overwritten; else false when it exists.
+  bool restore(std::string_view topic, const Job& job, bool replace = false);
   // Every topic that has ever had a job (SCAN; for tools, not hot paths).
   std::vector<std::string> topics();
   // The Redis server's clock.
@@ -158,8 +163,7 @@ class Client {
                   std::string_view error, bool bury, std::optional<Millis> retry_delay,
                   Callback<FailResult> done);
   std::future<FailResult> fail_async(std::string_view topic, std::string_view id,
-                                     std::uint64_t token, std::string_view error,
-                                     bool bury = false,
+                                     std::uint64_t token, std::string_view error, bool bury = false,
                                      std::optional<Millis> retry_delay = std::nullopt);
   void touch_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr,
                    Callback<TouchResult> done);
@@ -175,6 +179,8 @@ class Client {
                   bool with_bodies, Callback<ListPage> done);
   std::future<ListPage> list_async(std::string_view topic, JobState state, std::int64_t offset,
                                    int count, bool with_bodies = true);
+  void restore_async(std::string_view topic, const Job& job, bool replace, Callback<bool> done);
+  std::future<bool> restore_async(std::string_view topic, const Job& job, bool replace = false);
   void kick_async(std::string_view topic, std::span<const std::string> ids, Callback<int> done);
   std::future<int> kick_async(std::string_view topic, std::span<const std::string> ids);
   void kick_all_async(std::string_view topic, int limit, Callback<int> done);

@@ -1,6 +1,11 @@
 #include "cli/commands.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <boost/json.hpp>
+#include <chrono>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -104,6 +109,44 @@ server::RedisChoice redis_choice(const GlobalOptions& g) {
   r.prefix = g.prefix;
   return r;
 }
+
+// A progress bar on stderr when it is a terminal; quiet when piped.
+class Progress {
+ public:
+  Progress(std::string what, std::int64_t total)
+      : what_(std::move(what)), total_(total), tty_(::isatty(2) == 1) {}
+  void add(std::int64_t n) {
+    done_ += n;
+    if (!tty_) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - shown_ < std::chrono::milliseconds(100)) return;
+    shown_ = now;
+    draw();
+  }
+  void done() {
+    if (!tty_) return;
+    draw();
+    std::cerr << "\n";
+  }
+
+ private:
+  void draw() const {
+    if (total_ > 0) {
+      const int width = 30;
+      const auto filled = static_cast<int>(width * std::min<std::int64_t>(done_, total_) / total_);
+      std::cerr << "\r[" << std::string(static_cast<size_t>(filled), '#')
+                << std::string(static_cast<size_t>(width - filled), ' ') << "] " << done_ << "/"
+                << total_ << " " << what_ << std::flush;
+    } else {
+      std::cerr << "\r" << done_ << " " << what_ << std::flush;
+    }
+  }
+  std::string what_;
+  std::int64_t total_;
+  bool tty_;
+  std::int64_t done_ = 0;
+  std::chrono::steady_clock::time_point shown_{};
+};
 
 // The embedded Redis a command started, if it did (stopped at exit).
 std::unique_ptr<server::EmbeddedRedis> g_embedded;
@@ -384,6 +427,90 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
                     << printable(j.body) << "\n";
       }
       if (!g.json) std::cout << page.jobs.size() << " of " << page.total << " " << v.state << "\n";
+      return 0;
+    };
+  });
+
+  static std::string file;
+  auto* exp = app.add_subcommand(
+      "export", "write a topic's jobs, every state, as JSON lines (for backups and migrations)");
+  exp->add_option("topic", v.topic)->required();
+  exp->add_option("-o,--output", file, "file to write (default: stdout)");
+  exp->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto client = connect(g);
+      std::ofstream out_file;
+      if (!file.empty()) {
+        out_file.open(file);
+        if (!out_file) throw Error(Errc::invalid_argument, "cannot write " + file);
+      }
+      std::ostream& out = file.empty() ? std::cout : out_file;
+      const auto s = client->stats(v.topic);
+      Progress progress("exported", s.delayed + s.ready + s.reserved + s.dead + s.done);
+      for (JobState state : {JobState::delayed, JobState::ready, JobState::reserved, JobState::dead,
+                             JobState::done}) {
+        for (std::int64_t offset = 0;; offset += 1000) {
+          auto page = client->list(v.topic, state, offset, 1000);
+          for (const auto& j : page.jobs) out << json::serialize(wire::job_json(j)) << "\n";
+          progress.add(static_cast<std::int64_t>(page.jobs.size()));
+          if (page.jobs.size() < 1000) break;
+        }
+      }
+      out.flush();
+      progress.done();
+      if (!out) throw Error(Errc::invalid_argument, "writing the export failed");
+      return 0;
+    };
+  });
+
+  auto* imp = app.add_subcommand(
+      "import", "load jobs written by export into a topic, as they were (reserved ones ready)");
+  imp->add_option("topic", v.topic)->required();
+  imp->add_option("file", file, "JSON lines to read (default: stdin)");
+  imp->add_flag("--replace", v.replace, "overwrite jobs whose id exists (else they are skipped)");
+  imp->callback([] {
+    g_selected = [](const GlobalOptions& g) {
+      auto client = connect(g);
+      std::ifstream in_file;
+      if (!file.empty()) {
+        in_file.open(file);
+        if (!in_file) throw Error(Errc::invalid_argument, "cannot read " + file);
+      }
+      std::istream& in = file.empty() ? std::cin : in_file;
+      std::int64_t total = -1;
+      if (!file.empty()) {  // for the progress bar
+        std::ifstream count(file);
+        total = std::count(std::istreambuf_iterator<char>(count), {}, '\n');
+      }
+      Progress progress("imported", total);
+      std::int64_t restored = 0, skipped = 0, line_no = 0;
+      for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.empty()) continue;
+        Job job;
+        try {
+          boost::system::error_code ec;
+          auto value = json::parse(line, ec);
+          if (ec || !value.is_object()) throw std::runtime_error("not a JSON object");
+          job = wire::job_from_json(value.as_object());
+        } catch (const std::exception& e) {
+          throw Error(Errc::invalid_argument, "line " + std::to_string(line_no) + ": " + e.what() +
+                                                  " (nothing after it was imported)");
+        }
+        if (client->restore(v.topic, job, v.replace)) {
+          ++restored;
+        } else {
+          ++skipped;
+        }
+        progress.add(1);
+      }
+      progress.done();
+      if (g.json) {
+        print_json(json::object{{"restored", restored}, {"skipped", skipped}});
+      } else {
+        std::cout << "restored " << restored << ", skipped " << skipped
+                  << " (existing ids, or finished jobs)\n";
+      }
       return 0;
     };
   });

@@ -412,6 +412,29 @@ void Client::remove_async(std::string_view topic, std::string_view id, Callback<
 REDISCHED_WRAP(bool, remove, (std::string_view topic, std::string_view id),
                (topic, id, std::move(cb)))
 
+void Client::restore_async(std::string_view topic, const Job& job, bool replace,
+                           Callback<bool> done) {
+  if (job.state == JobState::done) return done(false);
+  auto cmd = impl_->fcall("restore", topic);
+  const char* state = job.state == JobState::dead      ? "dead"
+                      : job.state == JobState::delayed ? "delayed"
+                                                       : "ready";
+  cmd.add(job.id).add(job.body).add(state).add(job.created_ms).add(std::int64_t{job.attempts});
+  cmd.add("AT").add(job.due_ms).add("PRIORITY").add(std::int64_t{job.priority});
+  if (job.ttr.count() > 0) cmd.add("TTR").add(job.ttr.count());
+  if (job.max_attempts > 0) cmd.add("ATTEMPTS").add(std::int64_t{job.max_attempts});
+  cmd.add("BACKOFF")
+      .add(job.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential")
+      .add(job.backoff.base.count())
+      .add(job.backoff.cap.count());
+  if (job.error) cmd.add("ERROR").add(*job.error);
+  if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
+  if (replace) cmd.add("REPLACE");
+  impl_->call<bool>(topic, cmd, changed, std::move(done));
+}
+REDISCHED_WRAP(bool, restore, (std::string_view topic, const Job& job, bool replace),
+               (topic, job, replace, std::move(cb)))
+
 void Client::requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done) {
   auto cmd = impl_->fcall("requeue", topic);
   cmd.add("LIMIT").add(std::int64_t{limit});

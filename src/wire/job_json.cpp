@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <stdexcept>
+
 namespace redisched::wire {
 
 namespace json = boost::json;
@@ -88,6 +90,56 @@ json::object job_json(const Job& j) {
     o["expires"] = j.expires_ms;
   }
   return o;
+}
+
+Job job_from_json(const json::object& o) {
+  auto field = [&](std::string_view name) -> const json::value& {
+    auto it = o.find(name);
+    if (it == o.end()) throw std::runtime_error("the job has no \"" + std::string(name) + "\"");
+    return it->value();
+  };
+  auto integer = [&](std::string_view name) -> std::int64_t {
+    const auto& v = field(name);
+    if (!v.is_int64() && !v.is_uint64()) {
+      throw std::runtime_error("\"" + std::string(name) + "\" must be an integer");
+    }
+    return v.to_number<std::int64_t>();
+  };
+  Job j;
+  const auto& id = field("id");
+  if (!id.is_string()) throw std::runtime_error("\"id\" must be a string");
+  j.id = std::string(id.as_string());
+  const auto& state = field("state");
+  auto parsed = state.is_string() ? parse_job_state(state.as_string()) : std::nullopt;
+  if (!parsed) throw std::runtime_error("\"state\" must be delayed, ready, reserved, dead or done");
+  j.state = *parsed;
+  if (auto it = o.find("body_base64"); it != o.end()) {
+    auto body = it->value().is_string() ? base64_decode(it->value().as_string()) : std::nullopt;
+    if (!body) throw std::runtime_error("\"body_base64\" is not base64");
+    j.body = std::move(*body);
+  } else {
+    const auto& body = field("body");
+    if (!body.is_string()) throw std::runtime_error("\"body\" must be a string");
+    j.body = std::string(body.as_string());
+  }
+  j.priority = static_cast<int>(integer("priority"));
+  j.created_ms = integer("created");
+  j.due_ms = integer("due");
+  j.attempts = static_cast<int>(integer("attempts"));
+  j.max_attempts = static_cast<int>(integer("max_attempts"));
+  j.ttr = Millis{integer("ttr")};
+  if (auto it = o.find("backoff"); it != o.end() && it->value().is_object()) {
+    const auto& b = it->value().as_object();
+    j.backoff.kind = b.contains("kind") && b.at("kind") == "fixed" ? BackoffKind::fixed
+                                                                   : BackoffKind::exponential;
+    if (b.contains("base")) j.backoff.base = Millis{b.at("base").to_number<std::int64_t>()};
+    if (b.contains("cap")) j.backoff.cap = Millis{b.at("cap").to_number<std::int64_t>()};
+  }
+  if (auto it = o.find("error"); it != o.end() && it->value().is_string()) {
+    j.error = std::string(it->value().as_string());
+  }
+  if (auto it = o.find("died"); it != o.end()) j.died_ms = it->value().to_number<std::int64_t>();
+  return j;
 }
 
 json::object reservation_json(const Reservation& j, bool reserved) {

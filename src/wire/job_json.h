@@ -21,6 +21,10 @@ std::optional<std::string> base64_decode(std::string_view s);
 void put_body(boost::json::object& o, std::string_view body);
 
 boost::json::object job_json(const Job& j);
+// The inverse of job_json (for import); throws std::runtime_error naming
+// the field at fault.
+Job job_from_json(const boost::json::object& o);
+
 // A reserved (token != 0) or pulled job.
 boost::json::object reservation_json(const Reservation& j, bool reserved);
 

@@ -23,5 +23,21 @@ expect "delete" "deleted mail-2" "$(r delete mail mail-2)"
 expect "bad topic" "redisched: topic 'no way' may hold only letters, digits, '_', '-' and '.'" \
   "$(r put 'no way' a b 2>&1)"
 expect "bad priority exit" "1" "$(r put mail a b --priority 9999 >/dev/null 2>&1; echo $?)"
+
+# export and import: every state, schedule, attempts and errors come back.
+r put bk broken 'x' --attempts 1 > /dev/null
+line=$(r --json reserve bk --count 1)
+r put bk later 'see you' --delay 600000 --priority 7 --attempts 3 > /dev/null
+r put bk now "$(printf 'bin\001ary')" > /dev/null
+r fail bk broken "$(echo "$line" | sed 's/.*"token":\([0-9]*\).*/\1/')" 'it broke' > /dev/null
+r export bk -o "$DIR/bk.jsonl"
+expect "export lines" "3" "$(wc -l < "$DIR/bk.jsonl" | tr -d ' ')"
+expect "export quiet when piped" "" "$(r export bk 2>&1 >/dev/null)"
+expect "import" "restored 3, skipped 0 (existing ids, or finished jobs)" "$(r import bk2 "$DIR/bk.jsonl")"
+r export bk2 -o "$DIR/bk2.jsonl"
+expect "round trip" "$(cat "$DIR/bk.jsonl")" "$(cat "$DIR/bk2.jsonl")"
+expect "import again skips" "restored 0, skipped 3 (existing ids, or finished jobs)" "$(r import bk2 < "$DIR/bk.jsonl")"
+expect "import bad line" "redisched: line 1: the job has no \"state\" (nothing after it was imported)" \
+  "$(echo '{"id":"x"}' | r import bk3 2>&1)"
 expect "no redis" "1" "$("$BIN" --redis redis://127.0.0.1:1 stats mail >/dev/null 2>&1; echo $?)"
 finish
