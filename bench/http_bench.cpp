@@ -1,0 +1,238 @@
+// redisched_http_bench: redisched serve's HTTP API under load, beside the
+// client library's figures measured in the same run against the same Redis.
+//
+// It starts its own redis-server and `redisched serve --redis ...` (2
+// threads), then drives keep-alive connections from a load generator of its
+// own (Asio coroutines, one request in flight per connection):
+//  - HTTP put: PUT /v1/topics/bench/jobs/{id} with a 100-byte body;
+//  - HTTP reserve+ack: POST .../reserve (count 1), then POST .../ack;
+//  - the library's put (put_async, the same number of calls in flight).
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <thread>
+
+#include "bench_util.h"
+#include "redisched/client.h"
+
+extern char** environ;
+
+namespace {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace bench = redisched::bench;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+// `redisched serve` on a free port, stopped at the end.
+class Server {
+ public:
+  Server(const std::string& redis_url, int threads) {
+    char tmpl[] = "/tmp/redisched-httpbench-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    const std::string log = dir_ + "/serve.log";
+    std::vector<std::string> args = {
+        REDISCHED_BINARY, "--redis",     redis_url,   "serve",
+        "--listen",       "127.0.0.1:0", "--threads", std::to_string(threads),
+        "--log-level",    "warn"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd, 1);
+    posix_spawn_file_actions_adddup2(&fa, fd, 2);
+    if (posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ) != 0) {
+      throw std::runtime_error("cannot start " + args[0]);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fd);
+    const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+    for (int i = 0; i < 1000 && port_ == 0; ++i) {
+      std::ifstream in(log);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::smatch m;
+      if (std::regex_search(text, m, listening)) port_ = std::stoi(m[1]);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (port_ == 0) throw std::runtime_error("redisched serve did not start; see " + log);
+  }
+  ~Server() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+    std::filesystem::remove_all(dir_);
+  }
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+  int port() const { return port_; }
+
+ private:
+  std::string dir_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+struct Load {
+  int port;
+  std::atomic<long> next{0};
+  long total;
+  std::atomic<long> failures{0};
+};
+
+asio::awaitable<http::response<http::string_body>> roundtrip(beast::tcp_stream& s,
+                                                             beast::flat_buffer& buf,
+                                                             http::verb verb, std::string target,
+                                                             std::string body) {
+  http::request<http::string_body> req{verb, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.body() = std::move(body);
+  req.prepare_payload();
+  co_await http::async_write(s, req, asio::use_awaitable);
+  http::response<http::string_body> res;
+  co_await http::async_read(s, buf, res, asio::use_awaitable);
+  co_return res;
+}
+
+// One connection doing puts until the shared counter reaches total.
+asio::awaitable<void> putter(Load& load) {
+  auto ex = co_await asio::this_coro::executor;
+  beast::tcp_stream s(ex);
+  co_await s.async_connect(
+      tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(load.port)),
+      asio::use_awaitable);
+  beast::flat_buffer buf;
+  for (long i = load.next++; i < load.total; i = load.next++) {
+    const auto job = bench::job(i);
+    auto res = co_await roundtrip(s, buf, http::verb::put, "/v1/topics/bench/jobs/" + job.id,
+                                  "{\"body\":\"" + job.body + "\"}");
+    if (res.result_int() != 201) ++load.failures;
+  }
+}
+
+// One connection doing reserve then ack until total reservations were made.
+asio::awaitable<void> worker(Load& load) {
+  auto ex = co_await asio::this_coro::executor;
+  beast::tcp_stream s(ex);
+  co_await s.async_connect(
+      tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(load.port)),
+      asio::use_awaitable);
+  beast::flat_buffer buf;
+  static const std::regex parts(R"x("id":"([^"]+)".*"token":(\d+))x");
+  for (long i = load.next++; i < load.total; i = load.next++) {
+    auto res = co_await roundtrip(s, buf, http::verb::post, "/v1/topics/bench/reserve",
+                                  R"({"count":1,"ttr_ms":60000})");
+    std::smatch m;
+    if (!std::regex_search(res.body(), m, parts)) {
+      ++load.failures;
+      continue;
+    }
+    auto ack =
+        co_await roundtrip(s, buf, http::verb::post, "/v1/topics/bench/jobs/" + m[1].str() + "/ack",
+                           "{\"token\":" + m[2].str() + "}");
+    if (ack.result_int() != 200) ++load.failures;
+  }
+}
+
+template <class Conn>
+double drive(int port, long total, int connections, int threads, Conn conn) {
+  asio::io_context io(threads);
+  Load load{port, {0}, total, {0}};
+  for (int c = 0; c < connections; ++c) {
+    asio::co_spawn(io, conn(load), [](std::exception_ptr e) {
+      if (e) std::rethrow_exception(e);
+    });
+  }
+  const auto t0 = Clock::now();
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back([&io] { io.run(); });
+  io.run();
+  for (auto& t : pool) t.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (load.failures > 0)
+    throw std::runtime_error(fmt::format("{} requests failed", load.failures.load()));
+  return static_cast<double>(total) / secs;
+}
+
+double library_put(const std::string& url, long total, int window) {
+  redisched::ClientOptions o;
+  o.redis_url = url;
+  redisched::Client client(o);
+  std::atomic<long> next{0}, finished{0};
+  std::promise<void> done;
+  std::function<void()> launch = [&] {
+    const long i = next++;
+    if (i >= total) return;
+    client.put_async("libbench", bench::job(i), [&](redisched::Result<redisched::PutOutcome> r) {
+      r.value();
+      if (++finished == total) {
+        done.set_value();
+      } else {
+        launch();
+      }
+    });
+  };
+  const auto t0 = Clock::now();
+  for (int w = 0; w < window; ++w) launch();
+  done.get_future().wait();
+  return static_cast<double>(total) / std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  CLI::App app{"redisched HTTP benchmark: put and reserve+ack through redisched serve"};
+  long jobs = 200000;
+  int connections = 50;
+  int server_threads = 2;
+  app.add_option("--jobs", jobs, "requests per figure")->capture_default_str();
+  app.add_option("--connections", connections, "keep-alive connections")->capture_default_str();
+  app.add_option("--server-threads", server_threads, "serve's --threads")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  bench::OwnRedis redis;
+  bench::Target target;
+  target.port = redis.port();
+  bench::Admin admin(target);
+  const double lib_put = library_put(target.url(), jobs, connections);
+  admin.str("FLUSHALL");
+  Server server(target.url(), server_threads);
+  const double http_put = drive(server.port(), jobs, connections, 1, putter);
+  const double http_reserve = drive(server.port(), jobs, connections, 1, worker);
+
+  fmt::print(
+      "redisched HTTP benchmark (redisched serve --threads {}, {} keep-alive connections, "
+      "{} jobs a figure, 100-byte bodies)\n\n",
+      server_threads, connections, jobs);
+  fmt::print("{:<48} {:>12}\n", "figure", "jobs/s");
+  fmt::print("{:<48} {:>12.0f}\n", "library put (put_async, same calls in flight)", lib_put);
+  fmt::print("{:<48} {:>12.0f}   {:.2f} of the library's\n", "HTTP put (PUT /v1/topics/t/jobs/id)",
+             http_put, http_put / lib_put);
+  fmt::print("{:<48} {:>12.0f}\n", "HTTP reserve+ack (two requests a job)", http_reserve);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "redisched_http_bench: %s\n", e.what());
+  return 1;
+}
