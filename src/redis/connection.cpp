@@ -7,6 +7,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/experimental/channel.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
@@ -118,7 +119,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Connection(asio::io_context& io, ConnectionConfig config)
       : io_(io),
         cfg_(std::move(config)),
-        wake_(io),
+        wake_(io, 1),
         retry_(io),
         ssl_(asio::ssl::context::tls_client) {
     if (cfg_.endpoint.tls) {
@@ -150,7 +151,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     out_ += command;
     inflight_.push_back({std::move(done), Clock::now()});
-    wake_.cancel();
+    wake_.try_send(boost::system::error_code{});  // a wake-up already pending is enough
   }
 
   // On the I/O thread.
@@ -297,7 +298,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
     try {
       co_await with_timeout(handshake(stream, reader), "handshake");
       state_ = State::up;
-      wake_.cancel();
       lost_.reset();
       if (cfg_.on_up) cfg_.on_up();
       co_await (until_lost(read_loop(stream, reader)) || until_lost(write_loop(stream)) ||
@@ -404,9 +404,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     std::string sending;
     for (;;) {
       if (out_.empty()) {
-        wake_.expires_at(Clock::time_point::max());
         boost::system::error_code ignored;
-        co_await wake_.async_wait(asio::redirect_error(use_awaitable, ignored));
+        co_await wake_.async_receive(asio::redirect_error(use_awaitable, ignored));
         // Woken by enqueue, or cancelled because the connection is ending.
         auto cs = co_await asio::this_coro::cancellation_state;
         if (closing_ || cs.cancelled() != asio::cancellation_type::none) co_return;
@@ -440,7 +439,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   asio::io_context& io_;
   ConnectionConfig cfg_;
-  asio::steady_timer wake_;   // the writer sleeps on it; cancel() wakes it
+  // The writer sleeps on it; enqueue wakes it. (A channel, not a cancelled
+  // timer: waking costs no timerfd update and no system call.)
+  asio::experimental::channel<void(boost::system::error_code)> wake_;
   asio::steady_timer retry_;  // the pause before reconnecting
   asio::ssl::context ssl_;
   State state_ = State::connecting;
