@@ -5,7 +5,10 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <chrono>
+#include <deque>
 #include <fstream>
+#include <future>
+#include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <memory>
@@ -147,6 +150,77 @@ class Progress {
   std::int64_t done_ = 0;
   std::chrono::steady_clock::time_point shown_{};
 };
+
+// redisched bench: put (single calls, 256 in flight; batches of 100) and
+// reserve+ack (batches of 100) on the topic redisched-bench, which ends
+// empty (its counters remain, so it stays listed).
+int run_bench(Client& client, std::int64_t jobs, bool as_json) {
+  const std::string topic = "redisched-bench";
+  auto spec = [](std::int64_t i) {
+    JobSpec s;
+    s.id = "b" + std::to_string(i);
+    s.body = std::string(100, static_cast<char>('a' + i % 26));
+    return s;
+  };
+  auto timed = [](auto&& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  Progress progress("jobs", jobs * 3);
+  // put, single calls, a window of 256 in flight
+  const double put_single = timed([&] {
+    std::deque<std::future<PutOutcome>> window;
+    for (std::int64_t i = 0; i < jobs; ++i) {
+      window.push_back(client.put_async(topic, spec(i)));
+      if (window.size() >= 256) {
+        window.front().get();
+        window.pop_front();
+        progress.add(1);
+      }
+    }
+    for (auto& f : window) f.get(), progress.add(1);
+  });
+  const double put_batched = timed([&] {
+    std::vector<JobSpec> batch;
+    for (std::int64_t i = jobs; i < 2 * jobs; ++i) {
+      batch.push_back(spec(i));
+      if (batch.size() == 100 || i == 2 * jobs - 1) {
+        client.put_many(topic, batch);
+        progress.add(static_cast<std::int64_t>(batch.size()));
+        batch.clear();
+      }
+    }
+  });
+  std::int64_t taken = 0;
+  const double reserve_ack = timed([&] {
+    while (taken < 2 * jobs) {
+      auto r = client.reserve(topic, 100, Millis{60000});
+      if (r.jobs.empty()) break;
+      std::vector<std::pair<std::string, std::uint64_t>> held;
+      for (auto& j : r.jobs) held.emplace_back(j.id, j.token);
+      client.ack_many(topic, held);
+      taken += static_cast<std::int64_t>(held.size());
+      progress.add(static_cast<std::int64_t>(held.size()) / 2);
+    }
+  });
+  progress.done();
+  const double n = static_cast<double>(jobs);
+  const double rows[] = {n / put_single, n / put_batched, static_cast<double>(taken) / reserve_ack};
+  if (as_json) {
+    print_json(json::object{
+        {"put_single", rows[0]}, {"put_batched", rows[1]}, {"reserve_ack_batched", rows[2]}});
+  } else {
+    std::cout << "figure (100-byte bodies)              jobs/s\n";
+    std::cout << "put, single calls (256 in flight) " << std::setw(10) << static_cast<long>(rows[0])
+              << "\n";
+    std::cout << "put, batches of 100               " << std::setw(10) << static_cast<long>(rows[1])
+              << "\n";
+    std::cout << "reserve+ack, batches of 100       " << std::setw(10) << static_cast<long>(rows[2])
+              << "\n";
+  }
+  return taken == 2 * jobs ? 0 : 1;
+}
 
 // The embedded Redis a command started, if it did (stopped at exit).
 std::unique_ptr<server::EmbeddedRedis> g_embedded;
@@ -513,6 +587,17 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
       }
       return 0;
     };
+  });
+
+  static std::int64_t bench_jobs = 100000;
+  auto* bench = app.add_subcommand(
+      "bench",
+      "measure put and reserve+ack against this Redis, on a scratch topic, and print a table");
+  bench->add_option("--jobs", bench_jobs, "jobs per figure")
+      ->check(CLI::Range(1000, 10000000))
+      ->capture_default_str();
+  bench->callback([] {
+    g_selected = [](const GlobalOptions& g) { return run_bench(*connect(g), bench_jobs, g.json); };
   });
 
   auto* kick = app.add_subcommand("kick", "dead jobs back to ready");

@@ -19,6 +19,9 @@ int main(int argc, char** argv) {
       ->envname("REDISCHED_DATA_DIR")
       ->capture_default_str();
   app.add_option("--prefix", global.prefix, "key prefix")->capture_default_str();
+  app.set_config("--config", "",
+                 "read options from this TOML/INI file: global ones as key = value, serve's "
+                 "under [serve]");
   app.add_flag("--json", global.json, "print JSON (one object per line) for scripts");
   redisched::cli::add_commands(app, global);
   try {

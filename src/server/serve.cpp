@@ -57,7 +57,6 @@ std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
 }  // namespace
 
 void add_serve_options(CLI::App& s, ServeOptions& o) {
-  s.set_config("--config", "", "read options from this TOML/INI file (key = value)");
   s.add_option("--listen", o.listen, "address:port to listen on")
       ->envname("REDISCHED_LISTEN")
       ->capture_default_str();

@@ -36,8 +36,8 @@ struct RedisChoice {
   std::size_t max_body = 1 << 20;
 };
 
-// Adds serve's flags (each also an environment variable REDISCHED_<NAME>,
-// and any of them in --config FILE).
+// Adds serve's flags (some also environment variables REDISCHED_<NAME>, and
+// any of them in the [serve] section of the --config file).
 void add_serve_options(CLI::App& serve, ServeOptions& o);
 
 // Runs the server; returns the exit status.

@@ -39,5 +39,7 @@ expect "round trip" "$(cat "$DIR/bk.jsonl")" "$(cat "$DIR/bk2.jsonl")"
 expect "import again skips" "restored 0, skipped 3 (existing ids, or finished jobs)" "$(r import bk2 < "$DIR/bk.jsonl")"
 expect "import bad line" "redisched: line 1: the job has no \"state\" (nothing after it was imported)" \
   "$(echo '{"id":"x"}' | r import bk3 2>&1)"
+expect "bench" "3" "$(r --json bench --jobs 1000 | grep -o '_[a-z]*":[0-9]' | wc -l | tr -d ' ')"
+expect "bench leaves no job" "redisched-bench	0	0	0	0	0	no" "$(r stats redisched-bench | tail -1)"
 expect "no redis" "1" "$("$BIN" --redis redis://127.0.0.1:1 stats mail >/dev/null 2>&1; echo $?)"
 finish

@@ -101,7 +101,8 @@ pid_t spawn(const std::vector<std::string>& args, int out_fd) {
 
 }  // namespace
 
-ServeProcess::ServeProcess(std::vector<std::string> args, std::string data_dir) {
+ServeProcess::ServeProcess(std::vector<std::string> args, std::string data_dir,
+                           std::vector<std::string> global_args) {
   if (data_dir.empty()) {
     char tmpl[] = "/tmp/redisched-serve-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
@@ -109,8 +110,9 @@ ServeProcess::ServeProcess(std::vector<std::string> args, std::string data_dir) 
   } else {
     dir_ = data_dir;
   }
-  std::vector<std::string> full = {binary(), "--data-dir", dir_ + "/data",
-                                   "serve",  "--listen",   "127.0.0.1:0"};
+  std::vector<std::string> full = {binary(), "--data-dir", dir_ + "/data"};
+  full.insert(full.end(), global_args.begin(), global_args.end());
+  for (const char* a : {"serve", "--listen", "127.0.0.1:0"}) full.emplace_back(a);
   full.insert(full.end(), args.begin(), args.end());
   const std::string log = dir_ + "/serve.log";
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

@@ -41,7 +41,8 @@ class HttpClient {
 class ServeProcess {
  public:
   // args after "serve"; the data dir and --listen 127.0.0.1:0 are added.
-  explicit ServeProcess(std::vector<std::string> args = {}, std::string data_dir = "");
+  explicit ServeProcess(std::vector<std::string> args = {}, std::string data_dir = "",
+                        std::vector<std::string> global_args = {});
   ~ServeProcess();
   ServeProcess(const ServeProcess&) = delete;
   ServeProcess& operator=(const ServeProcess&) = delete;

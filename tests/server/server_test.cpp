@@ -10,6 +10,7 @@
 #include <boost/json/serialize.hpp>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "serve_process.h"
@@ -294,6 +295,17 @@ TEST(ServerAuth, TokenIsNeededEverywhereButHealthz) {
             200);
   EXPECT_EQ(http.request("POST", "/schedule/t", R"({"id":"x"})").status, 401);
   EXPECT_EQ(http.request("GET", "/healthz").status, 200);
+}
+
+TEST(ServerAuth, TokenFromTheConfigFile) {
+  const std::string config = "/tmp/redisched-config-" + std::to_string(::getpid()) + ".toml";
+  std::ofstream(config) << "[serve]\ntoken = \"from-file\"\n";
+  ServeProcess serve({}, "", {"--config", config});
+  HttpClient http(serve.port());
+  EXPECT_EQ(http.request("GET", "/v1/topics").status, 401);
+  EXPECT_EQ(http.request("GET", "/v1/topics", "", {{"Authorization", "Bearer from-file"}}).status,
+            200);
+  std::filesystem::remove(config);
 }
 
 TEST(ServerPush, OriginalScheduleIsPushedToTheWebhookAndRemovedOn2xx) {
