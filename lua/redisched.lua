@@ -40,7 +40,7 @@ Invalid arguments are error replies whose first word is a code:
 Validation happens before the first write: a refused call changes nothing.
 ]]
 
-local LIBRARY_VERSION = 7 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 8 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
@@ -160,7 +160,7 @@ local OPT_FAIL = { DEAD = 0, DELAY = 1, NOW = 1 }
 local OPT_DELAY_PRIORITY_NOW = { DELAY = 1, PRIORITY = 1, NOW = 1 }
 local OPT_LIMIT_NOW = { LIMIT = 1, NOW = 1 }
 local OPT_MAXBODY_NOW = { MAXBODY = 1, NOW = 1 }
-local OPT_NOBODY = { NOBODY = 0 }
+local OPT_NOBODY_NOW = { NOBODY = 0, NOW = 1 }
 local OPT_NOW = { NOW = 1 }
 local OPT_TTR_NOW = { TTR = 1, NOW = 1 }
 local OPT_KEEP_NOW = { KEEP = 1, NOW = 1 }
@@ -775,9 +775,11 @@ end
 local STATE_SETS = { delayed = true, ready = true, reserved = true, dead = true, done = true }
 
 --[[ redisched_list: jobs of one state, in the order they will leave it.
-ARGV: state (delayed|ready|reserved|dead|done) offset count [NOBODY]
+ARGV: state (delayed|ready|reserved|dead|done) offset count [NOBODY] [NOW ms]
   count is at most 1000. NOBODY leaves bodies out (body is '').
   "peek" is list ready 0 n: the next n jobs reserve would hand out.
+  Due delayed jobs are made ready first, so the lists show what reserve
+  would see (the only write, and none when nothing is due).
 Output: {total in that state, job, job...}, each job as redisched_get's array.
 ]]
 local function list(keys, args)
@@ -786,7 +788,8 @@ local function list(keys, args)
   if not STATE_SETS[state] then bad('state must be delayed, ready, reserved, dead or done, got ' .. show(args[1] or '')) end
   local offset = int_arg(args[2], 'offset', 0, 2 ^ 40)
   local count = int_arg(args[3], 'count', 1, BATCH_MAX)
-  local o = options(args, 4, #args, OPT_NOBODY)
+  local o = options(args, 4, #args, OPT_NOBODY_NOW)
+  promote(k, clock(o))
   local set = k[state]
   local skip = (state == 'ready' and paused(k)) and 1 or 0 -- the pause mark comes first
   local page = redis.call('ZRANGE', set, offset + skip, offset + skip + count - 1, 'WITHSCORES')
@@ -810,14 +813,16 @@ local function list(keys, args)
 end
 
 --[[ redisched_stats: counts of one topic.
-ARGV: none
 Output: flat field/value array: delayed, ready, reserved, dead, done, paused
   (0|1), next_due (earliest due time of a delayed job, -1 if none), and the
   totals kept since the topic began: failed_total, dead_total, lapsed_total.
+  Due delayed jobs are made ready first, as list does.
+ARGV: [NOW ms]
 ]]
 local function stats(keys, args)
   local k = check_keys(keys)
-  options(args, 1, #args, NO_WORDS)
+  local o = options(args, 1, #args, OPT_NOW)
+  promote(k, clock(o))
   local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total')
   local is_paused = paused(k)
   return {
@@ -1203,8 +1208,8 @@ register('put', put)
 register('putmany', putmany)
 register('restore', restore)
 register('get', get, RO)
-register('list', list, RO)
-register('stats', stats, RO)
+register('list', list)
+register('stats', stats)
 register('reserve', reserve)
 register('pull', pull)
 register('ack', ack)

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <map>
 
+#include "server/dashboard.h"
 #include "server/metrics.h"
 #include "server/push.h"
 #include "server/wake_hub.h"
@@ -269,7 +270,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
     if (s.mode != PutMode::create) bad("a generated id is always new: mode must be create");
     auto id =
         co_await await_call<std::string>([&](auto cb) { c.add_async(topic, s, std::move(cb)); });
-    ctx.metrics.count("put", topic);
+    ctx.metrics.job_event("put", topic, id);
     co_return ok_json(req, json::object{{"id", id}, {"outcome", "created"}}, Status::created);
   }
   if (what == "jobs" && n >= 5) {
@@ -282,11 +283,11 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
             co_await await_call<PutOutcome>([&](auto cb) { c.put_async(topic, s, std::move(cb)); });
         switch (o) {
           case PutOutcome::created:
-            ctx.metrics.count("put", topic);
+            ctx.metrics.job_event("put", topic, id, s.due_at_ms.value_or(0));
             co_return ok_json(req, json::object{{"id", id}, {"outcome", "created"}},
                               Status::created);
           case PutOutcome::updated:
-            ctx.metrics.count("put", topic);
+            ctx.metrics.job_event("put", topic, id, s.due_at_ms.value_or(0));
             co_return ok_json(req, json::object{{"id", id}, {"outcome", "updated"}});
           case PutOutcome::exists:
             refuse(Status::conflict, "exists",
@@ -306,6 +307,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
       auto removed =
           co_await await_call<bool>([&](auto cb) { c.remove_async(topic, id, std::move(cb)); });
       if (!removed) refuse(Status::not_found, "not_found", "no job " + id + " in topic " + topic);
+      ctx.metrics.job_event("deleted", topic, id);
       co_return ok_json(req, json::object{{"deleted", true}});
     }
     if (n == 6) {
@@ -318,7 +320,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
         const Millis keep{int_field(body, "keep_ms", 0, 315576000000).value_or(0)};
         auto o = co_await await_call<Outcome>(
             [&](auto cb) { c.ack_async(topic, id, token, keep, std::move(cb)); });
-        if (o == Outcome::ok) ctx.metrics.count("acked", topic);
+        if (o == Outcome::ok) ctx.metrics.job_event("acked", topic, id);
         co_return outcome_response(req, o, id);
       }
       if (action == "release") {
@@ -329,7 +331,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
         if (auto p2 = int_field(body, "priority", 0, 1000)) prio = static_cast<int>(*p2);
         auto o = co_await await_call<Outcome>(
             [&](auto cb) { c.release_async(topic, id, token, delay, prio, std::move(cb)); });
-        if (o == Outcome::ok) ctx.metrics.count("released", topic);
+        if (o == Outcome::ok) ctx.metrics.job_event("released", topic, id);
         co_return outcome_response(req, o, id);
       }
       if (action == "fail") {
@@ -342,8 +344,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
           c.fail_async(topic, id, token, error, dead, std::nullopt, std::move(cb));
         });
         if (f.outcome == Outcome::ok) {
-          ctx.metrics.count("failed", topic);
-          if (f.state == JobState::dead) ctx.metrics.count("dead", topic);
+          ctx.metrics.job_event(f.state == JobState::dead ? "dead" : "failed", topic, id);
         }
         co_return outcome_response(req, f.outcome, id, json::object{{"state", to_string(f.state)}});
       }
@@ -368,7 +369,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
       const Millis ttr{int_field(body, "ttr_ms", 1, 604800000).value_or(0)};
       const auto wait = int_field(body, "wait_ms", 0, ctx.max_wait_ms).value_or(0);
       auto r = co_await reserve_waiting(ctx, topic, count, ttr, wait);
-      if (!r.jobs.empty()) ctx.metrics.count("reserved", topic, r.jobs.size());
+      for (const auto& j : r.jobs) ctx.metrics.job_event("reserved", topic, j.id);
       co_return ok_json(req, taken_json(r, true));
     }
     if (what == "pull") {
@@ -376,7 +377,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
       const int count = static_cast<int>(int_field(body, "count", 1, 1000).value_or(1));
       auto r = co_await await_call<ReserveResult>(
           [&](auto cb) { c.pull_async(topic, count, std::move(cb)); });
-      if (!r.jobs.empty()) ctx.metrics.count("pulled", topic, r.jobs.size());
+      for (const auto& j : r.jobs) ctx.metrics.job_event("pulled", topic, j.id);
       co_return ok_json(req, taken_json(r, false));
     }
     if (what == "kick") {
@@ -399,6 +400,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
         kicked =
             co_await await_call<int>([&](auto cb) { c.kick_async(topic, ids, std::move(cb)); });
       }
+      ctx.metrics.count("kicked", topic, static_cast<std::uint64_t>(kicked));
       co_return ok_json(req, json::object{{"kicked", kicked}});
     }
     if (what == "pause" || what == "resume") {
@@ -480,6 +482,9 @@ awaitable<Response> route(ApiContext& ctx, Request& req) {
   Response res;
   try {
     Path p = parse_target(req.target());
+    if (auto file = dashboard_file(req)) {
+      co_return std::move(*file);  // the page holds no data: no token needed
+    }
     if (p.segments.size() == 1 && p.segments[0] == "healthz") {
       label = "healthz";
       try {

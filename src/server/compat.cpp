@@ -69,7 +69,7 @@ awaitable<Response> schedule(ApiContext& ctx, Request& req, const std::string& t
   s.delay = Millis{seconds_field(o, "delay") * 1000};
   s.mode = PutMode::upsert;  // scheduling an id again reschedules it
   co_await await_call<PutOutcome>([&](auto cb) { ctx.client.put_async(topic, s, std::move(cb)); });
-  ctx.metrics.count("put", topic);
+  ctx.metrics.job_event("put", topic, s.id);
   co_return ok(req, json::object{{"id", s.id}, {"topic", topic}});
 }
 

@@ -42,12 +42,13 @@ Response error_response(const Request& req, http::status status, std::string_vie
 }
 
 struct HttpServer::State : std::enable_shared_from_this<State> {
-  State(asio::io_context& i, HttpOptions o, RequestHandler h)
-      : io(i), opts(std::move(o)), handler(std::move(h)), acceptor(i) {}
+  State(asio::io_context& i, HttpOptions o, RequestHandler h, StreamHandler sh)
+      : io(i), opts(std::move(o)), handler(std::move(h)), stream_handler(std::move(sh)), acceptor(i) {}
 
   asio::io_context& io;
   HttpOptions opts;
   RequestHandler handler;
+  StreamHandler stream_handler;
   tcp::acceptor acceptor;
   std::atomic<bool> stopping{false};
   std::atomic<int> in_flight{0};
@@ -115,6 +116,16 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
         break;
       }
       Request req = parser.release();
+      if (stream_handler) {
+        bool claimed = false;
+        try {
+          claimed = co_await stream_handler(req, *stream);
+        } catch (const std::exception& e) {
+          spdlog::debug("stream {}: {}", std::string(req.target()), e.what());
+          claimed = true;
+        }
+        if (claimed) break;
+      }
       ++in_flight;
       Response res;
       try {
@@ -136,8 +147,10 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
   }
 };
 
-HttpServer::HttpServer(asio::io_context& io, HttpOptions options, RequestHandler handler)
-    : state_(std::make_shared<State>(io, std::move(options), std::move(handler))) {}
+HttpServer::HttpServer(asio::io_context& io, HttpOptions options, RequestHandler handler,
+                       StreamHandler stream_handler)
+    : state_(std::make_shared<State>(io, std::move(options), std::move(handler),
+                                     std::move(stream_handler))) {}
 
 HttpServer::~HttpServer() { stop(); }
 

@@ -6,6 +6,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/http/message.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <cstdint>
@@ -19,6 +20,11 @@ namespace http = boost::beast::http;
 using Request = http::request<http::string_body>;
 using Response = http::response<http::string_body>;
 using RequestHandler = std::function<boost::asio::awaitable<Response>(Request&)>;
+// A handler that may claim a request and answer it by writing to the stream
+// itself (server-sent events); returns false when it does not claim it. The
+// connection closes after a claimed request.
+using StreamHandler =
+    std::function<boost::asio::awaitable<bool>(Request&, boost::beast::tcp_stream&)>;
 
 struct HttpOptions {
   std::string address = "127.0.0.1";
@@ -38,7 +44,8 @@ Response error_response(const Request& req, http::status status, std::string_vie
 class HttpServer {
  public:
   // Handlers run on io, which the caller runs on any number of threads.
-  HttpServer(boost::asio::io_context& io, HttpOptions options, RequestHandler handler);
+  HttpServer(boost::asio::io_context& io, HttpOptions options, RequestHandler handler,
+             StreamHandler stream_handler = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;

@@ -2,11 +2,38 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+
 namespace redisched::server {
 
 void Metrics::count(const std::string& event, const std::string& topic, std::uint64_t n) {
   std::lock_guard lock(mu_);
   counters_[{event, topic}] += n;
+}
+
+void Metrics::job_event(const std::string& event, const std::string& topic, const std::string& id,
+                        std::int64_t due_ms) {
+  const auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  std::lock_guard lock(mu_);
+  counters_[{event, topic}] += 1;
+  events_.push_back({++event_seq_, now, event, topic, id, due_ms});
+  if (events_.size() > 500) events_.pop_front();
+}
+
+std::vector<Metrics::Event> Metrics::events_since(std::uint64_t seq) const {
+  std::lock_guard lock(mu_);
+  std::vector<Event> out;
+  for (const auto& e : events_) {
+    if (e.seq > seq) out.push_back(e);
+  }
+  return out;
+}
+
+std::map<std::pair<std::string, std::string>, std::uint64_t> Metrics::counters() const {
+  std::lock_guard lock(mu_);
+  return counters_;
 }
 
 void Metrics::observe(const std::string& name, const std::string& label, double seconds) {

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
@@ -18,6 +19,20 @@ class Metrics {
   // What happened to jobs through this server: put, reserved, acked,
   // failed, dead, released, pulled, pushed (webhook deliveries).
   void count(const std::string& event, const std::string& topic, std::uint64_t n = 1);
+  // count(), and the job's event in the recent list (the dashboard's live feed).
+  void job_event(const std::string& event, const std::string& topic, const std::string& id,
+                 std::int64_t due_ms = 0);
+
+  struct Event {
+    std::uint64_t seq;
+    std::int64_t at_ms;  // this host's clock
+    std::string event, topic, id;
+    std::int64_t due_ms;
+  };
+  // Events after seq (oldest first; at most the last 500 are kept).
+  std::vector<Event> events_since(std::uint64_t seq) const;
+  // Every (event, topic) counter.
+  std::map<std::pair<std::string, std::string>, std::uint64_t> counters() const;
   // Seconds, into the histogram of name (labels: route or topic).
   void observe(const std::string& name, const std::string& label, double seconds);
 
@@ -35,6 +50,8 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::pair<std::string, std::string>, std::uint64_t> counters_;  // (event, topic)
   std::map<std::pair<std::string, std::string>, Histogram> histograms_;    // (name, label)
+  std::deque<Event> events_;
+  std::uint64_t event_seq_ = 0;
 };
 
 }  // namespace redisched::server

@@ -129,7 +129,7 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
               "delivery", topic,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
           if (!e && status >= 200 && status < 300) {
-            metrics.count("pushed", topic);
+            metrics.job_event("pushed", topic, std::string(job->id()));
           } else {
             std::string why = "webhook answered HTTP " + std::to_string(status);
             if (e) {
@@ -139,7 +139,7 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
                 why = std::string("webhook ") + url + ": " + ex.what();
               }
             }
-            metrics.count("push_failed", topic);
+            metrics.job_event("push_failed", topic, std::string(job->id()));
             job->fail(why, false);
           }
           job->done();

@@ -14,6 +14,7 @@
 
 #include "redis/url.h"
 #include "server/api.h"
+#include "server/dashboard.h"
 #include "server/embedded_redis.h"
 #include "server/http.h"
 #include "server/metrics.h"
@@ -144,7 +145,9 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   ho.body_limit = o.max_request;
   ho.header_limit = o.max_header;
   ho.idle_timeout = std::chrono::milliseconds(o.idle_timeout_ms);
-  HttpServer server(io, ho, [&ctx](Request& req) { return route(ctx, req); });
+  HttpServer server(
+      io, ho, [&ctx](Request& req) { return route(ctx, req); },
+      [&ctx](Request& req, boost::beast::tcp_stream& s) { return events_stream(ctx, req, s); });
   server.start();
   // The first line on stdout, for scripts (and tests that listen on port 0).
   std::cout << "redisched serve listening on http://" << address << ":" << server.port()

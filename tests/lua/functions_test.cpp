@@ -95,8 +95,8 @@ class FunctionsTest : public ::testing::Test {
     auto r = call("get", {id});
     return r->type == REDIS_REPLY_NIL ? "absent" : field(id, "state");
   }
-  long long stat(const std::string& name) {
-    auto r = call("stats", {});
+  long long stat(const std::string& name, long long now = -1) {
+    auto r = call("stats", now < 0 ? Args{} : Args{"NOW", std::to_string(now)});
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
       if (std::string(r->element[i]->str) == name) return r->element[i + 1]->integer;
     }
@@ -417,10 +417,22 @@ TEST_F(FunctionsTest, AckWithKeepRetainsTheJobAsDoneThenDropsIt) {
   EXPECT_EQ(state("x"), "absent");
 }
 
+TEST_F(FunctionsTest, ListAndStatsShowDueJobsAsReady) {
+  put("soon", 1000, {"DELAY", "100"});
+  EXPECT_EQ(stat("delayed", 1050), 1);
+  EXPECT_EQ(stat("ready", 1050), 0);
+  EXPECT_EQ(stat("delayed", 1100), 0) << "due: made ready, as reserve would";
+  EXPECT_EQ(stat("ready", 1100), 1);
+  put("later", 1100, {"DELAY", "100"});
+  auto page = call("list", {"ready", "0", "10", "NOW", "1200"});
+  ASSERT_EQ(page->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(page->element[0]->integer, 2);
+}
+
 TEST_F(FunctionsTest, ListPagesJobsInTheOrderTheyLeave) {
   for (int i = 0; i < 5; ++i)
     put("d" + std::to_string(i), 1000, {"DELAY", std::to_string(500 - i)});
-  auto page = call("list", {"delayed", "1", "2", "NOBODY"});
+  auto page = call("list", {"delayed", "1", "2", "NOBODY", "NOW", "1000"});
   ASSERT_EQ(page->type, REDIS_REPLY_ARRAY);
   EXPECT_EQ(page->element[0]->integer, 5);
   ASSERT_EQ(page->elements, 3u);

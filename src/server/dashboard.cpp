@@ -1,0 +1,100 @@
+#include "server/dashboard.h"
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/url/parse.hpp>
+
+#include "server/metrics.h"
+#include "server/web_assets.h"
+
+namespace redisched::server {
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+
+std::string_view content_type(std::string_view path) {
+  if (path.ends_with(".js")) return "text/javascript; charset=utf-8";
+  if (path.ends_with(".css")) return "text/css; charset=utf-8";
+  return "text/html; charset=utf-8";
+}
+
+// Every topic's counts and this server's counters, and the job events since seq.
+asio::awaitable<std::string> snapshot(ApiContext& ctx, std::uint64_t& seq) {
+  const auto counters = ctx.metrics.counters();
+  json::array topics;
+  for (const auto& t : ctx.client.topics()) {
+    auto s = co_await await_call<TopicStats>(
+        [&](auto cb) { ctx.client.stats_async(t, std::move(cb)); });
+    json::object o{{"topic", t},         {"delayed", s.delayed}, {"ready", s.ready},
+                   {"reserved", s.reserved}, {"dead", s.dead},    {"done", s.done},
+                   {"paused", s.paused}, {"failed_total", s.failed_total},
+                   {"dead_total", s.dead_total}};
+    json::object events;
+    for (const auto& [key, n] : counters) {
+      if (key.second == t) events[key.first] = n;
+    }
+    o["events"] = std::move(events);
+    topics.push_back(std::move(o));
+  }
+  json::array moved;
+  for (const auto& e : ctx.metrics.events_since(seq)) {
+    seq = e.seq;
+    moved.push_back(json::object{{"seq", e.seq}, {"at", e.at_ms},   {"event", e.event},
+                                 {"topic", e.topic}, {"id", e.id}, {"due", e.due_ms}});
+  }
+  co_return json::serialize(json::object{{"topics", std::move(topics)}, {"events", std::move(moved)}});
+}
+
+}  // namespace
+
+std::optional<Response> dashboard_file(const Request& req) {
+  if (req.method() != http::verb::get && req.method() != http::verb::head) return std::nullopt;
+  std::string_view path = req.target();
+  path = path.substr(0, path.find('?'));
+  if (path == "/") path = "/index.html";
+  for (const auto& asset : web_assets()) {
+    if (asset.path != path) continue;
+    Response res{http::status::ok, req.version()};
+    res.set(http::field::content_type, content_type(path));
+    res.set(http::field::cache_control, "no-cache");
+    // The page builds everything from text nodes: no inline script, no eval.
+    res.set("Content-Security-Policy",
+            "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:");
+    res.set("X-Content-Type-Options", "nosniff");
+    res.keep_alive(req.keep_alive());
+    res.body() = std::string(asset.content);
+    res.prepare_payload();
+    return res;
+  }
+  return std::nullopt;
+}
+
+asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req, boost::beast::tcp_stream& stream) {
+  auto u = boost::urls::parse_origin_form(req.target());
+  if (!u || u->path() != "/v1/events" || req.method() != http::verb::get) co_return false;
+  if (!ctx.token.empty()) {
+    auto it = u->params().find("token");
+    const bool by_query = it != u->params().end() && (*it).value == ctx.token;
+    const bool by_header = req[http::field::authorization] == "Bearer " + ctx.token;
+    if (!by_query && !by_header) co_return false;  // the regular route answers 401
+  }
+  stream.expires_never();
+  std::string head =
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+      "Connection: close\r\n\r\nretry: 2000\n\n";
+  co_await asio::async_write(stream, asio::buffer(head), asio::use_awaitable);
+  std::uint64_t seq = 0;
+  asio::steady_timer tick(co_await asio::this_coro::executor);
+  while (!ctx.stopping) {
+    std::string data = "data: " + co_await snapshot(ctx, seq) + "\n\n";
+    co_await asio::async_write(stream, asio::buffer(data), asio::use_awaitable);
+    tick.expires_after(std::chrono::seconds(1));
+    co_await tick.async_wait(asio::use_awaitable);
+  }
+  co_return true;
+}
+
+}  // namespace redisched::server

@@ -1,0 +1,21 @@
+// The web dashboard: its files at / (built in from web/), and the live feed
+// it reads, GET /v1/events: server-sent events, a snapshot of every topic
+// and the jobs that moved, once a second.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <optional>
+
+#include "server/api.h"
+
+namespace redisched::server {
+
+// GET /, /index.html, /app.js, /style.css; nullopt for any other path.
+std::optional<Response> dashboard_file(const Request& req);
+
+// Claims GET /v1/events (the token may come as ?token=, since EventSource
+// sends no headers) and streams until the client leaves or the server stops.
+boost::asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
+                                           boost::beast::tcp_stream& stream);
+
+}  // namespace redisched::server

@@ -1,0 +1,204 @@
+// The dashboard in a real browser: headless Debian chromium driven by
+// playwright-core, against a real `redisched serve` with its embedded Redis.
+//   node dashboard.test.mjs <build/redisched> <artifacts dir>
+// Saves screenshots of the overview and a topic view into the artifacts dir.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import assert from 'node:assert/strict';
+import { chromium } from 'playwright-core';
+
+const [binary, artifacts] = process.argv.slice(2);
+if (!binary || !artifacts) throw new Error('usage: dashboard.test.mjs <redisched> <artifacts dir>');
+mkdirSync(artifacts, { recursive: true });
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+async function startServe(args = []) {
+  const dir = mkdtempSync(join(tmpdir(), 'redisched-web-'));
+  const proc = spawn(binary, ['--data-dir', join(dir, 'data'), 'serve', '--listen', '127.0.0.1:0', ...args]);
+  const port = await new Promise((resolve, reject) => {
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 20000);
+    proc.stdout.on('data', (d) => {
+      out += d;
+      const m = out.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    });
+    proc.on('exit', (code) => reject(new Error(`serve exited ${code}: ${out}`)));
+  });
+  const base = `http://127.0.0.1:${port}`;
+  return {
+    base, dir,
+    cli: (...a) => execFileSync(binary, ['--data-dir', join(dir, 'data'), ...a]).toString(),
+    api: async (method, path, body, token) => {
+      const headers = token ? { Authorization: `Bearer ${token}` } : {};
+      const r = await fetch(base + path, { method, headers, body: body && JSON.stringify(body) });
+      return { status: r.status, json: await r.json().catch(() => null) };
+    },
+    stop: async () => {
+      proc.kill('SIGTERM');
+      await new Promise((r) => proc.on('exit', r));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+const results = [];
+async function test(name, fn) {
+  const started = Date.now();
+  try {
+    await fn();
+    results.push(`ok   ${name} (${Date.now() - started} ms)`);
+  } catch (e) {
+    results.push(`FAIL ${name}: ${e.stack || e}`);
+  }
+}
+
+const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
+const serve = await startServe();
+try {
+  const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+
+  await test('put through the form: delayed, then ready when due, then gone when acked', async () => {
+    await page.goto(`${serve.base}/#/send`);
+    await page.fill('#put-topic', 'emails');
+    await page.fill('#put-id', 'welcome_42');
+    await page.fill('#put-body', 'Hello from the form');
+    await page.fill('#put-delay', '3000');
+    await page.fill('#put-priority', '7');
+    await page.click('#put-form button[type=submit]');
+    await page.waitForSelector('#put-result:has-text("created welcome_42")');
+    // The live list shows it scheduled.
+    await page.waitForSelector('#feed li:has-text("welcome_42")');
+    await page.goto(`${serve.base}/#/topic/emails`);
+    await page.click('#states button:has-text("delayed")');
+    await page.waitForSelector('#jobs tr[data-id="welcome_42"]');
+    assert.match(await page.textContent('#jobs tr[data-id="welcome_42"]'), /Hello from the form/);
+    // Due after 3 s: the ready tab's count and list show it.
+    await page.waitForSelector('#states button:has-text("ready (1)")', { timeout: 10000 });
+    await page.click('#states button:has-text("ready")');
+    await page.waitForSelector('#jobs tr[data-id="welcome_42"]');
+    // A worker (the CLI, on the serve's own Redis) takes and acks it.
+    const reserved = JSON.parse(serve.cli('--json', 'reserve', 'emails'));
+    serve.cli('ack', 'emails', 'welcome_42', String(reserved.token));
+    await page.waitForSelector('#jobs tr[data-id="welcome_42"]', { state: 'detached', timeout: 10000 });
+  });
+
+  await test('kick a dead job, and delete a job', async () => {
+    await serve.api('PUT', '/v1/topics/billing/jobs/invoice_7', { body: 'bill', attempts: 1 });
+    const r = await serve.api('POST', '/v1/topics/billing/reserve', {});
+    await serve.api('POST', '/v1/topics/billing/jobs/invoice_7/fail', { token: r.json.jobs[0].token, error: 'card declined' });
+    await serve.api('PUT', '/v1/topics/billing/jobs/invoice_8', { body: 'bill 8', delay_ms: 600000 });
+    await page.goto(`${serve.base}/#/topic/billing`);
+    await page.click('#states button:has-text("dead")');
+    const row = page.locator('#jobs tr[data-id="invoice_7"]');
+    await row.waitFor();
+    assert.match(await row.textContent(), /card declined/);
+    await row.locator('button:has-text("Kick")').click();
+    await row.waitFor({ state: 'detached' });
+    const job = await serve.api('GET', '/v1/topics/billing/jobs/invoice_7');
+    assert.equal(job.json.state, 'ready');
+    await page.click('#states button:has-text("delayed")');
+    page.once('dialog', (d) => d.accept());
+    const delayed = page.locator('#jobs tr[data-id="invoice_8"]');
+    await delayed.locator('button:has-text("Delete")').click();
+    await delayed.waitFor({ state: 'detached' });
+    assert.equal((await serve.api('GET', '/v1/topics/billing/jobs/invoice_8')).status, 404);
+  });
+
+  await test('a body or id with HTML renders as text', async () => {
+    const nasty = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"><b>bold</b>';
+    await serve.api('PUT', `/v1/topics/web/jobs/${encodeURIComponent('<i>id</i>')}`, { body: nasty });
+    await page.goto(`${serve.base}/#/topic/web`);
+    const row = page.locator('#jobs tbody tr').first();
+    await row.waitFor();
+    assert.ok((await row.textContent()).includes(nasty), 'the body is shown as typed');
+    assert.ok((await row.textContent()).includes('<i>id</i>'));
+    assert.equal(await page.locator('#jobs b').count(), 0);
+    assert.equal(await page.evaluate(() => window.__xss), undefined);
+  });
+
+  await test('overview lists every topic, filters, and pauses', async () => {
+    for (let i = 0; i < 60; i++) await serve.api('PUT', `/v1/topics/bulk-${String(i).padStart(2, '0')}/jobs/j`, { body: 'x' });
+    await page.goto(`${serve.base}/#/`);
+    await page.waitForSelector('#topics tr[data-topic="emails"]');
+    await page.waitForSelector('#topics-pager:has-text("page 1 of 2")');
+    await page.fill('#filter', 'bulk-5');
+    await page.waitForSelector('#topics-pager:has-text("10 topics")');
+    await page.fill('#filter', '');
+    await page.waitForSelector('#topics tr[data-topic="billing"]');
+    // Some traffic for the rate charts, a few seconds of it.
+    for (let s = 0; s < 4; s++) {
+      for (let i = 0; i < 5 + 3 * s; i++) {
+        await serve.api('POST', '/v1/topics/emails/jobs', { body: `mail ${s}.${i}` });
+        await serve.api('POST', '/v1/topics/billing/jobs', { body: `bill ${s}.${i}`, delay_ms: 60000 });
+      }
+      const r = await serve.api('POST', '/v1/topics/emails/reserve', { count: 4 + 2 * s });
+      for (const j of r.json.jobs) await serve.api('POST', `/v1/topics/emails/jobs/${j.id}/ack`, { token: j.token });
+      await new Promise((res) => setTimeout(res, 1100));
+    }
+    await page.fill('#filter', 'i');
+    await page.waitForSelector('#topics tr[data-topic="emails"]');
+    await page.screenshot({ path: join(artifacts, 'overview.png') });
+    await page.fill('#filter', '');
+    await page.goto(`${serve.base}/#/topic/billing`);
+    await page.click('#pause');
+    await page.waitForSelector('#pause:has-text("Resume")', { timeout: 5000 });
+    assert.equal((await serve.api('GET', '/v1/topics/billing')).json.paused, true);
+    await page.click('#states button:has-text("ready")');
+    await page.waitForSelector('#jobs tr[data-id="invoice_7"]');
+    await page.screenshot({ path: join(artifacts, 'topic.png'), fullPage: true });
+    await page.click('#pause');
+    await page.waitForSelector('#pause:has-text("Pause")');
+  });
+
+  await test('keyboard: tab to the form and put with Enter; phone width', async () => {
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.goto(`${serve.base}/#/send`);
+    await page.focus('#put-topic');
+    await page.fill('#put-topic', 'keys');
+    await page.keyboard.press('Tab');
+    await page.keyboard.type('typed_1');
+    await page.keyboard.press('Tab');
+    await page.keyboard.type('by keyboard');
+    await page.focus('#put-form button[type=submit]');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#put-result:has-text("created typed_1")');
+    const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+    assert.ok(overflow <= 1, `the page is wider than a phone by ${overflow}px`);
+    await page.setViewportSize({ width: 1280, height: 800 });
+  });
+
+  assert.deepEqual(errors, [], `page errors: ${errors.join('\n')}`);
+} finally {
+  await serve.stop();
+}
+
+const secured = await startServe(['--token', 'dash-secret']);
+try {
+  await test('with the API token: asks for it, then works', async () => {
+    await secured.api('PUT', '/v1/topics/secret/jobs/s1', { body: 'hidden' }, 'dash-secret');
+    const page = await browser.newPage();
+    await page.goto(`${secured.base}/`);
+    await page.waitForSelector('#login:not([hidden])');
+    await page.fill('#token', 'wrong');
+    await page.click('#login-form button');
+    await page.waitForSelector('#login-error:has-text("refused")');
+    await page.fill('#token', 'dash-secret');
+    await page.click('#login-form button');
+    await page.waitForSelector('#topics tr[data-topic="secret"]');
+    await page.goto(`${secured.base}/#/topic/secret`);
+    await page.waitForSelector('#jobs tr[data-id="s1"]');
+  });
+} finally {
+  await secured.stop();
+  await browser.close();
+}
+
+console.log(results.join('\n'));
+const failed = results.filter((r) => r.startsWith('FAIL')).length;
+console.log(`${results.length - failed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
