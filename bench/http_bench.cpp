@@ -116,13 +116,16 @@ asio::awaitable<http::response<http::string_body>> roundtrip(beast::tcp_stream& 
   co_return res;
 }
 
+asio::awaitable<void> connect(beast::tcp_stream& s, int port) {
+  co_await s.async_connect(
+      tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)),
+      asio::use_awaitable);
+}
+
 // One connection doing puts until the shared counter reaches total.
 asio::awaitable<void> putter(Load& load) {
-  auto ex = co_await asio::this_coro::executor;
-  beast::tcp_stream s(ex);
-  co_await s.async_connect(
-      tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(load.port)),
-      asio::use_awaitable);
+  beast::tcp_stream s(co_await asio::this_coro::executor);
+  co_await connect(s, load.port);
   beast::flat_buffer buf;
   for (long i = load.next++; i < load.total; i = load.next++) {
     const auto job = bench::job(i);
@@ -134,11 +137,8 @@ asio::awaitable<void> putter(Load& load) {
 
 // One connection doing reserve then ack until total reservations were made.
 asio::awaitable<void> worker(Load& load) {
-  auto ex = co_await asio::this_coro::executor;
-  beast::tcp_stream s(ex);
-  co_await s.async_connect(
-      tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(load.port)),
-      asio::use_awaitable);
+  beast::tcp_stream s(co_await asio::this_coro::executor);
+  co_await connect(s, load.port);
   beast::flat_buffer buf;
   static const std::regex parts(R"x("id":"([^"]+)".*"token":(\d+))x");
   for (long i = load.next++; i < load.total; i = load.next++) {

@@ -449,17 +449,7 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
       for (const auto& t : topics) {
         auto s = client->stats(t);
         if (g.json) {
-          print_json(json::object{{"topic", t},
-                                  {"delayed", s.delayed},
-                                  {"ready", s.ready},
-                                  {"reserved", s.reserved},
-                                  {"dead", s.dead},
-                                  {"done", s.done},
-                                  {"paused", s.paused},
-                                  {"next_due", s.next_due_ms},
-                                  {"failed_total", s.failed_total},
-                                  {"dead_total", s.dead_total},
-                                  {"lapsed_total", s.lapsed_total}});
+          print_json(wire::stats_json(t, s));
         } else {
           std::cout << t << "\t" << s.delayed << "\t" << s.ready << "\t" << s.reserved << "\t"
                     << s.dead << "\t" << s.done << "\t" << (s.paused ? "yes" : "no") << "\n";

@@ -240,17 +240,7 @@ awaitable<Response> topic_routes(ApiContext& ctx, Request& req, const Path& p) {
   if (n == 3) {  // the topic: stats
     method_is(req, {http::verb::get});
     auto s = co_await await_call<TopicStats>([&](auto cb) { c.stats_async(topic, std::move(cb)); });
-    co_return ok_json(req, json::object{{"topic", topic},
-                                        {"delayed", s.delayed},
-                                        {"ready", s.ready},
-                                        {"reserved", s.reserved},
-                                        {"dead", s.dead},
-                                        {"done", s.done},
-                                        {"paused", s.paused},
-                                        {"next_due", s.next_due_ms},
-                                        {"failed_total", s.failed_total},
-                                        {"dead_total", s.dead_total},
-                                        {"lapsed_total", s.lapsed_total}});
+    co_return ok_json(req, wire::stats_json(topic, s));
   }
   const std::string& what = p.segments[3];
   if (what == "jobs" && n == 4) {

@@ -8,6 +8,7 @@
 
 #include "server/metrics.h"
 #include "server/web_assets.h"
+#include "wire/job_json.h"
 
 namespace redisched::server {
 namespace {
@@ -26,12 +27,9 @@ asio::awaitable<std::string> snapshot(ApiContext& ctx, std::uint64_t& seq) {
   const auto counters = ctx.metrics.counters();
   json::array topics;
   for (const auto& t : ctx.client.topics()) {
-    auto s = co_await await_call<TopicStats>(
-        [&](auto cb) { ctx.client.stats_async(t, std::move(cb)); });
-    json::object o{{"topic", t},         {"delayed", s.delayed}, {"ready", s.ready},
-                   {"reserved", s.reserved}, {"dead", s.dead},    {"done", s.done},
-                   {"paused", s.paused}, {"failed_total", s.failed_total},
-                   {"dead_total", s.dead_total}};
+    auto s =
+        co_await await_call<TopicStats>([&](auto cb) { ctx.client.stats_async(t, std::move(cb)); });
+    json::object o = wire::stats_json(t, s);
     json::object events;
     for (const auto& [key, n] : counters) {
       if (key.second == t) events[key.first] = n;
@@ -42,10 +40,15 @@ asio::awaitable<std::string> snapshot(ApiContext& ctx, std::uint64_t& seq) {
   json::array moved;
   for (const auto& e : ctx.metrics.events_since(seq)) {
     seq = e.seq;
-    moved.push_back(json::object{{"seq", e.seq}, {"at", e.at_ms},   {"event", e.event},
-                                 {"topic", e.topic}, {"id", e.id}, {"due", e.due_ms}});
+    moved.push_back(json::object{{"seq", e.seq},
+                                 {"at", e.at_ms},
+                                 {"event", e.event},
+                                 {"topic", e.topic},
+                                 {"id", e.id},
+                                 {"due", e.due_ms}});
   }
-  co_return json::serialize(json::object{{"topics", std::move(topics)}, {"events", std::move(moved)}});
+  co_return json::serialize(
+      json::object{{"topics", std::move(topics)}, {"events", std::move(moved)}});
 }
 
 }  // namespace
@@ -72,7 +75,8 @@ std::optional<Response> dashboard_file(const Request& req) {
   return std::nullopt;
 }
 
-asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req, boost::beast::tcp_stream& stream) {
+asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
+                                    boost::beast::tcp_stream& stream) {
   auto u = boost::urls::parse_origin_form(req.target());
   if (!u || u->path() != "/v1/events" || req.method() != http::verb::get) co_return false;
   if (!ctx.token.empty()) {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -43,7 +44,11 @@ Response error_response(const Request& req, http::status status, std::string_vie
 
 struct HttpServer::State : std::enable_shared_from_this<State> {
   State(asio::io_context& i, HttpOptions o, RequestHandler h, StreamHandler sh)
-      : io(i), opts(std::move(o)), handler(std::move(h)), stream_handler(std::move(sh)), acceptor(i) {}
+      : io(i),
+        opts(std::move(o)),
+        handler(std::move(h)),
+        stream_handler(std::move(sh)),
+        acceptor(i) {}
 
   asio::io_context& io;
   HttpOptions opts;
@@ -113,6 +118,15 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
         res.keep_alive(false);
         stream->expires_after(std::chrono::seconds(5));
         co_await http::async_write(*stream, res, asio::redirect_error(use_awaitable, ec));
+        // Let the client finish sending before closing, so that the close is
+        // not a reset that destroys the answer before the client reads it.
+        stream->socket().shutdown(tcp::socket::shutdown_send, ec);
+        stream->expires_after(std::chrono::seconds(1));
+        std::array<char, 16384> sink{};
+        for (std::size_t drained = 0; !ec && drained < (8u << 20);) {
+          drained += co_await stream->async_read_some(asio::buffer(sink),
+                                                      asio::redirect_error(use_awaitable, ec));
+        }
         break;
       }
       Request req = parser.release();

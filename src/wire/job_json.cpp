@@ -142,6 +142,20 @@ Job job_from_json(const json::object& o) {
   return j;
 }
 
+json::object stats_json(std::string_view topic, const TopicStats& s) {
+  return json::object{{"topic", topic},
+                      {"delayed", s.delayed},
+                      {"ready", s.ready},
+                      {"reserved", s.reserved},
+                      {"dead", s.dead},
+                      {"done", s.done},
+                      {"paused", s.paused},
+                      {"next_due", s.next_due_ms},
+                      {"failed_total", s.failed_total},
+                      {"dead_total", s.dead_total},
+                      {"lapsed_total", s.lapsed_total}};
+}
+
 json::object reservation_json(const Reservation& j, bool reserved) {
   json::object o;
   o["id"] = j.id;

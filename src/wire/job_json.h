@@ -25,6 +25,9 @@ boost::json::object job_json(const Job& j);
 // the field at fault.
 Job job_from_json(const boost::json::object& o);
 
+// A topic's counts, as the CLI's stats --json and GET /v1/topics/{t} give them.
+boost::json::object stats_json(std::string_view topic, const TopicStats& s);
+
 // A reserved (token != 0) or pulled job.
 boost::json::object reservation_json(const Reservation& j, bool reserved);
 

@@ -59,7 +59,10 @@ HttpAnswer HttpClient::request(const std::string& method, const std::string& tar
       for (const auto& [k, v] : headers) req.set(k, v);
       req.body() = body;
       req.prepare_payload();
-      http::write(impl_->socket, req);
+      // A server that refuses a large body answers and closes before the
+      // body is all sent: the write fails, the answer is still there to read.
+      boost::system::error_code write_error;
+      http::write(impl_->socket, req, write_error);
       http::response_parser<http::string_body> parser;
       parser.body_limit(64 << 20);
       http::read(impl_->socket, impl_->buffer, parser);
