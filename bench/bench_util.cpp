@@ -123,6 +123,15 @@ double evalsha_ceiling(Admin& admin, const Target& target, long requests) {
   return std::stod(line.substr(first, line.find('"', first) - first));
 }
 
+int guarded_main(const char* name, int (*run)(int, char**), int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", name, e.what());
+    return 1;
+  }
+}
+
 JobSpec job(long i) {
   JobSpec s;
   s.id = fmt::format("job-{:07}", i);

@@ -56,6 +56,10 @@ class Admin {
 // calls. Flushes the database. Returns calls/s.
 double evalsha_ceiling(Admin& admin, const Target& target, long requests);
 
+// main() of a benchmark: runs run(argc, argv), and prints "name: what"
+// and returns 1 for an exception.
+int guarded_main(const char* name, int (*run)(int, char**), int argc, char** argv);
+
 // Job i with a 100-byte body of letters that differ from job to job, as real
 // payloads do (a constant body would measure Lua's string hashing, which
 // samples only some bytes, at its worst).

@@ -65,12 +65,7 @@ double throughput(long total, int window, Start start) {
 int run(int argc, char** argv);
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "redisched_bench: %s\n", e.what());
-    return 1;
-  }
+  return redisched::bench::guarded_main("redisched_bench", run, argc, argv);
 }
 
 int run(int argc, char** argv) {

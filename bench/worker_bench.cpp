@@ -199,12 +199,7 @@ Percentiles lateness(bench::Admin& admin, const bench::Target& target, long n, M
 int run(int argc, char** argv);
 
 int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "redisched_worker_bench: %s\n", e.what());
-    return 1;
-  }
+  return redisched::bench::guarded_main("redisched_worker_bench", run, argc, argv);
 }
 
 int run(int argc, char** argv) {

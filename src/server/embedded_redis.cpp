@@ -22,12 +22,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// True once something accepts connections on the socket and answers PING.
-bool answers(const std::string& path) {
+}  // namespace
+
+bool redis_socket_answers(const std::string& path) {
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) {
+    ::close(fd);
+    return false;
+  }
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
   bool ok = false;
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
@@ -40,6 +45,8 @@ bool answers(const std::string& path) {
   ::close(fd);
   return ok;
 }
+
+namespace {
 
 std::string find_in_path(const std::string& program) {
   if (program.find('/') != std::string::npos) return fs::exists(program) ? program : "";
@@ -129,7 +136,7 @@ EmbeddedRedis::EmbeddedRedis(EmbeddedRedisOptions options) : opts_(std::move(opt
     ::_exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + opts_.start_timeout;
-  while (!answers(socket_)) {
+  while (!redis_socket_answers(socket_)) {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;

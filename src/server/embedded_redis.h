@@ -18,6 +18,10 @@ struct EmbeddedRedisOptions {
   std::chrono::milliseconds start_timeout{10000};
 };
 
+// True when a Redis answers PING on the unix socket at path (a serve's, or
+// one starting up).
+bool redis_socket_answers(const std::string& path);
+
 class EmbeddedRedis {
  public:
   // Starts it and waits until it answers. Throws std::runtime_error saying

@@ -1,9 +1,6 @@
 #include "server/serve.h"
 
 #include <spdlog/spdlog.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -25,22 +22,6 @@ namespace redisched::server {
 namespace {
 
 namespace asio = boost::asio;
-
-// A serve already runs on data_dir when its socket answers.
-bool socket_answers(const std::string& path) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  if (path.size() >= sizeof(addr.sun_path)) {
-    ::close(fd);
-    return false;
-  }
-  std::copy(path.begin(), path.end(), addr.sun_path);
-  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  ::close(fd);
-  return ok;
-}
 
 std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
   const auto colon = listen.rfind(':');
@@ -103,7 +84,7 @@ std::string resolve_redis(const RedisChoice& r, std::unique_ptr<EmbeddedRedis>& 
   if (!r.url.empty()) return r.url;
   const std::string sock =
       std::filesystem::absolute(r.data_dir).lexically_normal().string() + "/redis.sock";
-  if (socket_answers(sock)) return "unix://" + sock;  // a running serve's
+  if (redis_socket_answers(sock)) return "unix://" + sock;  // a running serve's
   holder = std::make_unique<EmbeddedRedis>(EmbeddedRedisOptions{r.data_dir, r.fsync});
   return holder->url();
 }
