@@ -179,6 +179,8 @@ class Client {
                   bool with_bodies, Callback<ListPage> done);
   std::future<ListPage> list_async(std::string_view topic, JobState state, std::int64_t offset,
                                    int count, bool with_bodies = true);
+  void topics_async(Callback<std::vector<std::string>> done);
+  std::future<std::vector<std::string>> topics_async();
   void restore_async(std::string_view topic, const Job& job, bool replace, Callback<bool> done);
   std::future<bool> restore_async(std::string_view topic, const Job& job, bool replace = false);
   void kick_async(std::string_view topic, std::span<const std::string> ids, Callback<int> done);

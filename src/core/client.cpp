@@ -268,31 +268,50 @@ REDISCHED_WRAP(ListPage, list,
                 bool with_bodies),
                (topic, state, offset, count, with_bodies, std::move(cb)))
 
-std::vector<std::string> Client::topics() {
-  std::vector<std::string> out;
-  std::string cursor = "0";
+namespace {
+// A SCAN over every topic's meta hash, one page at a time, on the client's
+// I/O thread; done gets the sorted topics.
+struct TopicScan : std::enable_shared_from_this<TopicScan> {
+  std::function<void(std::string_view, Callback<redis::Reply>)> scan_page;
+  std::string prefix;
+  std::vector<std::string> found;
+  Callback<std::vector<std::string>> done;
+
+  void next(std::string_view cursor) {
+    scan_page(cursor, [self = shared_from_this()](Result<redis::Reply> r) {
+      if (!r.ok()) return self->done(r.error());
+      const Reply& page = r.value();
+      if (page.type != Reply::Type::array || page.elements.size() != 2) {
+        return self->done(Error(Errc::protocol, "unexpected SCAN reply"));
+      }
+      for (const auto& key : page.elements[1].elements) {
+        auto topic = core::topic_of_key(self->prefix, key.str);
+        if (!topic.empty()) self->found.emplace_back(topic);
+      }
+      if (page.elements[0].str != "0") return self->next(page.elements[0].str);
+      std::sort(self->found.begin(), self->found.end());
+      self->found.erase(std::unique(self->found.begin(), self->found.end()), self->found.end());
+      self->done(std::move(self->found));
+    });
+  }
+};
+}  // namespace
+
+void Client::topics_async(Callback<std::vector<std::string>> done) {
+  auto scan = std::make_shared<TopicScan>();
+  scan->prefix = impl_->opts.prefix;
+  scan->done = std::move(done);
   const std::string pattern = impl_->opts.prefix + ":{*}:meta";
-  do {
+  scan->scan_page = [this, pattern](std::string_view cursor, Callback<Reply> cb) {
     core::Command cmd;
     cmd.add("SCAN").add(cursor).add("MATCH").add(pattern).add("COUNT").add("1000").add("TYPE").add(
         "hash");
-    Reply page = wait_for<Reply>([&](auto cb) {
-      impl_->call<Reply>(
-          "", cmd, [](const Reply& r) { return r; }, std::move(cb));
-    });
-    if (page.type != Reply::Type::array || page.elements.size() != 2) {
-      throw Error(Errc::protocol, "unexpected SCAN reply");
-    }
-    cursor = page.elements[0].str;
-    for (const auto& key : page.elements[1].elements) {
-      auto topic = core::topic_of_key(impl_->opts.prefix, key.str);
-      if (!topic.empty()) out.emplace_back(topic);
-    }
-  } while (cursor != "0");
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+    impl_->call<Reply>(
+        "", cmd, [](const Reply& r) { return r; }, std::move(cb));
+  };
+  scan->next("0");
 }
+REDISCHED_WRAP(std::vector<std::string>, topics, (), (std::move(cb)))
 
 std::int64_t Client::now_ms() {
   core::Command cmd;

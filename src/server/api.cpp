@@ -414,7 +414,9 @@ awaitable<Response> dispatch(ApiContext& ctx, Request& req, const Path& p) {
   if (s.size() == 1 && s[0] == "metrics") {
     method_is(req, {http::verb::get});
     std::map<std::string, TopicStats> topics;
-    for (const auto& t : ctx.client.topics()) {
+    const auto all_topics = co_await await_call<std::vector<std::string>>(
+        [&](auto cb) { ctx.client.topics_async(std::move(cb)); });
+    for (const auto& t : all_topics) {
       topics[t] = co_await await_call<TopicStats>(
           [&](auto cb) { ctx.client.stats_async(t, std::move(cb)); });
     }
@@ -429,7 +431,9 @@ awaitable<Response> dispatch(ApiContext& ctx, Request& req, const Path& p) {
     if (s.size() == 2) {
       method_is(req, {http::verb::get});
       json::array out;
-      for (const auto& t : ctx.client.topics()) {
+      const auto all_topics = co_await await_call<std::vector<std::string>>(
+          [&](auto cb) { ctx.client.topics_async(std::move(cb)); });
+      for (const auto& t : all_topics) {
         auto st = co_await await_call<TopicStats>(
             [&](auto cb) { ctx.client.stats_async(t, std::move(cb)); });
         out.push_back(json::object{{"topic", t},

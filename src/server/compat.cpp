@@ -157,7 +157,9 @@ awaitable<Response> finish(ApiContext& ctx, Request& req) {
   if (id.empty()) co_return dq(req, 1, "job_id is missing");
   try {
     // Its ids carry no topic: find the topic that holds it reserved.
-    for (const auto& topic : ctx.client.topics()) {
+    const auto all_topics = co_await await_call<std::vector<std::string>>(
+        [&](auto cb) { ctx.client.topics_async(std::move(cb)); });
+    for (const auto& topic : all_topics) {
       auto j = co_await await_call<std::optional<Job>>(
           [&](auto cb) { ctx.client.get_async(topic, id, std::move(cb)); });
       if (!j || j->state != JobState::reserved) continue;

@@ -26,7 +26,9 @@ std::string_view content_type(std::string_view path) {
 asio::awaitable<std::string> snapshot(ApiContext& ctx, std::uint64_t& seq) {
   const auto counters = ctx.metrics.counters();
   json::array topics;
-  for (const auto& t : ctx.client.topics()) {
+  const auto all_topics = co_await await_call<std::vector<std::string>>(
+      [&](auto cb) { ctx.client.topics_async(std::move(cb)); });
+  for (const auto& t : all_topics) {
     auto s =
         co_await await_call<TopicStats>([&](auto cb) { ctx.client.stats_async(t, std::move(cb)); });
     json::object o = wire::stats_json(t, s);
