@@ -35,6 +35,7 @@ struct HttpClient::Impl {
   tcp::socket socket{io};
   beast::flat_buffer buffer;
   int port;
+  bool closed = false;
   void connect() {
     socket = tcp::socket(io);
     socket.connect(
@@ -54,6 +55,11 @@ HttpAnswer HttpClient::request(const std::string& method, const std::string& tar
                                const std::map<std::string, std::string>& headers) {
   for (int attempt = 0; attempt < 2; ++attempt) {
     try {
+      if (impl_->closed) {
+        impl_->buffer.clear();
+        impl_->connect();
+        impl_->closed = false;
+      }
       http::request<http::string_body> req{http::string_to_verb(method), target, 11};
       req.set(http::field::host, "127.0.0.1");
       for (const auto& [k, v] : headers) req.set(k, v);
@@ -71,7 +77,7 @@ HttpAnswer HttpClient::request(const std::string& method, const std::string& tar
       a.status = res.result_int();
       a.body = res.body();
       for (const auto& f : res) a.headers[std::string(f.name_string())] = std::string(f.value());
-      if (!res.keep_alive()) impl_->connect();
+      impl_->closed = !res.keep_alive();  // reconnect on the next request
       return a;
     } catch (const boost::system::system_error&) {
       if (attempt == 1) throw;

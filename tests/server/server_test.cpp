@@ -406,6 +406,24 @@ TEST(ServerEmbedded, OneServePerDataDirNoOrphanAndDataSurvivesARestart) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(ServerEmbedded, SigtermAnswersRequestsInFlightThenStops) {
+  ServeProcess serve;
+  const pid_t redis_pid = serve.redis_pid();
+  test::HttpAnswer answer;
+  std::thread poller([&] {
+    HttpClient http(serve.port());
+    answer = http.request("POST", "/v1/topics/bye/reserve", R"({"wait_ms":30000})");
+  });
+  std::this_thread::sleep_for(300ms);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(serve.stop(), 0);
+  poller.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // not the 30 s wait
+  EXPECT_EQ(answer.status, 200);
+  EXPECT_TRUE(parse(answer.body).at("jobs").as_array().empty());
+  EXPECT_TRUE(wait_until([&] { return !test::process_alive(redis_pid); }, 5s));
+}
+
 TEST(ServerEmbedded, KilledServeLeavesNoRedisBehind) {
   ServeProcess serve;
   const pid_t redis_pid = serve.redis_pid();
