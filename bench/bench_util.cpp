@@ -76,6 +76,18 @@ OwnRedis::~OwnRedis() {
   std::filesystem::remove_all(dir_);
 }
 
+Target choose_target(const std::string& redis, std::unique_ptr<OwnRedis>& own) {
+  Target target;
+  if (redis.empty()) {
+    own = std::make_unique<OwnRedis>();
+    target.port = own->port();
+  } else {
+    target.host = redis.substr(0, redis.find(':'));
+    target.port = std::stoi(redis.substr(redis.find(':') + 1));
+  }
+  return target;
+}
+
 Admin::Admin(const Target& t) : c_(redisConnect(t.host.c_str(), t.port)) {
   if (c_ == nullptr || c_->err != 0) throw std::runtime_error("cannot connect to " + t.url());
 }

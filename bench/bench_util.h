@@ -5,6 +5,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 
 #include "redisched/job.h"
@@ -35,6 +36,9 @@ struct Target {
   int port = 6379;
   std::string url() const { return "redis://" + host + ":" + std::to_string(port); }
 };
+
+// The Redis of --redis host:port, or (empty) a new OwnRedis kept in own.
+Target choose_target(const std::string& redis, std::unique_ptr<OwnRedis>& own);
 
 // A plain connection for INFO, FLUSHALL, SCRIPT LOAD.
 class Admin {

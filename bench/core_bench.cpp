@@ -84,14 +84,7 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::unique_ptr<OwnRedis> own;
-  Target target;
-  if (redis.empty()) {
-    own = std::make_unique<OwnRedis>();
-    target.port = own->port();
-  } else {
-    target.host = redis.substr(0, redis.find(':'));
-    target.port = std::stoi(redis.substr(redis.find(':') + 1));
-  }
+  const Target target = redisched::bench::choose_target(redis, own);
   Admin admin(target);
 
   // The ceiling: a minimal put script, as fast as Redis runs scripts.

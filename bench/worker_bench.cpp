@@ -222,14 +222,7 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   std::unique_ptr<bench::OwnRedis> own;
-  bench::Target target;
-  if (redis.empty()) {
-    own = std::make_unique<bench::OwnRedis>();
-    target.port = own->port();
-  } else {
-    target.host = redis.substr(0, redis.find(':'));
-    target.port = std::stoi(redis.substr(redis.find(':') + 1));
-  }
+  const bench::Target target = bench::choose_target(redis, own);
   bench::Admin admin(target);
   if (std::getenv("REDISCHED_BENCH_LATENESS") != nullptr) {
     for (bool async : {false, true}) {
