@@ -122,6 +122,8 @@ struct WorkerStats {
   std::uint64_t reserve_calls = 0, empty_reserves = 0, wakeups = 0;
 };
 
+class Canceller;
+
 class Worker {
  public:
   explicit Worker(WorkerOptions options = {});
@@ -137,8 +139,9 @@ class Worker {
   void handle(std::string topic, HandlerOptions options, Handler handler);
   void handle_async(std::string topic, HandlerOptions options, AsyncHandler handler);
 
-  // Starts working and returns at once.
-  void run();
+  // Starts working and returns at once, with a handle to stop it (koda's
+  // Work() and its canceller).
+  Canceller run();
   // Stops taking jobs. Without a timeout, jobs in flight are released at
   // once (their handlers see cancelled(); their results are dropped); with
   // one, they may finish within it, then the rest are released. Returns
@@ -163,6 +166,18 @@ class Worker {
  private:
   class Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// What run() returns: cancel() or cancel(drain_timeout) stop the worker, as
+// Worker::cancel does. Valid while the Worker lives.
+class Canceller {
+ public:
+  explicit Canceller(Worker& worker) : worker_(&worker) {}
+  void cancel() { worker_->cancel(); }
+  void cancel(Millis drain_timeout) { worker_->cancel(drain_timeout); }
+
+ private:
+  Worker* worker_;
 };
 
 }  // namespace redisched

@@ -180,7 +180,10 @@ void Worker::handle_async(std::string topic, HandlerOptions options, AsyncHandle
   impl_->handle(std::move(topic), options, nullptr, std::move(handler));
 }
 
-void Worker::run() { impl_->run(); }
+Canceller Worker::run() {
+  impl_->run();
+  return Canceller(*this);
+}
 void Worker::cancel() { impl_->cancel(std::nullopt); }
 void Worker::cancel(Millis drain_timeout) { impl_->cancel(drain_timeout); }
 bool Worker::running() const { return impl_->running; }

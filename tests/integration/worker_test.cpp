@@ -238,10 +238,11 @@ TEST_F(WorkerTest, DrainTimeoutReleasesWhatDidNotFinish) {
     ++started;
     while (!ctx.cancelled()) std::this_thread::sleep_for(10ms);
   });
-  worker_.run();
+  Canceller canceller = worker_.run();  // koda's Work() and CancelWithTimeout
   ASSERT_TRUE(wait_until([&] { return started.load() == 2; }));
   const auto t0 = std::chrono::steady_clock::now();
-  worker_.cancel(300ms);
+  canceller.cancel(300ms);
+  EXPECT_FALSE(worker_.running());
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
   auto s = client().stats(topic_);
   EXPECT_EQ(s.ready, 2);
