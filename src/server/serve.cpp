@@ -136,6 +136,7 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
 
   auto work = asio::make_work_guard(io);
   asio::signal_set signals(io, SIGINT, SIGTERM);
+  std::thread stopper;  // waits out requests in flight off the I/O threads; joined below
   signals.async_wait([&](boost::system::error_code ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: stopping", sig);
@@ -143,7 +144,7 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
     server.stop();
     ctx.stopping = true;
     hub.wake_all();
-    std::thread([&] {
+    stopper = std::thread([&] {
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
       while (server.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -152,12 +153,13 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
       pusher.stop(std::chrono::milliseconds(o.shutdown_timeout_ms));
       work.reset();
       io.stop();
-    }).detach();
+    });
   });
   std::vector<std::thread> threads;
   for (int i = 1; i < o.threads; ++i) threads.emplace_back([&io] { io.run(); });
   io.run();
   for (auto& t : threads) t.join();
+  if (stopper.joinable()) stopper.join();
   spdlog::info("stopped");
   return 0;
 }
