@@ -22,4 +22,8 @@ std::string_view topic_of_key(std::string_view prefix, std::string_view key) {
   return key.substr(0, close);
 }
 
+std::string wake_channel(std::string_view prefix, std::string_view topic) {
+  return topic_keys(prefix, topic)[2];
+}
+
 }  // namespace redisched::core

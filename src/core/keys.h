@@ -15,6 +15,10 @@ inline constexpr std::array<std::string_view, 8> kKeyNames = {
 // keys in one Redis Cluster slot.
 std::array<std::string, 8> topic_keys(std::string_view prefix, std::string_view topic);
 
+// The topic's wake-up channel (docs/redis-api.md, "Wake-up signal"): named
+// like its ready key, so it lives in the topic's cluster slot.
+std::string wake_channel(std::string_view prefix, std::string_view topic);
+
 // The topic of a key of that shape, or empty when the key is not one.
 std::string_view topic_of_key(std::string_view prefix, std::string_view key);
 

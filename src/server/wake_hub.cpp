@@ -30,7 +30,7 @@ WakeHub::~WakeHub() {
 std::shared_ptr<WakeHub::Ticket> WakeHub::watch(const std::string& topic,
                                                 const asio::any_io_executor& ex) {
   auto t = std::make_shared<Ticket>(ex);
-  t->channel = core::topic_keys(prefix_, topic)[2];
+  t->channel = core::wake_channel(prefix_, topic);
   std::lock_guard lock(mu_);
   waiting_[t->channel].insert(t);
   if (subscribed_.insert(t->channel).second) {

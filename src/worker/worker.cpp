@@ -58,7 +58,7 @@ class Worker::Impl {
     }
     std::lock_guard lock(lifecycle);
     if (started) throw Error(Errc::invalid_argument, "register handlers before run()");
-    const std::string channel = core::topic_keys(client.options().prefix, topic)[2];
+    const std::string channel = core::wake_channel(client.options().prefix, topic);
     if (by_channel.contains(channel)) {
       throw Error(Errc::invalid_argument, "topic " + topic + " has a handler already");
     }
