@@ -15,7 +15,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -93,12 +92,6 @@ double noop_throughput(bench::Admin& admin, const bench::Target& target, int con
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (put.joinable()) put.join();
   w.cancel();
-  if (std::getenv("REDISCHED_BENCH_VERBOSE") != nullptr) {
-    const auto s = w.stats();
-    fmt::print(stderr, "{} concurrency {}: {} reserves ({} empty), {:.1f} jobs a reserve\n",
-               async ? "async" : "threads", concurrency, s.reserve_calls, s.empty_reserves,
-               static_cast<double>(s.reserved) / static_cast<double>(s.reserve_calls));
-  }
   return static_cast<double>(n) / secs;
 }
 
@@ -224,14 +217,6 @@ int run(int argc, char** argv) {
   std::unique_ptr<bench::OwnRedis> own;
   const bench::Target target = bench::choose_target(redis, own);
   bench::Admin admin(target);
-  if (std::getenv("REDISCHED_BENCH_LATENESS") != nullptr) {
-    for (bool async : {false, true}) {
-      const auto l = lateness(admin, target, delayed, Millis{span_ms}, 50, async);
-      fmt::print("lateness {}: p50 {:.3f} p99 {:.3f} max {:.3f}\n", async ? "async" : "threads",
-                 l.p50, l.p99, l.max);
-    }
-    return 0;
-  }
   if (only_concurrency > 0) {
     fmt::print("no-op handler, concurrency {}: {:.0f} jobs/s threads, {:.0f} async\n",
                only_concurrency, noop_throughput(admin, target, only_concurrency, jobs, false),
