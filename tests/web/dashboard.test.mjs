@@ -124,8 +124,12 @@ try {
   await test('overview lists every topic, filters, and pauses', async () => {
     for (let i = 0; i < 60; i++) await serve.api('PUT', `/v1/topics/bulk-${String(i).padStart(2, '0')}/jobs/j`, { body: 'x' });
     await page.goto(`${serve.base}/#/`);
-    await page.waitForSelector('#topics tr[data-topic="emails"]');
+    // Sorted by name, 50 a page: billing and the bulk ones first, emails on page 2.
     await page.waitForSelector('#topics-pager:has-text("page 1 of 2")');
+    await page.waitForSelector('#topics tr[data-topic="billing"]');
+    await page.click('#topics-pager button:has-text("Next")');
+    await page.waitForSelector('#topics tr[data-topic="emails"]');
+    await page.click('#topics-pager button:has-text("Previous")');
     await page.fill('#filter', 'bulk-5');
     await page.waitForSelector('#topics-pager:has-text("10 topics")');
     await page.fill('#filter', '');
