@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build, the tests and the benchmarks need.
+# Installs the Debian packages redisched needs: scripts/deps.sh [--test]
+#   (no flag)  what building and running `redisched serve` needs (the quick start)
+#   --test     also what the whole test suite needs: chromium and playwright-core
+#              for the dashboard, clang for the fuzzers, Python for the model
+#              test, promtool for /metrics
 # Idempotent: apt-get skips what is already there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,23 +14,42 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools openssl
-  chromium
 )
+with_tests=false
+case "${1:-}" in
+  "") ;;
+  --test) with_tests=true ;;
+  *) echo "usage: scripts/deps.sh [--test]" >&2; exit 2 ;;
+esac
+if $with_tests; then
+  packages+=(
+    chromium nodejs npm
+    # libFuzzer harnesses (clang with its sanitizer runtimes)
+    clang-14 libclang-rt-14-dev
+    # the model-based test of the Functions library (run with /usr/bin/python3)
+    python3-redis python3-hypothesis
+    # promtool, which checks /metrics in the server tests
+    prometheus
+  )
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+# A machine may have Node.js from elsewhere than Debian.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  for i in "${!missing[@]}"; do
+    case "${missing[$i]}" in nodejs | npm) unset 'missing[i]' ;; esac
+  done
+  missing=("${missing[@]}")
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   sudo_cmd=""
   [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# Node.js and npm for the dashboard's browser tests (playwright-core from
-# the npm registry drives Debian's chromium).
-if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
-  sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends nodejs npm
+if $with_tests; then
+  # playwright-core drives Debian's chromium in the dashboard tests.
+  (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
 fi
-(cd tests/web && npm ci --no-audit --no-fund --loglevel=error)

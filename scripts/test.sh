@@ -5,7 +5,7 @@
 # Each configuration's tests run against redis-servers the tests start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --test
 for config in release asan; do
   echo "== $config: build"
   scripts/build.sh "$config"
