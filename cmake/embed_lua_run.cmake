@@ -16,3 +16,34 @@ const int kLibraryVersion = ${CMAKE_MATCH_1};
 }  // namespace redisched::redis
 ")
 file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
+
+# LIMITS: a header with the library's integer constants (limits and
+# defaults), so that C++ checks the same numbers the library does.
+# "local SOME_NAME = 86400000 * 7" becomes kSomeName = 604800000.
+if(LIMITS)
+  string(REGEX MATCHALL "\nlocal [A-Z][A-Z0-9_]* = [0-9]+( [*] [0-9]+)*" decls "${code}")
+  set(body "")
+  foreach(decl IN LISTS decls)
+    string(REGEX MATCH "local ([A-Z][A-Z0-9_]*) = (.*)" _ "${decl}")
+    set(name "${CMAKE_MATCH_1}")
+    math(EXPR value "${CMAKE_MATCH_2}")
+    string(TOLOWER "${name}" lower)
+    string(REPLACE "_" ";" words "${lower}")
+    set(camel "k")
+    foreach(w IN LISTS words)
+      string(SUBSTRING "${w}" 0 1 first)
+      string(TOUPPER "${first}" first)
+      string(SUBSTRING "${w}" 1 -1 rest)
+      string(APPEND camel "${first}${rest}")
+    endforeach()
+    string(APPEND body "inline constexpr std::int64_t ${camel} = ${value};  // ${name}\n")
+  endforeach()
+  file(WRITE "${LIMITS}.tmp" "// Generated from ${SOURCE}; do not edit. The library's limits and
+// defaults, one source for the C++ side's checks.
+#pragma once
+#include <cstdint>
+namespace redisched::limits {
+${body}}  // namespace redisched::limits
+")
+  file(COPY_FILE "${LIMITS}.tmp" "${LIMITS}" ONLY_IF_DIFFERENT)
+endif()

@@ -122,6 +122,9 @@ class Client {
   std::vector<std::string> topics();
   // The Redis server's clock.
   std::int64_t now_ms();
+  // The version of the Functions library Redis holds (redisched_version):
+  // one read-only call that says Redis answers and the library is there.
+  int library_version();
 
   // ---- asynchronous: many calls in flight on the pipelined connections.
   // Each synchronous call above has two asynchronous forms with the same
@@ -187,6 +190,8 @@ class Client {
   std::future<int> kick_async(std::string_view topic, std::span<const std::string> ids);
   void kick_all_async(std::string_view topic, int limit, Callback<int> done);
   std::future<int> kick_all_async(std::string_view topic, int limit = 1000);
+  void library_version_async(Callback<int> done);
+  std::future<int> library_version_async();
   void pause_async(std::string_view topic, Callback<bool> done);
   std::future<bool> pause_async(std::string_view topic);
   void resume_async(std::string_view topic, Callback<bool> done);

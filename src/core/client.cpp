@@ -313,6 +313,15 @@ void Client::topics_async(Callback<std::vector<std::string>> done) {
 }
 REDISCHED_WRAP(std::vector<std::string>, topics, (), (std::move(cb)))
 
+void Client::library_version_async(Callback<int> done) {
+  core::Command cmd;
+  cmd.add("FCALL_RO").add("redisched_version").add("0");
+  impl_->call<int>(
+      "", cmd, [](const Reply& r) { return static_cast<int>(core::parse_integer(r)); },
+      std::move(done));
+}
+REDISCHED_WRAP(int, library_version, (), (std::move(cb)))
+
 std::int64_t Client::now_ms() {
   core::Command cmd;
   cmd.add("TIME");

@@ -4,6 +4,8 @@
 #include <charconv>
 
 #include "core/keys.h"
+#include "core/limits.h"
+#include "core/text.h"
 #include "redis/command.h"
 
 namespace redisched::core {
@@ -123,8 +125,28 @@ void check_topic(std::string_view topic) {
     throw Error(Errc::invalid_argument, "topic is longer than 128 characters");
   }
   if (!std::all_of(topic.begin(), topic.end(), valid_topic_char)) {
-    throw Error(Errc::invalid_argument, "topic '" + std::string(topic.substr(0, 40)) +
+    throw Error(Errc::invalid_argument, "topic '" + printable(topic.substr(0, 40)) +
                                             "' may hold only letters, digits, '_', '-' and '.'");
+  }
+}
+
+void check_id(std::string_view id) {
+  if (id.empty()) throw Error(Errc::invalid_argument, "job id is empty");
+  if (id.size() > static_cast<std::size_t>(limits::kIdMax)) {
+    throw Error(Errc::invalid_argument,
+                "job id is longer than " + std::to_string(limits::kIdMax) + " bytes");
+  }
+  if (!valid_utf8(id)) {
+    throw Error(Errc::invalid_argument,
+                "job id is not valid UTF-8: " + printable(id.substr(0, 40)));
+  }
+  // C0 controls and DEL, and the C1 controls U+0080..U+009F (C2 80..C2 9F).
+  for (size_t i = 0; i < id.size(); ++i) {
+    const auto c = static_cast<unsigned char>(id[i]);
+    const bool c1 = c == 0xC2 && i + 1 < id.size() && static_cast<unsigned char>(id[i + 1]) < 0xA0;
+    if (c < 0x20 || c == 0x7F || c1) {
+      throw Error(Errc::invalid_argument, "job id contains a control character");
+    }
   }
 }
 
@@ -137,6 +159,7 @@ void check_spec(const JobSpec& job, std::size_t max_body) {
   if (job.id == "*") {
     throw Error(Errc::invalid_argument, "id '*' asks for a generated id: use Client::add");
   }
+  if (!job.id.empty()) check_id(job.id);  // empty: Client::add generates one
   // Everything else (id, numbers, their ranges) the library checks, once.
 }
 

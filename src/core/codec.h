@@ -48,6 +48,10 @@ class Command {
 // Checks what the library cannot see (topic names, body size) and throws
 // Error(Errc::invalid_argument) naming the fault.
 void check_topic(std::string_view topic);
+// Job ids: 1..256 bytes of well-formed UTF-8 without control characters (the
+// library checks length and control characters itself; UTF-8 is checked
+// here so that every id is valid JSON and text in every face).
+void check_id(std::string_view id);
 void check_spec(const JobSpec& job, std::size_t max_body);
 
 // The per-job options of put (DELAY, PRIORITY, ...), as words.

@@ -28,6 +28,14 @@ void Subscriber::subscribe(const std::string& channel) {
   if (up_) send_subscribe(channel);
 }
 
+void Subscriber::unsubscribe(const std::string& channel) {
+  if (channels_.erase(channel) == 0 || !up_) return;  // down: on_up will not renew it
+  const std::string_view words[] = {"SUNSUBSCRIBE", channel};
+  std::string cmd;
+  append_command(cmd, words);
+  link_->send(channel, std::move(cmd), [](std::error_code, Reply) {});
+}
+
 void Subscriber::send_subscribe(const std::string& channel) {
   const std::string_view words[] = {"SSUBSCRIBE", channel};
   std::string cmd;

@@ -28,6 +28,10 @@ class Subscriber {
 
   // On io's thread. on_ready follows once Redis confirms.
   void subscribe(const std::string& channel);
+  // On io's thread: no more messages of channel (after those in flight).
+  void unsubscribe(const std::string& channel);
+  // Channels subscribed now (or to be, once the connection is up).
+  std::size_t channels() const { return channels_.size(); }
   void close();
 
  private:

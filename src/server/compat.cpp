@@ -1,16 +1,21 @@
-// The routes of the two servers redisched replaces, with their request and
-// answer shapes, so that their clients work unchanged (docs/http-api.md,
-// "The original interfaces"):
+// The routes of the two servers redisched replaces, with their exact request
+// and answer shapes (../shared/seeds/, docs/http-api.md "The original
+// interfaces"), so that their clients work unchanged:
 //  - the original redisched: POST /schedule/{topic} {id, contents, delay}
-//    and POST /cancel/{topic} {id}; due jobs are pushed to --webhook;
+//    and POST /cancel/{topic} {id}, answered {"success": true, ...}; due
+//    jobs are pushed to --webhook as {topic, id, contents};
 //  - the Redis delay queue: POST /push, GET /pop?topic=, GET /finish?job_id=,
-//    answering {code, message, data}.
-#include <boost/json/parse.hpp>
+//    always HTTP 200 with {code, message, data}: code 200 and message ""
+//    on success, code 500 and the error's text on failure.
 #include <boost/json/serialize.hpp>
-#include <boost/url/parse.hpp>
+#include <charconv>
 
+#include "core/codec.h"
+#include "core/limits.h"
 #include "server/api.h"
 #include "server/metrics.h"
+#include "server/sweeper.h"
+#include "wire/job_json.h"
 
 namespace redisched::server {
 namespace {
@@ -20,194 +25,206 @@ namespace json = boost::json;
 using asio::awaitable;
 using Status = http::status;
 
-constexpr int kDelayQueueAttempts = 1000;  // its ttr re-arms "forever"
+// A delay-queue job is re-armed after each ttr "forever" (up to this many times).
+constexpr int kDelayQueueAttempts = 1000;
 // A delay-queue job with ttr 0 is removed when popped; it is stored with
-// this time-to-run (a week less a millisecond), which /pop recognises and
-// acks at once.
-constexpr Millis kRemoveOnPop{604799999};
+// this time-to-run (a week less a millisecond), which /pop recognises.
+constexpr Millis kRemoveOnPop{limits::kTtrMax - 1};
 
-Response ok(const Request& req, const json::value& v) {
-  return json_response(req, Status::ok, json::serialize(v));
+Response ok(const Request& req, const json::value& v, Status status = Status::ok) {
+  return json_response(req, status, json::serialize(v));
 }
 
-// The delay queue's answers: HTTP 200 with {code, message, data}.
-Response dq(const Request& req, int code, std::string_view message, json::value data = nullptr) {
-  return ok(req, json::object{{"code", code}, {"message", message}, {"data", std::move(data)}});
+// ---- the original redisched
+
+// Its failures: the status, and {"success": false, "error": {code, message}}.
+Response original_failure(const Request& req, Status status, std::string_view code,
+                          std::string_view message) {
+  return ok(req,
+            json::object{{"success", false},
+                         {"error", {{"code", code}, {"message", wire::printable(message)}}}},
+            status);
 }
 
-std::int64_t seconds_field(const json::object& o, std::string_view name) {
-  auto it = o.find(name);
-  if (it == o.end() || it->value().is_null()) return 0;
-  const auto& v = it->value();
-  if (v.is_int64() && v.as_int64() >= 0) return v.as_int64();
-  if (v.is_uint64()) return static_cast<std::int64_t>(v.as_uint64());
-  if (v.is_double() && v.as_double() >= 0)
-    return static_cast<std::int64_t>(v.as_double() * 1000) / 1000;
-  throw HttpError{Status::bad_request, "invalid_argument",
-                  "\"" + std::string(name) + "\" must be a number of seconds, at least 0"};
-}
-
-std::string query_param(const Request& req, std::string_view name) {
-  auto u = boost::urls::parse_origin_form(req.target());
-  if (!u) return {};
-  auto it = u->params().find(name);
-  return it == u->params().end() ? std::string() : std::string((*it).value);
-}
-
-// --- the original redisched
-
-awaitable<Response> schedule(ApiContext& ctx, Request& req, const std::string& topic) {
-  json::object o = json_body(req);
-  auto id = o.find("id");
-  if (id == o.end() || !id->value().is_string() || id->value().as_string().empty()) {
-    throw HttpError{Status::bad_request, "invalid_argument", "\"id\" (a string) is missing"};
+// Its Node server took the browser form's fields as they came: ids as
+// strings (or numbers), unknown fields ignored.
+std::string original_id(const json::object& o) {
+  auto it = o.find("id");
+  if (it != o.end() && it->value().is_int64()) return std::to_string(it->value().as_int64());
+  if (it == o.end() || !it->value().is_string() || it->value().as_string().empty()) {
+    bad_request("\"id\" (a string) is missing");
   }
-  JobSpec s;
-  s.id = std::string(id->value().as_string());
-  auto contents = o.find("contents");
-  s.body = contents == o.end() ? "null" : json::serialize(contents->value());
-  s.delay = Millis{seconds_field(o, "delay") * 1000};
-  s.mode = PutMode::upsert;  // scheduling an id again reschedules it
-  co_await await_call<PutOutcome>([&](auto cb) { ctx.client.put_async(topic, s, std::move(cb)); });
-  ctx.metrics.job_event("put", topic, s.id);
-  co_return ok(req, json::object{{"id", s.id}, {"topic", topic}});
-}
-
-awaitable<Response> cancel(ApiContext& ctx, Request& req, const std::string& topic) {
-  json::object o = json_body(req);
-  auto id = o.find("id");
-  if (id == o.end() || !id->value().is_string()) {
-    throw HttpError{Status::bad_request, "invalid_argument", "\"id\" (a string) is missing"};
-  }
-  const std::string job(id->value().as_string());
-  auto removed = co_await await_call<bool>(
-      [&](auto cb) { ctx.client.remove_async(topic, job, std::move(cb)); });
-  co_return ok(req, json::object{{"id", job}, {"deleted", removed ? 1 : 0}});
-}
-
-// --- the Redis delay queue
-
-awaitable<Response> push(ApiContext& ctx, Request& req) {
-  json::object o;
-  try {
-    o = json_body(req);
-  } catch (const HttpError& e) {
-    co_return dq(req, 1, e.message);
-  }
-  auto topic = o.find("topic");
-  if (topic == o.end() || !topic->value().is_string()) co_return dq(req, 1, "topic is missing");
-  const std::string t(topic->value().as_string());
-  JobSpec s;
-  auto body = o.find("body");
-  if (body != o.end() && !body->value().is_null()) {
-    s.body = body->value().is_string() ? std::string(body->value().as_string())
-                                       : json::serialize(body->value());
-  }
-  std::int64_t delay = 0, ttr = 0;
-  try {
-    delay = seconds_field(o, "delay");
-    ttr = seconds_field(o, "ttr");
-  } catch (const HttpError& e) {
-    co_return dq(req, 1, e.message);
-  }
-  s.delay = Millis{delay * 1000};
-  s.ttr = ttr > 0 ? Millis{ttr * 1000} : kRemoveOnPop;
-  s.max_attempts = kDelayQueueAttempts;
-  s.backoff = Backoff{BackoffKind::fixed, Millis{0}, Millis{0}};
-  auto id = o.find("id");
-  try {
-    std::string job_id;
-    if (id != o.end() && id->value().is_string() && !id->value().as_string().empty()) {
-      s.id = std::string(id->value().as_string());
-      s.mode = PutMode::upsert;
-      co_await await_call<PutOutcome>([&](auto cb) { ctx.client.put_async(t, s, std::move(cb)); });
-      job_id = s.id;
-    } else {
-      job_id = co_await await_call<std::string>(
-          [&](auto cb) { ctx.client.add_async(t, s, std::move(cb)); });
-    }
-    ctx.metrics.count("put", t);
-    co_return dq(req, 0, "success", json::object{{"id", job_id}});
-  } catch (const Error& e) {
-    co_return dq(req, 1, e.what());
-  }
-}
-
-awaitable<Response> pop(ApiContext& ctx, Request& req) {
-  const std::string topic = query_param(req, "topic");
-  if (topic.empty()) co_return dq(req, 1, "topic is missing");
-  try {
-    auto r = co_await await_call<ReserveResult>(
-        [&](auto cb) { ctx.client.reserve_async(topic, 1, Millis{0}, std::move(cb)); });
-    if (r.jobs.empty()) co_return dq(req, 0, "success");
-    const auto& j = r.jobs.front();
-    if (j.deadline_ms - r.now_ms == kRemoveOnPop.count()) {
-      co_await await_call<Outcome>(
-          [&](auto cb) { ctx.client.ack_async(topic, j.id, j.token, Millis{0}, std::move(cb)); });
-    }
-    ctx.metrics.count("reserved", topic);
-    co_return dq(req, 0, "success", json::object{{"id", j.id}, {"body", j.body}});
-  } catch (const Error& e) {
-    co_return dq(req, 1, e.what());
-  }
-}
-
-awaitable<Response> finish(ApiContext& ctx, Request& req) {
-  const std::string id = query_param(req, "job_id");
-  if (id.empty()) co_return dq(req, 1, "job_id is missing");
-  try {
-    // Its ids carry no topic: find the topic that holds it reserved.
-    const auto all_topics = co_await await_call<std::vector<std::string>>(
-        [&](auto cb) { ctx.client.topics_async(std::move(cb)); });
-    for (const auto& topic : all_topics) {
-      auto j = co_await await_call<std::optional<Job>>(
-          [&](auto cb) { ctx.client.get_async(topic, id, std::move(cb)); });
-      if (!j || j->state != JobState::reserved) continue;
-      auto o = co_await await_call<Outcome>(
-          [&](auto cb) { ctx.client.ack_async(topic, id, j->token, Millis{0}, std::move(cb)); });
-      if (o == Outcome::ok) {
-        ctx.metrics.count("acked", topic);
-        co_return dq(req, 0, "success");
-      }
-    }
-    co_return dq(req, 1, "no reserved job " + id);
-  } catch (const Error& e) {
-    co_return dq(req, 1, e.what());
-  }
+  std::string id(it->value().as_string());
+  core::check_id(id);
+  return id;
 }
 
 }  // namespace
 
-awaitable<std::optional<Response>> compat_route(ApiContext& ctx, Request& req) {
-  auto u = boost::urls::parse_origin_form(req.target());
-  if (!u) co_return std::nullopt;
-  std::vector<std::string> seg;
-  for (auto s : u->segments()) seg.emplace_back(s);
-  auto need = [&](http::verb v) {
-    if (req.method() != v) {
-      throw HttpError{Status::method_not_allowed, "method_not_allowed",
-                      "use " + std::string(http::to_string(v)) + " here"};
+Response original_refusal(const Request& req, const HttpError& e) {
+  return original_failure(req, e.status, e.code, e.message);
+}
+
+awaitable<Response> schedule_route(ApiContext& ctx, Request& req, const Params& p) {
+  {
+    const json::object o = json_object(req.body());
+    JobSpec s;
+    s.id = original_id(o);
+    auto contents = o.find("contents");
+    s.body = contents == o.end() ? "null" : json::serialize(contents->value());
+    s.delay = Millis{seconds_field(o, "delay", Seconds::lenient, limits::kDelayMax).value_or(0)};
+    s.mode = PutMode::upsert;  // scheduling an id again reschedules it
+    co_await await_call<PutOutcome>(
+        [&](auto cb) { ctx.client.put_async(p.topic, s, std::move(cb)); });
+    ctx.metrics.job_event("put", p.topic, s.id);
+    co_return ok(req, json::object{{"success", true}, {"id", s.id}, {"topic", p.topic}});
+  }
+}
+
+awaitable<Response> cancel_route(ApiContext& ctx, Request& req, const Params& p) {
+  {
+    const json::object o = json_object(req.body());
+    const std::string id = original_id(o);
+    auto removed = co_await await_call<bool>(
+        [&](auto cb) { ctx.client.remove_async(p.topic, id, std::move(cb)); });
+    if (removed) ctx.metrics.job_event("deleted", p.topic, id);
+    co_return ok(req, json::object{{"success", true}, {"id", id}, {"deleted", removed ? 1 : 0}});
+  }
+}
+
+// ---- the Redis delay queue
+
+namespace {
+
+// generateSuccessBody / generateFailureBody. job_id, beside them, is ours:
+// a Go client unmarshalling into Resp{Code, Message, Data} ignores it.
+Response dq_success(const Request& req, json::value data, std::string_view job_id = {}) {
+  json::object o{{"code", 200}, {"message", ""}, {"data", std::move(data)}};
+  if (!job_id.empty()) o["job_id"] = job_id;
+  return ok(req, o);
+}
+
+Response dq_failure(const Request& req, std::string_view message) {
+  return ok(req,
+            json::object{{"code", 500}, {"message", wire::printable(message)}, {"data", nullptr}});
+}
+
+std::string query_topic(const Params& p) {
+  const std::string* t = p.find("topic");
+  if (!t || t->empty()) bad_request("topic is empty");
+  Client::validate_topic(*t);
+  return *t;
+}
+
+// The job_id /pop hands out and /finish takes: "<topic>/<id>/<token>". Topics
+// hold no '/', tokens are digits, so the id between them may hold any.
+std::string pop_handle(const std::string& topic, const Reservation& j) {
+  return topic + "/" + j.id + "/" + std::to_string(j.token);
+}
+
+struct Handle {
+  std::string topic, id;
+  std::uint64_t token = 0;  // 0: the job was removed when popped (ttr 0)
+};
+
+std::optional<Handle> parse_handle(std::string_view s) {
+  const auto first = s.find('/');
+  const auto last = s.rfind('/');
+  if (first == std::string_view::npos || first == last) return std::nullopt;
+  Handle h{std::string(s.substr(0, first)), std::string(s.substr(first + 1, last - first - 1))};
+  const auto digits = s.substr(last + 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), h.token);
+  if (digits.empty() || ec != std::errc() || end != digits.data() + digits.size()) {
+    return std::nullopt;
+  }
+  try {
+    Client::validate_topic(h.topic);
+    core::check_id(h.id);
+  } catch (...) {
+    return std::nullopt;
+  }
+  return h;
+}
+
+}  // namespace
+
+// Every failure: HTTP 200 and code 500, the shape its clients check.
+Response delay_queue_refusal(const Request& req, const HttpError& e) {
+  return dq_failure(req, e.message);
+}
+
+awaitable<Response> push_route(ApiContext& ctx, Request& req, const Params&) {
+  {
+    const json::object o = json_object(req.body());
+    auto topic = o.find("topic");
+    if (topic != o.end() && !topic->value().is_string()) bad_request("\"topic\" must be a string");
+    if (topic == o.end() || topic->value().as_string().empty()) bad_request("topic is empty");
+    const std::string t(topic->value().as_string());
+    Client::validate_topic(t);
+    JobSpec s;
+    s.body = string_field(o, "body").value_or("");
+    // Its job is {id, topic, delay, ttr, body} in seconds; it made up the
+    // id (uuid.New()) whatever the client sent, and so do we.
+    s.delay = Millis{seconds_field(o, "delay", Seconds::whole, limits::kDelayMax).value_or(0)};
+    const auto ttr = seconds_field(o, "ttr", Seconds::whole, limits::kTtrMax - 1000).value_or(0);
+    s.ttr = ttr > 0 ? Millis{ttr} : kRemoveOnPop;
+    s.max_attempts = kDelayQueueAttempts;
+    s.backoff = Backoff{BackoffKind::fixed, Millis{0}, Millis{0}};
+    auto id = co_await await_call<std::string>(
+        [&](auto cb) { ctx.client.add_async(t, s, std::move(cb)); });
+    ctx.metrics.job_event("put", t, id);
+    co_return dq_success(req, nullptr, id);
+  }
+}
+
+awaitable<Response> pop_route(ApiContext& ctx, Request& req, const Params& p) {
+  {
+    const std::string topic = query_topic(p);
+    if (ctx.stopping) {
+      Response res = dq_failure(req, "the server is stopping; pop from another");
+      res.keep_alive(false);  // nothing to wait for here
+      co_return res;
     }
-  };
-  if (seg.size() == 2 && (seg[0] == "schedule" || seg[0] == "cancel")) {
-    need(http::verb::post);
-    Client::validate_topic(seg[1]);
-    if (seg[0] == "schedule") co_return co_await schedule(ctx, req, seg[1]);
-    co_return co_await cancel(ctx, req, seg[1]);
+    auto r = co_await await_call<ReserveResult>(
+        [&](auto cb) { ctx.client.reserve_async(topic, 1, Millis{0}, std::move(cb)); });
+    // Its message when the queue is empty was go-redis's "redis: nil".
+    if (r.jobs.empty()) bad_request("no job at present (redis: nil)");
+    auto j = r.jobs.front();
+    ctx.sweeper.note(topic);
+    if (j.deadline_ms - r.now_ms == kRemoveOnPop.count()) {
+      co_await await_call<Outcome>(
+          [&](auto cb) { ctx.client.ack_async(topic, j.id, j.token, Millis{0}, std::move(cb)); });
+      j.token = 0;
+    }
+    ctx.metrics.job_event(j.token ? "reserved" : "pulled", topic, j.id);
+    co_return dq_success(req, json::string(wire::printable(j.body)), pop_handle(topic, j));
   }
-  if (seg.size() == 1 && seg[0] == "push") {
-    need(http::verb::post);
-    co_return co_await push(ctx, req);
+}
+
+awaitable<Response> finish_route(ApiContext& ctx, Request& req, const Params& p) {
+  {
+    const std::string* given = p.find("job_id");
+    if (!given || given->empty()) bad_request("job_id is empty");
+    auto h = parse_handle(*given);
+    if (!h) bad_request("job_id " + *given + " is not one that /pop handed out");
+    if (h->token == 0) co_return dq_success(req, nullptr);  // removed when popped
+    auto o = co_await await_call<Outcome>([&](auto cb) {
+      ctx.client.ack_async(h->topic, h->id, h->token, Millis{0}, std::move(cb));
+    });
+    switch (o) {
+      case Outcome::ok:
+        ctx.metrics.job_event("acked", h->topic, h->id);
+        co_return dq_success(req, nullptr);
+      case Outcome::not_found:  // finished already: finishing is idempotent, as it was
+        co_return dq_success(req, nullptr);
+      case Outcome::wrong_state:
+        bad_request("job " + h->id + " is not popped: its ttr ran out and it is back in the queue");
+      case Outcome::stale_token:
+        bad_request("job " + h->id +
+                    " was popped again after its ttr ran out; this job_id is over");
+    }
+    bad_request("unknown outcome");
   }
-  if (seg.size() == 1 && seg[0] == "pop") {
-    need(http::verb::get);
-    co_return co_await pop(ctx, req);
-  }
-  if (seg.size() == 1 && seg[0] == "finish") {
-    need(http::verb::get);
-    co_return co_await finish(ctx, req);
-  }
-  co_return std::nullopt;
 }
 
 }  // namespace redisched::server

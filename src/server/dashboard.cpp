@@ -1,11 +1,14 @@
 #include "server/dashboard.h"
 
+#include <openssl/crypto.h>
+
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
+#include "server/census.h"
 #include "server/metrics.h"
 #include "server/web_assets.h"
 #include "wire/job_json.h"
@@ -22,15 +25,14 @@ std::string_view content_type(std::string_view path) {
   return "text/html; charset=utf-8";
 }
 
-// Every topic's counts and this server's counters, and the job events since seq.
+// Every topic's counts (the server's shared reading, at most a second old)
+// and this server's counters, and the job events since seq.
 asio::awaitable<std::string> snapshot(ApiContext& ctx, std::uint64_t& seq) {
+  const auto reading =
+      co_await ctx.census.after(std::chrono::steady_clock::now() - std::chrono::seconds(1));
   const auto counters = ctx.metrics.counters();
   json::array topics;
-  const auto all_topics = co_await await_call<std::vector<std::string>>(
-      [&](auto cb) { ctx.client.topics_async(std::move(cb)); });
-  for (const auto& t : all_topics) {
-    auto s =
-        co_await await_call<TopicStats>([&](auto cb) { ctx.client.stats_async(t, std::move(cb)); });
+  for (const auto& [t, s] : reading->topics) {
     json::object o = wire::stats_json(t, s);
     json::object events;
     for (const auto& [key, n] : counters) {
@@ -53,12 +55,18 @@ asio::awaitable<std::string> snapshot(ApiContext& ctx, std::uint64_t& seq) {
       json::object{{"topics", std::move(topics)}, {"events", std::move(moved)}});
 }
 
+// EventSource sends no headers: the token may come as ?token=.
+bool token_in_query(const ApiContext& ctx, const boost::urls::url_view& u) {
+  auto it = u.params().find("token");
+  if (it == u.params().end()) return false;
+  const std::string given = (*it).value;
+  return given.size() == ctx.token.size() &&
+         CRYPTO_memcmp(given.data(), ctx.token.data(), given.size()) == 0;
+}
+
 }  // namespace
 
-std::optional<Response> dashboard_file(const Request& req) {
-  if (req.method() != http::verb::get && req.method() != http::verb::head) return std::nullopt;
-  std::string_view path = req.target();
-  path = path.substr(0, path.find('?'));
+std::optional<Response> dashboard_file(const Request& req, std::string_view path) {
   if (path == "/") path = "/index.html";
   for (const auto& asset : web_assets()) {
     if (asset.path != path) continue;
@@ -81,11 +89,8 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
                                     boost::beast::tcp_stream& stream) {
   auto u = boost::urls::parse_origin_form(req.target());
   if (!u || u->path() != "/v1/events" || req.method() != http::verb::get) co_return false;
-  if (!ctx.token.empty()) {
-    auto it = u->params().find("token");
-    const bool by_query = it != u->params().end() && (*it).value == ctx.token;
-    const bool by_header = req[http::field::authorization] == "Bearer " + ctx.token;
-    if (!by_query && !by_header) co_return false;  // the regular route answers 401
+  if (!authorized(ctx, req) && !token_in_query(ctx, *u)) {
+    co_return false;  // the regular route answers 401
   }
   stream.expires_never();
   std::string head =

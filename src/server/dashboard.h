@@ -10,8 +10,9 @@
 
 namespace redisched::server {
 
-// GET /, /index.html, /app.js, /style.css; nullopt for any other path.
-std::optional<Response> dashboard_file(const Request& req);
+// The file at path (/, /index.html, /app.js, /style.css); nullopt for any
+// other path.
+std::optional<Response> dashboard_file(const Request& req, std::string_view path);
 
 // Claims GET /v1/events (the token may come as ?token=, since EventSource
 // sends no headers) and streams until the client leaves or the server stops.

@@ -7,10 +7,13 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
@@ -18,6 +21,8 @@
 #include <boost/json/value.hpp>
 #include <mutex>
 #include <set>
+
+#include "wire/job_json.h"
 
 namespace redisched::server {
 
@@ -38,9 +43,100 @@ Response json_response(const Request& req, http::status status, std::string body
 
 Response error_response(const Request& req, http::status status, std::string_view code,
                         std::string_view message) {
-  boost::json::value v = {{"error", {{"code", code}, {"message", message}}}};
+  boost::json::value v = {{"error", {{"code", code}, {"message", wire::printable(message)}}}};
   return json_response(req, status, boost::json::serialize(v));
 }
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// RFC 9110 §5.6.2: a token.
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!ok) return false;
+  }
+  return true;
+}
+
+Refusal bad_framing(std::string message) {
+  return {http::status::bad_request, "bad_request", std::move(message)};
+}
+
+}  // namespace
+
+std::optional<Refusal> check_head(const Request& head) {
+  // RFC 9112 §3.2: exactly one Host in HTTP/1.1, at most one before.
+  const auto hosts = head.count(http::field::host);
+  if (hosts > 1 || (hosts == 0 && head.version() >= 11)) {
+    return bad_framing("an HTTP/1.1 request needs exactly one Host header");
+  }
+  const auto codings = head.count(http::field::transfer_encoding);
+  if (codings == 0) return std::nullopt;
+  if (head.version() < 11) return bad_framing("Transfer-Encoding is not allowed in HTTP/1.0");
+  if (head.count(http::field::content_length) > 0) {
+    return bad_framing("a request may not have both Content-Length and Transfer-Encoding");
+  }
+  if (codings > 1) return bad_framing("Transfer-Encoding is given more than once");
+  const std::string_view value = trim(head[http::field::transfer_encoding]);
+  if (beast::iequals(value, "chunked")) return std::nullopt;
+  // Anything else: a list naming chunked (twice, or not last) is malformed;
+  // a list of codings the server does not implement is 501.
+  bool tokens = true;
+  bool names_chunked = false;
+  std::string_view rest = value;
+  while (tokens) {
+    const auto comma = rest.find(',');
+    const auto item = trim(rest.substr(0, comma));
+    tokens = is_token(item);
+    names_chunked = names_chunked || beast::iequals(item, "chunked");
+    if (comma == std::string_view::npos) break;
+    rest.remove_prefix(comma + 1);
+  }
+  if (!tokens || names_chunked) {
+    return bad_framing("Transfer-Encoding '" + std::string(value.substr(0, 64)) +
+                       "' is malformed: a request body may be sent as is or chunked, once");
+  }
+  return Refusal{http::status::not_implemented, "not_implemented",
+                 "Transfer-Encoding '" + std::string(value.substr(0, 64)) +
+                     "' is not supported: send the body as is or chunked"};
+}
+
+namespace {
+
+// The answer to a request that could not be read whole, and then the
+// connection closes.
+Refusal read_refusal(const boost::system::error_code& ec) {
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+    return {http::status::request_header_fields_too_large, "too_large",
+            "the request head, a chunk-size line or the trailers are larger than this server "
+            "accepts (--max-header)"};
+  }
+  if (ec == http::error::body_limit) {
+    return {http::status::payload_too_large, "too_large",
+            "the request body is larger than this server accepts (--max-request)"};
+  }
+  if (ec == beast::error::timeout) {
+    return {http::status::request_timeout, "timeout", "the request did not arrive in time"};
+  }
+  return {http::status::bad_request, "bad_request", "malformed HTTP request: " + ec.message()};
+}
+
+// The peer went away, or we are stopping: nothing to answer.
+bool gone(const boost::system::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
+         ec == asio::error::connection_reset || ec == asio::error::eof ||
+         ec == asio::error::broken_pipe;
+}
+
+}  // namespace
 
 struct HttpServer::State : std::enable_shared_from_this<State> {
   State(asio::io_context& i, HttpOptions o, RequestHandler h, StreamHandler sh)
@@ -48,19 +144,27 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
         opts(std::move(o)),
         handler(std::move(h)),
         stream_handler(std::move(sh)),
-        acceptor(i) {}
+        strand(asio::make_strand(i)) {
+    opts.header_limit = std::min(opts.header_limit, kMaxHeaderLimit);
+  }
 
   asio::io_context& io;
   HttpOptions opts;
   RequestHandler handler;
   StreamHandler stream_handler;
-  tcp::acceptor acceptor;
+  asio::strand<asio::io_context::executor_type> strand;   // the acceptors'
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per address of the host
   std::atomic<bool> stopping{false};
   std::atomic<int> in_flight{0};
+  std::atomic<int> connections{0};
+  // While draining, how long an open connection may sit idle before it closes.
+  static constexpr std::chrono::seconds kDrainIdle{1};
+  // The longest request line (method, target, version).
+  static constexpr std::size_t kMaxRequestLine = 8192;
   std::mutex mu;
   std::set<std::shared_ptr<beast::tcp_stream>> idle;  // waiting for a request
 
-  awaitable<void> accept_loop() {
+  awaitable<void> accept_loop(tcp::acceptor& acceptor) {
     for (;;) {
       tcp::socket socket(asio::make_strand(io));
       boost::system::error_code ec;
@@ -71,8 +175,29 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
         continue;
       }
       auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
+      if (connections >= opts.max_connections) {
+        asio::co_spawn(stream->get_executor(), turn_away(stream), asio::detached);
+        continue;
+      }
+      ++connections;
       asio::co_spawn(stream->get_executor(), session(stream), asio::detached);
     }
+  }
+
+  // Over --max-connections: a 503 and close, without reading.
+  static awaitable<void> turn_away(std::shared_ptr<beast::tcp_stream> stream) {
+    static constexpr std::string_view kBody =
+        R"({"error":{"code":"unavailable","message":"this server has as many connections as it takes"}})";
+    static const std::string kBusy =
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+        "Connection: close\r\nRetry-After: 1\r\nContent-Length: " +
+        std::to_string(kBody.size()) + "\r\n\r\n" + std::string(kBody);
+    boost::system::error_code ec;
+    stream->expires_after(std::chrono::seconds(1));
+    co_await asio::async_write(*stream, asio::buffer(kBusy),
+                               asio::redirect_error(use_awaitable, ec));
+    stream->socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream->close();
   }
 
   void set_idle(const std::shared_ptr<beast::tcp_stream>& s, bool is_idle) {
@@ -84,58 +209,166 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     }
   }
 
+  // Answers a request that cannot be served and leaves the connection to
+  // close: lets the client finish sending first (bounded), so that the close
+  // is not a reset that destroys the answer before the client reads it.
+  static awaitable<void> refuse(beast::tcp_stream& stream, const Refusal& r, unsigned version,
+                                bool head) {
+    Request req;
+    req.version(version == 10 ? 10 : 11);
+    Response res = error_response(req, r.status, r.code, r.message);
+    res.keep_alive(false);
+    boost::system::error_code ec;
+    stream.expires_after(std::chrono::seconds(5));
+    if (head) {
+      http::response_serializer<http::string_body> sr{res};
+      co_await http::async_write_header(stream, sr, asio::redirect_error(use_awaitable, ec));
+    } else {
+      co_await http::async_write(stream, res, asio::redirect_error(use_awaitable, ec));
+    }
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.expires_after(std::chrono::seconds(1));
+    std::array<char, 16384> sink{};
+    for (std::size_t drained = 0; !ec && drained < (8u << 20);) {
+      drained += co_await stream.async_read_some(asio::buffer(sink),
+                                                 asio::redirect_error(use_awaitable, ec));
+    }
+  }
+
+  // What reading one request gave: the request; or a refusal to answer
+  // before closing; or neither (the peer left, or an idle connection ends).
+  struct Incoming {
+    std::optional<Request> request;
+    std::optional<Refusal> refusal;
+    unsigned version = 11;
+    bool head = false;  // a HEAD request: the refusal has no body either
+  };
+
+  // The whole head must be in the buffer before Beast parses it: Beast
+  // holds each field line it has parsed elsewhere, so the buffer's bound
+  // alone would not bound the head. Returns a refusal for a head that is
+  // too large or folded, or sets ec.
+  awaitable<std::optional<Refusal>> read_head(beast::tcp_stream& stream, beast::flat_buffer& buffer,
+                                              boost::system::error_code& ec) {
+    stream.expires_after(opts.header_timeout);
+    for (;;) {
+      const std::string_view data(static_cast<const char*>(buffer.data().data()), buffer.size());
+      const auto end = data.find("\r\n\r\n");
+      // Lines end in CRLF (RFC 9112 §2.2 lets a server refuse a bare LF).
+      const auto head_part = data.substr(0, end == std::string_view::npos ? data.size() : end);
+      for (auto lf = head_part.find('\n'); lf != std::string_view::npos;
+           lf = head_part.find('\n', lf + 1)) {
+        if (lf == 0 || head_part[lf - 1] != '\r') {
+          co_return Refusal{http::status::bad_request, "bad_request",
+                            "a line of the request head does not end in CRLF"};
+        }
+      }
+      const auto line_end = data.find("\r\n");
+      if (line_end != std::string_view::npos && line_end > kMaxRequestLine) {
+        co_return Refusal{
+            http::status::uri_too_long, "too_large",
+            "the request line is longer than " + std::to_string(kMaxRequestLine) + " bytes"};
+      }
+      if (end != std::string_view::npos) {
+        // RFC 9112 §5.2: obs-fold is refused rather than unfolded, so that
+        // no two readers of this head can disagree about a field.
+        const auto head = data.substr(0, end + 2);
+        if (head.find("\r\n ") != std::string_view::npos ||
+            head.find("\r\n\t") != std::string_view::npos) {
+          co_return Refusal{http::status::bad_request, "bad_request",
+                            "a header field is folded over lines (obs-fold)"};
+        }
+        co_return std::nullopt;
+      }
+      if (buffer.size() >= opts.header_limit) {
+        co_return read_refusal(http::error::header_limit);
+      }
+      const auto n = co_await stream.async_read_some(
+          buffer.prepare(std::min<std::size_t>(4096, buffer.max_size() - buffer.size())),
+          asio::redirect_error(use_awaitable, ec));
+      if (ec) co_return std::nullopt;
+      buffer.commit(n);
+    }
+  }
+
+  awaitable<Incoming> read_request(const std::shared_ptr<beast::tcp_stream>& stream,
+                                   beast::flat_buffer& buffer) {
+    Incoming in;
+    boost::system::error_code ec;
+    // Idle until the first byte of the next request (it may be buffered
+    // already). While the server drains, a connection may still bring the
+    // acks of jobs it holds, but not sit idle for long.
+    while (buffer.size() == 0) {
+      const bool draining = stopping;
+      stream->expires_after(draining ? kDrainIdle : opts.idle_timeout);
+      set_idle(stream, true);
+      const auto n = co_await stream->async_read_some(
+          buffer.prepare(std::min<std::size_t>(4096, buffer.max_size())),
+          asio::redirect_error(use_awaitable, ec));
+      set_idle(stream, false);
+      // stop() cut a long idle wait short: wait again, briefly.
+      if (ec == asio::error::operation_aborted && stopping && !draining) continue;
+      if (ec) co_return in;  // idle timeout, or the peer left
+      buffer.commit(n);
+    }
+    // A bad head is refused; Beast may still have seen whether it was HEAD.
+    in.head = std::string_view(static_cast<const char*>(buffer.data().data()), buffer.size())
+                  .starts_with("HEAD ");
+    in.refusal = co_await read_head(*stream, buffer, ec);
+    if (in.refusal || ec) {
+      if (ec && !gone(ec)) in.refusal = read_refusal(ec);
+      co_return in;
+    }
+    http::request_parser<http::string_body> parser;
+    parser.body_limit(opts.body_limit);
+    parser.header_limit(static_cast<std::uint32_t>(opts.header_limit));
+    co_await http::async_read_header(*stream, buffer, parser,
+                                     asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      if (!gone(ec)) in.refusal = read_refusal(ec);
+      co_return in;
+    }
+    in.version = parser.get().version();
+    if (auto bad = check_head(parser.get())) {
+      in.refusal = std::move(bad);
+      co_return in;
+    }
+    if (!parser.is_done()) {
+      if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
+        static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        co_await asio::async_write(*stream, asio::buffer(kContinue),
+                                   asio::redirect_error(use_awaitable, ec));
+        if (ec) co_return in;
+      }
+      stream->expires_after(opts.body_timeout);
+      co_await http::async_read(*stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+      if (ec) {
+        if (!gone(ec)) in.refusal = read_refusal(ec);
+        co_return in;
+      }
+    }
+    in.request = parser.release();
+    co_return in;
+  }
+
   awaitable<void> session(std::shared_ptr<beast::tcp_stream> stream) {
     auto self = shared_from_this();
-    beast::flat_buffer buffer;
+    // The buffer's bound is what bounds a head, a chunk-size line with its
+    // extensions, and the trailers: each must fit whole before it is parsed.
+    beast::flat_buffer buffer(opts.header_limit);
     for (;;) {
-      if (stopping) break;
-      http::request_parser<http::string_body> parser;
-      parser.body_limit(opts.body_limit);
-      parser.header_limit(static_cast<std::uint32_t>(opts.header_limit));
-      stream->expires_after(opts.idle_timeout);
-      set_idle(stream, true);
-      boost::system::error_code ec;
-      co_await http::async_read(*stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-      set_idle(stream, false);
-      if (ec == http::error::end_of_stream || ec == asio::error::operation_aborted ||
-          ec == beast::error::timeout || ec == asio::error::connection_reset ||
-          ec == asio::error::eof) {
+      auto in = co_await read_request(stream, buffer);
+      if (!in.request) {
+        if (in.refusal) co_await refuse(*stream, *in.refusal, in.version, in.head);
         break;
       }
-      if (ec) {
-        // Malformed, too large, truncated: answer when we still can, then close.
-        Request bad;
-        bad.version(11);
-        const bool too_big = ec == http::error::body_limit || ec == http::error::header_limit;
-        Response res = error_response(
-            bad,
-            ec == http::error::header_limit ? http::status::request_header_fields_too_large
-            : too_big                       ? http::status::payload_too_large
-                                            : http::status::bad_request,
-            too_big ? "too_large" : "bad_request",
-            too_big ? "the request is larger than this server accepts (" + ec.message() + ")"
-                    : "malformed HTTP request: " + ec.message());
-        res.keep_alive(false);
-        stream->expires_after(std::chrono::seconds(5));
-        co_await http::async_write(*stream, res, asio::redirect_error(use_awaitable, ec));
-        // Let the client finish sending before closing, so that the close is
-        // not a reset that destroys the answer before the client reads it.
-        stream->socket().shutdown(tcp::socket::shutdown_send, ec);
-        stream->expires_after(std::chrono::seconds(1));
-        std::array<char, 16384> sink{};
-        for (std::size_t drained = 0; !ec && drained < (8u << 20);) {
-          drained += co_await stream->async_read_some(asio::buffer(sink),
-                                                      asio::redirect_error(use_awaitable, ec));
-        }
-        break;
-      }
-      Request req = parser.release();
+      auto& req = in.request;
       if (stream_handler) {
         bool claimed = false;
         try {
-          claimed = co_await stream_handler(req, *stream);
+          claimed = co_await stream_handler(*req, *stream);
         } catch (const std::exception& e) {
-          spdlog::debug("stream {}: {}", std::string(req.target()), e.what());
+          spdlog::debug("stream {}: {}", std::string(req->target()), e.what());
           claimed = true;
         }
         if (claimed) break;
@@ -143,21 +376,28 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
       ++in_flight;
       Response res;
       try {
-        res = co_await handler(req);
+        res = co_await handler(*req);
       } catch (const std::exception& e) {
-        spdlog::error("{} {}: {}", std::string(req.method_string()), std::string(req.target()),
-                      e.what());
-        res = error_response(req, http::status::internal_server_error, "internal", e.what());
+        spdlog::error("{} {}: {}", std::string(req->method_string()),
+                      wire::printable(req->target()), e.what());
+        res = error_response(*req, http::status::internal_server_error, "internal", e.what());
       }
-      if (stopping) res.keep_alive(false);
       stream->expires_after(opts.idle_timeout);
-      co_await http::async_write(*stream, res, asio::redirect_error(use_awaitable, ec));
+      boost::system::error_code ec;
+      if (req->method() == http::verb::head) {
+        // The head GET would send, Content-Length included, and no body.
+        http::response_serializer<http::string_body> sr{res};
+        co_await http::async_write_header(*stream, sr, asio::redirect_error(use_awaitable, ec));
+      } else {
+        co_await http::async_write(*stream, res, asio::redirect_error(use_awaitable, ec));
+      }
       --in_flight;
       if (ec || !res.keep_alive()) break;
     }
     boost::system::error_code ignored;
     stream->socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream->close();
+    --connections;
   }
 };
 
@@ -170,29 +410,59 @@ HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::start() {
   auto& s = *state_;
+  // A name ("localhost") is every address it resolves to, so that clients
+  // reach the server whichever address family they prefer for it.
   boost::system::error_code ec;
-  const auto address = asio::ip::make_address(s.opts.address, ec);
-  if (ec) throw std::runtime_error("--listen: not an IP address: " + s.opts.address);
-  const tcp::endpoint endpoint(address, s.opts.port);
-  s.acceptor.open(endpoint.protocol(), ec);
-  if (!ec) s.acceptor.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) s.acceptor.bind(endpoint, ec);
-  if (!ec) s.acceptor.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    throw std::runtime_error("cannot listen on " + s.opts.address + ":" +
-                             std::to_string(s.opts.port) + ": " + ec.message());
+  tcp::resolver resolver(s.io);
+  const auto found = resolver.resolve(s.opts.address, std::to_string(s.opts.port),
+                                      tcp::resolver::passive | tcp::resolver::numeric_service, ec);
+  if (ec || found.empty()) {
+    throw std::runtime_error("--listen: cannot resolve " + s.opts.address + ": " + ec.message());
   }
-  asio::co_spawn(s.acceptor.get_executor(), s.accept_loop(), asio::detached);
+  std::string failures;
+  std::uint16_t port = s.opts.port;
+  std::set<asio::ip::address> seen;
+  for (const auto& entry : found) {
+    if (!seen.insert(entry.endpoint().address()).second) continue;
+    // With port 0, the first bound port is the one for every address.
+    const tcp::endpoint endpoint(entry.endpoint().address(), port);
+    auto acceptor = std::make_unique<tcp::acceptor>(s.strand);
+    acceptor->open(endpoint.protocol(), ec);
+    if (!ec && endpoint.protocol() == tcp::v6()) {
+      acceptor->set_option(asio::ip::v6_only(true), ec);
+    }
+    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor->bind(endpoint, ec);
+    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      failures +=
+          (failures.empty() ? "" : "; ") + endpoint.address().to_string() + ": " + ec.message();
+      continue;
+    }
+    port = acceptor->local_endpoint().port();
+    s.acceptors.push_back(std::move(acceptor));
+  }
+  if (s.acceptors.empty()) {
+    throw std::runtime_error("cannot listen on " + s.opts.address + ":" +
+                             std::to_string(s.opts.port) + ": " + failures);
+  }
+  if (!failures.empty())
+    spdlog::warn("listening on some addresses of {} only ({})", s.opts.address, failures);
+  for (auto& a : s.acceptors) {
+    asio::co_spawn(s.strand, s.accept_loop(*a), asio::detached);
+  }
 }
 
-std::uint16_t HttpServer::port() const { return state_->acceptor.local_endpoint().port(); }
+std::uint16_t HttpServer::port() const {
+  return state_->acceptors.front()->local_endpoint().port();
+}
 
 void HttpServer::stop() {
   auto s = state_;
   if (s->stopping.exchange(true)) return;
-  asio::post(s->acceptor.get_executor(), [s] {
+  asio::post(s->strand, [s] {
     boost::system::error_code ignored;
-    s->acceptor.close(ignored);
+    for (auto& a : s->acceptors) a->close(ignored);
   });
   std::lock_guard lock(s->mu);
   for (const auto& stream : s->idle) {
@@ -201,5 +471,7 @@ void HttpServer::stop() {
 }
 
 int HttpServer::in_flight() const { return state_->in_flight; }
+
+int HttpServer::connections() const { return state_->connections; }
 
 }  // namespace redisched::server

@@ -46,9 +46,35 @@ void Metrics::observe(const std::string& name, const std::string& label, double 
   h.sum += seconds;
 }
 
-std::string Metrics::render(const std::map<std::string, TopicStats>& topics) const {
+namespace {
+
+// A label value as the text format wants it: backslash, quote and newline
+// escaped.
+std::string label(std::string_view v) {
   std::string out;
-  out += "# HELP redisched_jobs Jobs per topic and state, now.\n# TYPE redisched_jobs gauge\n";
+  out.reserve(v.size());
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+}  // namespace
+
+std::string Metrics::render(const std::vector<std::pair<std::string, TopicStats>>& topics) const {
+  std::string out;
+  family(out, "redisched_jobs", "gauge", "Jobs per topic and state, now.");
   for (const auto& [topic, s] : topics) {
     const std::pair<const char*, std::int64_t> states[] = {{"delayed", s.delayed},
                                                            {"ready", s.ready},
@@ -56,50 +82,56 @@ std::string Metrics::render(const std::map<std::string, TopicStats>& topics) con
                                                            {"dead", s.dead},
                                                            {"done", s.done}};
     for (const auto& [state, n] : states) {
-      out += fmt::format("redisched_jobs{{topic=\"{}\",state=\"{}\"}} {}\n", topic, state, n);
+      out +=
+          fmt::format("redisched_jobs{{topic=\"{}\",state=\"{}\"}} {}\n", label(topic), state, n);
     }
   }
-  out +=
-      "# HELP redisched_topic_paused 1 when the topic is paused.\n"
-      "# TYPE redisched_topic_paused gauge\n";
+  family(out, "redisched_topic_paused", "gauge", "1 when the topic is paused.");
   for (const auto& [topic, s] : topics) {
-    out += fmt::format("redisched_topic_paused{{topic=\"{}\"}} {}\n", topic, s.paused ? 1 : 0);
+    out +=
+        fmt::format("redisched_topic_paused{{topic=\"{}\"}} {}\n", label(topic), s.paused ? 1 : 0);
   }
-  out +=
-      "# HELP redisched_topic_failed Failed attempts per topic, all processes.\n"
-      "# TYPE redisched_topic_failed counter\n";
-  for (const auto& [topic, s] : topics) {
-    out += fmt::format("redisched_topic_failed_total{{topic=\"{}\"}} {}\n", topic, s.failed_total);
-    out += fmt::format("redisched_topic_dead_total{{topic=\"{}\"}} {}\n", topic, s.dead_total);
-    out += fmt::format("redisched_topic_lapsed_total{{topic=\"{}\"}} {}\n", topic, s.lapsed_total);
+  const std::pair<const char*, std::int64_t TopicStats::*> totals[] = {
+      {"failed", &TopicStats::failed_total},
+      {"dead", &TopicStats::dead_total},
+      {"lapsed", &TopicStats::lapsed_total}};
+  for (const auto& [what, member] : totals) {
+    const std::string name = fmt::format("redisched_topic_{}_total", what);
+    family(out, name, "counter",
+           fmt::format("Jobs {} per topic since it began, by every process (from Redis).",
+                       std::string_view(what) == "failed" ? "whose attempt failed"
+                       : std::string_view(what) == "dead" ? "that died"
+                                                          : "whose reservation lapsed"));
+    for (const auto& [topic, s] : topics) {
+      out += fmt::format("{}{{topic=\"{}\"}} {}\n", name, label(topic), s.*member);
+    }
   }
   std::lock_guard lock(mu_);
-  out +=
-      "# HELP redisched_events_total Jobs put, reserved, acked, failed, dead, released, "
-      "pulled and pushed through this server.\n# TYPE redisched_events_total counter\n";
+  family(out, "redisched_events_total", "counter",
+         "Jobs put, reserved, acked, failed, dead, released, pulled, kicked, deleted and pushed "
+         "through this server.");
   for (const auto& [key, n] : counters_) {
-    out += fmt::format("redisched_events_total{{event=\"{}\",topic=\"{}\"}} {}\n", key.first,
-                       key.second, n);
+    out += fmt::format("redisched_events_total{{event=\"{}\",topic=\"{}\"}} {}\n", label(key.first),
+                       label(key.second), n);
   }
   std::string last;
   for (const auto& [key, h] : histograms_) {
-    const auto& [name, label] = key;
+    const auto& [name, value] = key;
+    const std::string metric = "redisched_" + name + "_seconds";
     if (name != last) {
-      out += fmt::format(
-          "# HELP redisched_{0}_seconds Latency of {0}.\n"
-          "# TYPE redisched_{0}_seconds histogram\n",
-          name);
+      family(out, metric, "histogram",
+             name == "request" ? "Time to answer a request, by route."
+                               : "Time a webhook took to answer a delivery, by topic.");
       last = name;
     }
-    const std::string l = name == "request" ? "route" : "topic";
+    const std::string l =
+        fmt::format("{}=\"{}\"", name == "request" ? "route" : "topic", label(value));
     for (size_t i = 0; i < kBuckets.size(); ++i) {
-      out += fmt::format("redisched_{}_seconds_bucket{{{}=\"{}\",le=\"{}\"}} {}\n", name, l, label,
-                         kBuckets[i], h.buckets[i]);
+      out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", metric, l, kBuckets[i], h.buckets[i]);
     }
-    out += fmt::format("redisched_{}_seconds_bucket{{{}=\"{}\",le=\"+Inf\"}} {}\n", name, l, label,
-                       h.count);
-    out += fmt::format("redisched_{}_seconds_sum{{{}=\"{}\"}} {}\n", name, l, label, h.sum);
-    out += fmt::format("redisched_{}_seconds_count{{{}=\"{}\"}} {}\n", name, l, label, h.count);
+    out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", metric, l, h.count);
+    out += fmt::format("{}_sum{{{}}} {}\n", metric, l, h.sum);
+    out += fmt::format("{}_count{{{}}} {}\n", metric, l, h.count);
   }
   return out;
 }

@@ -33,11 +33,14 @@ class Metrics {
   std::vector<Event> events_since(std::uint64_t seq) const;
   // Every (event, topic) counter.
   std::map<std::pair<std::string, std::string>, std::uint64_t> counters() const;
-  // Seconds, into the histogram of name (labels: route or topic).
+  // Seconds, into the histogram of name (labels: route or topic). Label
+  // values come from a bounded set (route templates, topics), never from
+  // what a request sent.
   void observe(const std::string& name, const std::string& label, double seconds);
 
-  // The text format, with the current counts per state of these topics.
-  std::string render(const std::map<std::string, TopicStats>& topics) const;
+  // The text format (version 0.0.4, as `promtool check metrics` reads it),
+  // with the current counts per state of these topics.
+  std::string render(const std::vector<std::pair<std::string, TopicStats>>& topics) const;
 
  private:
   static constexpr std::array<double, 12> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,

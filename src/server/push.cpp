@@ -181,51 +181,11 @@ void Pusher::stop(std::chrono::milliseconds drain) {
   for (auto& [topic, sub] : all) sub.second->cancel(drain);
 }
 
-asio::awaitable<Response> Pusher::route(Request& req, const std::string& topic) {
-  if (req.method() == http::verb::get) {
-    std::lock_guard lock(mu_);
-    auto it = subs_.find(topic);
-    if (it == subs_.end()) {
-      throw HttpError{http::status::not_found, "not_found", "topic " + topic + " has no webhook"};
-    }
-    const auto& s = it->second.first;
-    co_return json_response(req, http::status::ok,
-                            json::serialize(json::object{{"topic", topic},
-                                                         {"url", s.url},
-                                                         {"concurrency", s.concurrency},
-                                                         {"timeout_ms", s.timeout.count()}}));
-  }
-  if (req.method() == http::verb::delete_) {
-    if (!unsubscribe(topic)) {
-      throw HttpError{http::status::not_found, "not_found", "topic " + topic + " has no webhook"};
-    }
-    co_return json_response(req, http::status::ok, R"({"deleted":true})");
-  }
-  if (req.method() != http::verb::put) {
-    throw HttpError{http::status::method_not_allowed, "method_not_allowed",
-                    "use GET, PUT or DELETE on a webhook"};
-  }
-  json::object body = json_body(req);
-  Subscription s;
-  for (const auto& [key, value] : body) {
-    if (key == "url" && value.is_string()) {
-      s.url = std::string(value.as_string());
-    } else if (key == "concurrency" && value.is_int64()) {
-      s.concurrency = static_cast<int>(value.as_int64());
-    } else if (key == "timeout_ms" && value.is_int64()) {
-      s.timeout = std::chrono::milliseconds(value.as_int64());
-    } else {
-      throw HttpError{http::status::bad_request, "invalid_argument",
-                      "unknown or mistyped field \"" + std::string(key) +
-                          "\" (url: string, concurrency and timeout_ms: integers)"};
-    }
-  }
-  if (s.url.empty()) {
-    throw HttpError{http::status::bad_request, "invalid_argument", "\"url\" is missing"};
-  }
-  subscribe(topic, s);
-  co_return json_response(req, http::status::ok,
-                          json::serialize(json::object{{"topic", topic}, {"url", s.url}}));
+std::optional<Subscription> Pusher::subscription(const std::string& topic) {
+  std::lock_guard lock(mu_);
+  auto it = subs_.find(topic);
+  if (it == subs_.end()) return std::nullopt;
+  return it->second.first;
 }
 
 }  // namespace redisched::server

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "redisched/worker.h"
@@ -45,8 +46,8 @@ class Pusher {
   // Stops every delivery, letting requests in flight finish within drain.
   void stop(std::chrono::milliseconds drain);
 
-  // GET, PUT, DELETE /v1/topics/{topic}/webhook
-  boost::asio::awaitable<Response> route(Request& req, const std::string& topic);
+  // The topic's subscription, if it has one.
+  std::optional<Subscription> subscription(const std::string& topic);
 
  private:
   boost::asio::io_context& io_;

@@ -11,11 +11,13 @@
 
 #include "redis/url.h"
 #include "server/api.h"
+#include "server/census.h"
 #include "server/dashboard.h"
 #include "server/embedded_redis.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/push.h"
+#include "server/sweeper.h"
 #include "server/wake_hub.h"
 
 namespace redisched::server {
@@ -33,13 +35,18 @@ std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
   } catch (const std::exception&) {
   }
   if (port < 0 || port > 65535) throw std::runtime_error("--listen: bad port in " + listen);
-  return {listen.substr(0, colon), static_cast<std::uint16_t>(port)};
+  std::string host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return {host, static_cast<std::uint16_t>(port)};
 }
 
 }  // namespace
 
 void add_serve_options(CLI::App& s, ServeOptions& o) {
-  s.add_option("--listen", o.listen, "address:port to listen on")
+  s.add_option("--listen", o.listen,
+               "address:port to listen on; a host name listens on each of its addresses "
+               "(localhost: 127.0.0.1 and ::1)")
       ->envname("REDISCHED_LISTEN")
       ->capture_default_str();
   s.add_option("--threads", o.threads, "threads serving HTTP")
@@ -62,11 +69,22 @@ void add_serve_options(CLI::App& s, ServeOptions& o) {
   s.add_option("--max-request", o.max_request, "largest request body, bytes")
       ->check(CLI::Range(1024, 1 << 30))
       ->capture_default_str();
-  s.add_option("--max-header", o.max_header, "largest request header, bytes")
-      ->check(CLI::Range(1024, 1 << 20))
+  s.add_option("--max-header", o.max_header,
+               "largest request head (request line and headers), bytes; also bounds chunk-size "
+               "lines and trailers")
+      ->check(CLI::Range(std::size_t{1024}, kMaxHeaderLimit))
       ->capture_default_str();
-  s.add_option("--idle-timeout", o.idle_timeout_ms, "ms an idle keep-alive connection is kept")
+  s.add_option("--idle-timeout", o.idle_timeout_ms,
+               "ms an idle keep-alive connection is kept (also: ms a request body may take)")
       ->check(CLI::Range(100, 3600000))
+      ->capture_default_str();
+  s.add_option("--header-timeout", o.header_timeout_ms,
+               "ms a request head may take once its first byte came (slow clients are closed)")
+      ->check(CLI::Range(100, 600000))
+      ->capture_default_str();
+  s.add_option("--max-connections", o.max_connections,
+               "connections served at once; more are answered 503 and closed")
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
   s.add_option("--max-wait", o.max_wait_ms, "longest long-poll a reserve may ask for, ms")
       ->check(CLI::Range(0, 3600000))
@@ -111,6 +129,7 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   WakeHub hub(hub_config, r.prefix);
   asio::io_context io(o.threads);
   Metrics metrics;
+  Census census(client);
   Pusher pusher(io, co, metrics);
   for (const auto& flag : o.webhooks) {
     auto [topic, sub] = parse_webhook_flag(flag);
@@ -118,7 +137,9 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
     sub.timeout = std::chrono::milliseconds(o.webhook_timeout_ms);
     pusher.subscribe(topic, sub);
   }
-  ApiContext ctx{client, hub, metrics, pusher, o.token, o.max_wait_ms};
+  Sweeper sweeper(io, client, census, metrics);
+  sweeper.start();
+  ApiContext ctx{client, hub, metrics, pusher, census, sweeper, o.token, o.max_wait_ms};
 
   HttpOptions ho;
   ho.address = address;
@@ -126,6 +147,9 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   ho.body_limit = o.max_request;
   ho.header_limit = o.max_header;
   ho.idle_timeout = std::chrono::milliseconds(o.idle_timeout_ms);
+  ho.body_timeout = std::chrono::milliseconds(o.idle_timeout_ms);
+  ho.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
+  ho.max_connections = o.max_connections;
   HttpServer server(
       io, ho, [&ctx](Request& req) { return route(ctx, req); },
       [&ctx](Request& req, boost::beast::tcp_stream& s) { return events_stream(ctx, req, s); });
@@ -140,14 +164,16 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   signals.async_wait([&](boost::system::error_code ec, int sig) {
     if (ec) return;
     spdlog::info("signal {}: stopping", sig);
-    // Stop accepting; wake long-polls so they answer now.
-    server.stop();
+    // Hand out nothing more (long-polls answer empty at once); stop accepting.
     ctx.stopping = true;
     hub.wake_all();
+    server.stop();
+    sweeper.stop();
     stopper = std::thread([&] {
       const auto deadline =
           std::chrono::steady_clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
-      while (server.in_flight() > 0 && std::chrono::steady_clock::now() < deadline) {
+      // Connections still open may bring the acks of jobs they hold.
+      while (server.connections() > 0 && std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
       }
       pusher.stop(std::chrono::milliseconds(o.shutdown_timeout_ms));

@@ -13,7 +13,7 @@ namespace redisched::server {
 class EmbeddedRedis;
 
 struct ServeOptions {
-  std::string listen = "127.0.0.1:7171";
+  std::string listen = "localhost:7171";  // a name listens on each of its addresses
   int threads = 2;
   std::string token;
   std::vector<std::string> webhooks;  // TOPIC=URL
@@ -22,6 +22,8 @@ struct ServeOptions {
   std::size_t max_request = 2 << 20;
   std::size_t max_header = 16 << 10;
   std::int64_t idle_timeout_ms = 60000;
+  std::int64_t header_timeout_ms = 10000;
+  int max_connections = 1024;
   std::int64_t max_wait_ms = 60000;
   std::int64_t shutdown_timeout_ms = 10000;
   std::string log_level = "info";

@@ -17,11 +17,42 @@ WakeHub::WakeHub(redis::ConnectionConfig config, std::string prefix)
       io_, std::move(config),
       [this](const std::string& channel, const std::string&) { wake(channel); },
       [this] { wake_all(); });  // (re)subscribed: signals may have been missed
+  schedule_trim();
   thread_ = std::thread([this] { io_.run(); });
 }
 
+void WakeHub::schedule_trim() {
+  trim_timer_.expires_after(std::chrono::seconds(2));
+  trim_timer_.async_wait([this](boost::system::error_code ec) {
+    if (ec) return;
+    std::vector<std::string> unused;
+    {
+      std::lock_guard lock(mu_);
+      for (auto it = subscribed_.begin(); it != subscribed_.end();) {
+        if (waiting_.count(*it) == 0) {
+          unused.push_back(*it);
+          it = subscribed_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+    }
+    // A watch() after the erase subscribes again: its post comes after this.
+    for (const auto& c : unused) subscriber_->unsubscribe(c);
+    schedule_trim();
+  });
+}
+
+std::size_t WakeHub::subscriptions() {
+  std::lock_guard lock(mu_);
+  return subscribed_.size();
+}
+
 WakeHub::~WakeHub() {
-  asio::post(io_, [this] { subscriber_->close(); });
+  asio::post(io_, [this] {
+    trim_timer_.cancel();
+    subscriber_->close();
+  });
   work_.reset();
   io_.stop();
   thread_.join();

@@ -48,16 +48,22 @@ class WakeHub {
   void forget(const std::shared_ptr<Ticket>& ticket);
   // Wakes every waiter (shutting down, or resubscribed).
   void wake_all();
+  // Channels subscribed now: those waited on lately (tests).
+  std::size_t subscriptions();
 
  private:
   void wake(const std::string& channel);
+  // Every few seconds: drops the subscriptions no waiter needs, so they are
+  // bounded by the topics waited on now, not by every topic ever waited on.
+  void schedule_trim();
 
   std::string prefix_;
   boost::asio::io_context io_;
   std::unique_ptr<redis::Subscriber> subscriber_;
   std::mutex mu_;
   std::unordered_map<std::string, std::set<std::shared_ptr<Ticket>>> waiting_;
-  std::set<std::string> subscribed_;
+  std::set<std::string> subscribed_;  // GUARDED_BY(mu_)
+  boost::asio::steady_timer trim_timer_{io_};
   std::thread thread_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
 };

@@ -4,27 +4,25 @@
 
 #include <stdexcept>
 
+#include "core/codec.h"
+#include "core/limits.h"
+
 namespace redisched::wire {
 
 namespace json = boost::json;
 
-bool valid_utf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const size_t len = c < 0x80           ? 1
-                       : (c >> 5) == 0x6  ? 2
-                       : (c >> 4) == 0xE  ? 3
-                       : (c >> 3) == 0x1E ? 4
-                                          : 0;
-    if (len == 0 || i + len > s.size()) return false;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    }
-    i += len;
-  }
-  return true;
+namespace {
+
+int base64_value(char c) {
+  if (c >= 'A' && c <= 'Z') return c - 'A';
+  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+  if (c >= '0' && c <= '9') return c - '0' + 52;
+  if (c == '+') return 62;
+  if (c == '/') return 63;
+  return -1;
 }
+
+}  // namespace
 
 std::string base64_encode(std::string_view s) {
   std::string out(4 * ((s.size() + 2) / 3), '\0');
@@ -36,22 +34,22 @@ std::string base64_encode(std::string_view s) {
 }
 
 std::optional<std::string> base64_decode(std::string_view s) {
+  // RFC 4648 §4, strictly: whole quanta, the standard alphabet, padding only
+  // at the end and only as much as the last quantum needs, and no bits set
+  // past the data (so every text decodes from exactly one encoding).
   if (s.size() % 4 != 0) return std::nullopt;
-  for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/' || c == '=')) {
-      return std::nullopt;
-    }
+  const size_t pad = s.ends_with("==") ? 2 : s.ends_with("=") ? 1 : 0;
+  for (size_t i = 0; i < s.size() - pad; ++i) {
+    if (base64_value(s[i]) < 0) return std::nullopt;
   }
+  if (pad == 2 && (base64_value(s[s.size() - 3]) & 0x0F) != 0) return std::nullopt;
+  if (pad == 1 && (base64_value(s[s.size() - 2]) & 0x03) != 0) return std::nullopt;
   std::string out(s.size() / 4 * 3, '\0');
   const int n =
       EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                       reinterpret_cast<const unsigned char*>(s.data()), static_cast<int>(s.size()));
   if (n < 0) return std::nullopt;
-  // EVP_DecodeBlock counts the padding as zero bytes.
-  size_t len = static_cast<size_t>(n);
-  if (!s.empty() && s.back() == '=') --len;
-  if (s.size() > 1 && s[s.size() - 2] == '=') --len;
-  out.resize(len);
+  out.resize(static_cast<size_t>(n) - pad);  // EVP_DecodeBlock counts padding as zero bytes
   return out;
 }
 
@@ -78,7 +76,7 @@ json::object job_json(const Job& j) {
       json::object{{"kind", j.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential"},
                    {"base", j.backoff.base.count()},
                    {"cap", j.backoff.cap.count()}};
-  if (j.error) o["error"] = *j.error;
+  if (j.error) o["error"] = printable(*j.error);
   if (j.state == JobState::reserved) {
     o["token"] = j.token;
     o["reserved_at"] = j.reserved_at_ms;
@@ -98,17 +96,25 @@ Job job_from_json(const json::object& o) {
     if (it == o.end()) throw std::runtime_error("the job has no \"" + std::string(name) + "\"");
     return it->value();
   };
-  auto integer = [&](std::string_view name) -> std::int64_t {
+  // Whole numbers only, and none that would wrap on the way to its field
+  // (the library checks each field's own range when the job is restored).
+  auto integer = [&](std::string_view name, std::int64_t lo = INT64_MIN,
+                     std::int64_t hi = INT64_MAX) -> std::int64_t {
     const auto& v = field(name);
-    if (!v.is_int64() && !v.is_uint64()) {
-      throw std::runtime_error("\"" + std::string(name) + "\" must be an integer");
+    if (!v.is_int64() || v.as_int64() < lo || v.as_int64() > hi) {
+      throw std::runtime_error("\"" + std::string(name) + "\" must be an integer from " +
+                               std::to_string(lo) + " to " + std::to_string(hi));
     }
-    return v.to_number<std::int64_t>();
+    return v.as_int64();
+  };
+  auto small = [&](std::string_view name, std::int64_t lo, std::int64_t hi) {
+    return static_cast<int>(integer(name, lo, hi));
   };
   Job j;
   const auto& id = field("id");
   if (!id.is_string()) throw std::runtime_error("\"id\" must be a string");
   j.id = std::string(id.as_string());
+  core::check_id(j.id);
   const auto& state = field("state");
   auto parsed = state.is_string() ? parse_job_state(state.as_string()) : std::nullopt;
   if (!parsed) throw std::runtime_error("\"state\" must be delayed, ready, reserved, dead or done");
@@ -122,23 +128,42 @@ Job job_from_json(const json::object& o) {
     if (!body.is_string()) throw std::runtime_error("\"body\" must be a string");
     j.body = std::string(body.as_string());
   }
-  j.priority = static_cast<int>(integer("priority"));
-  j.created_ms = integer("created");
-  j.due_ms = integer("due");
-  j.attempts = static_cast<int>(integer("attempts"));
-  j.max_attempts = static_cast<int>(integer("max_attempts"));
-  j.ttr = Millis{integer("ttr")};
-  if (auto it = o.find("backoff"); it != o.end() && it->value().is_object()) {
+  j.priority = small("priority", 0, limits::kPrioMax);
+  j.created_ms = integer("created", 0, limits::kMsMax);
+  j.due_ms = integer("due", 0, limits::kMsMax);
+  j.attempts = small("attempts", 0, limits::kAttemptsMax);
+  j.max_attempts = small("max_attempts", 1, limits::kAttemptsMax);
+  j.ttr = Millis{integer("ttr", 1, limits::kTtrMax)};
+  if (auto it = o.find("backoff"); it != o.end()) {
+    if (!it->value().is_object()) throw std::runtime_error("\"backoff\" must be an object");
     const auto& b = it->value().as_object();
-    j.backoff.kind = b.contains("kind") && b.at("kind") == "fixed" ? BackoffKind::fixed
-                                                                   : BackoffKind::exponential;
-    if (b.contains("base")) j.backoff.base = Millis{b.at("base").to_number<std::int64_t>()};
-    if (b.contains("cap")) j.backoff.cap = Millis{b.at("cap").to_number<std::int64_t>()};
+    auto kind = b.find("kind");
+    if (kind != b.end()) {
+      if (kind->value() != "fixed" && kind->value() != "exponential") {
+        throw std::runtime_error("\"backoff.kind\" must be fixed or exponential");
+      }
+      j.backoff.kind = kind->value() == "fixed" ? BackoffKind::fixed : BackoffKind::exponential;
+    }
+    for (auto [name, out] : {std::pair{"base", &j.backoff.base}, {"cap", &j.backoff.cap}}) {
+      auto f = b.find(name);
+      if (f == b.end()) continue;
+      if (!f->value().is_int64() || f->value().as_int64() < 0 ||
+          f->value().as_int64() > limits::kDelayMax) {
+        throw std::runtime_error("\"backoff." + std::string(name) +
+                                 "\" must be an integer from 0 to " +
+                                 std::to_string(limits::kDelayMax));
+      }
+      *out = Millis{f->value().as_int64()};
+    }
   }
-  if (auto it = o.find("error"); it != o.end() && it->value().is_string()) {
+  if (auto it = o.find("error"); it != o.end()) {
+    if (!it->value().is_string()) throw std::runtime_error("\"error\" must be a string");
     j.error = std::string(it->value().as_string());
+    if (j.error->size() > static_cast<std::size_t>(limits::kErrorMax)) {
+      throw std::runtime_error("\"error\" is over " + std::to_string(limits::kErrorMax) + " bytes");
+    }
   }
-  if (auto it = o.find("died"); it != o.end()) j.died_ms = it->value().to_number<std::int64_t>();
+  if (o.contains("died")) j.died_ms = integer("died", 0, limits::kMsMax);
   return j;
 }
 

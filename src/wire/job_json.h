@@ -8,13 +8,15 @@
 #include <string>
 #include <string_view>
 
+#include "core/text.h"
 #include "redisched/job.h"
 
 namespace redisched::wire {
 
-bool valid_utf8(std::string_view s);
+using core::printable;  // core/text.h
+using core::valid_utf8;
 std::string base64_encode(std::string_view s);
-// nullopt when s is not valid base64.
+// nullopt when s is not base64 as RFC 4648 §4 defines it, padding included.
 std::optional<std::string> base64_decode(std::string_view s);
 
 // Sets "body" or "body_base64".

@@ -250,11 +250,13 @@ def request_line_cases():
     rl("http-0.9-style", b"GET /healthz HTTP/0.9", {400, 505})
     rl("version-lowercase", b"GET /healthz http/1.1")
     rl("version-garbage", b"GET /healthz HTTP/1.x", {400, 505})
-    rl("lowercase-method", b"get /healthz HTTP/1.1", close=False)
-    rl("lowercase-method-put", b"put /v1/topics/alpha/jobs/r1 HTTP/1.1", close=False)
-    # RFC 9112 3.2.2 says servers accept the absolute form; the brief decides 400.
-    rl("absolute-form", b"GET http://127.0.0.1/healthz HTTP/1.1", close=False)
-    rl("absolute-form-v1", b"GET http://127.0.0.1/v1/topics/alpha HTTP/1.1", close=False)
+    # Methods are case-sensitive: "get" is a method the server does not
+    # implement (RFC 9110 9.1: 501).
+    rl("lowercase-method", b"get /healthz HTTP/1.1", {501}, close=False)
+    rl("lowercase-method-put", b"put /v1/topics/alpha/jobs/r1 HTTP/1.1", {501}, close=False)
+    # RFC 9112 3.2.2: a server MUST accept the absolute form.
+    rl("absolute-form", b"GET http://127.0.0.1/healthz HTTP/1.1", {200}, close=False)
+    rl("absolute-form-v1", b"GET http://127.0.0.1/v1/topics/alpha HTTP/1.1", {200}, close=False)
     rl("asterisk-form", b"GET * HTTP/1.1", close=False)
     rl("authority-form-connect", b"CONNECT 127.0.0.1:6379 HTTP/1.1", {400, 405, 501}, close=False)
     rl("target-9000-bytes", b"GET /" + b"a" * 9000 + b" HTTP/1.1", {400, 414, 431}, close=False)

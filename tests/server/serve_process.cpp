@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -121,13 +122,17 @@ ServeProcess::ServeProcess(std::vector<std::string> args, std::string data_dir,
   }
   std::vector<std::string> full = {binary(), "--data-dir", dir_ + "/data"};
   full.insert(full.end(), global_args.begin(), global_args.end());
-  for (const char* a : {"serve", "--listen", "127.0.0.1:0"}) full.emplace_back(a);
+  full.emplace_back("serve");
+  if (std::find(args.begin(), args.end(), "--listen") == args.end()) {
+    full.emplace_back("--listen");
+    full.emplace_back("127.0.0.1:0");
+  }
   full.insert(full.end(), args.begin(), args.end());
   const std::string log = dir_ + "/serve.log";
   const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   pid_ = spawn(full, fd);
   ::close(fd);
-  const std::regex listening(R"(listening on http://127\.0\.0\.1:(\d+))");
+  const std::regex listening(R"(listening on http://[^ ]+:(\d+) )");
   const std::regex redis(R"(started redis-server \(pid (\d+)\))");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {

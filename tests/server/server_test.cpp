@@ -247,43 +247,124 @@ TEST_F(ServerTest, HealthzAndMetrics) {
   EXPECT_EQ(h.status, 200);
   EXPECT_EQ(parse(h.body).at("status"), "ok");
   call("PUT", topic_jobs() + "/m", R"({"body":"m"})");
-  auto m = call("GET", "/metrics");
+  // Counts come from the server's shared reading, at most a second old.
+  test::HttpAnswer m;
+  EXPECT_TRUE(wait_until([&] {
+    m = call("GET", "/metrics");
+    return m.body.find("redisched_jobs{topic=\"" + topic_ + "\",state=\"ready\"} 1") !=
+           std::string::npos;
+  }));
   EXPECT_EQ(m.status, 200);
-  EXPECT_NE(m.body.find("redisched_jobs{topic=\"" + topic_ + "\",state=\"ready\"} 1"),
-            std::string::npos);
   EXPECT_NE(m.body.find("redisched_events_total{event=\"put\",topic=\"" + topic_ + "\"}"),
             std::string::npos);
   EXPECT_NE(m.body.find("redisched_request_seconds_bucket"), std::string::npos);
 }
 
-TEST_F(ServerTest, DelayQueueRoutesAnswerCodeMessageDataAndRearmTtr) {
-  auto pushed = parse(
-      call("POST", "/push", R"({"topic":")" + topic_ + R"(","delay":0,"ttr":1,"body":"hello"})")
-          .body);
-  EXPECT_EQ(pushed.at("code").as_int64(), 0);
-  const std::string id(pushed.at("data").at("id").as_string());
-  auto popped = parse(call("GET", "/pop?topic=" + topic_).body);
-  EXPECT_EQ(popped.at("code").as_int64(), 0);
-  EXPECT_EQ(popped.at("data").at("id").as_string(), id);
-  EXPECT_EQ(popped.at("data").at("body"), "hello");
-  EXPECT_TRUE(parse(call("GET", "/pop?topic=" + topic_).body).at("data").is_null());
-  // Not finished within its ttr (1 s): it comes back.
-  json::value again;
+// The Redis delay queue's exact answers (../shared/seeds/001_...): HTTP 200
+// with Resp{Code, Message, Data} from generateSuccessBody (code 200, message
+// "") or generateFailureBody (code 500, the error's text, data null).
+TEST_F(ServerTest, DelayQueueAnswersAsItsGoServerDid) {
+  auto success = [&](const test::HttpAnswer& a) {
+    EXPECT_EQ(a.status, 200);
+    auto v = parse(a.body).as_object();
+    EXPECT_EQ(v.at("code").as_int64(), 200) << a.body;
+    EXPECT_EQ(v.at("message"), "") << a.body;
+    return v;
+  };
+  auto failure = [&](const test::HttpAnswer& a) {
+    EXPECT_EQ(a.status, 200);
+    auto v = parse(a.body).as_object();
+    EXPECT_EQ(v.at("code").as_int64(), 500) << a.body;
+    EXPECT_FALSE(v.at("message").as_string().empty());
+    EXPECT_TRUE(v.at("data").is_null());
+    return v;
+  };
+  // push: data null; the generated id beside it, as job_id.
+  auto pushed = success(
+      call("POST", "/push", R"({"topic":")" + topic_ + R"(","delay":0,"ttr":1,"body":"hello"})"));
+  EXPECT_TRUE(pushed.at("data").is_null());
+  const std::string id(pushed.at("job_id").as_string());
+  // pop: data is the body itself; job_id is what finish takes.
+  auto popped = success(call("GET", "/pop?topic=" + topic_));
+  EXPECT_EQ(popped.at("data"), "hello");
+  const std::string handle(popped.at("job_id").as_string());
+  EXPECT_NE(handle.find(id), std::string::npos);
+  failure(call("GET", "/pop?topic=" + topic_));  // nothing ready: "redis: nil"
+  // Not finished within its ttr (1 s): it comes back, with a new job_id.
+  json::object again;
   ASSERT_TRUE(wait_until(
       [&] {
-        again = parse(call("GET", "/pop?topic=" + topic_).body);
-        return !again.at("data").is_null();
+        again = parse(call("GET", "/pop?topic=" + topic_).body).as_object();
+        return again.at("code").as_int64() == 200;
       },
       5s));
-  EXPECT_EQ(again.at("data").at("id").as_string(), id);
-  EXPECT_EQ(parse(call("GET", "/finish?job_id=" + id).body).at("code").as_int64(), 0);
-  EXPECT_NE(parse(call("GET", "/finish?job_id=" + id).body).at("code").as_int64(), 0);
-  // ttr 0: removed when popped.
-  call("POST", "/push", R"({"topic":")" + topic_ + R"(","ttr":0,"body":"once"})");
-  EXPECT_EQ(parse(call("GET", "/pop?topic=" + topic_).body).at("data").at("body"), "once");
+  EXPECT_EQ(again.at("data"), "hello");
+  const std::string handle2(again.at("job_id").as_string());
+  // The first pop's job_id is over: it cannot finish the second pop's job.
+  failure(call("GET", "/finish?job_id=" + handle));
+  success(call("GET", "/finish?job_id=" + handle2));
+  success(call("GET", "/finish?job_id=" + handle2));  // finishing again is harmless, as it was
+  EXPECT_EQ(call("GET", topic_jobs() + "/" + id).status, 404);
+  // A job reserved through /v1 cannot be finished with a made-up job_id.
+  call("PUT", topic_jobs() + "/v1job", R"({"body":"x"})");
+  auto r = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", "{}").body);
+  const auto token = r.at("jobs").at(0).at("token").as_int64();
+  failure(call("GET", "/finish?job_id=v1job"));
+  failure(call("GET", "/finish?job_id=" + topic_ + "/v1job/" + std::to_string(token + 1)));
+  EXPECT_EQ(parse(call("GET", topic_jobs() + "/v1job").body).at("state"), "reserved");
+  // ttr 0: gone once popped.
+  success(call("POST", "/push", R"({"topic":")" + topic_ + R"(","ttr":0,"body":"once"})"));
+  EXPECT_EQ(success(call("GET", "/pop?topic=" + topic_)).at("data"), "once");
   auto stats = parse(call("GET", "/v1/topics/" + topic_).body);
-  EXPECT_EQ(stats.at("reserved").as_int64() + stats.at("ready").as_int64(), 0);
-  EXPECT_EQ(parse(call("POST", "/push", "{oops").body).at("code").as_int64(), 1);
+  EXPECT_EQ(stats.at("ready").as_int64(), 0);
+  EXPECT_EQ(stats.at("reserved").as_int64(), 1);  // v1job only
+  // Negative delay and ttr clamp to 0, as the original did.
+  success(
+      call("POST", "/push", R"({"topic":")" + topic_ + R"(","delay":-5,"ttr":-1,"body":"neg"})"));
+  EXPECT_EQ(success(call("GET", "/pop?topic=" + topic_)).at("data"), "neg");
+  // Failures: its own shape, and nothing stored.
+  EXPECT_EQ(failure(call("POST", "/push", R"({"delay":1,"body":"x"})")).at("message"),
+            "topic is empty");
+  EXPECT_EQ(failure(call("POST", "/push", R"({"topic":"","body":"x"})")).at("message"),
+            "topic is empty");
+  failure(call("POST", "/push", "{oops"));
+  failure(call("POST", "/push", R"({"topic":")" + topic_ + R"(","delay":18446744073709552})"));
+  failure(call("POST", "/push", R"({"topic":")" + topic_ + R"(","ttr":18446744073709551615})"));
+  failure(call("POST", "/push", R"({"topic":")" + topic_ + R"(","delay":1.5})"));
+  failure(call("GET", "/pop"));
+  failure(call("GET", "/finish?job_id="));
+  stats = parse(call("GET", "/v1/topics/" + topic_).body);
+  EXPECT_EQ(stats.at("ready").as_int64() + stats.at("delayed").as_int64(), 0);
+}
+
+// The original redisched's browser frontend, unchanged (its Node server
+// coerced the form's strings: "delay" * 1000).
+TEST_F(ServerTest, OriginalFrontendRequestsAreAcceptedAsItsNodeServerDid) {
+  auto scheduled = call("POST", "/schedule/" + topic_,
+                        R"({"id":"m1","contents":"hello","delay":"2","created_at":1732900000000,)"
+                        R"("status":"pending","topic":")" +
+                            topic_ + R"("})");
+  ASSERT_EQ(scheduled.status, 200) << scheduled.body;
+  EXPECT_EQ(parse(scheduled.body).at("success"), true);
+  auto job = parse(call("GET", topic_jobs() + "/m1").body);
+  EXPECT_EQ(job.at("due").as_int64() - job.at("created").as_int64(), 2000);
+  // Numbers and fractions of seconds too.
+  call("POST", "/schedule/" + topic_, R"({"id":"m2","contents":{"a":1},"delay":1.5})");
+  job = parse(call("GET", topic_jobs() + "/m2").body);
+  EXPECT_EQ(job.at("due").as_int64() - job.at("created").as_int64(), 1500);
+  auto cancelled = call("POST", "/cancel/" + topic_,
+                        R"({"id":"m1","type":"cancellation","topic":")" + topic_ + R"("})");
+  EXPECT_EQ(cancelled.status, 200);
+  EXPECT_EQ(parse(cancelled.body).at("success"), true);
+  EXPECT_EQ(call("GET", topic_jobs() + "/m1").status, 404);
+  // What it could not have taken is refused, with success false, and changes nothing.
+  for (const char* body : {R"({"id":"m3","delay":"soon"})", R"({"id":"m3","delay":1e300})",
+                           R"({"contents":"no id"})", "{broken"}) {
+    auto a = call("POST", "/schedule/" + topic_, body);
+    EXPECT_EQ(a.status, 400) << body;
+    EXPECT_EQ(parse(a.body).at("success"), false) << body;
+  }
+  EXPECT_EQ(call("GET", topic_jobs() + "/m3").status, 404);
 }
 
 TEST(ServerAuth, TokenIsNeededEverywhereButHealthz) {

@@ -10,6 +10,10 @@ RawRedis::RawRedis(int port) : ctx_(redisConnect("127.0.0.1", port)) {
   if (ctx_ == nullptr || ctx_->err != 0) throw std::runtime_error("cannot connect to redis");
 }
 
+RawRedis::RawRedis(const std::string& unix_path) : ctx_(redisConnectUnix(unix_path.c_str())) {
+  if (ctx_ == nullptr || ctx_->err != 0) throw std::runtime_error("cannot connect to " + unix_path);
+}
+
 RawRedis::~RawRedis() { redisFree(ctx_); }
 
 ReplyPtr RawRedis::call(const std::vector<std::string>& args) {

@@ -18,6 +18,8 @@ using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 class RawRedis {
  public:
   explicit RawRedis(int port);
+  // Over a unix socket (the embedded Redis of redisched serve).
+  explicit RawRedis(const std::string& unix_path);
   ~RawRedis();
   RawRedis(const RawRedis&) = delete;
   RawRedis& operator=(const RawRedis&) = delete;

@@ -1,0 +1,242 @@
+#include "server/fields.h"
+
+#include <boost/json/basic_parser_impl.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <charconv>
+#include <cmath>
+#include <set>
+#include <vector>
+
+#include "core/limits.h"
+#include "core/text.h"
+#include "wire/job_json.h"
+
+namespace redisched::server {
+
+namespace json = boost::json;
+
+void bad_request(std::string message) {
+  throw HttpError{http::status::bad_request, "invalid_argument", std::move(message)};
+}
+
+namespace {
+
+std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }
+
+// What a refused value was, briefly (for the message).
+std::string shown(const json::value& v) {
+  std::string s = json::serialize(v);
+  if (s.size() > 40) s = s.substr(0, 40) + "...";
+  return s;
+}
+
+// Doubles hold integers exactly up to 2^53.
+constexpr double kExactDouble = 9007199254740992.0;
+
+// A basic_parser handler that only looks for an object with a key given
+// twice (Boost.JSON keeps the last; a body that says two things is refused).
+struct DuplicateKeys {
+  static constexpr std::size_t max_array_size = -1;
+  static constexpr std::size_t max_object_size = -1;
+  static constexpr std::size_t max_string_size = -1;
+  static constexpr std::size_t max_key_size = -1;
+
+  std::vector<std::set<std::string>> open;  // the keys of each object being read
+  std::string key;
+  std::string duplicate;
+
+  using ec_t = boost::system::error_code;
+  bool on_document_begin(ec_t&) { return true; }
+  bool on_document_end(ec_t&) { return true; }
+  bool on_array_begin(ec_t&) { return true; }
+  bool on_array_end(std::size_t, ec_t&) { return true; }
+  bool on_object_begin(ec_t&) {
+    open.emplace_back();
+    return true;
+  }
+  bool on_object_end(std::size_t, ec_t&) {
+    open.pop_back();
+    return true;
+  }
+  bool on_string_part(json::string_view, std::size_t, ec_t&) { return true; }
+  bool on_string(json::string_view, std::size_t, ec_t&) { return true; }
+  bool on_key_part(json::string_view s, std::size_t, ec_t&) {
+    key.append(s.data(), s.size());
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, ec_t& ec) {
+    key.append(s.data(), s.size());
+    if (!open.back().insert(key).second) {
+      duplicate = key;
+      ec = json::error::syntax;
+      return false;
+    }
+    key.clear();
+    return true;
+  }
+  bool on_number_part(json::string_view, ec_t&) { return true; }
+  bool on_int64(std::int64_t, json::string_view, ec_t&) { return true; }
+  bool on_uint64(std::uint64_t, json::string_view, ec_t&) { return true; }
+  bool on_double(double, json::string_view, ec_t&) { return true; }
+  bool on_bool(bool, ec_t&) { return true; }
+  bool on_null(ec_t&) { return true; }
+  bool on_comment_part(json::string_view, ec_t&) { return true; }
+  bool on_comment(json::string_view, ec_t&) { return true; }
+};
+
+}  // namespace
+
+json::object json_object(std::string_view body) {
+  if (body.empty()) return {};
+  boost::system::error_code ec;
+  // Boost.JSON checks UTF-8 in strings and refuses comments, trailing
+  // commas and depth over 32 by default.
+  json::value v = json::parse(body, ec);
+  if (ec) bad_request("malformed JSON: " + ec.message());
+  json::basic_parser<DuplicateKeys> keys{json::parse_options{}};
+  keys.write_some(false, body.data(), body.size(), ec);
+  if (!keys.handler().duplicate.empty()) {
+    bad_request("the key \"" + core::printable(keys.handler().duplicate) + "\" is given twice");
+  }
+  if (!v.is_object()) bad_request("the body must be a JSON object");
+  return std::move(v.as_object());
+}
+
+void only_fields(const json::object& o, std::initializer_list<std::string_view> allowed) {
+  for (const auto& [key, value] : o) {
+    bool known = false;
+    for (auto a : allowed) known = known || key == a;
+    if (!known) bad_request("unknown field " + quoted(wire::printable(key)));
+  }
+}
+
+std::optional<std::int64_t> int_field(const json::object& o, std::string_view name, std::int64_t lo,
+                                      std::int64_t hi) {
+  auto it = o.find(name);
+  if (it == o.end() || it->value().is_null()) return std::nullopt;
+  const json::value& v = it->value();
+  auto out_of_range = [&]() -> std::int64_t {
+    bad_request(quoted(name) + " must be an integer from " + std::to_string(lo) + " to " +
+                std::to_string(hi) + ", got " + shown(v));
+  };
+  std::int64_t n = 0;
+  if (v.is_int64()) {
+    n = v.as_int64();
+  } else if (v.is_uint64()) {
+    return out_of_range();  // above INT64_MAX
+  } else if (v.is_double()) {
+    const double d = v.as_double();
+    if (!(std::abs(d) <= kExactDouble) || d != std::trunc(d)) return out_of_range();
+    n = static_cast<std::int64_t>(d);
+  } else {
+    bad_request(quoted(name) + " must be an integer, got " + shown(v));
+  }
+  if (n < lo || n > hi) return out_of_range();
+  return n;
+}
+
+std::optional<std::string> string_field(const json::object& o, std::string_view name) {
+  auto it = o.find(name);
+  if (it == o.end() || it->value().is_null()) return std::nullopt;
+  if (!it->value().is_string()) bad_request(quoted(name) + " must be a string");
+  return std::string(it->value().as_string());
+}
+
+std::optional<bool> bool_field(const json::object& o, std::string_view name) {
+  auto it = o.find(name);
+  if (it == o.end() || it->value().is_null()) return std::nullopt;
+  if (!it->value().is_bool()) bad_request(quoted(name) + " must be true or false");
+  return it->value().as_bool();
+}
+
+std::optional<std::int64_t> seconds_field(const json::object& o, std::string_view name,
+                                          Seconds kind, std::int64_t max_ms) {
+  auto it = o.find(name);
+  if (it == o.end() || it->value().is_null()) return std::nullopt;
+  const json::value& v = it->value();
+  const std::string range =
+      quoted(name) + " must be a number of seconds up to " + std::to_string(max_ms / 1000);
+  if (kind == Seconds::whole) {
+    if (v.is_uint64() && !v.is_int64()) bad_request(range + ", got " + shown(v));
+    if (!v.is_int64()) bad_request(quoted(name) + " must be a whole number of seconds");
+    const std::int64_t s = std::max<std::int64_t>(v.as_int64(), 0);
+    if (s > max_ms / 1000) bad_request(range + ", got " + shown(v));
+    return s * 1000;
+  }
+  double seconds = 0;
+  if (v.is_number()) {
+    seconds = v.to_number<double>();
+  } else if (v.is_string()) {
+    std::string_view s = v.as_string();
+    while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
+    while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), seconds);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+      bad_request(quoted(name) + " must be a number of seconds, got " + shown(v));
+    }
+  } else {
+    bad_request(quoted(name) + " must be a number of seconds, got " + shown(v));
+  }
+  if (!std::isfinite(seconds) || seconds * 1000 > static_cast<double>(max_ms)) {
+    bad_request(range + ", got " + shown(v));
+  }
+  return seconds <= 0 ? 0 : std::llround(seconds * 1000);
+}
+
+JobSpec job_spec(const json::object& o) {
+  only_fields(o, {"body", "body_base64", "delay_ms", "due_at_ms", "priority", "ttr_ms", "attempts",
+                  "backoff", "mode"});
+  JobSpec s;
+  auto text = string_field(o, "body");
+  auto b64 = string_field(o, "body_base64");
+  if (text && b64) bad_request("give \"body\" or \"body_base64\", not both");
+  if (b64) {
+    auto decoded = wire::base64_decode(*b64);
+    if (!decoded) bad_request("\"body_base64\" is not base64 (RFC 4648, with its padding)");
+    s.body = std::move(*decoded);
+  } else if (text) {
+    s.body = std::move(*text);
+  }
+  if (auto d = int_field(o, "delay_ms", 0, limits::kDelayMax)) s.delay = Millis{*d};
+  if (auto at = int_field(o, "due_at_ms", 0, limits::kMsMax)) s.due_at_ms = *at;
+  if (s.delay && s.due_at_ms) bad_request("give \"delay_ms\" or \"due_at_ms\", not both");
+  if (auto p = int_field(o, "priority", 0, limits::kPrioMax)) s.priority = static_cast<int>(*p);
+  if (auto t = int_field(o, "ttr_ms", 1, limits::kTtrMax)) s.ttr = Millis{*t};
+  if (auto a = int_field(o, "attempts", 1, limits::kAttemptsMax)) {
+    s.max_attempts = static_cast<int>(*a);
+  }
+  if (auto it = o.find("backoff"); it != o.end() && !it->value().is_null()) {
+    if (!it->value().is_object()) {
+      bad_request("\"backoff\" must be an object {kind, base_ms, cap_ms}");
+    }
+    const auto& b = it->value().as_object();
+    only_fields(b, {"kind", "base_ms", "cap_ms"});
+    Backoff backoff;
+    auto kind = string_field(b, "kind").value_or("exponential");
+    if (kind == "fixed") {
+      backoff.kind = BackoffKind::fixed;
+    } else if (kind != "exponential") {
+      bad_request("\"backoff.kind\" must be fixed or exponential");
+    }
+    backoff.base = Millis{int_field(b, "base_ms", 0, limits::kDelayMax).value_or(1000)};
+    backoff.cap =
+        Millis{int_field(b, "cap_ms", 0, limits::kDelayMax)
+                   .value_or(backoff.kind == BackoffKind::fixed ? backoff.base.count() : 600000)};
+    if (backoff.kind == BackoffKind::exponential && backoff.cap < backoff.base) {
+      bad_request("\"backoff.cap_ms\" must be at least base_ms");
+    }
+    s.backoff = backoff;
+  }
+  auto mode = string_field(o, "mode").value_or("create");
+  if (mode == "replace") {
+    s.mode = PutMode::replace;
+  } else if (mode == "upsert") {
+    s.mode = PutMode::upsert;
+  } else if (mode != "create") {
+    bad_request("\"mode\" must be create, replace or upsert");
+  }
+  return s;
+}
+
+}  // namespace redisched::server

@@ -1,0 +1,102 @@
+#include "server/sweeper.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "core/limits.h"
+#include "server/async_util.h"
+#include "server/census.h"
+#include "server/metrics.h"
+
+namespace redisched::server {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+struct Sweeper::State : std::enable_shared_from_this<State> {
+  State(asio::io_context& io, Client& c, Census& ce, Metrics& m, std::chrono::milliseconds p,
+        std::chrono::milliseconds a)
+      : strand(asio::make_strand(io)),
+        timer(strand),
+        client(c),
+        census(ce),
+        metrics(m),
+        period(p),
+        topics_age(a) {}
+
+  asio::strand<asio::io_context::executor_type> strand;
+  asio::steady_timer timer;  // on strand
+  bool stopped = false;      // on strand
+  Client& client;
+  Census& census;
+  Metrics& metrics;
+  std::chrono::milliseconds period, topics_age;
+  std::mutex mu;
+  // Noted topics, until census readings surely show them.
+  std::map<std::string, Clock::time_point> noted;  // GUARDED_BY(mu)
+
+  asio::awaitable<void> sweep() {
+    auto self = shared_from_this();
+    while (!stopped) {
+      try {
+        const auto reading = co_await census.after(Clock::now() - topics_age);
+        std::set<std::string> names;
+        {
+          std::lock_guard lock(mu);
+          const auto old = Clock::now() - 2 * topics_age;
+          std::erase_if(noted, [&](const auto& n) { return n.second < old; });
+          for (const auto& n : noted) names.insert(n.first);
+        }
+        for (const auto& [name, stats] : reading->topics) names.insert(name);
+        const std::vector<std::string> topics(names.begin(), names.end());
+        auto results = co_await await_each<RequeueResult>(
+            topics, [this](const std::string& t, Callback<RequeueResult> cb) {
+              client.requeue_async(t, static_cast<int>(limits::kBatchMax), std::move(cb));
+            });
+        for (std::size_t i = 0; i < topics.size(); ++i) {
+          if (!results[i].ok()) continue;      // the next sweep tries again
+          const auto& r = results[i].value();  // NOLINT: checked above
+          if (r.requeued + r.buried == 0) continue;
+          metrics.count("lapsed", topics[i], static_cast<std::uint64_t>(r.requeued + r.buried));
+          spdlog::debug("sweeper: {} lapsed in {} ({} dead)", r.requeued + r.buried, topics[i],
+                        r.buried);
+        }
+      } catch (const Error& e) {
+        spdlog::warn("sweeper: {}", e.what());
+      }
+      if (stopped) break;
+      timer.expires_after(period);
+      boost::system::error_code ignored;
+      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+    }
+  }
+};
+
+Sweeper::Sweeper(asio::io_context& io, Client& client, Census& census, Metrics& metrics,
+                 std::chrono::milliseconds period, std::chrono::milliseconds topics_age)
+    : state_(std::make_shared<State>(io, client, census, metrics, period, topics_age)) {}
+
+Sweeper::~Sweeper() { stop(); }
+
+void Sweeper::start() { asio::co_spawn(state_->strand, state_->sweep(), asio::detached); }
+
+void Sweeper::note(const std::string& topic) {
+  std::lock_guard lock(state_->mu);
+  state_->noted[topic] = Clock::now();
+}
+
+void Sweeper::stop() {
+  asio::post(state_->strand, [s = state_] {
+    s->stopped = true;
+    s->timer.cancel();
+  });
+}
+
+}  // namespace redisched::server

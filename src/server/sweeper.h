@@ -1,0 +1,43 @@
+// Lapsed reservations back to ready in the background, for every topic the
+// server can see (the original design runs REQUEUE on a loop; so does
+// serve). Each period, one requeue call per topic, all at once on the
+// pipeline; a requeue with nothing lapsed costs Redis one range read. Any
+// number of servers may sweep the same topics: requeue is atomic.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <chrono>
+#include <memory>
+
+#include "redisched/client.h"
+
+namespace redisched::server {
+
+class Census;
+class Metrics;
+
+class Sweeper {
+ public:
+  // Topics come from census readings at most topics_age old.
+  Sweeper(boost::asio::io_context& io, Client& client, Census& census, Metrics& metrics,
+          std::chrono::milliseconds period = std::chrono::seconds(1),
+          std::chrono::milliseconds topics_age = std::chrono::seconds(5));
+  ~Sweeper();
+  Sweeper(const Sweeper&) = delete;
+  Sweeper& operator=(const Sweeper&) = delete;
+
+  void start();
+  // Any thread; the sweep in progress finishes.
+  void stop();
+  // A topic this server just handed jobs out of: swept from the next sweep
+  // on, before any census reading shows it. Any thread.
+  void note(const std::string& topic);
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace redisched::server

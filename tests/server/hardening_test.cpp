@@ -1,0 +1,414 @@
+// redisched serve facing hostile input and shutting down, over raw sockets:
+// heads, trailers and chunk framing held to their limits; framing that
+// cannot be read refused and the connection closed; HEAD without a body;
+// 405 with Allow; /metrics bounded and valid for promtool; /healthz that
+// writes nothing and answers when Redis hangs; the background sweeper;
+// long-poll subscriptions that end; one reading for every dashboard stream;
+// and a drain that hands out no job it cannot take back.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/json/parse.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "serve_process.h"
+#include "testutil/raw_redis.h"
+#include "testutil/wait.h"
+
+namespace redisched {
+namespace {
+
+using namespace std::chrono_literals;
+namespace json = boost::json;
+using test::HttpClient;
+using test::ServeProcess;
+using test::wait_until;
+
+int connect_to(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads until the peer closes or nothing comes for quiet.
+std::string read_all(int fd, std::chrono::milliseconds quiet = 2000ms) {
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(quiet.count())) <= 0) break;
+    const auto n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const auto n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+// Sends bytes on a fresh connection; returns everything that came back.
+std::string exchange(int port, std::string_view bytes, std::chrono::milliseconds quiet = 2000ms) {
+  const int fd = connect_to(port);
+  if (fd < 0) return "<connect failed>";
+  write_all(fd, bytes);
+  auto out = read_all(fd, quiet);
+  ::close(fd);
+  return out;
+}
+
+int status_of(const std::string& answer) {
+  std::smatch m;
+  static const std::regex status(R"(^HTTP/1\.[01] (\d{3}) )");
+  return std::regex_search(answer, m, status) ? std::stoi(m[1]) : 0;
+}
+
+int answers_in(const std::string& text) {
+  int n = 0;
+  for (size_t at = text.find("HTTP/1."); at != std::string::npos;
+       at = text.find("HTTP/1.", at + 1)) {
+    if (at == 0 || text[at - 1] == '\n') ++n;
+  }
+  return n;
+}
+
+// Every key with its serialized value and time to live: equal dumps mean an
+// unchanged keyspace.
+std::map<std::string, std::string> keyspace(test::RawRedis& redis) {
+  std::map<std::string, std::string> out;
+  auto keys = redis.call({"KEYS", "*"});
+  for (size_t i = 0; i < keys->elements; ++i) {
+    const std::string key(keys->element[i]->str, keys->element[i]->len);
+    auto dump = redis.call({"DUMP", key});
+    auto ttl = redis.call({"PTTL", key});
+    out[key] = std::string(dump->str ? std::string(dump->str, dump->len) : "") + "|" +
+               std::to_string(ttl->integer);
+  }
+  return out;
+}
+
+std::string redis_socket(const ServeProcess& s) { return s.data_dir() + "/data/redis.sock"; }
+
+long peak_rss_kb(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
+  }
+  return -1;
+}
+
+class HardeningTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { serve_ = new ServeProcess(); }
+  static void TearDownTestSuite() {
+    delete serve_;
+    serve_ = nullptr;
+  }
+  static ServeProcess* serve_;
+  int port() const { return serve_->port(); }
+};
+ServeProcess* HardeningTest::serve_ = nullptr;
+
+TEST_F(HardeningTest, TrailersChunkExtensionsAndHeadsAreHeldToTheHeaderLimit) {
+  test::RawRedis redis(redis_socket(*serve_));
+  const auto before = keyspace(redis);
+  // A trailer field of 65,534 bytes once crashed the server (Beast keeps a
+  // field in at most 64 KiB and threw).
+  const std::string trailer =
+      "POST /v1/topics/t/jobs HTTP/1.1\r\nHost: x\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-T: " +
+      std::string(65534, 'a') + "\r\n\r\n";
+  EXPECT_EQ(status_of(exchange(port(), trailer)), 431);
+  // One header of 70,000 bytes.
+  EXPECT_EQ(status_of(exchange(port(), "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                                           std::string(70000, 'b') + "\r\n\r\n")),
+            431);
+  // A chunk extension of 64 MiB, sent in pieces: refused once it passes the
+  // limit, without reading it whole.
+  const long rss_before = peak_rss_kb(serve_->pid());
+  {
+    const int fd = connect_to(port());
+    ASSERT_GE(fd, 0);
+    write_all(fd,
+              "POST /v1/topics/t/jobs HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2;");
+    const std::string piece(1 << 20, 'a');
+    for (int i = 0; i < 64 && write_all(fd, piece); ++i) {
+    }
+    EXPECT_EQ(status_of(read_all(fd)), 431);
+    ::close(fd);
+  }
+  EXPECT_LT(peak_rss_kb(serve_->pid()) - rss_before, 32 * 1024) << "KiB of peak memory";
+  EXPECT_TRUE(test::process_alive(serve_->pid()));
+  EXPECT_EQ(keyspace(redis), before);
+  // --max-header past what Beast can hold is refused at the start.
+  auto [status, out] = test::run_redisched({"serve", "--max-header", "1048576"});
+  EXPECT_NE(status, 0);
+  EXPECT_NE(out.find("--max-header"), std::string::npos) << out;
+}
+
+TEST_F(HardeningTest, FramingThatCannotBeReadIsRefusedAndNothingAfterItRuns) {
+  test::RawRedis redis(redis_socket(*serve_));
+  const auto before = keyspace(redis);
+  const std::string smuggled = "GET /v1/topics HTTP/1.1\r\nHost: x\r\n\r\n";
+  struct Case {
+    std::string head;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {"Transfer-Encoding: chunked, gzip\r\n", 400},
+      {"Transfer-Encoding: gzip\r\n", 501},
+      {"Transfer-Encoding: xchunked\r\n", 501},
+      {"Transfer-Encoding: identity\r\n", 501},
+      {"Transfer-Encoding: chunked, chunked\r\n", 400},
+      {"Transfer-Encoding: \"chunked\"\r\n", 400},
+      {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400},
+      {"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n", 400},
+      {"Transfer-Encoding: chunked\r\nContent-Length: 4\r\n", 400},
+      {"Content-Length: 4\r\nContent-Length: 5\r\n", 400},
+      {"Content-Length: -4\r\n", 400},
+      {"Content-Length: 0x10\r\n", 400},
+  };
+  for (const auto& c : cases) {
+    const std::string request = "POST /v1/topics/alpha/jobs HTTP/1.1\r\nHost: x\r\n" + c.head +
+                                "\r\n2\r\n{}\r\n0\r\n\r\n" + smuggled;
+    const auto answer = exchange(port(), request);
+    EXPECT_EQ(status_of(answer), c.status) << c.head << answer;
+    EXPECT_EQ(answers_in(answer), 1) << c.head << answer;
+  }
+  // HTTP/1.0 with chunked framing.
+  EXPECT_EQ(status_of(exchange(port(),
+                               "POST /v1/topics/alpha/jobs HTTP/1.0\r\nTransfer-Encoding: "
+                               "chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n")),
+            400);
+  EXPECT_EQ(keyspace(redis), before);
+}
+
+TEST_F(HardeningTest, HeadAnswersHaveNoBodyAndKeepTheConnectionInStep) {
+  for (const char* target : {"/", "/app.js", "/healthz", "/v1/topics", "/metrics"}) {
+    const std::string request = std::string("HEAD ") + target + " HTTP/1.1\r\nHost: x\r\n\r\n" +
+                                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    const auto answer = exchange(port(), request);
+    ASSERT_EQ(answers_in(answer), 2) << target << "\n" << answer;
+    const auto second = answer.find("HTTP/1.1", 1);
+    const auto head = answer.substr(0, second);
+    EXPECT_EQ(status_of(head), 200) << target;
+    EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << target << ": a body followed";
+    EXPECT_NE(head.find("Content-Length: "), std::string::npos) << target;
+    EXPECT_NE(head.find("Content-Length: 0\r\n"), 0u);
+    EXPECT_EQ(status_of(answer.substr(second)), 200) << target;
+  }
+}
+
+TEST_F(HardeningTest, WrongMethodsAre405WithAllowAndUnknownPathsAre404) {
+  HttpClient http(port());
+  const std::vector<std::tuple<std::string, std::string, std::string>> wrong = {
+      {"DELETE", "/", "GET, HEAD"},
+      {"POST", "/app.js", "GET, HEAD"},
+      {"PUT", "/style.css", "GET, HEAD"},
+      {"POST", "/index.html", "GET, HEAD"},
+      {"POST", "/v1/events", "GET, HEAD"},
+      {"PATCH", "/v1/topics/alpha/jobs/r1", "GET, HEAD, PUT, DELETE"},
+      {"GET", "/v1/topics/alpha/reserve", "POST"},
+      {"GET", "/push", "POST"},
+      {"POST", "/pop", "GET, HEAD"},
+  };
+  for (const auto& [method, target, allow] : wrong) {
+    auto a = http.request(method, target);
+    EXPECT_EQ(a.status, 405) << method << " " << target;
+    EXPECT_EQ(a.headers["Allow"], allow) << method << " " << target;
+  }
+  for (const char* target : {"/v1/topics/alpha/bogus", "/v1/topics/alpha/jobs/r1/bogus", "/v1",
+                             "/v1/nope", "/v1/topics/alpha/jobs/r1/ack/extra"}) {
+    EXPECT_EQ(http.request("GET", target).status, 404) << target;
+  }
+}
+
+TEST_F(HardeningTest, MetricsKeepRouteTemplatesAndPassPromtool) {
+  HttpClient http(port());
+  const auto before = http.request("GET", "/metrics").body.size();
+  for (int i = 0; i < 300; ++i) {
+    http.request("GET",
+                 "/nowhere/" + std::to_string(i) + "%22%0Ainjected_metric%7Bx%3D%221%22%7D%201");
+  }
+  http.request("PUT", "/v1/topics/metrics_t/jobs/a", R"({"body":"x"})");
+  const auto body = http.request("GET", "/metrics").body;
+  EXPECT_LT(body.size(), before + 4096);
+  EXPECT_EQ(body.find("injected_metric"), std::string::npos);
+  EXPECT_EQ(body.find("nowhere"), std::string::npos);
+  EXPECT_NE(body.find(R"(route="/v1/topics/{topic}/jobs/{id}")"), std::string::npos);
+  EXPECT_NE(body.find(R"(route="unmatched")"), std::string::npos);
+  const std::string file = "/tmp/redisched-metrics-" + std::to_string(::getpid()) + ".txt";
+  std::ofstream(file) << body;
+  const int rc =
+      std::system(("promtool check metrics < " + file + " > " + file + ".out 2>&1").c_str());
+  std::ifstream out(file + ".out");
+  const std::string said((std::istreambuf_iterator<char>(out)), {});
+  EXPECT_EQ(rc, 0) << said;
+  std::remove(file.c_str());
+  std::remove((file + ".out").c_str());
+}
+
+TEST(ServerHealth, HealthzWritesNothingAndAnswersWithinASecondWhenRedisHangs) {
+  ServeProcess serve;
+  HttpClient http(serve.port());
+  test::RawRedis redis(redis_socket(serve));
+  const auto before = keyspace(redis);
+  auto ok = http.request("GET", "/healthz");
+  EXPECT_EQ(ok.status, 200);
+  EXPECT_EQ(json::parse(ok.body).at("status"), "ok");
+  EXPECT_EQ(keyspace(redis), before);
+  ASSERT_EQ(::kill(serve.redis_pid(), SIGSTOP), 0);
+  const auto start = std::chrono::steady_clock::now();
+  auto down = HttpClient(serve.port()).request("GET", "/healthz");
+  const auto took = std::chrono::steady_clock::now() - start;
+  ::kill(serve.redis_pid(), SIGCONT);
+  EXPECT_EQ(down.status, 503) << down.body;
+  EXPECT_LT(took, 2s);
+}
+
+TEST(ServerSweeper, LapsedReservationsComeBackWithoutAnyReserve) {
+  ServeProcess serve;
+  HttpClient http(serve.port());
+  http.request("PUT", "/v1/topics/swept/jobs/j", R"({"body":"x","ttr_ms":1000})");
+  auto r = json::parse(http.request("POST", "/v1/topics/swept/reserve", "{}").body);
+  ASSERT_EQ(r.at("jobs").as_array().size(), 1u);
+  // Nobody reserves from the topic again: the server's sweeper requeues it
+  // within about a second of its deadline.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        return json::parse(http.request("GET", "/v1/topics/swept/jobs/j").body).at("state") ==
+               "ready";
+      },
+      4s));
+  auto stats = json::parse(http.request("GET", "/v1/topics/swept").body);
+  EXPECT_EQ(stats.at("lapsed_total").as_int64(), 1);
+}
+
+TEST(ServerLongPoll, SubscriptionsEndWhenNoLongPollWaits) {
+  ServeProcess serve;
+  test::RawRedis redis(redis_socket(serve));
+  std::vector<std::thread> polls;
+  for (int i = 0; i < 30; ++i) {
+    polls.emplace_back([&, i] {
+      HttpClient http(serve.port());
+      http.request("POST", "/v1/topics/lp" + std::to_string(i) + "/reserve", R"({"wait_ms":300})");
+    });
+  }
+  for (auto& t : polls) t.join();
+  auto channels = [&] { return redis.call({"PUBSUB", "SHARDCHANNELS"})->elements; };
+  EXPECT_GT(channels(), 0u);
+  EXPECT_TRUE(wait_until([&] { return channels() == 0; }, 8s)) << channels() << " left";
+}
+
+// Redis's count of calls of a command so far.
+long long calls_of(test::RawRedis& redis, const std::string& command) {
+  auto info = redis.call({"INFO", "commandstats"});
+  const std::string text(info->str, info->len);
+  std::smatch m;
+  const std::regex re("cmdstat_" + command + ":calls=(\\d+)");
+  return std::regex_search(text, m, re) ? std::stoll(m[1]) : 0;
+}
+
+TEST(ServerDashboard, EventStreamsShareOneReadingOfTheTopics) {
+  ServeProcess serve;
+  HttpClient http(serve.port());
+  for (int i = 0; i < 5; ++i) {
+    http.request("PUT", "/v1/topics/feed" + std::to_string(i) + "/jobs/j", R"({"body":"x"})");
+  }
+  test::RawRedis redis(redis_socket(serve));
+  std::vector<int> streams;
+  for (int i = 0; i < 40; ++i) {
+    const int fd = connect_to(serve.port());
+    write_all(fd, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n");
+    streams.push_back(fd);
+  }
+  std::this_thread::sleep_for(1500ms);
+  const auto scans = calls_of(redis, "scan");
+  const auto fcalls = calls_of(redis, "fcall") + calls_of(redis, "fcall_ro");
+  std::this_thread::sleep_for(3s);
+  // 40 streams for 3 s: one reading a second for all (a SCAN and one stats
+  // per topic), not one per stream (which would be 120 SCANs).
+  EXPECT_LE(calls_of(redis, "scan") - scans, 8);
+  EXPECT_LE(calls_of(redis, "fcall") + calls_of(redis, "fcall_ro") - fcalls, 60);
+  for (int fd : streams) {
+    char buf[256];
+    EXPECT_GT(::read(fd, buf, sizeof buf), 0);
+    ::close(fd);
+  }
+}
+
+TEST(ServerDrain, SigtermHandsOutNoJobThatCannotBeAcked) {
+  char tmpl[] = "/tmp/redisched-drain-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  constexpr int kJobs = 3000;
+  std::atomic<int> handed{0}, acked{0};
+  {
+    ServeProcess serve({}, dir);
+    {
+      HttpClient http(serve.port());
+      for (int i = 0; i < kJobs; ++i) {
+        http.request("PUT", "/v1/topics/drain/jobs/j" + std::to_string(i), R"({"body":"x"})");
+      }
+    }
+    std::atomic<bool> go{true};
+    std::vector<std::thread> workers;
+    for (int w = 0; w < 6; ++w) {
+      workers.emplace_back([&] {
+        try {
+          HttpClient http(serve.port());
+          while (go) {
+            auto r = http.request("POST", "/v1/topics/drain/reserve", R"({"wait_ms":200})");
+            if (r.status != 200) break;
+            const auto answer = json::parse(r.body);
+            for (const auto& j : answer.at("jobs").as_array()) {
+              ++handed;
+              auto a = http.request(
+                  "POST", "/v1/topics/drain/jobs/" + std::string(j.at("id").as_string()) + "/ack",
+                  "{\"token\":" + std::to_string(j.at("token").as_int64()) + "}");
+              if (a.status == 200) ++acked;
+            }
+          }
+        } catch (const std::exception&) {
+          // the server went away
+        }
+      });
+    }
+    ASSERT_TRUE(wait_until([&] { return handed > 200; }, 10s));
+    EXPECT_EQ(serve.stop(), 0);
+    go = false;
+    for (auto& t : workers) t.join();
+  }
+  // Every job handed out was acked: none was left reserved by the drain.
+  EXPECT_GT(handed.load(), 0);
+  EXPECT_EQ(handed.load(), acked.load());
+  ServeProcess again({}, dir);
+  HttpClient http(again.port());
+  auto stats = json::parse(http.request("GET", "/v1/topics/drain").body);
+  EXPECT_EQ(stats.at("reserved").as_int64(), 0);
+  EXPECT_EQ(stats.at("ready").as_int64(), kJobs - acked.load());
+}
+
+}  // namespace
+}  // namespace redisched
