@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/limits.h"
 #include "redisched/client.h"
 #include "server/embedded_redis.h"
 #include "server/serve.h"
@@ -268,11 +269,16 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
   put->add_option("topic", v.topic)->required();
   put->add_option("id", v.id, "job id, unique in the topic; * to generate one")->required();
   put->add_option("body", v.body, "the body; - reads stdin")->required();
-  put->add_option("--delay", v.delay, "due this many ms from now");
-  put->add_option("--at", v.at, "due at this Unix time in ms");
-  put->add_option("--priority", v.priority, "0..1000, higher first");
-  put->add_option("--ttr", v.ttr, "time-to-run of a reservation, ms");
-  put->add_option("--attempts", v.attempts, "attempts before the job is dead");
+  put->add_option("--delay", v.delay, "due this many ms from now")
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  put->add_option("--at", v.at, "due at this Unix time in ms")
+      ->check(CLI::Range(std::int64_t{0}, limits::kMsMax));
+  put->add_option("--priority", v.priority, "0..1000, higher first")
+      ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
+  put->add_option("--ttr", v.ttr, "time-to-run of a reservation, ms")
+      ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
+  put->add_option("--attempts", v.attempts, "attempts before the job is dead")
+      ->check(CLI::Range(std::int64_t{1}, limits::kAttemptsMax));
   put->add_option("--backoff", v.backoff, "fixed:MS or exponential:BASE_MS:CAP_MS");
   put->add_flag("--replace", v.replace, "update an existing job only");
   put->add_flag("--upsert", v.upsert, "create or update");
@@ -363,8 +369,11 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
 
   auto* reserve = app.add_subcommand("reserve", "reserve ready jobs");
   reserve->add_option("topic", v.topic)->required();
-  reserve->add_option("--count", v.count, "how many, 1..1000")->capture_default_str();
-  reserve->add_option("--ttr", v.ttr, "time-to-run for jobs without their own, ms");
+  reserve->add_option("--count", v.count, "how many, 1..1000")
+      ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
+      ->capture_default_str();
+  reserve->add_option("--ttr", v.ttr, "time-to-run for jobs without their own, ms")
+      ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
   reserve->callback([] {
     g_selected = [](const GlobalOptions& g) {
       auto r = connect(g)->reserve(v.topic, v.count, Millis(v.ttr.value_or(0)));
@@ -375,7 +384,9 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
 
   auto* pull = app.add_subcommand("pull", "take ready jobs for good (at-most-once)");
   pull->add_option("topic", v.topic)->required();
-  pull->add_option("--count", v.count, "how many, 1..1000")->capture_default_str();
+  pull->add_option("--count", v.count, "how many, 1..1000")
+      ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
+      ->capture_default_str();
   pull->callback([] {
     g_selected = [](const GlobalOptions& g) {
       print_taken(connect(g)->pull(v.topic, v.count), g, false);
@@ -390,7 +401,8 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
   };
   auto* ack = app.add_subcommand("ack", "a reserved job is done");
   add_held(ack);
-  ack->add_option("--keep", v.keep, "keep the finished job this many ms");
+  ack->add_option("--keep", v.keep, "keep the finished job this many ms")
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
   ack->callback([] {
     g_selected = [](const GlobalOptions& g) {
       return report(connect(g)->ack(v.topic, v.id, v.token, Millis(v.keep.value_or(0))), "acked",
@@ -400,8 +412,10 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
 
   auto* release = app.add_subcommand("release", "put a reserved job back");
   add_held(release);
-  release->add_option("--delay", v.delay, "due this many ms from now");
-  release->add_option("--priority", v.new_priority, "new priority");
+  release->add_option("--delay", v.delay, "due this many ms from now")
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  release->add_option("--priority", v.new_priority, "new priority")
+      ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
   release->callback([] {
     g_selected = [](const GlobalOptions& g) {
       return report(
@@ -427,7 +441,8 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
 
   auto* touch = app.add_subcommand("touch", "extend a reservation");
   add_held(touch);
-  touch->add_option("--ttr", v.ttr, "new time-to-run from now, ms");
+  touch->add_option("--ttr", v.ttr, "new time-to-run from now, ms")
+      ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
   touch->callback([] {
     g_selected = [](const GlobalOptions& g) {
       auto r = connect(g)->touch(v.topic, v.id, v.token, Millis(v.ttr.value_or(0)));
@@ -476,7 +491,9 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
   list->add_option("topic", v.topic)->required();
   list->add_option("state", v.state, "delayed, ready, reserved, dead or done")->required();
   list->add_option("--offset", v.offset)->capture_default_str();
-  list->add_option("--count", v.count, "1..1000")->capture_default_str();
+  list->add_option("--count", v.count, "1..1000")
+      ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
+      ->capture_default_str();
   list->add_flag("--no-body", v.no_body, "leave bodies out");
   list->callback([] {
     g_selected = [](const GlobalOptions& g) {
@@ -541,32 +558,43 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
         if (!in_file) throw Error(Errc::invalid_argument, "cannot read " + file);
       }
       std::istream& in = file.empty() ? std::cin : in_file;
-      std::int64_t total = -1;
-      if (!file.empty()) {  // for the progress bar
-        std::ifstream count(file);
-        total = std::count(std::istreambuf_iterator<char>(count), {}, '\n');
-      }
-      Progress progress("imported", total);
-      std::int64_t restored = 0, skipped = 0, line_no = 0;
+      // Every line is read and checked before the first job goes in, so a
+      // bad line stops the import with nothing imported.
+      std::vector<Job> jobs;
+      std::int64_t line_no = 0;
       for (std::string line; std::getline(in, line);) {
         ++line_no;
         if (line.empty()) continue;
-        Job job;
         try {
           boost::system::error_code ec;
           auto value = json::parse(line, ec);
           if (ec || !value.is_object()) throw std::runtime_error("not a JSON object");
-          job = wire::job_from_json(value.as_object());
+          jobs.push_back(wire::job_from_json(value.as_object()));
         } catch (const std::exception& e) {
           throw Error(Errc::invalid_argument, "line " + std::to_string(line_no) + ": " + e.what() +
-                                                  " (nothing after it was imported)");
+                                                  " (nothing was imported)");
         }
-        if (client->restore(v.topic, job, v.replace)) {
-          ++restored;
-        } else {
-          ++skipped;
+      }
+      Progress progress("imported", static_cast<std::int64_t>(jobs.size()));
+      std::int64_t restored = 0, skipped = 0;
+      // Many restores in flight on the pipeline, a window at a time.
+      constexpr std::size_t kWindow = 1000;
+      for (std::size_t at = 0; at < jobs.size(); at += kWindow) {
+        std::vector<std::future<bool>> window;
+        const std::size_t end = std::min(jobs.size(), at + kWindow);
+        for (std::size_t i = at; i < end; ++i) {
+          window.push_back(client->restore_async(v.topic, jobs[i], v.replace));
         }
-        progress.add(1);
+        for (std::size_t i = at; i < end; ++i) {
+          try {
+            (window[i - at].get() ? restored : skipped) += 1;
+          } catch (const Error& e) {
+            throw Error(e.code(), "job " + jobs[i].id + ": " + e.what() + " (" +
+                                      std::to_string(restored + skipped) +
+                                      " jobs before it were imported or skipped)");
+          }
+        }
+        progress.add(static_cast<std::int64_t>(end - at));
       }
       progress.done();
       if (g.json) {

@@ -9,6 +9,8 @@
 int main(int argc, char** argv) {
   CLI::App app{"redisched: a delayed/priority job queue on Redis"};
   app.require_subcommand(1);
+  // Global options may come after the subcommand too: redisched serve --redis URL.
+  app.fallthrough();
   redisched::cli::GlobalOptions global;
   app.add_option("--redis", global.redis_url,
                  "Redis URL: redis://[user:password@]host[:port][/db], rediss://..., "
@@ -27,7 +29,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every refusal exits 1, as failures do.
+    return app.exit(e) == 0 ? 0 : 1;
   }
   try {
     return redisched::cli::run_selected(global);

@@ -23,6 +23,11 @@ expect "delete" "deleted mail-2" "$(r delete mail mail-2)"
 expect "bad topic" "redisched: topic 'no way' may hold only letters, digits, '_', '-' and '.'" \
   "$(r put 'no way' a b 2>&1)"
 expect "bad priority exit" "1" "$(r put mail a b --priority 9999 >/dev/null 2>&1; echo $?)"
+# Numbers that would wrap on the way to their field are refused, not stored.
+expect "attempts that would wrap" "1" "$(r put mail wrap b --attempts 4294967301 >/dev/null 2>&1; echo $?)"
+expect "nothing stored" "redisched: no job wrap in mail" "$(r get mail wrap 2>&1)"
+# Global options go on either side of the subcommand.
+expect "global option after the subcommand" "mail" "$("$BIN" topics --redis "redis://127.0.0.1:$PORT")"
 
 # export and import: every state, schedule, attempts and errors come back.
 r put bk broken 'x' --attempts 1 > /dev/null
@@ -37,8 +42,12 @@ expect "import" "restored 3, skipped 0 (existing ids, or finished jobs)" "$(r im
 r export bk2 -o "$DIR/bk2.jsonl"
 expect "round trip" "$(cat "$DIR/bk.jsonl")" "$(cat "$DIR/bk2.jsonl")"
 expect "import again skips" "restored 0, skipped 3 (existing ids, or finished jobs)" "$(r import bk2 < "$DIR/bk.jsonl")"
-expect "import bad line" "redisched: line 1: the job has no \"state\" (nothing after it was imported)" \
+expect "import bad line" "redisched: line 1: the job has no \"state\" (nothing was imported)" \
   "$(echo '{"id":"x"}' | r import bk3 2>&1)"
+# A bad line anywhere stops the import before the first job goes in.
+{ head -2 "$DIR/bk.jsonl"; echo '{"id":"y","state":"ready","body":"b","priority":4294967301}'; } > "$DIR/bad.jsonl"
+expect "import bad last line" "1" "$(r import bk4 "$DIR/bad.jsonl" >/dev/null 2>&1; echo $?)"
+expect "import wrote nothing" "" "$(r topics | grep -x bk4)"
 expect "bench" "3" "$(r --json bench --jobs 1000 | grep -o '_[a-z]*":[0-9]' | wc -l | tr -d ' ')"
 expect "bench leaves no job" "redisched-bench	0	0	0	0	0	no" "$(r stats redisched-bench | tail -1)"
 expect "no redis" "1" "$("$BIN" --redis redis://127.0.0.1:1 stats mail >/dev/null 2>&1; echo $?)"
