@@ -1,7 +1,5 @@
 #include "redis/connection.h"
 
-#include <hiredis/hiredis.h>
-
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -24,6 +22,7 @@
 
 #include "redis/command.h"
 #include "redis/library.h"
+#include "redis/resp_reader.h"
 #include "redisched/error.h"
 
 namespace redisched::redis {
@@ -39,68 +38,6 @@ using Clock = std::chrono::steady_clock;
 struct ConnectionLost {
   Errc code;
   std::string message;
-};
-
-Reply convert(const redisReply* r) {
-  Reply out;
-  switch (r->type) {
-    case REDIS_REPLY_STRING:
-      out.type = Reply::Type::string;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_STATUS:
-      out.type = Reply::Type::status;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_ERROR:
-      out.type = Reply::Type::error;
-      out.str.assign(r->str, r->len);
-      break;
-    case REDIS_REPLY_INTEGER:
-      out.type = Reply::Type::integer;
-      out.integer = r->integer;
-      break;
-    case REDIS_REPLY_ARRAY:
-      out.type = Reply::Type::array;
-      out.elements.reserve(r->elements);
-      for (size_t i = 0; i < r->elements; ++i) out.elements.push_back(convert(r->element[i]));
-      break;
-    default:
-      out.type = Reply::Type::nil;
-  }
-  return out;
-}
-
-// hiredis's RESP reader, owned.
-class RespReader {
- public:
-  RespReader() : r_(redisReaderCreate()) {
-    if (r_ == nullptr) throw std::bad_alloc();
-    r_->maxbuf = 0;  // keep no idle buffer limit: replies can be large
-  }
-  ~RespReader() { redisReaderFree(r_); }
-  RespReader(const RespReader&) = delete;
-  RespReader& operator=(const RespReader&) = delete;
-
-  void feed(const char* data, size_t n) {
-    if (redisReaderFeed(r_, data, n) != REDIS_OK) throw_error();
-  }
-  // The next complete reply, if one is buffered.
-  std::optional<Reply> next() {
-    void* raw = nullptr;
-    if (redisReaderGetReply(r_, &raw) != REDIS_OK) throw_error();
-    if (raw == nullptr) return std::nullopt;
-    auto* reply = static_cast<redisReply*>(raw);
-    Reply out = convert(reply);
-    freeReplyObject(reply);
-    return out;
-  }
-
- private:
-  [[noreturn]] void throw_error() {
-    throw ConnectionLost{Errc::protocol, std::string("unreadable reply from Redis: ") + r_->errstr};
-  }
-  redisReader* r_;
 };
 
 // Redis's answer to an FCALL of a function it does not have.
@@ -273,6 +210,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       co_await std::move(loop);
     } catch (const ConnectionLost& lost) {
       if (!lost_) lost_ = lost;
+    } catch (const Error& err) {  // the reader's: bytes that are not RESP
+      if (!lost_) lost_ = ConnectionLost{err.code(), err.what()};
     } catch (const boost::system::system_error& err) {
       if (!lost_) {
         lost_ = err.code() == asio::error::eof
@@ -305,6 +244,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       co_return lost_.value_or(ConnectionLost{Errc::connection, "connection closed"});
     } catch (const ConnectionLost& lost) {
       co_return lost;
+    } catch (const Error& err) {  // the reader's, during the handshake
+      co_return ConnectionLost{err.code(), err.what()};
     } catch (const boost::system::system_error& err) {
       if (err.code() == asio::error::eof) {
         co_return ConnectionLost{Errc::connection, "Redis closed the connection"};
