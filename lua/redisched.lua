@@ -8,18 +8,30 @@ Call it:            FCALL redisched_<op> 8 <the topic's eight keys> <arguments..
 Every function takes the same eight keys of one topic T, in this order
 (P is a prefix, "redisched" by default; {T} is the Redis Cluster hash tag):
   KEYS[1] P:{T}:jobs      hash  id -> packed job record (body and metadata)
-  KEYS[2] P:{T}:delayed   zset  id -> due time (ms)
-  KEYS[3] P:{T}:ready     zset  id -> (1000 - priority) * 2^43 + ready sequence;
+  KEYS[2] P:{T}:delayed   zset  M -> due time (ms)
+  KEYS[3] P:{T}:ready     zset  M -> (1000 - priority) * 2^43 + due time (ms);
                                 while paused also NUL "paused" -> -inf
   KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms)
   KEYS[5] P:{T}:dead      zset  id -> time it died (ms)
   KEYS[6] P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
   KEYS[7] P:{T}:meta      hash  seq (counter), totals
   KEYS[8] P:{T}:leases    hash  id -> "token:reserved_at:ttr" of its reservation
+where M, a job's member in delayed and ready, is its put sequence (7 bytes,
+big-endian), its priority (2 bytes) and its id: jobs due in the same
+millisecond sort by put order, and due jobs move to ready without reading
+their records. The names are checked (BADKEYS): the same P:{T} before each
+suffix, with a non-empty hash tag.
 
 A job is in exactly one of delayed, ready, reserved, dead, done: its state
-is the set that holds it (docs/lifecycle.md draws the transitions).
-Keys are never built here, so the library runs unchanged on Redis Cluster.
+is the set that holds it (docs/lifecycle.md draws the transitions), except
+that a delayed job whose due time has come counts as ready for every read
+(get, list, stats) until a reserve, pull or list moves it.
+
+Order among ready jobs: higher priority first, then earlier due time, then
+put order, at any rate of puts. Due delayed jobs move to ready in calls of
+reserve, pull and list, at most PROMOTE_BATCH per call; while more are due (a
+backlog), reserve and pull hand out no job that fell due after the earliest
+job still waiting in delayed (docs/redis-api.md, "Order").
 
 Wake-up signal: a call that makes a job ready, or schedules one, publishes
 the time it is due (ms, decimal) with SPUBLISH on a channel named like the
@@ -27,9 +39,9 @@ ready key, P:{T}:ready (same slot), once per call. Idle workers listen there
 and aim a timer at the earliest due time instead of polling (promotion of
 due delayed jobs publishes nothing: waiting workers already know that time).
 
-Time is the Redis server's clock in milliseconds. Every function that reads the
-clock accepts "NOW <ms>" for tests that need to control time (but kick, whose
-arguments are all ids).
+Time is the Redis server's clock in milliseconds, from 0 to MS_MAX (2^43 - 1,
+in the year 2248). Every function that reads the clock accepts "NOW <ms>" for
+tests that need to control time (but kick, whose arguments are all ids).
 
 Replies use stable codes (docs/redis-api.md). Per-job outcomes are integers:
    1 ok / created      2 updated (put REPLACE/UPSERT)
@@ -37,60 +49,66 @@ Replies use stable codes (docs/redis-api.md). Per-job outcomes are integers:
   -2 wrong state      -3 stale token (the reservation is no longer yours)
 Invalid arguments are error replies whose first word is a code:
   BADARG <what is wrong>   BADKEYS <what is wrong>   BADFORMAT <what is wrong>
-Validation happens before the first write: a refused call changes nothing.
+  BADSTATE <what is wrong> (the topic cannot take the call: its counter is used up)
+Every function reads and decides before its first write, and nothing after
+that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
+putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 8 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 9 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
-local SEQ_SPAN = 8796093022208 -- 2^43: ready sequence numbers below this
+local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
+local MS_MAX = 8796093022207     -- 2^43 - 1 (2248-09-26): the latest time a call may name
+local SEQ_MAX = 9007199254740991 -- 2^53 - 1: the counter's last value (exact in Lua)
 local ID_MAX = 256             -- bytes
 local BODY_MAX_DEFAULT = 1048576
 local BODY_MAX_LIMIT = 536870912
 local ERROR_MAX = 8192
-local MS_MAX = 253402300799999   -- 9999-12-31, as a due time
 local DELAY_MAX = 315576000000   -- ten years
 local TTR_MAX = 86400000 * 7     -- a week
 local ATTEMPTS_MAX = 1000
 local BATCH_MAX = 1000           -- jobs in one call
+local LIMIT_MAX = 10000          -- LIMIT of requeue and kickall
+local OFFSET_MAX = 1099511627776 -- 2^40: list's offset
+-- Housekeeping bounds (the model test lowers them in a copy to reach them).
 local PROMOTE_BATCH = 1000       -- due jobs moved to ready in one call
 local REQUEUE_INLINE = 100       -- lapsed reservations reserve recovers itself
+local TRIM_BATCH = 100           -- retained jobs dropped in one call
 
--- Defaults for what a job does not say (stored only when different).
+-- Defaults for what a job does not say.
 local DEFAULT_TTR = 30000
 local DEFAULT_ATTEMPTS = 5
 local DEFAULT_BACKOFF = { 2, 1000, 600000 } -- exponential, 1 s base, 10 min cap
 
 local OK, UPDATED, MISSING, EXISTS, WRONG_STATE, STALE = 1, 2, 0, -1, -2, -3
--- A paused topic's ready set holds this member (no id can: ids hold no
--- control characters) with the lowest score, so the ZPOPMIN that hands out
--- jobs finds the pause without a call of its own.
+-- A paused topic's ready set holds this member (7 bytes: no job's member is
+-- that short) with the lowest score, so the ZPOPMIN that hands out jobs
+-- finds the pause without a call of its own.
 local PAUSED_MARK = '\0paused'
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
+local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases' }
 
--- Record layout (docs/redis-api.md, "Stored format"): a flags byte, an
--- optional second flags byte, the stamp (created ms * 4096 + put sequence mod
--- 4096), the optional fields the flags name, in flag order, then the body.
--- A waiting job with default options has an 8-byte head, so a 100-byte body
--- still fits Redis's 112-byte allocation class.
-local F_PRIO, F_DUE, F_MADE, F_ERROR, F_EXT, F_UNKNOWN = 1, 2, 8, 16, 32, 196
+-- Record layout, format 2 (docs/redis-api.md, "Stored format"): a flags byte
+-- (128 set), an optional second flags byte, created (6 bytes), the put
+-- sequence (7 bytes), the optional fields the flags name, in flag order, then
+-- the body. Format 1 (library version 8 and before) is still read; a record
+-- is rewritten in format 2 when its job next moves.
+local V2 = 128
+local F_PRIO, F_DUE, F_MADE, F_ERROR, F_EXT, F_PLACE, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 64
 local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_UNKNOWN = 1, 2, 4, 8, 240
+-- Format 1: flags 1 priority, 2 due, 8 made, 16 error, 32 second byte; the
+-- stamp created * 4096 + put sequence mod 4096 in 7 bytes (as its top 32 and
+-- low 24 bits); ttr, backoff base and cap in 4 bytes.
+local V1_PRIO, V1_DUE, V1_MADE, V1_ERROR, V1_EXT, V1_UNKNOWN = 1, 2, 8, 16, 32, 196
 local TICKS = 4096
--- The stamp is 56 bits, more than a Lua number holds exactly: it travels as
--- its top 32 and low 24 bits, computed from created and the tick apart.
-local STAMP = '>I4I3'
-
-local function stamp_parts(created, seq)
-  return math.floor(created / TICKS), (created % TICKS) * TICKS + seq % TICKS
-end
-
-local function stamp_created(hi, lo)
-  return hi * TICKS + math.floor(lo / TICKS)
-end
 
 -- (bit and struct are only reachable inside calls, not while loading.)
 local function band(a, b) return bit.band(a, b) end
+
+-- An integer as decimal digits ('..' would write 1e+14 from 14 digits on).
+local function fmt(n) return string.format('%d', n) end
 
 ---------------------------------------------------------------- arguments
 
@@ -99,6 +117,7 @@ local function bad(msg)
 end
 
 local function show(v)
+  if v == nil then return 'nothing' end
   if #v > 40 then v = v:sub(1, 40) .. '...' end
   return "'" .. v .. "'"
 end
@@ -110,7 +129,7 @@ local function int_arg(v, name, lo, hi)
   end
   local n = tonumber(v)
   if n < lo or n > hi then
-    bad(name .. ' must be from ' .. lo .. ' to ' .. hi .. ', got ' .. v)
+    bad(name .. ' must be from ' .. fmt(lo) .. ' to ' .. fmt(hi) .. ', got ' .. v)
   end
   return n
 end
@@ -122,9 +141,24 @@ local function id_arg(v, checked)
   return v
 end
 
+-- The eight keys, checked by name: "<base>:<name>" for each name, in order,
+-- with one base that holds a non-empty hash tag (so they share one slot).
+-- String compares only, no Redis calls; before anything is read or written.
 local function check_keys(keys)
   if #keys ~= 8 then
     error({ bad = 'BADKEYS expected the topic\'s 8 keys (jobs delayed ready reserved dead done meta leases), got ' .. #keys })
+  end
+  local base = keys[1]:sub(1, -6)
+  local open = base:find('{', 1, true)
+  local close = open and base:find('}', open + 1, true)
+  if keys[1]:sub(-5) ~= ':jobs' or not close or close == open + 1 then
+    error({ bad = 'BADKEYS key 1 must be <prefix>:{<topic>}:jobs, got ' .. show(keys[1]) })
+  end
+  for i = 2, 8 do
+    if keys[i] ~= base .. ':' .. KEY_NAMES[i] then
+      error({ bad = 'BADKEYS key ' .. i .. ' must be ' .. show(base .. ':' .. KEY_NAMES[i]) ..
+                    ', got ' .. show(keys[i]) })
+    end
   end
   return { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
            dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8] }
@@ -175,7 +209,7 @@ end
 
 -- LIMIT of requeue and kickall.
 local function limit_arg(o)
-  return o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, 10000) or 1000
+  return o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, LIMIT_MAX) or 1000
 end
 
 -- The job ids that are all of delete's and kick's arguments.
@@ -186,36 +220,89 @@ local function ids_arg(args)
   return args
 end
 
+-- NOW, checked (also by calls that read the clock only on some paths).
+local function now_arg(o)
+  return o.NOW and int_arg(o.NOW, 'NOW', 0, MS_MAX)
+end
+
 local function clock(o)
   if o.NOW then return int_arg(o.NOW, 'NOW', 0, MS_MAX) end
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now > MS_MAX then error({ bad = 'BADSTATE the server clock is past ' .. fmt(MS_MAX) .. ' ms' }) end
+  return now
+end
+
+-- now + ms, but no later than MS_MAX (a due time always fits the ready score).
+local function after(now, ms)
+  local t = now + ms
+  if t > MS_MAX then return MS_MAX end
+  return t
 end
 
 ---------------------------------------------------------------- records
 
-local function decode(rec)
-  local flags, pos = struct.unpack('>B', rec)
-  if flags == 0 then -- the common case: nothing but the stamp
-    local hi, lo, at = struct.unpack(STAMP, rec, pos)
-    local created = stamp_created(hi, lo)
-    return { prio = 0, created = created, seq = lo % TICKS, due = created, body = rec:sub(at) }
-  end
-  local ext, hi, lo = 0, nil, nil
-  if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
-  if band(flags, F_UNKNOWN) ~= 0 or band(ext, X_UNKNOWN) ~= 0 then
+-- A record of format 1 (library version 8): its put sequence is known only
+-- mod 4096, so the job keeps its version 8 member (its id) until it moves.
+local function decode_v1(rec, flags)
+  local pos = 2
+  local ext = 0
+  if band(flags, V1_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
+  if band(flags, V1_UNKNOWN) ~= 0 or band(ext, X_UNKNOWN) ~= 0 then
     error({ bad = 'BADFORMAT a stored job has a format this library version does not read' })
   end
-  hi, lo, pos = struct.unpack(STAMP, rec, pos)
-  local j = { prio = 0, created = stamp_created(hi, lo), seq = lo % TICKS }
-  if band(flags, F_PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
-  if band(flags, F_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, F_MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
+  local hi, lo
+  hi, lo, pos = struct.unpack('>I4I3', rec, pos)
+  local j = { legacy = true, prio = 0, created = hi * TICKS + math.floor(lo / TICKS), seq = lo % TICKS }
+  if band(flags, V1_PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
+  if band(flags, V1_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
+  if band(flags, V1_MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
   if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
   if band(ext, X_ATTEMPTS) ~= 0 then j.max, pos = struct.unpack('>I2', rec, pos) end
   if band(ext, X_BACKOFF) ~= 0 then
     local kind, base, cap
     kind, base, cap, pos = struct.unpack('>BI4I4', rec, pos)
+    j.backoff = { kind, base, cap }
+  end
+  if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
+  if band(flags, V1_ERROR) ~= 0 then
+    local len
+    len, pos = struct.unpack('>I2', rec, pos)
+    j.err = rec:sub(pos, pos + len - 1)
+    pos = pos + len
+  end
+  j.due = j.due or j.created
+  j.body = rec:sub(pos)
+  return j
+end
+
+-- A job from its record: prio, created, seq (put sequence), due, made,
+-- place (the sequence of its latest return to delayed/ready: its next token;
+-- nil when that is seq), ttr (its own, nil if none), max, backoff, finished,
+-- err, body.
+local function decode(rec)
+  local flags = rec:byte(1)
+  if flags == V2 then -- the common case: nothing but created and seq
+    local created, seq, at = struct.unpack('>I6I7', rec, 2)
+    return { prio = 0, created = created, seq = seq, due = created, body = rec:sub(at) }
+  end
+  if band(flags, V2) == 0 then return decode_v1(rec, flags) end
+  local ext, pos = 0, 2
+  if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
+  if band(flags, F_UNKNOWN) ~= 0 or band(ext, X_UNKNOWN) ~= 0 then
+    error({ bad = 'BADFORMAT a stored job has a format this library version does not read' })
+  end
+  local j = { prio = 0 }
+  j.created, j.seq, pos = struct.unpack('>I6I7', rec, pos)
+  if band(flags, F_PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
+  if band(flags, F_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
+  if band(flags, F_MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
+  if band(flags, F_PLACE) ~= 0 then j.place, pos = struct.unpack('>I7', rec, pos) end
+  if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
+  if band(ext, X_ATTEMPTS) ~= 0 then j.max, pos = struct.unpack('>I2', rec, pos) end
+  if band(ext, X_BACKOFF) ~= 0 then
+    local kind, base, cap
+    kind, base, cap, pos = struct.unpack('>BI6I6', rec, pos)
     j.backoff = { kind, base, cap }
   end
   if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
@@ -230,43 +317,71 @@ local function decode(rec)
   return j
 end
 
--- Packs a job. A job in delayed keeps its due time as its score there, so
--- the record leaves it out (due_in_score); elsewhere it is stored unless it
--- equals the creation time.
-local function encode(j, due_in_score)
-  local hi, lo = stamp_parts(j.created, j.seq)
-  local store_due = not due_in_score and j.due ~= j.created
-  if j.prio == 0 and not store_due and not j.made and not j.ttr
+-- Packs a job (always in format 2).
+local function encode(j)
+  local store_due = j.due ~= j.created
+  local place = j.place ~= j.seq and j.place
+  if j.prio == 0 and not store_due and not j.made and not place and not j.ttr
       and not j.max and not j.backoff and not j.finished and not j.err then
-    return struct.pack('>BI4I3', 0, hi, lo) .. j.body -- the common case, kept fast
+    return struct.pack('>BI6I7', V2, j.created, j.seq) .. j.body -- the common case, kept fast
   end
-  local flags, ext, opt = 0, 0, {}
+  local flags, ext, opt = V2, 0, {}
   if j.prio ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.prio) end
   if store_due then flags = flags + F_DUE; opt[#opt + 1] = struct.pack('>I6', j.due) end
   if j.made and j.made > 0 then flags = flags + F_MADE; opt[#opt + 1] = struct.pack('>I2', j.made) end
+  if place then flags = flags + F_PLACE; opt[#opt + 1] = struct.pack('>I7', place) end
   if j.ttr then ext = ext + X_TTR; opt[#opt + 1] = struct.pack('>I4', j.ttr) end
   if j.max then ext = ext + X_ATTEMPTS; opt[#opt + 1] = struct.pack('>I2', j.max) end
   if j.backoff then
     ext = ext + X_BACKOFF
-    opt[#opt + 1] = struct.pack('>BI4I4', j.backoff[1], j.backoff[2], j.backoff[3])
+    opt[#opt + 1] = struct.pack('>BI6I6', j.backoff[1], j.backoff[2], j.backoff[3])
   end
   if j.finished then ext = ext + X_FINISHED; opt[#opt + 1] = struct.pack('>I6', j.finished) end
   if j.err then flags = flags + F_ERROR; opt[#opt + 1] = struct.pack('>I2', #j.err) .. j.err end
   local head
-  if ext ~= 0 then head = struct.pack('>BBI4I3', flags + F_EXT, ext, hi, lo)
-  else head = struct.pack('>BI4I3', flags, hi, lo) end
+  if ext ~= 0 then head = struct.pack('>BBI6I7', flags + F_EXT, ext, j.created, j.seq)
+  else head = struct.pack('>BI6I7', flags, j.created, j.seq) end
   return head .. table.concat(opt) .. j.body
 end
 
--- Numbers go to redis.call as they are: Redis converts them with 17 digits,
--- exact below 2^53 (Lua's own tostring, used by '..', keeps only 14).
-local function ready_score(prio, seq)
-  return (PRIO_MAX - prio) * SEQ_SPAN + seq % SEQ_SPAN
+-- A job's member in delayed and ready: put sequence, priority, id. A job of
+-- a format 1 record still has its version 8 member, the id itself.
+local function member(j, id)
+  if j.legacy then return id end
+  return struct.pack('>I7I2', j.seq, j.prio) .. id
 end
 
--- Takes n numbers from the topic's sequence; returns the first.
+-- The id in a member of delayed or ready (a format 2 member starts with a
+-- control character, as no id does).
+local function member_id(m)
+  if m:byte(1) < 32 then return m:sub(10) end
+  return m
+end
+
+-- Numbers go to redis.call as they are: Redis converts them with 17 digits,
+-- exact below 2^53.
+local function ready_score(prio, due)
+  return (PRIO_MAX - prio) * TIME_SPAN + due
+end
+
+-- Takes n numbers from the topic's counter; returns the first. Put order,
+-- generated ids and tokens come from it; it never wraps: a call that would
+-- pass SEQ_MAX is refused (its increment undone, so nothing changes).
 local function take_seq(k, n)
-  return redis.call('HINCRBY', k.meta, 'seq', n) - n + 1
+  local last = redis.call('HINCRBY', k.meta, 'seq', n)
+  if last > SEQ_MAX then
+    redis.call('HINCRBY', k.meta, 'seq', -n)
+    error({ bad = 'BADSTATE the topic\'s counter is used up (' .. fmt(SEQ_MAX) .. ')' })
+  end
+  return last - n + 1
+end
+
+-- A job that moves back to delayed or ready takes a new place (its next
+-- token); a format 1 job, whenever it is rewritten, also takes a put
+-- sequence (it counts as put then among jobs due in the same millisecond).
+local function renew(j, seq)
+  if j.legacy then j.legacy, j.seq = nil, seq end
+  j.place = seq
 end
 
 local function max_attempts(j) return j.max or DEFAULT_ATTEMPTS end
@@ -281,64 +396,6 @@ end
 
 ---------------------------------------------------------------- moves
 
--- Moves due delayed jobs to ready, in order of due time and then put order.
--- Returns true when due jobs remain (more than one call's batch was due).
-local function promote(k, now)
-  local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH)
-  local n = #due / 2
-  if n == 0 then return false end
-  local more = false
-  if n == PROMOTE_BATCH then
-    -- Never split the jobs of one due millisecond over two calls: the ones
-    -- left behind would lose their place behind jobs put after them.
-    more = true
-    local last = due[#due]
-    local cut = n
-    while cut > 0 and due[2 * cut] == last do cut = cut - 1 end
-    if cut > 0 then n = cut
-    else
-      due = redis.call('ZRANGEBYSCORE', k.delayed, last, last, 'WITHSCORES')
-      n = #due / 2
-    end
-  end
-  local ids = {}
-  for i = 1, n do ids[i] = due[2 * i - 1] end
-  local recs = redis.call('HMGET', k.jobs, unpack(ids))
-  local moving = {}
-  for i = 1, n do
-    if recs[i] then
-      local j = decode(recs[i])
-      j.id, j.due = ids[i], tonumber(due[2 * i])
-      moving[#moving + 1] = j
-    end
-  end
-  -- Put order among jobs due in the same millisecond: creation time, then the
-  -- put sequence mod 4096, compared modulo (fewer than 2048 puts share a ms).
-  table.sort(moving, function(a, b)
-    if a.due ~= b.due then return a.due < b.due end
-    if a.created ~= b.created then return a.created < b.created end
-    return a.seq ~= b.seq and (b.seq - a.seq) % TICKS < TICKS / 2
-  end)
-  if #moving > 0 then
-    local seq = take_seq(k, #moving)
-    local zargs, hargs = {}, {}
-    for i, j in ipairs(moving) do
-      zargs[2 * i - 1] = ready_score(j.prio, seq + i - 1)
-      zargs[2 * i] = j.id
-      -- Out of delayed, the record must hold the due time itself, unless
-      -- that is its creation time (then it is already right).
-      if j.due ~= j.created then
-        hargs[#hargs + 1] = j.id
-        hargs[#hargs + 1] = encode(j)
-      end
-    end
-    redis.call('ZADD', k.ready, unpack(zargs))
-    if #hargs > 0 then redis.call('HSET', k.jobs, unpack(hargs)) end
-  end
-  redis.call('ZREM', k.delayed, unpack(ids))
-  return more
-end
-
 -- The earliest due time this call made ready or scheduled; api() publishes
 -- it once the call succeeds. (Calls run one at a time: api() resets it.)
 local wake_at = nil
@@ -346,19 +403,79 @@ local function wake(at)
   if not wake_at or at < wake_at then wake_at = at end
 end
 
--- Stores a job and places it in delayed or ready by its due time. A job due
--- now waits in delayed while older due jobs are still there (a backlog larger
--- than one promotion), so ready order always follows due order.
--- Returns 'ready' or 'delayed'.
+-- Moves up to PROMOTE_BATCH due delayed jobs to ready, in order of due time
+-- and then put order. Their members carry what the ready score needs, so no
+-- record is read (but those of format 1). Returns nil, or when more are due
+-- (a backlog) the first one left: {due = ms, seq = its put sequence}.
+local function promote(k, now)
+  local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH + 1)
+  local n = #due / 2
+  if n == 0 then return nil end
+  local boundary
+  if n > PROMOTE_BATCH then
+    n = PROMOTE_BATCH
+    local m = due[2 * n + 1]
+    boundary = { due = tonumber(due[2 * n + 2]), seq = m:byte(1) < 32 and struct.unpack('>I7', m) or 0 }
+  end
+  local zadd, zrem, legacy = {}, {}, nil
+  for i = 1, n do
+    local m, d = due[2 * i - 1], tonumber(due[2 * i])
+    zrem[i] = m
+    if m:byte(1) < 32 then
+      zadd[#zadd + 1] = ready_score(struct.unpack('>I2', m, 8), d)
+      zadd[#zadd + 1] = m
+    else
+      legacy = legacy or {}
+      legacy[#legacy + 1] = { id = m, due = d }
+    end
+  end
+  if legacy then
+    -- Jobs scheduled by library version 8: read, ordered as it did (due,
+    -- created, put sequence), given put sequences and rewritten, once.
+    local ids = {}
+    for i, l in ipairs(legacy) do ids[i] = l.id end
+    local recs = redis.call('HMGET', k.jobs, unpack(ids))
+    local moving = {}
+    for i, l in ipairs(legacy) do
+      if recs[i] then
+        local j = decode(recs[i])
+        j.id, j.due = l.id, l.due
+        moving[#moving + 1] = j
+      end
+    end
+    table.sort(moving, function(a, b)
+      if a.due ~= b.due then return a.due < b.due end
+      if a.created ~= b.created then return a.created < b.created end
+      return a.seq ~= b.seq and (b.seq - a.seq) % TICKS < TICKS / 2
+    end)
+    if #moving > 0 then
+      local seq = take_seq(k, #moving)
+      local hargs = {}
+      for i, j in ipairs(moving) do
+        j.legacy, j.seq, j.place = nil, seq + i - 1, nil
+        hargs[2 * i - 1], hargs[2 * i] = j.id, encode(j)
+        zadd[#zadd + 1] = ready_score(j.prio, j.due)
+        zadd[#zadd + 1] = member(j, j.id)
+      end
+      redis.call('HSET', k.jobs, unpack(hargs))
+    end
+  end
+  if #zadd > 0 then redis.call('ZADD', k.ready, unpack(zadd)) end
+  redis.call('ZREM', k.delayed, unpack(zrem))
+  return boundary
+end
+
+-- Stores a job and places it in delayed or ready by its due time. Returns
+-- 'ready' or 'delayed'.
 local function place(k, id, j, now)
-  wake(math.max(j.due, now))
-  if j.due > now or promote(k, now) then
-    redis.call('HSET', k.jobs, id, encode(j, true))
-    redis.call('ZADD', k.delayed, j.due, id)
+  redis.call('HSET', k.jobs, id, encode(j))
+  if j.due > now then
+    wake(j.due)
+    redis.call('ZADD', k.delayed, j.due, member(j, id))
     return 'delayed'
   end
-  redis.call('HSET', k.jobs, id, encode(j))
-  redis.call('ZADD', k.ready, ready_score(j.prio, take_seq(k, 1)), id)
+  wake(now)
+  redis.call('ZADD', k.ready, ready_score(j.prio, j.due), member(j, id))
   return 'ready'
 end
 
@@ -366,17 +483,22 @@ end
 -- control characters), so ack, release, fail and touch find and check a
 -- reservation in one step; the leases hash says by id which one is current.
 local function lease_member(id, token)
-  return id .. '\0' .. token
+  return id .. '\0' .. fmt(token)
 end
 
-local function member_id(member)
-  return member:sub(1, member:find('\0', 1, true) - 1)
+local function reserved_id(m)
+  return m:sub(1, m:find('\0', 1, true) - 1)
 end
 
--- "token:reserved_at:ttr" -> token, reserved_at, ttr
+-- "token:reserved_at:ttr" -> token, reserved_at, ttr (numbers; leases
+-- written by version 8 may hold a time as "1e+14").
 local function parse_lease(v)
-  local token, at, ttr = v:match('^(%d+):(%d+):(%d+)$')
+  local token, at, ttr = v:match('^([^:]+):([^:]+):([^:]+)$')
   return tonumber(token), tonumber(at), tonumber(ttr)
+end
+
+local function lease_value(token, now, ttr)
+  return fmt(token) .. ':' .. fmt(now) .. ':' .. fmt(ttr)
 end
 
 -- Why id is not reserved under a given token: stale (reserved under
@@ -387,8 +509,8 @@ local function not_held(k, id)
   return MISSING
 end
 
-local function end_lease(k, id, member)
-  redis.call('ZREM', k.reserved, member)
+local function end_lease(k, id, lm)
+  redis.call('ZREM', k.reserved, lm)
   redis.call('HDEL', k.leases, id)
 end
 
@@ -402,76 +524,88 @@ local function paused(k)
   return redis.call('ZSCORE', k.ready, PAUSED_MARK) ~= false
 end
 
--- The state sets whose members are plain ids (reserved's are id NUL token).
-local ID_STATES = { 'ready', 'delayed', 'dead', 'done' }
-
--- Removes an id from every state set; returns the name of the state it was in.
-local function unlink(k, id)
-  for _, s in ipairs(ID_STATES) do
-    if redis.call('ZREM', k[s], id) == 1 then return s end
-  end
-  local lease = redis.call('HGET', k.leases, id)
-  if lease then
-    end_lease(k, id, lease_member(id, (parse_lease(lease))))
-    return 'reserved'
-  end
-  return nil
-end
-
--- The state of a job: its name and score there; for a reserved job also
--- its token and reservation time.
-local function state_of(k, id)
-  for _, s in ipairs(ID_STATES) do
-    local score = redis.call('ZSCORE', k[s], id)
-    if score then return s, tonumber(score) end
-  end
+-- Where job j (id) is, read only: {state, key, member, score[, token,
+-- reserved_at]}; state 'unknown' for a record in no set (never left so).
+local function locate(k, id, j)
+  local m = member(j, id)
+  local score = redis.call('ZSCORE', k.ready, m)
+  if score then return { 'ready', k.ready, m, tonumber(score) } end
+  score = redis.call('ZSCORE', k.delayed, m)
+  if score then return { 'delayed', k.delayed, m, tonumber(score) } end
+  score = redis.call('ZSCORE', k.dead, id)
+  if score then return { 'dead', k.dead, id, tonumber(score) } end
+  score = redis.call('ZSCORE', k.done, id)
+  if score then return { 'done', k.done, id, tonumber(score) } end
   local lease = redis.call('HGET', k.leases, id)
   if lease then
     local token, at = parse_lease(lease)
-    return 'reserved', tonumber(redis.call('ZSCORE', k.reserved, lease_member(id, token))), token, at
+    local lm = lease_member(id, token)
+    return { 'reserved', k.reserved, lm, tonumber(redis.call('ZSCORE', k.reserved, lm)), token, at }
   end
-  return 'unknown', nil
+  return { 'unknown' }
 end
 
--- A reservation that ended without success: counts an attempt, then back to
--- ready (retry now), delayed (backoff) or dead. Returns 'ready'|'delayed'|'dead'.
-local function retry_or_bury(k, id, member, j, now, err, backoff, bury)
-  j.made = (j.made or 0) + 1
-  j.err = err
-  end_lease(k, id, member)
-  if bury or j.made >= max_attempts(j) then
-    redis.call('HSET', k.jobs, id, encode(j))
-    redis.call('ZADD', k.dead, now, id)
-    redis.call('HINCRBY', k.meta, 'dead_total', 1)
-    return 'dead'
-  end
-  -- backoff: true for the job's own, a number for a given delay, false for none.
-  if type(backoff) == 'number' then j.due = now + backoff
-  else j.due = now + (backoff and backoff_delay(j) or 0) end
-  return place(k, id, j, now)
+-- Takes a located job out of its set (and ends its reservation).
+local function unplace(k, id, where)
+  if where[1] == 'unknown' then return end
+  redis.call('ZREM', where[2], where[3])
+  if where[1] == 'reserved' then redis.call('HDEL', k.leases, id) end
 end
 
--- Lapsed reservations back to ready (an attempt each) or dead.
-local function requeue_lapsed(k, now, limit)
-  local members = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, limit)
-  local back, buried = 0, 0
-  for _, member in ipairs(members) do
-    local id = member_id(member)
-    local rec = redis.call('HGET', k.jobs, id)
-    if rec then
-      local to = retry_or_bury(k, id, member, decode(rec), now, 'time-to-run lapsed', false, false)
-      if to == 'dead' then buried = buried + 1 else back = back + 1 end
-    else
-      end_lease(k, id, member)
+-- Lapsed reservations (members of reserved, in the order given) back to
+-- ready, an attempt each, or to dead when their attempts are used up.
+-- Returns how many went back and how many died.
+local function requeue_members(k, members, now)
+  local ids = {}
+  for i, m in ipairs(members) do ids[i] = reserved_id(m) end
+  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local jobs, back = {}, 0
+  for i = 1, #members do
+    if recs[i] then
+      local j = decode(recs[i])
+      j.made = (j.made or 0) + 1
+      j.err = 'time-to-run lapsed'
+      j.dead = j.made >= max_attempts(j)
+      if not j.dead then back = back + 1 end
+      jobs[i] = j
     end
+  end
+  -- Numbers for the jobs going back, then for version 8 jobs going to dead.
+  local legacy = 0
+  for i = 1, #members do
+    if jobs[i] and jobs[i].dead and jobs[i].legacy then legacy = legacy + 1 end
+  end
+  local seq = back + legacy > 0 and take_seq(k, back + legacy)
+  local spare = seq and seq + back
+  redis.call('ZREM', k.reserved, unpack(members))
+  redis.call('HDEL', k.leases, unpack(ids))
+  local buried, dead = 0, {}
+  for i, id in ipairs(ids) do
+    local j = jobs[i]
+    if j and j.dead then
+      j.dead = nil
+      if j.legacy then renew(j, spare); spare = spare + 1 end
+      redis.call('HSET', k.jobs, id, encode(j))
+      dead[#dead + 1], dead[#dead + 2] = now, id
+      buried = buried + 1
+    elseif j then
+      renew(j, seq)
+      seq = seq + 1
+      j.due = now
+      place(k, id, j, now)
+    end
+  end
+  if buried > 0 then
+    redis.call('ZADD', k.dead, unpack(dead))
+    redis.call('HINCRBY', k.meta, 'dead_total', buried)
   end
   if back + buried > 0 then redis.call('HINCRBY', k.meta, 'lapsed_total', back + buried) end
   return back, buried
 end
 
--- Drops retained finished jobs whose window has ended.
+-- Drops up to TRIM_BATCH retained finished jobs whose window has ended.
 local function trim_done(k, now)
-  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', now, 'LIMIT', 0, 100)
+  local ids = redis.call('ZRANGEBYSCORE', k.done, '-inf', now, 'LIMIT', 0, TRIM_BATCH)
   if #ids > 0 then
     redis.call('HDEL', k.jobs, unpack(ids))
     redis.call('ZREM', k.done, unpack(ids))
@@ -505,14 +639,15 @@ end
 ---------------------------------------------------------------- put
 
 -- The id that asks for a generated one, as XADD's "*" does: "<now>-<seq>",
--- unique in the topic since its sequence never repeats.
+-- unique in the topic since its counter never repeats.
 local GENERATE = '*'
 
 local function generated_id(now, seq)
-  return now .. '-' .. seq
+  return fmt(now) .. '-' .. fmt(seq)
 end
 
--- Validates one job's arguments; returns a description of it.
+-- Validates one job's arguments; returns a description of it. An AT in the
+-- past makes the job due now (p.at keeps it as given, for restore).
 local function parse_job(id, body, o, now, body_max, id_checked)
   local p = { id = id_arg(id, id_checked), body = body }
   if body == nil then bad('body is missing') end
@@ -520,13 +655,15 @@ local function parse_job(id, body, o, now, body_max, id_checked)
   if o.DELAY and o.AT then bad('give DELAY or AT, not both') end
   if o.REPLACE and o.UPSERT then bad('give REPLACE or UPSERT, not both') end
   p.due = now
-  if o.DELAY then p.due = now + int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX) end
-  if o.AT then p.due = int_arg(o.AT, 'AT', 0, MS_MAX) end
-  p.prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX) or 0
-  if o.TTR then
-    local ttr = int_arg(o.TTR, 'TTR', 1, TTR_MAX)
-    if ttr ~= DEFAULT_TTR then p.ttr = ttr end
+  if o.DELAY then p.due = after(now, int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX)) end
+  if o.AT then
+    p.at = int_arg(o.AT, 'AT', 0, MS_MAX)
+    if p.at > now then p.due = p.at end
   end
+  p.prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX) or 0
+  -- A TTR is kept even when it equals the default: reserve's TTR applies
+  -- only to jobs that have none.
+  if o.TTR then p.ttr = int_arg(o.TTR, 'TTR', 1, TTR_MAX) end
   if o.ATTEMPTS then
     local n = int_arg(o.ATTEMPTS, 'ATTEMPTS', 1, ATTEMPTS_MAX)
     if n ~= DEFAULT_ATTEMPTS then p.max = n end
@@ -547,40 +684,38 @@ local function parse_job(id, body, o, now, body_max, id_checked)
   return p
 end
 
--- A new job from a validated put; seq is its put sequence number.
-local function new_job(p, seq, now)
-  return { prio = p.prio, seq = seq, created = now, due = p.due, ttr = p.ttr, max = p.max,
+-- A new job from a validated put; seq is its put sequence.
+local function new_job(p, seq, created)
+  return { prio = p.prio, seq = seq, created = created, due = p.due, ttr = p.ttr, max = p.max,
            backoff = p.backoff, body = p.body }
 end
 
--- Stores one validated job; returns its outcome code.
-local function store_job(k, p, seq, now, old)
-  if old and p.mode == 'create' then return EXISTS end
-  if not old and p.mode == 'replace' then return MISSING end
-  local j = new_job(p, seq, now)
-  if old then
-    -- A new version of the job: keeps its creation time, starts its attempts
-    -- afresh and ends any reservation (the holder's token goes stale).
-    j.created = decode(old).created
-    unlink(k, p.id)
+-- Picks a generated id for put sequence seq; in the rare case that a job
+-- already holds it (someone chose such an id), takes further numbers.
+-- taken(id) says whether id is held. Returns the id and its sequence.
+local function fresh_id(k, now, seq, taken)
+  local id = generated_id(now, seq)
+  while taken(id) do
+    seq = take_seq(k, 1)
+    id = generated_id(now, seq)
   end
-  place(k, p.id, j, now)
-  return old and UPDATED or OK
+  return id, seq
 end
 
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
 ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
       [BACKOFF fixed|exponential base-ms cap-ms] [REPLACE | UPSERT]
       [MAXBODY bytes] [NOW ms]
-  DELAY/AT: when it is due (default now). PRIORITY: higher runs first (0).
-  TTR: time-to-run of a reservation (30000). ATTEMPTS: tries before dead (5).
+  DELAY/AT: when it is due (default now; an AT in the past means now).
+  PRIORITY: higher runs first (0). TTR: time-to-run of a reservation (none:
+  reserve's TTR, else 30000). ATTEMPTS: tries before dead (5).
   BACKOFF: delay after a failure (exponential 1000 600000).
   REPLACE: update an existing job only; UPSERT: create or update.
   MAXBODY: the largest body accepted (1048576).
   id "*": a generated id, "<created ms>-<n>" (not with REPLACE or UPSERT).
 Output: 1 created, 2 updated, -1 the id exists (neither flag), 0 no such job
   (REPLACE); for "*" the generated id (a string). An update keeps created,
-  resets attempts, and ends a reservation.
+  resets attempts, and ends a reservation. -1 and 0 change nothing.
 ]]
 local function put(keys, args)
   local k = check_keys(keys)
@@ -588,24 +723,31 @@ local function put(keys, args)
   local body_max = body_limit(o)
   local now = clock(o)
   local p = parse_job(args[1], args[2], o, now, body_max)
-  if p.mode ~= 'create' then
-    return store_job(k, p, take_seq(k, 1), now, redis.call('HGET', k.jobs, p.id))
+  local id, old = p.id, nil
+  if id == GENERATE then
+    local seq
+    id, seq = fresh_id(k, now, take_seq(k, 1), function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
+    place(k, id, new_job(p, seq, now), now)
+    return id
   end
-  -- The common case: one sequence number orders the job both among puts and
-  -- among ready jobs, taken after older due jobs were made ready.
-  local backlog = p.due <= now and promote(k, now)
-  local seq = take_seq(k, 1)
-  local id = p.id == GENERATE and generated_id(now, seq) or p.id
-  local j = new_job(p, seq, now)
-  local delayed = p.due > now or backlog
-  if redis.call('HSETNX', k.jobs, id, encode(j, delayed)) == 0 then return EXISTS end
-  wake(math.max(p.due, now))
-  if delayed then
-    redis.call('ZADD', k.delayed, p.due, id)
+  if p.mode == 'create' then
+    -- The common case: HEXISTS, HINCRBY, HSET, ZADD.
+    if redis.call('HEXISTS', k.jobs, id) == 1 then return EXISTS end
   else
-    redis.call('ZADD', k.ready, ready_score(p.prio, seq), id)
+    old = redis.call('HGET', k.jobs, id)
+    if not old and p.mode == 'replace' then return MISSING end
   end
-  return id == p.id and OK or id
+  local where
+  if old then
+    -- A new version of the job: keeps its creation time, starts its attempts
+    -- afresh and ends any reservation (the holder's token goes stale).
+    old = decode(old)
+    where = locate(k, id, old)
+  end
+  local j = new_job(p, take_seq(k, 1), old and old.created or now)
+  if where then unplace(k, id, where) end
+  place(k, id, j, now)
+  return old and UPDATED or OK
 end
 
 --[[ redisched_restore: put back a job as an export wrote it (backups and
@@ -613,13 +755,15 @@ migrations): its state, creation time, attempts and last error as they were.
 ARGV: id body state created attempts [AT due-ms] [PRIORITY n] [TTR ms]
       [ATTEMPTS n] [BACKOFF kind base cap] [ERROR text] [DIED ms] [REPLACE] [NOW ms]
   state: delayed, ready or dead (a reserved job comes back ready; its
-  reservation belonged to the old place). AT: its due time (default created).
-Output: 1 restored, -1 the id exists (without REPLACE).
+  reservation belonged to the old place). A delayed or ready job goes to
+  delayed or ready by its due time, AT (default created), kept as given.
+Output: 1 restored, -1 the id exists (without REPLACE; nothing changes).
 ]]
 local RESTORE_OPTIONS = { AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3, ERROR = 1,
                           DIED = 1, REPLACE = 0, NOW = 1 }
 local function restore(keys, args)
   local k = check_keys(keys)
+  if #args < 5 then bad('expected id body state created attempts, got ' .. #args .. ' argument(s)') end
   local o = options(args, 6, #args, RESTORE_OPTIONS)
   local state = args[3]
   if state ~= 'delayed' and state ~= 'ready' and state ~= 'dead' then
@@ -634,11 +778,12 @@ local function restore(keys, args)
   local died = o.DIED and int_arg(o.DIED, 'DIED', 0, MS_MAX) or now
   local old = redis.call('HGET', k.jobs, p.id)
   if old and not o.REPLACE then return EXISTS end
-  if old then unlink(k, p.id) end
+  local where = old and locate(k, p.id, decode(old))
   local j = new_job(p, take_seq(k, 1), created)
-  j.due = o.AT and p.due or created
+  j.due = p.at or created
   if made > 0 then j.made = made end
   j.err = o.ERROR
+  if where then unplace(k, p.id, where) end
   if state == 'dead' then
     redis.call('HSET', k.jobs, p.id, encode(j))
     redis.call('ZADD', k.dead, died, p.id)
@@ -653,7 +798,8 @@ ARGV: count, then count times: id body nopts [option value...] (nopts words of
       put's per-job options), then [MAXBODY bytes] [NOW ms] for all.
 Output: an array of put's codes, one per job, in order (the generated id
   for a job given as "*"). A job id given twice in one call is treated as
-  two puts, in order.
+  two puts, in order. Refused jobs (-1, 0) take no sequence number; when
+  every job is refused, nothing changes.
 ]]
 local function putmany(keys, args)
   local k = check_keys(keys)
@@ -696,79 +842,111 @@ local function putmany(keys, args)
     error(err)
   end
 
-  local backlog = false
+  -- Decide every job's outcome, in order, from what is stored and what this
+  -- call stores before it.
+  local olds = redis.call('HMGET', k.jobs, unpack(ids))
+  local codes, present, before, latest = {}, {}, {}, {}
+  local stored = 0
   for i = 1, count do
-    if not parsed[i] or parsed[i].due <= now then backlog = promote(k, now); break end
+    local id, p = ids[i], parsed[i]
+    local mode = p and p.mode or 'create'
+    if id == GENERATE then
+      stored = stored + 1
+    else
+      if present[id] == nil then
+        present[id] = olds[i] ~= false
+        if olds[i] then before[id] = olds[i] end
+      end
+      if present[id] and mode == 'create' then codes[i] = EXISTS
+      elseif not present[id] and mode == 'replace' then codes[i] = MISSING
+      else
+        codes[i] = present[id] and UPDATED or OK
+        present[id] = true
+        latest[id] = i
+        stored = stored + 1
+      end
+    end
   end
-  local seq = take_seq(k, count)
-  local generated = {}
+  if stored == 0 then return codes end
+  -- Updates of jobs stored before this call: decoded and located before the
+  -- first write.
+  local created_of, where_of = {}, {}
+  for id, rec in pairs(before) do
+    if latest[id] then
+      local old = decode(rec)
+      created_of[id], where_of[id] = old.created, locate(k, id, old)
+    end
+  end
+
+  local seq, seqs = take_seq(k, stored), {}
   for i = 1, count do
     if ids[i] == GENERATE then
-      ids[i], generated[i] = generated_id(now, seq + i - 1), true
-      if parsed[i] then parsed[i].id = ids[i] end
+      -- A generated id is never one this call names.
+      local id, s = fresh_id(k, now, seq, function(gid)
+        return present[gid] ~= nil or redis.call('HEXISTS', k.jobs, gid) == 1
+      end)
+      ids[i], codes[i], present[id], latest[id], seqs[i] = id, id, true, i, s
+      seq = seq + 1
+    elseif codes[i] > 0 then
+      seqs[i], seq = seq, seq + 1
     end
   end
-  local olds = redis.call('HMGET', k.jobs, unpack(ids))
-  -- New jobs are written with one HSET and one ZADD per set; the rare
-  -- updates and in-call repeats go one by one, in order.
-  local codes, seen = {}, {}
+  for id, where in pairs(where_of) do unplace(k, id, where) end
+  -- New jobs are written with one HSET and one ZADD per set; a job given
+  -- twice is written as its last version.
   local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
-  local function flush()
-    if nh > 0 then redis.call('HSET', k.jobs, unpack(hset, 1, nh)) end
-    if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
-    if nr > 0 then redis.call('ZADD', k.ready, unpack(zready, 1, nr)) end
-    nh, nd, nr = 0, 0, 0
-  end
   for i = 1, count do
-    local id, p, s = ids[i], parsed[i], seq + i - 1
-    local old = olds[i] or seen[id]
-    if old or (p and p.mode ~= 'create') then
-      flush() -- so this job sees every earlier one stored
-      p = p or parse_job(id, bodies[i], NO_OPTIONS, now, body_max, true)
-      codes[i] = store_job(k, p, s, now, old and redis.call('HGET', k.jobs, id))
-      if codes[i] > 0 then seen[id] = true end
-    else
-      local rec, due, prio
+    local id, s = ids[i], seqs[i]
+    if s and latest[id] == i then
+      local p, rec, due, prio = parsed[i], nil, now, 0
       if p then
-        prio, due = p.prio, p.due
-        rec = encode(new_job(p, s, now), due > now or backlog)
+        local j = new_job(p, s, created_of[id] or now)
+        prio, due, rec = j.prio, j.due, encode(j)
       else -- encode's common case, without a table per job
-        prio, due = 0, now
-        rec = struct.pack('>BI4I3', 0, stamp_parts(now, s)) .. bodies[i]
+        rec = struct.pack('>BI6I7', V2, now, s) .. bodies[i]
       end
       hset[nh + 1], hset[nh + 2], nh = id, rec, nh + 2
-      wake(due > now and due or now)
-      if due > now or backlog then
-        zdelayed[nd + 1], zdelayed[nd + 2], nd = due, id, nd + 2
+      local m = struct.pack('>I7I2', s, prio) .. id
+      if due > now then
+        wake(due)
+        zdelayed[nd + 1], zdelayed[nd + 2], nd = due, m, nd + 2
       else
-        zready[nr + 1], zready[nr + 2], nr = ready_score(prio, s), id, nr + 2
+        wake(now)
+        zready[nr + 1], zready[nr + 2], nr = ready_score(prio, due), m, nr + 2
       end
-      seen[id] = true
-      codes[i] = generated[i] and id or OK
     end
   end
-  flush()
+  redis.call('HSET', k.jobs, unpack(hset, 1, nh))
+  if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
+  if nr > 0 then redis.call('ZADD', k.ready, unpack(zready, 1, nr)) end
   return codes
 end
 
 ---------------------------------------------------------------- read
 
 --[[ redisched_get: read one job.
-ARGV: id
+ARGV: id [NOW ms]
 Output: nil when there is no such job; else a flat field/value array: id,
   state (delayed|ready|reserved|dead|done), body, priority, created, due,
   attempts, max_attempts, ttr, backoff, backoff_base, backoff_cap, and when
   present error; reserved adds token, reserved_at, deadline; dead adds died;
-  done adds finished, expires.
+  done adds finished, expires. A delayed job whose due time has come is
+  ready (read-only: the clock is read only for a delayed job).
 ]]
 local function get(keys, args)
   local k = check_keys(keys)
   local id = id_arg(args[1])
+  local o = options(args, 2, #args, OPT_NOW)
+  now_arg(o)
   local rec = redis.call('HGET', k.jobs, id)
   if not rec then return nil end
   local j = decode(rec)
-  local state, score
-  state, score, j.token, j.reserved_at = state_of(k, id)
+  local w = locate(k, id, j)
+  local state, score = w[1], w[4]
+  j.token, j.reserved_at = w[5], w[6]
+  if state == 'delayed' and score <= clock(o) then
+    state, j.due = 'ready', score
+  end
   return job_fields(id, j, state, score)
 end
 
@@ -776,28 +954,60 @@ local STATE_SETS = { delayed = true, ready = true, reserved = true, dead = true,
 
 --[[ redisched_list: jobs of one state, in the order they will leave it.
 ARGV: state (delayed|ready|reserved|dead|done) offset count [NOBODY] [NOW ms]
-  count is at most 1000. NOBODY leaves bodies out (body is '').
+  offset: 0..2^40; count: 1..1000. NOBODY leaves bodies out (body is '').
   "peek" is list ready 0 n: the next n jobs reserve would hand out.
-  Due delayed jobs are made ready first, so the lists show what reserve
-  would see (the only write, and none when nothing is due).
+  Due delayed jobs are made ready first, as reserve does (list's only write).
+  In a backlog, due jobs still in delayed are listed as ready after the
+  ready set, in due order; delayed lists only jobs not yet due.
 Output: {total in that state, job, job...}, each job as redisched_get's array.
 ]]
 local function list(keys, args)
   local k = check_keys(keys)
   local state = args[1] and args[1]:lower()
-  if not STATE_SETS[state] then bad('state must be delayed, ready, reserved, dead or done, got ' .. show(args[1] or '')) end
-  local offset = int_arg(args[2], 'offset', 0, 2 ^ 40)
+  if not STATE_SETS[state] then bad('state must be delayed, ready, reserved, dead or done, got ' .. show(args[1])) end
+  local offset = int_arg(args[2], 'offset', 0, OFFSET_MAX)
   local count = int_arg(args[3], 'count', 1, BATCH_MAX)
   local o = options(args, 4, #args, OPT_NOBODY_NOW)
-  promote(k, clock(o))
+  local now = clock(o)
+  local backlog = promote(k, now)
   local set = k[state]
-  local skip = (state == 'ready' and paused(k)) and 1 or 0 -- the pause mark comes first
-  local page = redis.call('ZRANGE', set, offset + skip, offset + skip + count - 1, 'WITHSCORES')
-  local out = { redis.call('ZCARD', set) - skip }
-  if #page == 0 then return out end
+  local entries, total -- entries: {member, score, state}
+  if state == 'ready' then
+    local skip = paused(k) and 1 or 0 -- the pause mark comes first
+    local nready = redis.call('ZCARD', k.ready) - skip
+    local ndue = backlog and redis.call('ZCOUNT', k.delayed, '-inf', now) or 0
+    total, entries = nready + ndue, {}
+    if offset < nready then
+      local page = redis.call('ZRANGE', k.ready, offset + skip, offset + skip + count - 1, 'WITHSCORES')
+      for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'ready' } end
+    end
+    if ndue > 0 and #entries < count and offset + #entries < total then
+      local from = offset + #entries - nready
+      local to = math.min(from + count - #entries, ndue) - 1
+      local page = redis.call('ZRANGE', k.delayed, from, to, 'WITHSCORES')
+      for i = 1, #page / 2 do
+        entries[#entries + 1] = { page[2 * i - 1], tonumber(page[2 * i]), 'due' }
+      end
+    end
+  elseif state == 'delayed' then
+    local ndue = backlog and redis.call('ZCOUNT', k.delayed, '-inf', now) or 0
+    total = redis.call('ZCARD', k.delayed) - ndue
+    local page = redis.call('ZRANGE', k.delayed, ndue + offset, ndue + offset + count - 1, 'WITHSCORES')
+    entries = {}
+    for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'delayed' } end
+  else
+    total = redis.call('ZCARD', set)
+    local page = redis.call('ZRANGE', set, offset, offset + count - 1, 'WITHSCORES')
+    entries = {}
+    for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), state } end
+  end
+  local out = { total }
+  if #entries == 0 then return out end
   local ids = {}
-  for i = 1, #page / 2 do
-    ids[i] = state == 'reserved' and member_id(page[2 * i - 1]) or page[2 * i - 1]
+  for i, e in ipairs(entries) do
+    if state == 'reserved' then ids[i] = reserved_id(e[1])
+    elseif state == 'ready' or state == 'delayed' then ids[i] = member_id(e[1])
+    else ids[i] = e[1] end
   end
   local recs = redis.call('HMGET', k.jobs, unpack(ids))
   local leases = state == 'reserved' and redis.call('HMGET', k.leases, unpack(ids))
@@ -806,31 +1016,39 @@ local function list(keys, args)
       local j = decode(recs[i])
       if o.NOBODY then j.body = '' end
       if leases and leases[i] then j.token, j.reserved_at = parse_lease(leases[i]) end
-      out[#out + 1] = job_fields(id, j, state, tonumber(page[2 * i]))
+      local e = entries[i]
+      if e[3] == 'due' then
+        j.due = e[2]
+        out[#out + 1] = job_fields(id, j, 'ready', e[2])
+      else
+        out[#out + 1] = job_fields(id, j, state, e[2])
+      end
     end
   end
   return out
 end
 
---[[ redisched_stats: counts of one topic.
-Output: flat field/value array: delayed, ready, reserved, dead, done, paused
-  (0|1), next_due (earliest due time of a delayed job, -1 if none), and the
-  totals kept since the topic began: failed_total, dead_total, lapsed_total.
-  Due delayed jobs are made ready first, as list does.
+--[[ redisched_stats: counts of one topic (read-only: moves nothing).
 ARGV: [NOW ms]
+Output: flat field/value array: delayed, ready, reserved, dead, done, paused
+  (0|1), next_due (earliest due time of a delayed job not yet due, -1 if
+  none), and the totals kept since the topic began: failed_total, dead_total,
+  lapsed_total. Delayed jobs whose due time has come count as ready.
 ]]
 local function stats(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_NOW)
-  promote(k, clock(o))
+  local now = clock(o)
   local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total')
   local is_paused = paused(k)
+  local due = redis.call('ZCOUNT', k.delayed, '-inf', now)
+  local next_due = redis.call('ZRANGEBYSCORE', k.delayed, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   return {
-    'delayed', redis.call('ZCARD', k.delayed),
-    'ready', redis.call('ZCARD', k.ready) - (is_paused and 1 or 0),
+    'delayed', redis.call('ZCARD', k.delayed) - due,
+    'ready', redis.call('ZCARD', k.ready) - (is_paused and 1 or 0) + due,
     'reserved', redis.call('ZCARD', k.reserved), 'dead', redis.call('ZCARD', k.dead),
     'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
-    'next_due', earliest(k.delayed),
+    'next_due', next_due[2] and tonumber(next_due[2]) or -1,
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
     'lapsed_total', tonumber(meta[3] or 0),
   }
@@ -838,52 +1056,76 @@ end
 
 ---------------------------------------------------------------- take
 
-
--- The header of reserve's and pull's reply: when the caller should look again.
-local function wake_info(k, now, handed, count, is_paused)
-  if is_paused then return { now, -1, 1 } end
-  if handed >= count then return { now, 0, 0 } end
-  local due, lapse = earliest(k.delayed), earliest(k.reserved)
-  if due < 0 or (lapse >= 0 and lapse < due) then due = lapse end
-  return { now, due, 0 }
+-- ZADD arguments that put popped entries {member, score, ...} back.
+local function put_back(k, popped)
+  local back = {}
+  for i = 1, #popped, 2 do back[i], back[i + 1] = popped[i + 1], popped[i] end
+  redis.call('ZADD', k.ready, unpack(back))
 end
 
--- The start of reserve and pull: due jobs made ready, then up to count of
--- them popped. Returns the reply's header, and (unless paused or nothing
--- was ready) the popped ids, their ready scores and their records. With
--- recover, lapsed reservations are requeued first when too few are ready.
+-- The start of reserve and pull: due jobs made ready (at most a batch), then
+-- up to count of them popped. With recover, when fewer than count are
+-- ready, lapsed reservations (up to REQUEUE_INLINE) are requeued first and
+-- the pop is made again. In a backlog, popped jobs that fell due after the
+-- first job still in delayed go back. Returns paused (true), the popped
+-- {member, score, ...} left to hand out, and the backlog (nil if none).
 local function take(k, now, count, recover)
-  promote(k, now)
+  local backlog = promote(k, now)
   local popped = redis.call('ZPOPMIN', k.ready, count)
   if popped[1] == PAUSED_MARK then
-    -- Paused: put back the mark and whatever came out behind it.
-    local back = {}
-    for i = 1, #popped, 2 do back[i], back[i + 1] = popped[i + 1], popped[i] end
-    redis.call('ZADD', k.ready, unpack(back))
-    return wake_info(k, now, 0, count, true)
+    put_back(k, popped) -- the mark and whatever came out behind it
+    return true
   end
-  if recover and #popped < 2 * count and redis.call('ZCOUNT', k.reserved, '-inf', now) > 0 then
-    requeue_lapsed(k, now, REQUEUE_INLINE)
-    local more = redis.call('ZPOPMIN', k.ready, count - #popped / 2)
-    for _, v in ipairs(more) do popped[#popped + 1] = v end
+  if recover and #popped < 2 * count then
+    local lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
+    if #lapsed > 0 then
+      if #popped > 0 then put_back(k, popped) end
+      requeue_members(k, lapsed, now)
+      popped = redis.call('ZPOPMIN', k.ready, count)
+    end
   end
-  local n = #popped / 2
-  local out = wake_info(k, now, n, count, false)
-  if n == 0 then return out end
-  local ids, scores = {}, {}
-  for i = 1, n do ids[i], scores[i] = popped[2 * i - 1], popped[2 * i] end
-  return out, ids, scores, redis.call('HMGET', k.jobs, unpack(ids))
+  if backlog and #popped > 0 then
+    local keep, held = {}, {}
+    for i = 1, #popped, 2 do
+      local m, score = popped[i], tonumber(popped[i + 1])
+      local due = score % TIME_SPAN
+      local late = m:byte(1) < 32 and (due > backlog.due or
+        (due == backlog.due and struct.unpack('>I7', m) > backlog.seq))
+      local to = late and held or keep
+      to[#to + 1], to[#to + 2] = m, popped[i + 1]
+    end
+    if #held > 0 then put_back(k, held) end
+    popped = keep
+  end
+  return false, popped, backlog
+end
+
+-- reserve's and pull's next: 0 when the caller should call again at once,
+-- otherwise the earliest time a delayed job falls due (and for reserve, a
+-- reservation lapses), -1 when nothing is scheduled.
+local function next_time(k, now, handed, count, backlog, lapses)
+  if handed >= count or backlog then return 0 end
+  local t = earliest(k.delayed)
+  if lapses then
+    local d = earliest(k.reserved)
+    if d >= 0 and (t < 0 or d < t) then t = d end
+  end
+  if t >= 0 and t <= now then return 0 end
+  return t
 end
 
 --[[ redisched_reserve: hand out up to count ready jobs for a time-to-run.
 ARGV: count [TTR ms] [NOW ms]
   count: 1..1000. TTR applies to jobs put without one of their own (30000).
-  Due delayed jobs become ready first; when too few jobs are ready, lapsed
-  reservations are requeued first (an attempt each).
+  Due delayed jobs become ready first (up to 1000); when fewer than count
+  jobs are ready, lapsed reservations (up to 100) are requeued first (an
+  attempt each), then jobs are handed out in order.
 Output: {now, next, paused, job, job...}
-  next: 0 = jobs may remain, call again; -1 = nothing is scheduled; otherwise
-  the earliest time (ms) a delayed job is due or a reservation lapses.
-  paused: 1 when the topic is paused (no jobs are handed out).
+  next: 0 = call again at once (count jobs were handed out, or more are due
+  or lapsed than one call moves); -1 = nothing is scheduled; otherwise the
+  earliest time (ms) a delayed job falls due or a reservation (this call's
+  included) lapses.
+  paused: 1 when the topic is paused (no jobs are handed out; next is -1).
   job: {id, body, token, attempt, max_attempts, priority, created, due, deadline}
   The token must accompany ack, release, fail and touch of that job.
 ]]
@@ -893,50 +1135,70 @@ local function reserve(keys, args)
   local o = options(args, 2, #args, OPT_TTR_NOW)
   local ttr_arg = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
   local now = clock(o)
-  local out, ids, scores, recs = take(k, now, count, true)
-  if not ids then return out end
-  -- The records stay as they are: the reservation lives in the reserved set
-  -- and the leases hash.
-  local leases, zadd, n = {}, {}, 0
-  for i, id in ipairs(ids) do
-    local rec = recs[i]
-    if rec then
-      local j = decode(rec)
-      local token = tonumber(scores[i]) % SEQ_SPAN -- unique: one per entry to ready
-      local ttr = j.ttr or ttr_arg or DEFAULT_TTR
-      local deadline = now + ttr
-      leases[n + 1], leases[n + 2] = id, token .. ':' .. now .. ':' .. ttr
-      zadd[n + 1], zadd[n + 2] = deadline, lease_member(id, token)
-      n = n + 2
-      out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, deadline }
+  local is_paused, popped, backlog = take(k, now, count, true)
+  if is_paused then return { now, -1, 1 } end
+  local out = { now, 0, 0 }
+  local n = #popped / 2
+  if n > 0 then
+    local ids = {}
+    for i = 1, n do ids[i] = member_id(popped[2 * i - 1]) end
+    local recs = redis.call('HMGET', k.jobs, unpack(ids))
+    -- The records stay as they are: the reservation lives in the reserved
+    -- set and the leases hash.
+    local leases, zadd, w = {}, {}, 0
+    for i, id in ipairs(ids) do
+      local rec = recs[i]
+      if rec then
+        local j = decode(rec)
+        local token
+        if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN -- version 8's ready sequence
+        else token = j.place or j.seq end
+        local ttr = j.ttr or ttr_arg or DEFAULT_TTR
+        local deadline = now + ttr
+        leases[w + 1], leases[w + 2] = id, lease_value(token, now, ttr)
+        zadd[w + 1], zadd[w + 2] = deadline, lease_member(id, token)
+        w = w + 2
+        out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, deadline }
+      end
+    end
+    if w > 0 then
+      redis.call('HSET', k.leases, unpack(leases))
+      redis.call('ZADD', k.reserved, unpack(zadd))
     end
   end
-  if n > 0 then
-    redis.call('HSET', k.leases, unpack(leases))
-    redis.call('ZADD', k.reserved, unpack(zadd))
-  end
+  out[2] = next_time(k, now, #out - 3, count, backlog, true)
   return out
 end
 
 --[[ redisched_pull: take up to count ready jobs for good (at-most-once).
 ARGV: count [NOW ms]
-Output: {now, next, paused, job, job...} as reserve, each job
-  {id, body, attempt, max_attempts, priority, created, due}; the jobs are gone.
+  As reserve, but lapsed reservations are not recovered (requeue does that).
+Output: {now, next, paused, job, job...} as reserve (next counts only delayed
+  jobs), each job {id, body, attempt, max_attempts, priority, created, due};
+  the jobs are gone.
 ]]
 local function pull(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local o = options(args, 2, #args, OPT_NOW)
   local now = clock(o)
-  local out, ids, _, recs = take(k, now, count, false)
-  if not ids then return out end
-  redis.call('HDEL', k.jobs, unpack(ids))
-  for i, id in ipairs(ids) do
-    if recs[i] then
-      local j = decode(recs[i])
-      out[#out + 1] = { id, j.body, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due }
+  local is_paused, popped, backlog = take(k, now, count, false)
+  if is_paused then return { now, -1, 1 } end
+  local out = { now, 0, 0 }
+  local n = #popped / 2
+  if n > 0 then
+    local ids = {}
+    for i = 1, n do ids[i] = member_id(popped[2 * i - 1]) end
+    local recs = redis.call('HMGET', k.jobs, unpack(ids))
+    for i, id in ipairs(ids) do
+      if recs[i] then
+        local j = decode(recs[i])
+        out[#out + 1] = { id, j.body, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due }
+      end
     end
+    redis.call('HDEL', k.jobs, unpack(ids))
   end
+  out[2] = next_time(k, now, #out - 3, count, backlog, false)
   return out
 end
 
@@ -945,75 +1207,96 @@ end
 -- The job if id is reserved under token (and the reservation's member);
 -- otherwise nil and the code saying why not.
 local function held(k, id, token)
-  local member = lease_member(id, token)
-  if not redis.call('ZSCORE', k.reserved, member) then return nil, not_held(k, id) end
-  return decode(redis.call('HGET', k.jobs, id)), member
+  local lm = lease_member(id, token)
+  if not redis.call('ZSCORE', k.reserved, lm) then return nil, not_held(k, id) end
+  local rec = redis.call('HGET', k.jobs, id)
+  if not rec then return nil, MISSING end
+  return decode(rec), lm
 end
 
 local function token_arg(v)
-  return int_arg(v, 'token', 1, SEQ_SPAN)
+  return int_arg(v, 'token', 0, SEQ_MAX)
 end
 
--- Acks the held jobs of pairs {id, token}; returns their codes.
-local function settle_acks(k, pairs_, o)
-  local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
-  local now = (keep > 0 or o.NOW) and clock(o)
+-- Acks pairs {id, token} in turn (a repeated id answers as an ack after the
+-- first one would: 0, or -2 with KEEP); returns their codes.
+local function settle_acks(k, pairs_, keep, now)
   local members = {}
   for i, p in ipairs(pairs_) do members[i] = lease_member(p[1], p[2]) end
   local found = redis.call('ZMSCORE', k.reserved, unpack(members))
-  local codes, gone, gone_members, seen = {}, {}, {}, {}
+  local codes, gone, gone_members, acked = {}, {}, {}, {}
   for i, p in ipairs(pairs_) do
-    if seen[p[1]] then
-      codes[i] = WRONG_STATE -- acked earlier in this call
+    local id = p[1]
+    if acked[id] then
+      codes[i] = keep > 0 and WRONG_STATE or MISSING
     elseif found[i] then
-      seen[p[1]] = true
-      gone[#gone + 1], gone_members[#gone_members + 1] = p[1], members[i]
+      acked[id] = true
+      gone[#gone + 1], gone_members[#gone_members + 1] = id, members[i]
       codes[i] = OK
     else
-      codes[i] = not_held(k, p[1])
+      codes[i] = not_held(k, id)
     end
   end
-  if #gone > 0 then
-    redis.call('ZREM', k.reserved, unpack(gone_members))
-    redis.call('HDEL', k.leases, unpack(gone))
-    if keep > 0 then
-      local recs = redis.call('HMGET', k.jobs, unpack(gone))
-      for i, id in ipairs(gone) do
-        local j = decode(recs[i])
+  if #gone == 0 then return codes end
+  local recs = keep > 0 and redis.call('HMGET', k.jobs, unpack(gone))
+  local jobs, legacy = {}, 0
+  if recs then
+    for i = 1, #gone do
+      jobs[i] = recs[i] and decode(recs[i])
+      if jobs[i] and jobs[i].legacy then legacy = legacy + 1 end
+    end
+  end
+  local seq = legacy > 0 and take_seq(k, legacy)
+  redis.call('ZREM', k.reserved, unpack(gone_members))
+  redis.call('HDEL', k.leases, unpack(gone))
+  if keep > 0 then
+    local zadd = {}
+    for i, id in ipairs(gone) do
+      local j = jobs[i]
+      if j then
+        if j.legacy then renew(j, seq); seq = seq + 1 end
         j.finished = now
         redis.call('HSET', k.jobs, id, encode(j))
-        redis.call('ZADD', k.done, now + keep, id)
+        zadd[#zadd + 1], zadd[#zadd + 2] = now + keep, id
       end
-    else
-      redis.call('HDEL', k.jobs, unpack(gone))
     end
+    if #zadd > 0 then redis.call('ZADD', k.done, unpack(zadd)) end
+    trim_done(k, now)
+  else
+    redis.call('HDEL', k.jobs, unpack(gone))
   end
-  if keep > 0 then trim_done(k, now) end
   return codes
 end
 
 --[[ redisched_ack: a reserved job is done.
 ARGV: id token [KEEP ms] [NOW ms]
   KEEP: keep the job, state done, this long (for lookups and to refuse puts
-  of the same id); default 0: the job is removed at once.
+  of the same id); default 0: the job is removed at once. An ack with KEEP
+  also drops up to 100 retained jobs whose window has ended.
 Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 ]]
 local function ack(keys, args)
   local k = check_keys(keys)
   local id, token = id_arg(args[1]), token_arg(args[2])
   local o = options(args, 3, #args, OPT_KEEP_NOW)
-  -- The common case in three calls: the ZREM checks and ends the lease.
-  if not o.KEEP and redis.call('ZREM', k.reserved, lease_member(id, token)) == 1 then
-    redis.call('HDEL', k.jobs, id)
-    redis.call('HDEL', k.leases, id)
-    return OK
+  local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
+  now_arg(o)
+  if keep == 0 then
+    -- The common case in three calls: the ZREM checks and ends the lease.
+    if redis.call('ZREM', k.reserved, lease_member(id, token)) == 1 then
+      redis.call('HDEL', k.jobs, id)
+      redis.call('HDEL', k.leases, id)
+      return OK
+    end
+    return not_held(k, id)
   end
-  return settle_acks(k, { { id, token } }, o)[1]
+  return settle_acks(k, { { id, token } }, keep, clock(o))[1]
 end
 
 --[[ redisched_ackmany: many reserved jobs are done.
 ARGV: count id token [id token...] [KEEP ms] [NOW ms]    (count: 1..1000)
-Output: an array of ack's codes, one per job, in order.
+Output: an array of ack's codes, one per job, in order, as if acked one by
+  one (an id repeated after its ack answers 0, or -2 with KEEP).
 ]]
 local function ackmany(keys, args)
   local k = check_keys(keys)
@@ -1021,7 +1304,10 @@ local function ackmany(keys, args)
   if #args < 1 + 2 * count then bad('expected ' .. count .. ' id token pairs') end
   local pairs_ = {}
   for i = 1, count do pairs_[i] = { id_arg(args[2 * i]), token_arg(args[2 * i + 1]) } end
-  return settle_acks(k, pairs_, options(args, 2 + 2 * count, #args, OPT_KEEP_NOW))
+  local o = options(args, 2 + 2 * count, #args, OPT_KEEP_NOW)
+  local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
+  now_arg(o)
+  return settle_acks(k, pairs_, keep, keep > 0 and clock(o) or 0)
 end
 
 --[[ redisched_release: put a reserved job back, not counted as an attempt.
@@ -1035,11 +1321,12 @@ local function release(keys, args)
   local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX) or 0
   local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX)
   local now = clock(o)
-  local j, member = held(k, id, token)
-  if not j then return member end
+  local j, lm = held(k, id, token)
+  if not j then return lm end
+  renew(j, take_seq(k, 1))
   if prio then j.prio = prio end
-  j.due = now + delay
-  end_lease(k, id, member)
+  j.due = after(now, delay)
+  end_lease(k, id, lm)
   place(k, id, j, now)
   return OK
 end
@@ -1060,15 +1347,31 @@ local function fail_job(keys, args)
   local o = options(args, 4, #args, OPT_FAIL)
   local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX)
   local now = clock(o)
-  local j, member = held(k, id, token)
-  if not j then return member end
+  local j, lm = held(k, id, token)
+  if not j then return lm end
+  j.made = (j.made or 0) + 1
+  j.err = err
+  local retry = not o.DEAD and j.made < max_attempts(j)
+  -- A retry takes a new place; a format 1 job takes a put sequence anyway.
+  if retry or j.legacy then renew(j, take_seq(k, 1)) end
   redis.call('HINCRBY', k.meta, 'failed_total', 1)
-  return { ok = retry_or_bury(k, id, member, j, now, err, delay or true, o.DEAD) }
+  end_lease(k, id, lm)
+  local to = 'dead'
+  if retry then
+    j.due = after(now, delay or backoff_delay(j))
+    to = place(k, id, j, now)
+  else
+    redis.call('HSET', k.jobs, id, encode(j))
+    redis.call('ZADD', k.dead, now, id)
+    redis.call('HINCRBY', k.meta, 'dead_total', 1)
+  end
+  return { ok = to }
 end
 
 --[[ redisched_touch: extend a reservation.
 ARGV: id token [TTR ms] [NOW ms]
-  The new deadline is now + TTR (default: the reservation's time-to-run).
+  The new deadline is now + TTR (default: the reservation's time-to-run, as
+  reserve set it). A lapsed reservation not yet requeued can be extended.
 Output: the new deadline (ms), or a code as ack (0, -2, -3).
 ]]
 local function touch(keys, args)
@@ -1089,55 +1392,83 @@ end
 ---------------------------------------------------------------- manage
 
 --[[ redisched_delete: remove a job in any state.
-ARGV: id [id...]
+ARGV: id [id...]   (at most 1000; an id given twice counts once)
 Output: the number of jobs removed (for one id: 1 removed, 0 absent).
 ]]
 local function delete(keys, args)
   local k = check_keys(keys)
-  local n = 0
-  for _, id in ipairs(ids_arg(args)) do
-    if redis.call('HDEL', k.jobs, id) == 1 then
-      unlink(k, id)
-      n = n + 1
+  local ids = ids_arg(args)
+  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local gone, where, seen = {}, {}, {}
+  for i, id in ipairs(ids) do
+    if recs[i] and not seen[id] then
+      seen[id] = true
+      gone[#gone + 1] = id
+      where[#where + 1] = locate(k, id, decode(recs[i]))
     end
   end
-  return n
+  if #gone == 0 then return 0 end
+  redis.call('HDEL', k.jobs, unpack(gone))
+  for i, id in ipairs(gone) do unplace(k, id, where[i]) end
+  return #gone
 end
 
 --[[ redisched_requeue: lapsed reservations back to ready (an attempt each;
 dead once attempts reach max_attempts). Safe to run from any number of
-processes at once; cheap when nothing lapsed.
+processes at once; cheap when nothing lapsed. Also drops up to 100 retained
+jobs whose window has ended.
 ARGV: [LIMIT n] [NOW ms]     LIMIT: at most this many (1..10000, 1000).
 Output: {requeued, buried, next} where next is the earliest deadline still
-  pending (ms), -1 if none.
+  pending (ms; at most now when more than LIMIT had lapsed), -1 if none.
 ]]
 local function requeue(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_LIMIT_NOW)
   local limit = limit_arg(o)
   local now = clock(o)
-  local back, buried = requeue_lapsed(k, now, limit)
+  local lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, limit)
+  local back, buried = 0, 0
+  if #lapsed > 0 then back, buried = requeue_members(k, lapsed, now) end
   trim_done(k, now)
   return { back, buried, earliest(k.reserved) }
 end
 
--- Dead jobs back to ready, attempts reset; returns how many were dead.
+-- Dead jobs (ids, distinct) back to ready, attempts reset; returns how many
+-- were dead.
 local function revive(k, ids, now)
-  local n = 0
-  for _, id in ipairs(ids) do
-    local rec = redis.call('ZREM', k.dead, id) == 1 and redis.call('HGET', k.jobs, id)
-    if rec then
-      local j = decode(rec)
-      j.made, j.due = 0, now
-      place(k, id, j, now)
-      n = n + 1
+  if #ids == 0 then return 0 end
+  local died = redis.call('ZMSCORE', k.dead, unpack(ids))
+  local live, seen = {}, {}
+  for i, id in ipairs(ids) do
+    if died[i] and not seen[id] then
+      seen[id] = true
+      live[#live + 1] = id
     end
+  end
+  if #live == 0 then return 0 end
+  local recs = redis.call('HMGET', k.jobs, unpack(live))
+  local jobs, n = {}, 0
+  for i = 1, #live do
+    if recs[i] then -- (a dead id always has its record)
+      n = n + 1
+      jobs[n] = decode(recs[i])
+      live[n] = live[i]
+    end
+  end
+  if n == 0 then return 0 end
+  local seq = take_seq(k, n)
+  redis.call('ZREM', k.dead, unpack(live, 1, n))
+  for i = 1, n do
+    local j = jobs[i]
+    renew(j, seq + i - 1)
+    j.made, j.due = 0, now
+    place(k, live[i], j, now)
   end
   return n
 end
 
 --[[ redisched_kick: dead jobs back to ready, attempts reset.
-ARGV: id [id...]   (at most 1000)
+ARGV: id [id...]   (at most 1000; no NOW: the arguments are all ids)
 Output: the number of jobs kicked (ids that are not dead are left alone).
 ]]
 local function kick(keys, args)
@@ -1159,7 +1490,7 @@ end
 
 --[[ redisched_pause / redisched_resume: a paused topic hands out nothing
 (reserve and pull return no jobs, paused = 1); puts and the rest still work.
-ARGV: none
+ARGV: pause: none; resume: [NOW ms] (the time its wake-up signal carries)
 Output: 1 if the state changed, 0 if it already was so.
 ]]
 local function pause(keys, args)
@@ -1170,9 +1501,9 @@ end
 
 local function resume(keys, args)
   local k = check_keys(keys)
-  options(args, 1, #args, NO_WORDS)
+  local now = clock(options(args, 1, #args, OPT_NOW))
   local changed = redis.call('ZREM', k.ready, PAUSED_MARK)
-  if changed == 1 then wake(clock(NO_OPTIONS)) end
+  if changed == 1 then wake(now) end
   return changed
 end
 
@@ -1209,7 +1540,7 @@ register('putmany', putmany)
 register('restore', restore)
 register('get', get, RO)
 register('list', list)
-register('stats', stats)
+register('stats', stats, RO)
 register('reserve', reserve)
 register('pull', pull)
 register('ack', ack)

@@ -78,9 +78,10 @@ class FunctionsTest : public ::testing::Test {
     return out;
   }
 
-  // The value of one field of redisched_get, "" when absent.
-  std::string field(const std::string& id, const std::string& name) {
-    auto r = call("get", {id});
+  // The value of one field of redisched_get, "" when absent; at time now
+  // (the server's clock when negative): a delayed job reads as ready once due.
+  std::string field(const std::string& id, const std::string& name, long long now = -1) {
+    auto r = call("get", now < 0 ? Args{id} : Args{id, "NOW", std::to_string(now)});
     if (r->type != REDIS_REPLY_ARRAY) return "";
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
       if (std::string(r->element[i]->str) == name) {
@@ -91,9 +92,9 @@ class FunctionsTest : public ::testing::Test {
     }
     return "";
   }
-  std::string state(const std::string& id) {
+  std::string state(const std::string& id, long long now = -1) {
     auto r = call("get", {id});
-    return r->type == REDIS_REPLY_NIL ? "absent" : field(id, "state");
+    return r->type == REDIS_REPLY_NIL ? "absent" : field(id, "state", now);
   }
   long long stat(const std::string& name, long long now = -1) {
     auto r = call("stats", now < 0 ? Args{} : Args{"NOW", std::to_string(now)});
@@ -212,13 +213,13 @@ TEST_F(FunctionsTest, ReplaceUpdatesBodyAndScheduleInEveryState) {
   put("d", 1000, {"DELAY", "5000"});
   EXPECT_EQ(integer("put", {"d", "new", "DELAY", "10", "PRIORITY", "3", "REPLACE", "NOW", "1001"}),
             2);
-  EXPECT_EQ(state("d"), "delayed");
+  EXPECT_EQ(state("d", 1001), "delayed");
   EXPECT_EQ(field("d", "due"), "1011");
   EXPECT_EQ(field("d", "created"), "1000") << "an update keeps the creation time";
   // ready -> delayed by the new schedule
   put("r", 1000);
   EXPECT_EQ(integer("put", {"r", "new", "DELAY", "100", "UPSERT", "NOW", "1001"}), 2);
-  EXPECT_EQ(state("r"), "delayed");
+  EXPECT_EQ(state("r", 1001), "delayed");
   // reserved -> the reservation ends (its token goes stale), the new version waits
   put("v", 1000, {"PRIORITY", "1000"});
   auto got = reserve(1, 1002);
@@ -340,7 +341,7 @@ TEST_F(FunctionsTest, ReleaseWithDelayAndPriorityIsNotAnAttempt) {
   EXPECT_EQ(integer("release", {"x", std::to_string(a.jobs[0].token), "DELAY", "500", "PRIORITY",
                                 "7", "NOW", "1000"}),
             1);
-  EXPECT_EQ(state("x"), "delayed");
+  EXPECT_EQ(state("x", 1000), "delayed");
   EXPECT_EQ(field("x", "priority"), "7");
   EXPECT_EQ(field("x", "attempts"), "0");
   auto b = reserve(1, 1500);

@@ -1,0 +1,292 @@
+"""Test harness: a throwaway redis-server, a plain RESP client that keeps
+status and bulk replies apart (as the C++ codec does), the library loaded
+(optionally with its housekeeping bounds lowered), and a reader of the
+topic's raw keys with the invariants every state must keep.
+"""
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+from model import Error, Status
+
+KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases']
+TIME_SPAN = 2 ** 43
+PAUSED = b'\0paused'
+
+
+def topic_keys(topic, prefix='redisched'):
+    return [f'{prefix}:{{{topic}}}:{n}'.encode() for n in KEY_NAMES]
+
+
+# ---------------------------------------------------------------- RESP
+
+def encode(args):
+    out = [b'*%d\r\n' % len(args)]
+    for a in args:
+        if not isinstance(a, bytes):
+            a = str(a).encode()
+        out.append(b'$%d\r\n%s\r\n' % (len(a), a))
+    return b''.join(out)
+
+
+class ServerError(Exception):
+    pass
+
+
+class Conn:
+    """One connection; replies: int, bytes, None, list, Status, Error."""
+
+    def __init__(self, port):
+        self.sock = socket.create_connection(('127.0.0.1', port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.f = self.sock.makefile('rb')
+
+    def close(self):
+        self.f.close()
+        self.sock.close()
+
+    def read(self):
+        line = self.f.readline()
+        if not line:
+            raise ConnectionError('redis closed the connection')
+        kind, rest = line[:1], line[1:-2]
+        if kind == b'+':
+            return Status(rest.decode())
+        if kind == b'-':
+            e = Error(rest.split(b' ', 1)[0].decode())
+            e.message = rest.decode(errors='replace')
+            return e
+        if kind == b':':
+            return int(rest)
+        if kind == b'$':
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)
+            return data[:-2]
+        if kind == b'*':
+            n = int(rest)
+            if n < 0:
+                return None
+            return [self.read() for _ in range(n)]
+        raise ConnectionError('bad reply line %r' % line)
+
+    def pipeline(self, commands):
+        self.sock.sendall(b''.join(encode(c) for c in commands))
+        return [self.read() for _ in commands]
+
+    def call(self, *args):
+        return self.pipeline([args])[0]
+
+    def check(self, *args):
+        r = self.call(*args)
+        if isinstance(r, Error):
+            raise ServerError(getattr(r, 'message', r.code))
+        return r
+
+
+# ---------------------------------------------------------------- server
+
+def free_port():
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class RedisServer:
+    """redis-server on a free port in a temp dir, stopped by stop()."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix='redisched-model-')
+        binary = os.environ.get('REDIS_SERVER', 'redis-server')
+        for _ in range(5):
+            self.port = free_port()
+            self.proc = subprocess.Popen(
+                [binary, '--port', str(self.port), '--bind', '127.0.0.1', '--dir', self.dir,
+                 '--save', '', '--appendonly', 'no', '--logfile', os.path.join(self.dir, 'log')],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            for _ in range(200):
+                try:
+                    c = Conn(self.port)
+                    if c.call('PING') == Status('PONG'):
+                        c.close()
+                        return
+                    c.close()
+                except OSError:
+                    pass
+                if self.proc.poll() is not None:
+                    break
+                time.sleep(0.02)
+            self.proc.kill()
+            self.proc.wait()
+        raise RuntimeError('redis-server did not start: ' + self.log())
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, 'log')) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ''
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+# The housekeeping bounds a test may lower, so that few jobs reach them.
+BOUNDS = ('PROMOTE_BATCH', 'REQUEUE_INLINE', 'TRIM_BATCH')
+
+
+def library_source(path, bounds=None, mutation=None):
+    with open(path) as f:
+        code = f.read()
+    for name, value in (bounds or {}).items():
+        code, n = re.subn(r'\nlocal %s = \d+' % name, '\nlocal %s = %d' % (name, value), code)
+        if n != 1:
+            raise RuntimeError('cannot set %s in %s' % (name, path))
+    if mutation:
+        old, new = mutation
+        if code.count(old) != 1:
+            raise RuntimeError('mutation does not match exactly once: %r' % old)
+        code = code.replace(old, new)
+    return code
+
+
+def load(conn, code):
+    r = conn.call('FUNCTION', 'LOAD', 'REPLACE', code)
+    if r != b'redisched':
+        raise RuntimeError('FUNCTION LOAD: %r %s' % (r, getattr(r, 'message', '')))
+
+
+# ---------------------------------------------------------------- records
+
+def decode_record(rec):
+    """A job record (docs/redis-api.md, "Stored format"), as a dict."""
+    flags = rec[0]
+    j = {'prio': 0, 'made': 0}
+    if flags & 128:  # format 2
+        pos = 1
+        ext = 0
+        if flags & 16:
+            ext = rec[pos]
+            pos += 1
+        assert not flags & 64 and not ext & 0xF0, 'reserved flag bits set: %r' % rec[:2]
+        j['format'] = 2
+        j['created'] = int.from_bytes(rec[pos:pos + 6], 'big')
+        j['seq'] = int.from_bytes(rec[pos + 6:pos + 13], 'big')
+        pos += 13
+        fields = [(flags & 1, 'prio', 2), (flags & 2, 'due', 6), (flags & 4, 'made', 2),
+                  (flags & 32, 'place', 7), (ext & 1, 'ttr', 4), (ext & 2, 'max', 2)]
+        for on, name, size in fields:
+            if on:
+                j[name] = int.from_bytes(rec[pos:pos + size], 'big')
+                pos += size
+        if ext & 4:
+            j['backoff'] = (rec[pos], int.from_bytes(rec[pos + 1:pos + 7], 'big'),
+                            int.from_bytes(rec[pos + 7:pos + 13], 'big'))
+            pos += 13
+        if ext & 8:
+            j['finished'] = int.from_bytes(rec[pos:pos + 6], 'big')
+            pos += 6
+        if flags & 8:
+            n = int.from_bytes(rec[pos:pos + 2], 'big')
+            j['err'] = rec[pos + 2:pos + 2 + n]
+            pos += 2 + n
+        j.setdefault('due', j['created'])
+        j.setdefault('place', j['seq'])
+        j['body'] = rec[pos:]
+        return j
+    raise AssertionError('a record of format 1 where format 2 was expected: %r' % rec[:16])
+
+
+def decode_member(m):
+    """(seq, prio, id) of a member of delayed or ready."""
+    return int.from_bytes(m[:7], 'big'), int.from_bytes(m[7:9], 'big'), m[9:]
+
+
+# ---------------------------------------------------------------- raw keys
+
+def dump(conn, keys):
+    """Every key's serialised value (None when absent): equal dumps mean the
+    call changed nothing."""
+    return conn.pipeline([('DUMP', k) for k in keys])
+
+
+def read_raw(conn, keys):
+    k = keys
+    r = conn.pipeline([
+        ('HGETALL', k[0]), ('ZRANGE', k[1], 0, -1, 'WITHSCORES'),
+        ('ZRANGE', k[2], 0, -1, 'WITHSCORES'), ('ZRANGE', k[3], 0, -1, 'WITHSCORES'),
+        ('ZRANGE', k[4], 0, -1, 'WITHSCORES'), ('ZRANGE', k[5], 0, -1, 'WITHSCORES'),
+        ('HGETALL', k[6]), ('HGETALL', k[7]), ('KEYS', '*')])
+
+    def number(v):
+        try:
+            return int(v)
+        except ValueError:
+            return float(v)  # the pause mark's -inf
+
+    def pairs(v, num=False):
+        it = iter(v)
+        return [(a, number(bb) if num else bb) for a, bb in zip(it, it)]
+    return {
+        'jobs': dict(pairs(r[0])), 'delayed': pairs(r[1], True), 'ready': pairs(r[2], True),
+        'reserved': pairs(r[3], True), 'dead': pairs(r[4], True), 'done': pairs(r[5], True),
+        'meta': dict(pairs(r[6])), 'leases': dict(pairs(r[7])), 'keys': set(r[8]),
+    }
+
+
+def check_invariants(raw, keys, others=()):
+    """The structural invariants of a topic's keys (docs/redis-api.md,
+    "Keyspace"); returns the decoded records by id. Raises AssertionError."""
+    allowed = set(keys) | set(others)
+    assert raw['keys'] <= allowed, 'keys outside the topic: %r' % (raw['keys'] - allowed)
+    recs = {i: decode_record(v) for i, v in raw['jobs'].items()}
+    where = {}
+
+    def hold(id_, state):
+        assert id_ in recs, '%s holds %r, which has no record' % (state, id_)
+        assert id_ not in where, '%r is in %s and %s' % (id_, where[id_], state)
+        where[id_] = state
+
+    for state in ('delayed', 'ready'):
+        for m, score in raw[state]:
+            if m == PAUSED:
+                assert state == 'ready' and score == float('-inf'), 'pause mark misplaced'
+                continue
+            seq, prio, id_ = decode_member(m)
+            hold(id_, state)
+            j = recs[id_]
+            assert (seq, prio) == (j['seq'], j['prio']), 'member of %r disagrees with its record' % id_
+            want = j['due'] if state == 'delayed' else (1000 - prio) * TIME_SPAN + j['due']
+            assert score == want, 'score of %r in %s is %d, not %d' % (id_, state, score, want)
+    assert len([m for m, _ in raw['reserved']]) == len(raw['leases']), 'leases and reserved differ'
+    for m, deadline in raw['reserved']:
+        id_, token = m.split(b'\0')
+        hold(id_, 'reserved')
+        lease = raw['leases'].get(id_)
+        assert lease is not None, 'reservation of %r has no lease' % id_
+        t, at, ttr = lease.split(b':')
+        assert t == token, 'lease token %r is not the reserved member\'s %r' % (t, token)
+        assert all(x.isdigit() for x in (t, at, ttr)), 'lease %r is not three integers' % lease
+    for state in ('dead', 'done'):
+        for id_, _ in raw[state]:
+            hold(id_, state)
+    orphans = set(recs) - set(where)
+    assert not orphans, 'records in no state: %r' % orphans
+    seq = int(raw['meta'].get(b'seq', 0))
+    for id_, j in recs.items():
+        assert j['place'] <= seq and j['seq'] <= seq, 'record of %r is ahead of the counter' % id_
+    return recs, where

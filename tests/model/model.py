@@ -1,0 +1,749 @@
+"""A reference model of one topic of the redisched Functions library.
+
+Written from docs/redis-api.md and docs/lifecycle.md, not from the Lua: each
+method takes the arguments of one FCALL (as the strings sent) and returns the
+reply the docs promise, changing the model as the call would change the topic.
+Replies use Python values: int, bytes, list, None, Status('ready') for a
+status reply, and Error('BADARG') for an error reply (compared by code).
+
+Time is always given (NOW), except for kick, whose arguments are all ids: the
+test tells the model the server's clock for it (kick_now).
+"""
+import dataclasses
+import re
+from typing import Optional
+
+TIME_SPAN = 2 ** 43
+MS_MAX = 2 ** 43 - 1
+SEQ_MAX = 2 ** 53 - 1
+PRIO_MAX = 1000
+ID_MAX = 256
+BODY_MAX_DEFAULT = 1048576
+BODY_MAX_LIMIT = 536870912
+ERROR_MAX = 8192
+DELAY_MAX = 315576000000
+TTR_MAX = 86400000 * 7
+ATTEMPTS_MAX = 1000
+BATCH_MAX = 1000
+LIMIT_MAX = 10000
+OFFSET_MAX = 2 ** 40
+DEFAULT_TTR = 30000
+DEFAULT_ATTEMPTS = 5
+DEFAULT_BACKOFF = ('exponential', 1000, 600000)
+LAPSED = b'time-to-run lapsed'
+
+
+class Error:
+    """An error reply, compared by its code (the first word)."""
+
+    def __init__(self, code):
+        self.code = code
+
+    def __eq__(self, other):
+        return isinstance(other, Error) and other.code == self.code
+
+    def __repr__(self):
+        return f'Error({self.code})'
+
+
+class Status:
+    def __init__(self, text):
+        self.text = text
+
+    def __eq__(self, other):
+        return isinstance(other, Status) and other.text == self.text
+
+    def __repr__(self):
+        return f'Status({self.text})'
+
+
+class Refused(Exception):
+    """An argument the docs say is refused (the call answers BADARG)."""
+
+    def __init__(self, code='BADARG'):
+        super().__init__(code)
+        self.code = code
+
+
+@dataclasses.dataclass
+class Job:
+    id: bytes
+    body: bytes
+    prio: int
+    created: int
+    due: int
+    seq: int            # put order
+    place: int          # the token of its next reservation
+    state: str          # the set that holds it: delayed ready reserved dead done
+    made: int = 0
+    max: Optional[int] = None
+    ttr: Optional[int] = None
+    backoff: Optional[tuple] = None
+    err: Optional[bytes] = None
+    finished: Optional[int] = None
+    token: Optional[int] = None
+    reserved_at: Optional[int] = None
+    deadline: Optional[int] = None
+    lease_ttr: Optional[int] = None
+    died: Optional[int] = None
+    expires: Optional[int] = None
+
+    def key(self):
+        """Ready order: higher priority, earlier due time, put order."""
+        return (-self.prio, self.due, self.seq)
+
+    def lease_member(self):
+        return self.id + b'\0' + str(self.token).encode()
+
+
+# ---------------------------------------------------------------- arguments
+
+def s(v):
+    return v.decode() if isinstance(v, bytes) else v
+
+
+def b(v):
+    return v if isinstance(v, bytes) else str(v).encode()
+
+
+def int_arg(v, lo, hi):
+    if v is None:
+        raise Refused()
+    v = s(v)
+    if len(v) > 18 or not re.fullmatch(r'-?[0-9]+', v):
+        raise Refused()
+    n = int(v)
+    if n < lo or n > hi:
+        raise Refused()
+    return n
+
+
+def id_arg(v):
+    if v is None or v == b'' or len(v) > ID_MAX:
+        raise Refused()
+    if any(c < 32 or c == 127 for c in v):
+        raise Refused()
+    return v
+
+
+def options(args, spec):
+    o = {}
+    i = 0
+    while i < len(args):
+        word = s(args[i]).upper()
+        if word not in spec:
+            raise Refused()
+        if word in o:
+            raise Refused()
+        n = spec[word]
+        if i + n > len(args) - 1:
+            raise Refused()
+        if n == 0:
+            o[word] = True
+        elif n == 1:
+            o[word] = args[i + 1]
+        else:
+            o[word] = list(args[i + 1:i + 1 + n])
+        i += n + 1
+    return o
+
+
+PUT_WORDS = {'DELAY': 1, 'AT': 1, 'PRIORITY': 1, 'TTR': 1, 'ATTEMPTS': 1, 'BACKOFF': 3,
+             'REPLACE': 0, 'UPSERT': 0}
+
+
+class Put:
+    pass
+
+
+def parse_job(id_, body, o, now, body_max):
+    p = Put()
+    p.id = id_arg(id_)
+    if body is None:
+        raise Refused()
+    p.body = body
+    if len(body) > body_max:
+        raise Refused()
+    if 'DELAY' in o and 'AT' in o:
+        raise Refused()
+    if 'REPLACE' in o and 'UPSERT' in o:
+        raise Refused()
+    p.due, p.at = now, None
+    if 'DELAY' in o:
+        p.due = min(now + int_arg(o['DELAY'], 0, DELAY_MAX), MS_MAX)
+    if 'AT' in o:
+        p.at = int_arg(o['AT'], 0, MS_MAX)
+        p.due = max(p.at, now)  # an AT in the past means now
+    p.prio = int_arg(o['PRIORITY'], 0, PRIO_MAX) if 'PRIORITY' in o else 0
+    p.ttr = int_arg(o['TTR'], 1, TTR_MAX) if 'TTR' in o else None
+    p.max = None
+    if 'ATTEMPTS' in o:
+        p.max = int_arg(o['ATTEMPTS'], 1, ATTEMPTS_MAX)
+    p.backoff = None
+    if 'BACKOFF' in o:
+        kind = s(o['BACKOFF'][0]).lower()
+        if kind not in ('fixed', 'exponential'):
+            raise Refused()
+        base = int_arg(o['BACKOFF'][1], 0, DELAY_MAX)
+        cap = int_arg(o['BACKOFF'][2], 0, DELAY_MAX)
+        if kind == 'exponential' and cap < base:
+            raise Refused()
+        p.backoff = (kind, base, cap)
+    p.mode = 'replace' if 'REPLACE' in o else 'upsert' if 'UPSERT' in o else 'create'
+    if p.id == b'*' and p.mode != 'create':
+        raise Refused()
+    return p
+
+
+# ---------------------------------------------------------------- the topic
+
+class Topic:
+    def __init__(self, promote_batch=1000, requeue_inline=100, trim_batch=100):
+        self.promote_batch = promote_batch
+        self.requeue_inline = requeue_inline
+        self.trim_batch = trim_batch
+        self.jobs = {}
+        self.seq = 0
+        self.failed_total = self.dead_total = self.lapsed_total = 0
+        self.paused = False
+        self.wake = None      # the wake-up signal of the last call, if any
+        self.kick_now = None  # the server's clock during a kick (set by the test)
+
+    # ------------------------------------------------------------ helpers
+
+    def take_seq(self, n):
+        first = self.seq + 1
+        self.seq += n
+        if self.seq > SEQ_MAX:
+            self.seq -= n
+            raise Refused('BADSTATE')
+        return first
+
+    def signal(self, t):
+        if self.wake is None or t < self.wake:
+            self.wake = t
+
+    def place(self, j, now):
+        """A job (new or moving) goes to delayed or ready by its due time."""
+        j.token = j.reserved_at = j.deadline = j.lease_ttr = None
+        j.died = j.expires = None
+        if j.due > now:
+            j.state = 'delayed'
+            self.signal(j.due)
+        else:
+            j.state = 'ready'
+            self.signal(now)
+        self.jobs[j.id] = j
+
+    def in_state(self, state):
+        return [j for j in self.jobs.values() if j.state == state]
+
+    def ready_order(self):
+        return sorted(self.in_state('ready'), key=Job.key)
+
+    def due_delayed(self, now):
+        return sorted((j for j in self.in_state('delayed') if j.due <= now),
+                      key=lambda j: (j.due, j.seq))
+
+    def promote(self, now):
+        """Up to promote_batch due jobs to ready, in (due, put order); returns the
+        first one left behind as (due, seq), or None."""
+        due = self.due_delayed(now)
+        for j in due[:self.promote_batch]:
+            j.state = 'ready'
+        if len(due) > self.promote_batch:
+            left = due[self.promote_batch]
+            return (left.due, left.seq)
+        return None
+
+    def not_held(self, id_):
+        j = self.jobs.get(id_)
+        if j is None:
+            return 0
+        return -3 if j.state == 'reserved' else -2
+
+    def held(self, id_, token):
+        j = self.jobs.get(id_)
+        return j if j is not None and j.state == 'reserved' and j.token == token else None
+
+    def lapsed(self, now, limit):
+        res = sorted((j for j in self.in_state('reserved') if j.deadline <= now),
+                     key=lambda j: (j.deadline, j.lease_member()))
+        return res[:limit]
+
+    def requeue_jobs(self, jobs, now):
+        back = [j for j in jobs if j.made + 1 < (j.max or DEFAULT_ATTEMPTS)]
+        seq = self.take_seq(len(back)) if back else None
+        buried = 0
+        for j in jobs:
+            j.made += 1
+            j.err = LAPSED
+            if j.made >= (j.max or DEFAULT_ATTEMPTS):
+                j.state, j.died = 'dead', now
+                j.token = j.reserved_at = j.deadline = j.lease_ttr = None
+                buried += 1
+            else:
+                j.place, seq = seq, seq + 1
+                j.due = now
+                self.place(j, now)
+        self.dead_total += buried
+        self.lapsed_total += len(jobs)
+        return len(back), buried
+
+    def trim_done(self, now):
+        gone = sorted((j for j in self.in_state('done') if j.expires <= now),
+                      key=lambda j: (j.expires, j.id))[:self.trim_batch]
+        for j in gone:
+            del self.jobs[j.id]
+
+    def backoff_delay(self, j):
+        kind, base, cap = j.backoff or DEFAULT_BACKOFF
+        if kind == 'fixed':
+            return base
+        return min(base * 2 ** max(j.made - 1, 0), cap)
+
+    def fields(self, j, state, now=None):
+        bk = j.backoff or DEFAULT_BACKOFF
+        f = [b'id', j.id, b'state', state.encode(), b'body', j.body, b'priority', j.prio,
+             b'created', j.created, b'due', j.due, b'attempts', j.made,
+             b'max_attempts', j.max or DEFAULT_ATTEMPTS, b'ttr', j.ttr or DEFAULT_TTR,
+             b'backoff', bk[0].encode(), b'backoff_base', bk[1], b'backoff_cap', bk[2]]
+        if j.err is not None:
+            f += [b'error', j.err]
+        if state == 'reserved':
+            f += [b'token', j.token, b'reserved_at', j.reserved_at, b'deadline', j.deadline]
+        elif state == 'dead':
+            f += [b'died', j.died]
+        elif state == 'done':
+            f += [b'finished', j.finished, b'expires', j.expires]
+        return f
+
+    def now_opt(self, o):
+        if 'NOW' not in o:
+            raise AssertionError('the model needs NOW')
+        return int_arg(o['NOW'], 0, MS_MAX)
+
+    # ------------------------------------------------------------ calls
+
+    def call(self, op, args):
+        """The reply of FCALL redisched_<op> with these arguments."""
+        self.wake = None
+        snapshot = (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
+                    {k: dataclasses.replace(v) for k, v in self.jobs.items()})
+        try:
+            return getattr(self, 'op_' + op)([b(a) for a in args])
+        except Refused as e:
+            (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
+             self.jobs) = snapshot
+            self.wake = None
+            return Error(e.code)
+
+    def op_put(self, args):
+        o = options(args[2:], dict(PUT_WORDS, MAXBODY=1, NOW=1))
+        body_max = int_arg(o['MAXBODY'], 0, BODY_MAX_LIMIT) if 'MAXBODY' in o else BODY_MAX_DEFAULT
+        now = self.now_opt(o)
+        p = parse_job(args[0] if args else None, args[1] if len(args) > 1 else None, o, now,
+                      body_max)
+        if p.id == b'*':
+            seq = self.take_seq(1)
+            gid = f'{now}-{seq}'.encode()
+            while gid in self.jobs:
+                seq = self.take_seq(1)
+                gid = f'{now}-{seq}'.encode()
+            self.place(self.new_job(p, gid, seq, now), now)
+            return gid
+        old = self.jobs.get(p.id)
+        if old is not None and p.mode == 'create':
+            return -1
+        if old is None and p.mode == 'replace':
+            return 0
+        seq = self.take_seq(1)
+        self.place(self.new_job(p, p.id, seq, old.created if old else now), now)
+        return 2 if old else 1
+
+    def new_job(self, p, id_, seq, created):
+        return Job(id=id_, body=p.body, prio=p.prio, created=created, due=p.due, seq=seq,
+                   place=seq, state='new', max=p.max, ttr=p.ttr, backoff=p.backoff)
+
+    def op_putmany(self, args):
+        count = int_arg(args[0] if args else None, 1, BATCH_MAX)
+        pos, jobs = 1, []
+        for _ in range(count):
+            if pos + 2 > len(args) - 1:
+                raise Refused()
+            id_, body, nopts = args[pos], args[pos + 1], args[pos + 2]
+            nopts = int_arg(nopts, 0, 20)
+            if pos + 2 + nopts > len(args) - 1:
+                raise Refused()
+            o = options(args[pos + 3:pos + 3 + nopts], PUT_WORDS)
+            jobs.append((id_, body, o))
+            pos += 3 + nopts
+        g = options(args[pos:], {'MAXBODY': 1, 'NOW': 1})
+        body_max = int_arg(g['MAXBODY'], 0, BODY_MAX_LIMIT) if 'MAXBODY' in g else BODY_MAX_DEFAULT
+        now = self.now_opt(g)
+        parsed = [parse_job(i, bd, o, now, body_max) for i, bd, o in jobs]
+        # Decide in order.
+        codes, present, stored = [], {}, []
+        for i, p in enumerate(parsed):
+            if p.id == b'*':
+                codes.append(None)
+                stored.append(i)
+                continue
+            if p.id not in present:
+                present[p.id] = p.id in self.jobs
+            if present[p.id] and p.mode == 'create':
+                codes.append(-1)
+            elif not present[p.id] and p.mode == 'replace':
+                codes.append(0)
+            else:
+                codes.append(2 if present[p.id] else 1)
+                present[p.id] = True
+                stored.append(i)
+        if not stored:
+            return codes
+        seq = self.take_seq(len(stored))
+        seqs, ids = {}, [p.id for p in parsed]
+        for i in stored:
+            if parsed[i].id == b'*':
+                s_ = seq
+                gid = f'{now}-{s_}'.encode()
+                while gid in present or gid in self.jobs:
+                    s_ = self.take_seq(1)
+                    gid = f'{now}-{s_}'.encode()
+                present[gid] = True
+                ids[i], codes[i], seqs[i] = gid, gid, s_
+            else:
+                seqs[i] = seq
+            seq += 1
+        latest = {}
+        for i in stored:
+            latest[ids[i]] = i
+        created = {}
+        for id_ in latest:
+            if id_ in self.jobs:
+                created[id_] = self.jobs[id_].created
+        for i in stored:
+            if latest[ids[i]] == i:
+                self.place(self.new_job(parsed[i], ids[i], seqs[i], created.get(ids[i], now)), now)
+        return codes
+
+    def op_restore(self, args):
+        if len(args) < 5:
+            raise Refused()
+        o = options(args[5:], {'AT': 1, 'PRIORITY': 1, 'TTR': 1, 'ATTEMPTS': 1, 'BACKOFF': 3,
+                               'ERROR': 1, 'DIED': 1, 'REPLACE': 0, 'NOW': 1})
+        state = s(args[2])
+        if state not in ('delayed', 'ready', 'dead'):
+            raise Refused()
+        now = self.now_opt(o)
+        created = int_arg(args[3], 0, MS_MAX)
+        made = int_arg(args[4], 0, ATTEMPTS_MAX)
+        o2 = {k: v for k, v in o.items() if k not in ('ERROR', 'DIED', 'NOW')}
+        p = parse_job(args[0], args[1], o2, now, BODY_MAX_LIMIT)
+        if p.id == b'*':
+            raise Refused()
+        if 'ERROR' in o and len(o['ERROR']) > ERROR_MAX:
+            raise Refused()
+        died = int_arg(o['DIED'], 0, MS_MAX) if 'DIED' in o else now
+        if p.id in self.jobs and 'REPLACE' not in o:
+            return -1
+        seq = self.take_seq(1)
+        j = self.new_job(p, p.id, seq, created)
+        j.due = p.at if p.at is not None else created
+        j.made = made
+        j.err = o.get('ERROR')
+        if state == 'dead':
+            j.state, j.died = 'dead', died
+            self.jobs[j.id] = j
+        else:
+            self.place(j, now)
+        return 1
+
+    def op_get(self, args):
+        id_ = id_arg(args[0] if args else None)
+        o = options(args[1:], {'NOW': 1})
+        now = self.now_opt(o)
+        j = self.jobs.get(id_)
+        if j is None:
+            return None
+        state = j.state
+        if state == 'delayed' and j.due <= now:
+            state = 'ready'
+        return self.fields(j, state)
+
+    def op_stats(self, args):
+        o = options(args, {'NOW': 1})
+        now = self.now_opt(o)
+        delayed = self.in_state('delayed')
+        due = [j for j in delayed if j.due <= now]
+        later = [j.due for j in delayed if j.due > now]
+        return [b'delayed', len(delayed) - len(due),
+                b'ready', len(self.in_state('ready')) + len(due),
+                b'reserved', len(self.in_state('reserved')), b'dead', len(self.in_state('dead')),
+                b'done', len(self.in_state('done')), b'paused', int(self.paused),
+                b'next_due', min(later) if later else -1,
+                b'failed_total', self.failed_total, b'dead_total', self.dead_total,
+                b'lapsed_total', self.lapsed_total]
+
+    def op_list(self, args):
+        state = s(args[0]).lower() if args else None
+        if state not in ('delayed', 'ready', 'reserved', 'dead', 'done'):
+            raise Refused()
+        offset = int_arg(args[1] if len(args) > 1 else None, 0, OFFSET_MAX)
+        count = int_arg(args[2] if len(args) > 2 else None, 1, BATCH_MAX)
+        o = options(args[3:], {'NOBODY': 0, 'NOW': 1})
+        now = self.now_opt(o)
+        backlog = self.promote(now)
+        if state == 'ready':
+            entries = [(j, 'ready') for j in self.ready_order()]
+            if backlog:
+                entries += [(j, 'ready') for j in self.due_delayed(now)]
+        elif state == 'delayed':
+            entries = [(j, 'delayed') for j in
+                       sorted((j for j in self.in_state('delayed') if j.due > now),
+                              key=lambda j: (j.due, j.seq))]
+        elif state == 'reserved':
+            entries = [(j, state) for j in
+                       sorted(self.in_state(state), key=lambda j: (j.deadline, j.lease_member()))]
+        elif state == 'dead':
+            entries = [(j, state) for j in sorted(self.in_state(state), key=lambda j: (j.died, j.id))]
+        else:
+            entries = [(j, state) for j in
+                       sorted(self.in_state(state), key=lambda j: (j.expires, j.id))]
+        out = [len(entries)]
+        for j, st in entries[offset:offset + count]:
+            f = self.fields(j, st)
+            if 'NOBODY' in o:
+                f[5] = b''
+            out.append(f)
+        return out
+
+    def take(self, count, now, recover):
+        backlog = self.promote(now)
+        if self.paused:
+            return None, backlog
+        order = self.ready_order()
+        if recover and len(order) < count:
+            lapsed = self.lapsed(now, self.requeue_inline)
+            if lapsed:
+                self.requeue_jobs(lapsed, now)
+                order = self.ready_order()
+        popped = order[:count]
+        if backlog:
+            popped = [j for j in popped if (j.due, j.seq) < backlog]
+        return popped, backlog
+
+    def next_time(self, now, handed, count, backlog, lapses):
+        if handed >= count or backlog:
+            return 0
+        times = [j.due for j in self.in_state('delayed')]
+        if lapses:
+            times += [j.deadline for j in self.in_state('reserved')]
+        if not times:
+            return -1
+        t = min(times)
+        return 0 if t <= now else t
+
+    def op_reserve(self, args):
+        count = int_arg(args[0] if args else None, 1, BATCH_MAX)
+        o = options(args[1:], {'TTR': 1, 'NOW': 1})
+        ttr = int_arg(o['TTR'], 1, TTR_MAX) if 'TTR' in o else None
+        now = self.now_opt(o)
+        handed, backlog = self.take(count, now, True)
+        if handed is None:
+            return [now, -1, 1]
+        out = [now, 0, 0]
+        for j in handed:
+            j.state, j.token, j.reserved_at = 'reserved', j.place, now
+            j.lease_ttr = j.ttr or ttr or DEFAULT_TTR
+            j.deadline = now + j.lease_ttr
+            out.append([j.id, j.body, j.token, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
+                        j.created, j.due, j.deadline])
+        out[1] = self.next_time(now, len(handed), count, backlog, True)
+        return out
+
+    def op_pull(self, args):
+        count = int_arg(args[0] if args else None, 1, BATCH_MAX)
+        o = options(args[1:], {'NOW': 1})
+        now = self.now_opt(o)
+        handed, backlog = self.take(count, now, False)
+        if handed is None:
+            return [now, -1, 1]
+        out = [now, 0, 0]
+        for j in handed:
+            del self.jobs[j.id]
+            out.append([j.id, j.body, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio, j.created,
+                        j.due])
+        out[1] = self.next_time(now, len(handed), count, backlog, False)
+        return out
+
+    def settle(self, pairs, keep, now):
+        codes, acked = [], set()
+        for id_, token in pairs:
+            if id_ in acked:
+                codes.append(-2 if keep > 0 else 0)
+            elif self.held(id_, token):
+                acked.add(id_)
+                codes.append(1)
+            else:
+                codes.append(self.not_held(id_))
+        for id_ in acked:
+            j = self.jobs[id_]
+            if keep > 0:
+                j.state, j.finished, j.expires = 'done', now, now + keep
+                j.token = j.reserved_at = j.deadline = j.lease_ttr = None
+            else:
+                del self.jobs[id_]
+        if acked and keep > 0:
+            self.trim_done(now)
+        return codes
+
+    def op_ack(self, args):
+        id_ = id_arg(args[0] if args else None)
+        token = int_arg(args[1] if len(args) > 1 else None, 0, SEQ_MAX)
+        o = options(args[2:], {'KEEP': 1, 'NOW': 1})
+        keep = int_arg(o['KEEP'], 0, DELAY_MAX) if 'KEEP' in o else 0
+        now = self.now_opt(o)
+        return self.settle([(id_, token)], keep, now)[0]
+
+    def op_ackmany(self, args):
+        count = int_arg(args[0] if args else None, 1, BATCH_MAX)
+        if len(args) < 1 + 2 * count:
+            raise Refused()
+        pairs = [(id_arg(args[1 + 2 * i]), int_arg(args[2 + 2 * i], 0, SEQ_MAX))
+                 for i in range(count)]
+        o = options(args[1 + 2 * count:], {'KEEP': 1, 'NOW': 1})
+        keep = int_arg(o['KEEP'], 0, DELAY_MAX) if 'KEEP' in o else 0
+        now = self.now_opt(o)
+        return self.settle(pairs, keep, now)
+
+    def op_release(self, args):
+        id_ = id_arg(args[0] if args else None)
+        token = int_arg(args[1] if len(args) > 1 else None, 0, SEQ_MAX)
+        o = options(args[2:], {'DELAY': 1, 'PRIORITY': 1, 'NOW': 1})
+        delay = int_arg(o['DELAY'], 0, DELAY_MAX) if 'DELAY' in o else 0
+        prio = int_arg(o['PRIORITY'], 0, PRIO_MAX) if 'PRIORITY' in o else None
+        now = self.now_opt(o)
+        j = self.held(id_, token)
+        if j is None:
+            return self.not_held(id_)
+        j.place = self.take_seq(1)
+        if prio is not None:
+            j.prio = prio
+        j.due = min(now + delay, MS_MAX)
+        self.place(j, now)
+        return 1
+
+    def op_fail(self, args):
+        id_ = id_arg(args[0] if args else None)
+        token = int_arg(args[1] if len(args) > 1 else None, 0, SEQ_MAX)
+        if len(args) < 3:
+            raise Refused()
+        err = args[2]
+        if len(err) > ERROR_MAX:
+            raise Refused()
+        o = options(args[3:], {'DEAD': 0, 'DELAY': 1, 'NOW': 1})
+        delay = int_arg(o['DELAY'], 0, DELAY_MAX) if 'DELAY' in o else None
+        now = self.now_opt(o)
+        j = self.held(id_, token)
+        if j is None:
+            return self.not_held(id_)
+        j.made += 1
+        j.err = err
+        self.failed_total += 1
+        if 'DEAD' not in o and j.made < (j.max or DEFAULT_ATTEMPTS):
+            j.place = self.take_seq(1)
+            j.due = min(now + (delay if delay is not None else self.backoff_delay(j)), MS_MAX)
+            self.place(j, now)
+            return Status(j.state)
+        j.state, j.died = 'dead', now
+        j.token = j.reserved_at = j.deadline = j.lease_ttr = None
+        self.dead_total += 1
+        return Status('dead')
+
+    def op_touch(self, args):
+        id_ = id_arg(args[0] if args else None)
+        token = int_arg(args[1] if len(args) > 1 else None, 0, SEQ_MAX)
+        o = options(args[2:], {'TTR': 1, 'NOW': 1})
+        ttr = int_arg(o['TTR'], 1, TTR_MAX) if 'TTR' in o else None
+        now = self.now_opt(o)
+        j = self.held(id_, token)
+        if j is None:
+            return self.not_held(id_)
+        j.deadline = now + (ttr or j.lease_ttr)
+        return j.deadline
+
+    def ids_arg(self, args):
+        if not args or len(args) > BATCH_MAX:
+            raise Refused()
+        return [id_arg(a) for a in args]
+
+    def op_delete(self, args):
+        n = 0
+        for id_ in dict.fromkeys(self.ids_arg(args)):
+            if id_ in self.jobs:
+                del self.jobs[id_]
+                n += 1
+        return n
+
+    def op_requeue(self, args):
+        o = options(args, {'LIMIT': 1, 'NOW': 1})
+        limit = int_arg(o['LIMIT'], 1, LIMIT_MAX) if 'LIMIT' in o else 1000
+        now = self.now_opt(o)
+        lapsed = self.lapsed(now, limit)
+        back, buried = self.requeue_jobs(lapsed, now) if lapsed else (0, 0)
+        self.trim_done(now)
+        deadlines = [j.deadline for j in self.in_state('reserved')]
+        return [back, buried, min(deadlines) if deadlines else -1]
+
+    def revive(self, jobs, now):
+        if not jobs:
+            return 0
+        seq = self.take_seq(len(jobs))
+        for i, j in enumerate(jobs):
+            j.place, j.made, j.due = seq + i, 0, now
+            self.place(j, now)
+        return len(jobs)
+
+    def op_kick(self, args):
+        ids = self.ids_arg(args)
+        now = self.kick_now
+        dead = [self.jobs[i] for i in dict.fromkeys(ids)
+                if i in self.jobs and self.jobs[i].state == 'dead']
+        return self.revive(dead, now)
+
+    def op_kickall(self, args):
+        o = options(args, {'LIMIT': 1, 'NOW': 1})
+        limit = int_arg(o['LIMIT'], 1, LIMIT_MAX) if 'LIMIT' in o else 1000
+        now = self.now_opt(o)
+        dead = sorted(self.in_state('dead'), key=lambda j: (j.died, j.id))[:limit]
+        return self.revive(dead, now)
+
+    def op_pause(self, args):
+        options(args, {})
+        if self.paused:
+            return 0
+        self.paused = True
+        return 1
+
+    def op_resume(self, args):
+        o = options(args, {'NOW': 1})
+        now = self.now_opt(o)
+        if not self.paused:
+            return 0
+        self.paused = False
+        self.signal(now)
+        return 1
+
+
+# Outcomes that refuse: the call must leave every key as it was.
+def is_refusal(op, reply):
+    if isinstance(reply, Error):
+        return True
+    if op in ('put', 'restore', 'release', 'touch', 'ack', 'fail'):
+        return isinstance(reply, int) and reply <= 0
+    if op in ('putmany', 'ackmany'):
+        return all(isinstance(c, int) and c <= 0 for c in reply)
+    if op in ('delete', 'kick', 'kickall', 'pause', 'resume'):
+        return reply == 0
+    return False
