@@ -1,0 +1,792 @@
+#!/usr/bin/python3
+"""Model-based test of the redisched Functions library (lua/redisched.lua).
+
+Sequential phase: hypothesis draws random call sequences (every public
+function, valid and refused arguments, wrong keys) under a controlled clock
+(NOW), runs each call on a real redis-server and on the reference model of
+docs/redis-api.md (model.py), and after every call compares the reply, the
+wake-up signal, every job's get, stats, every list, and the raw keys (decoded
+records and set members against the model; structural invariants; tokens
+strictly increasing per job; a refused call changes no byte of any key). A
+failure is shrunk to a minimal call list, printed as FCALLs.
+
+Concurrent phase: several connections on the real clock put, reserve, ack,
+release, fail, touch and requeue with short time-to-runs; the history is then
+checked: no job acked by two holders, every token issued once, nothing that
+was put is lost.
+
+Mutants (--mutants): each planted bug (a mutated copy of the library) must
+make the sequential phase fail.
+
+Usage: model_test.py --lua lua/redisched.lua [--budget SECONDS] [--seed N]
+       [--concurrent SECONDS] [--mutants] [--examples N] [--steps N]
+Run with Debian's /usr/bin/python3 (python3-hypothesis).
+"""
+import sys
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+
+import argparse
+import collections
+import random
+import threading
+import time
+import traceback
+
+import hypothesis
+import hypothesis.core
+from hypothesis import HealthCheck, Phase, settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+
+import harness
+from harness import Conn, RedisServer, check_invariants, decode_record, dump, read_raw, topic_keys
+from model import Error, Status, Topic, is_refusal
+
+# Bounds lowered so that a few jobs make a backlog (harness.BOUNDS).
+SMALL = {'PROMOTE_BATCH': 3, 'REQUEUE_INLINE': 2, 'TRIM_BATCH': 2}
+REAL = {'PROMOTE_BATCH': 1000, 'REQUEUE_INLINE': 100, 'TRIM_BATCH': 100}
+T0 = 1_000_000  # the model's clock starts here (NOW), far from the server's
+
+
+class Env:
+    """What the machine runs against (set up once per process)."""
+    conn = sub = keys = bounds = None
+    calls = 0
+    outcomes = collections.Counter()  # (op, outcome) -> calls, for --verbose
+
+    @classmethod
+    def messages(cls):
+        """Wake-up signals published since the last look (the PING's answer
+        comes after every message sent before it)."""
+        cls.sub.sock.sendall(harness.encode(['PING']))
+        out = []
+        while True:
+            r = cls.sub.read()
+            if r == [b'pong', b'']:
+                return out
+            if isinstance(r, list) and r and r[0] == b'smessage':
+                out.append(r[2])
+
+
+def subscribe(port, keys):
+    sub = Conn(port)
+    sub.sock.sendall(harness.encode(['SSUBSCRIBE', keys[2]]))
+    r = sub.read()
+    assert r[0] == b'ssubscribe', r
+    return sub
+
+
+# ---------------------------------------------------------------- strategies
+
+IDS = [b'a', b'b', b'c', b'd', b'e', 'é✓'.encode()]
+ID = st.sampled_from(IDS)
+ID_OR_STAR = st.sampled_from(IDS + [b'*'])
+BODY = st.binary(max_size=6)
+WHEN = st.one_of(st.tuples(st.just('DELAY'), st.integers(0, 25)),
+                 st.tuples(st.just('AT'), st.integers(-10, 25)))
+OPTS = st.fixed_dictionaries({}, optional={
+    'WHEN': WHEN,
+    'PRIORITY': st.sampled_from([0, 1, 7, 1000]),
+    'TTR': st.sampled_from([1, 4, 15, 40, 30000]),
+    'ATTEMPTS': st.sampled_from([1, 2, 3, 5]),
+    'BACKOFF': st.tuples(st.sampled_from(['fixed', 'exponential']), st.integers(0, 8),
+                         st.integers(8, 30)),
+    'MODE': st.sampled_from(['REPLACE', 'UPSERT']),
+})
+JOB = st.tuples(st.sampled_from(['held', 'held', 'any']), st.integers(0, 15))
+TOK = st.tuples(st.sampled_from(['cur', 'cur', 'cur', 'old', 'any', 'next']), st.integers(0, 40))
+MAYBE = lambda s: st.one_of(st.none(), s)  # noqa: E731
+STATES = ['delayed', 'ready', 'reserved', 'dead', 'done']
+
+# Calls the docs say are refused (BADARG). x: (id, token) of a reserved job.
+BAD = [
+    ('put', lambda n, x: ['a', 'b', 'PRIORITY', '1001', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'DELAY', '-1', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'AT', str(2 ** 43), 'NOW', n]),
+    ('put', lambda n, x: ['', 'b', 'NOW', n]),
+    ('put', lambda n, x: ['a\x01', 'b', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'TTR', '0', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'NOW', 'abc']),
+    ('put', lambda n, x: ['a', 'b', 'NOW', str(2 ** 43)]),
+    ('put', lambda n, x: ['a', 'b', 'COLOR', 'red', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'PRIORITY', '1', 'PRIORITY', '2', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'BACKOFF', 'fixed', '5000000000000', '0', 'NOW', n]),
+    ('put', lambda n, x: ['*', 'b', 'UPSERT', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'xxxxxx', 'MAXBODY', '3', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'NOW', n]),
+    ('putmany', lambda n, x: ['2', 'a', 'b', '0', 'c', 'd', '2', 'PRIORITY', '5000', 'NOW', n]),
+    ('putmany', lambda n, x: ['2', 'a', 'b', '0']),
+    ('putmany', lambda n, x: ['0', 'NOW', n]),
+    ('restore', lambda n, x: ['a', 'b']),
+    ('restore', lambda n, x: ['a', 'b', 'reserved', '1', '0', 'NOW', n]),
+    ('restore', lambda n, x: ['a', 'b', 'ready', str(2 ** 44), '0', 'NOW', n]),
+    ('reserve', lambda n, x: ['0', 'NOW', n]),
+    ('reserve', lambda n, x: ['1', 'TTR', '-5', 'NOW', n]),
+    ('pull', lambda n, x: ['1001', 'NOW', n]),
+    ('ack', lambda n, x: [x[0], x[1], 'NOW', 'abc']),
+    ('ack', lambda n, x: [x[0], 'notanumber', 'NOW', n]),
+    ('ack', lambda n, x: [x[0], x[1], 'KEEP', '-1', 'NOW', n]),
+    ('ackmany', lambda n, x: ['3', x[0], x[1], 'NOW', n]),
+    ('ackmany', lambda n, x: ['1', x[0], x[1], 'NOW', 'x']),
+    ('release', lambda n, x: [x[0], x[1], 'PRIORITY', '2000', 'NOW', n]),
+    ('fail', lambda n, x: [x[0], x[1]]),
+    ('fail', lambda n, x: [x[0], x[1], 'e', 'DELAY', 'x', 'NOW', n]),
+    ('touch', lambda n, x: [x[0], x[1], 'TTR', '0', 'NOW', n]),
+    ('delete', lambda n, x: []),
+    ('kick', lambda n, x: ['']),
+    ('kickall', lambda n, x: ['LIMIT', '0', 'NOW', n]),
+    ('requeue', lambda n, x: ['LIMIT', '10001', 'NOW', n]),
+    ('list', lambda n, x: ['sideways', '0', '10', 'NOW', n]),
+    ('list', lambda n, x: ['ready', '0', '0', 'NOW', n]),
+    ('stats', lambda n, x: ['extra']),
+    ('get', lambda n, x: ['a', 'NOW', '-1']),
+    ('pause', lambda n, x: ['NOW', n]),
+    ('resume', lambda n, x: ['NOW', 'x']),
+]
+
+OPS = st.one_of(
+    st.tuples(st.just('put'), ID_OR_STAR, BODY, OPTS),
+    st.tuples(st.just('put'), ID, BODY, OPTS),
+    st.tuples(st.just('putmany'), st.lists(st.tuples(ID_OR_STAR, BODY, OPTS), min_size=1, max_size=4)),
+    st.tuples(st.just('burst'), st.integers(2, 8), st.integers(0, 12)),
+    st.tuples(st.just('restore'), ID, BODY, st.sampled_from(['delayed', 'ready', 'dead']),
+              st.integers(-40, 20), st.integers(0, 3), OPTS, st.booleans(), st.booleans(),
+              st.booleans()),
+    st.tuples(st.just('reserve'), st.integers(1, 4), MAYBE(st.sampled_from([1, 3, 10, 30, 30000]))),
+    st.tuples(st.just('reserve'), st.integers(1, 2), st.none()),
+    st.tuples(st.just('reserve'), st.integers(1, 3), st.sampled_from([3, 10, 30000])),
+    st.tuples(st.just('put'), ID, BODY, st.just({})),
+    st.tuples(st.just('putmany'), st.lists(st.tuples(ID, BODY, st.just({})), min_size=1, max_size=4)),
+    st.tuples(st.just('pull'), st.integers(1, 3)),
+    # A worker's turn: reserve, then settle each job handed out with its token.
+    st.tuples(st.just('work'), st.integers(1, 3), MAYBE(st.sampled_from([3, 30000])),
+              st.sampled_from(['ack', 'ack', 'fail', 'fail', 'release', 'touch', 'keep']),
+              st.integers(0, 12)),
+    st.tuples(st.just('ack'), JOB, TOK, MAYBE(st.integers(0, 20))),
+    st.tuples(st.just('ack'), JOB, TOK, st.none()),
+    st.tuples(st.just('ackmany'), st.lists(st.tuples(JOB, TOK), min_size=1, max_size=4),
+              MAYBE(st.integers(0, 20))),
+    st.tuples(st.just('release'), JOB, TOK, MAYBE(st.integers(0, 20)),
+              MAYBE(st.sampled_from([0, 3, 1000]))),
+    st.tuples(st.just('fail'), JOB, TOK, st.booleans(), MAYBE(st.integers(0, 20))),
+    st.tuples(st.just('fail'), JOB, TOK, st.just(False), MAYBE(st.integers(0, 20))),
+    st.tuples(st.just('release'), JOB, TOK, st.none(), st.none()),
+    st.tuples(st.just('touch'), JOB, TOK, MAYBE(st.integers(1, 30))),
+    st.tuples(st.just('delete'), st.lists(JOB, min_size=1, max_size=3)),
+    st.tuples(st.just('requeue'), MAYBE(st.integers(1, 3))),
+    st.tuples(st.just('kick'), st.lists(JOB, min_size=1, max_size=3)),
+    st.tuples(st.just('kickall'), MAYBE(st.integers(1, 3))),
+    st.tuples(st.just('pause'), st.sampled_from([True, False, False])),
+    st.tuples(st.just('list'), st.sampled_from(STATES), st.integers(0, 3), st.integers(1, 4),
+              st.booleans()),
+    st.tuples(st.just('get'), JOB),
+    st.tuples(st.just('stats')),
+    st.tuples(st.just('bad'), st.integers(0, len(BAD) - 1), st.integers(0, 5)),
+    st.tuples(st.just('badkeys'), st.sampled_from(['put', 'reserve', 'ack', 'delete', 'stats']),
+              st.integers(0, 3)),
+)
+
+
+def opt_words(o, now, modes=True):
+    w = []
+    if 'WHEN' in o:
+        kind, v = o['WHEN']
+        w += [kind, v if kind == 'DELAY' else max(0, now + v)]
+    for k in ('PRIORITY', 'TTR', 'ATTEMPTS'):
+        if k in o:
+            w += [k, o[k]]
+    if 'BACKOFF' in o:
+        w += ['BACKOFF', *o['BACKOFF']]
+    if modes and 'MODE' in o:
+        w.append(o['MODE'])
+    return w
+
+
+def outcome(op, reply):
+    """A coarse name for a reply, for the coverage table."""
+    if isinstance(reply, Error):
+        return reply.code
+    if isinstance(reply, Status):
+        return reply.text
+    if op in ('reserve', 'pull'):
+        return 'paused' if reply[2] else '%d jobs, next %s' % (
+            len(reply) - 3, 'now' if reply[1] == 0 else 'none' if reply[1] < 0 else 'later')
+    if isinstance(reply, list):
+        return 'list'
+    if isinstance(reply, int):
+        return str(reply) if reply <= 2 else '>2'
+    return type(reply).__name__
+
+
+def show(args):
+    out = []
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        try:
+            t = a.decode()
+            out.append(t if t and all(c.isprintable() and c not in ' \'"' for c in t) else repr(t))
+        except UnicodeDecodeError:
+            out.append(repr(a))
+    return ' '.join(out)
+
+
+def b(v):
+    return v if isinstance(v, bytes) else str(v).encode()
+
+
+# ---------------------------------------------------------------- the machine
+
+class TopicMachine(RuleBasedStateMachine):
+    def __init__(self):
+        super().__init__()
+        Env.conn.check('FLUSHALL')
+        Env.messages()
+        self.model = Topic(promote_batch=Env.bounds['PROMOTE_BATCH'],
+                           requeue_inline=Env.bounds['REQUEUE_INLINE'],
+                           trim_batch=Env.bounds['TRIM_BATCH'])
+        self.now = T0
+        self.log = []
+        self.issued = {}  # id -> tokens handed out, in order
+
+    # ------------------------------------------------------------ rules
+
+    @rule(op=OPS, dt=st.sampled_from([0, 0, 0, 1, 1, 2]))
+    def call(self, op, dt):
+        self.now += dt
+        kind = op[0]
+        if kind == 'work':
+            _, count, ttr, action, x = op
+            reply = self.run('reserve', [count] + (['TTR', ttr] if ttr else []) + ['NOW', self.now])
+            for job in reply[3:] if isinstance(reply, list) else []:
+                id_, token = job[0], job[2]
+                if action == 'ack':
+                    self.run('ack', [id_, token, 'NOW', self.now])
+                elif action == 'keep':
+                    self.run('ack', [id_, token, 'KEEP', x, 'NOW', self.now])
+                elif action == 'fail':
+                    self.run('fail', [id_, token, 'e%d' % x] + (['DELAY', x] if x % 2 else [])
+                             + ['NOW', self.now])
+                elif action == 'release':
+                    self.run('release', [id_, token, 'DELAY', x % 5, 'NOW', self.now])
+                else:
+                    self.run('touch', [id_, token, 'TTR', x + 1, 'NOW', self.now])
+        elif kind == 'bad':
+            name, make = BAD[op[1]]
+            self.run(name, make(self.now, self.some_reservation(op[2])))
+        elif kind == 'badkeys':
+            self.run_badkeys(op[1], op[2])
+        else:
+            name, args = self.resolve(op)
+            self.run(name, args)
+
+    @rule(ms=st.integers(1, 120))
+    def advance(self, ms):
+        self.now += ms
+
+    # ------------------------------------------------------------ resolving
+
+    def pick(self, sel):
+        how, i = sel
+        held = sorted(j.id for j in self.model.jobs.values() if j.state == 'reserved')
+        ids = held if how == 'held' and held else sorted(set(IDS) | set(self.model.jobs))
+        return ids[i % len(ids)]
+
+    def token(self, id_, sel):
+        how, x = sel
+        j = self.model.jobs.get(id_)
+        issued = self.issued.get(id_, [])
+        if how == 'cur':
+            if j is not None and j.state == 'reserved':
+                return j.token
+            return issued[-1] if issued else x
+        if how == 'old':
+            return issued[x % len(issued)] if issued else x
+        if how == 'next':
+            return (j.token if j is not None and j.token else x) + 1
+        return x
+
+    def some_reservation(self, i):
+        held = sorted((j.id, j.token) for j in self.model.jobs.values() if j.state == 'reserved')
+        return held[i % len(held)] if held else (b'a', 1)
+
+    def resolve(self, op):
+        kind, n = op[0], self.now
+        if kind == 'put':
+            _, id_, body, o = op
+            return 'put', [id_, body, *opt_words(o, n), 'NOW', n]
+        if kind == 'putmany':
+            args = [len(op[1])]
+            for id_, body, o in op[1]:
+                w = opt_words(o, n)
+                args += [id_, body, len(w), *w]
+            return 'putmany', args + ['NOW', n]
+        if kind == 'burst':  # jobs due in the same millisecond (a backlog when due)
+            count, d = op[1], op[2]
+            args = [count]
+            for i in range(count):
+                args += [b'*', b'burst', 4, 'AT', n + d, 'PRIORITY', [0, 1, 7][i % 3]]
+            return 'putmany', args + ['NOW', n]
+        if kind == 'restore':
+            _, id_, body, state, created, made, o, replace, err, died = op
+            args = [id_, body, state, max(0, n + created), made, *opt_words(o, n, modes=False)]
+            if err:
+                args += ['ERROR', 'oops']
+            if died:
+                args += ['DIED', n - 3]
+            if replace:
+                args.append('REPLACE')
+            return 'restore', args + ['NOW', n]
+        if kind == 'reserve':
+            args = [op[1]] + (['TTR', op[2]] if op[2] is not None else [])
+            return 'reserve', args + ['NOW', n]
+        if kind == 'pull':
+            return 'pull', [op[1], 'NOW', n]
+        if kind == 'ack':
+            id_ = self.pick(op[1])
+            args = [id_, self.token(id_, op[2])] + (['KEEP', op[3]] if op[3] is not None else [])
+            return 'ack', args + ['NOW', n]
+        if kind == 'ackmany':
+            args = [len(op[1])]
+            for sel, tok in op[1]:
+                id_ = self.pick(sel)
+                args += [id_, self.token(id_, tok)]
+            return 'ackmany', args + (['KEEP', op[2]] if op[2] is not None else []) + ['NOW', n]
+        if kind == 'release':
+            id_ = self.pick(op[1])
+            args = [id_, self.token(id_, op[2])]
+            if op[3] is not None:
+                args += ['DELAY', op[3]]
+            if op[4] is not None:
+                args += ['PRIORITY', op[4]]
+            return 'release', args + ['NOW', n]
+        if kind == 'fail':
+            id_ = self.pick(op[1])
+            args = [id_, self.token(id_, op[2]), 'it broke'] + (['DEAD'] if op[3] else [])
+            if op[4] is not None:
+                args += ['DELAY', op[4]]
+            return 'fail', args + ['NOW', n]
+        if kind == 'touch':
+            id_ = self.pick(op[1])
+            args = [id_, self.token(id_, op[2])] + (['TTR', op[3]] if op[3] is not None else [])
+            return 'touch', args + ['NOW', n]
+        if kind in ('delete', 'kick'):
+            return kind, [self.pick(i) for i in op[1]]
+        if kind in ('requeue', 'kickall'):
+            return kind, (['LIMIT', op[1]] if op[1] is not None else []) + ['NOW', n]
+        if kind == 'pause':
+            return ('pause', []) if op[1] else ('resume', ['NOW', n])
+        if kind == 'list':
+            return 'list', [op[1], op[2], op[3]] + (['NOBODY'] if op[4] else []) + ['NOW', n]
+        if kind == 'get':
+            return 'get', [self.pick(op[1]), 'NOW', n]
+        if kind == 'stats':
+            return 'stats', ['NOW', n]
+        raise AssertionError(kind)
+
+    # ------------------------------------------------------------ running
+
+    def fail(self, what):
+        raise AssertionError('%s\n-- the calls (K = the topic\'s 8 keys, fresh topic):\n%s'
+                             % (what, '\n'.join(self.log)))
+
+    def expect(self, ok, what):
+        if not ok:
+            self.fail(what)
+
+    def run(self, op, args):
+        keys = Env.keys
+        before = dump(Env.conn, keys)
+        t0 = int(Env.conn.call('TIME')[0]) * 1000 if op == 'kick' else None
+        real = Env.conn.call('FCALL', 'redisched_' + op, 8, *keys, *args)
+        Env.calls += 1
+        self.log.append('FCALL redisched_%s 8 $K %s' % (op, show(args)))
+        if op == 'kick' and isinstance(real, int) and real > 0:
+            # kick reads the server's clock: learn it from a job it kicked.
+            t1 = (int(Env.conn.call('TIME')[0]) + 1) * 1000
+            dead = [b(i) for i in args if b(i) in self.model.jobs and self.model.jobs[b(i)].state == 'dead']
+            self.expect(dead, 'kick kicked %d jobs, the model has none dead among them' % real)
+            due = decode_record(Env.conn.check('HGET', keys[0], dead[0]))['due']
+            self.expect(t0 <= due <= t1, 'kick\'s time %d is not the server\'s' % due)
+            self.model.kick_now = due
+        want = self.model.call(op, args)
+        Env.outcomes[(op, outcome(op, want))] += 1
+        self.expect(real == want, 'reply of %s\n   library: %r\n   model:   %r' % (op, real, want))
+        signals = Env.messages()
+        expected = [b(self.model.wake)] if self.model.wake is not None else []
+        self.expect(signals == expected,
+                    'wake-up signals of %s: %r, the model says %r' % (op, signals, expected))
+        if is_refusal(op, want):
+            self.expect(dump(Env.conn, keys) == before, 'a refused %s changed a key' % op)
+        if op in ('reserve',) and isinstance(real, list):
+            for job in real[3:]:
+                seen = self.issued.setdefault(job[0], [])
+                self.expect(not seen or job[2] > seen[-1],
+                            'token %d of %r is not above its last one %r' % (job[2], job[0], seen))
+                seen.append(job[2])
+        self.observe()
+        return real
+
+    def run_badkeys(self, op, how):
+        keys = list(Env.keys)
+        if how == 0:
+            keys = keys[:7]
+        elif how == 1:
+            keys[4] = topic_keys('other')[4]
+        elif how == 2:
+            keys[2], keys[3] = keys[3], keys[2]
+        else:
+            keys = [k.replace(b'{', b'').replace(b'}', b'') for k in keys]
+        args = {'put': ['a', 'b', 'NOW', self.now], 'reserve': ['1', 'NOW', self.now],
+                'ack': ['a', '1', 'NOW', self.now], 'delete': ['a'], 'stats': ['NOW', self.now]}[op]
+        before = dump(Env.conn, Env.keys)
+        names = set(Env.conn.call('KEYS', '*'))
+        real = Env.conn.call('FCALL', 'redisched_' + op, len(keys), *keys, *args)
+        Env.calls += 1
+        self.log.append('FCALL redisched_%s %d %s %s' % (op, len(keys), show(keys), show(args)))
+        self.expect(real == Error('BADKEYS'), 'wrong keys: %r' % real)
+        self.expect(dump(Env.conn, Env.keys) == before and set(Env.conn.call('KEYS', '*')) == names,
+                    'a call with wrong keys wrote')
+        self.expect(Env.messages() == [], 'a call with wrong keys signalled')
+
+    # ------------------------------------------------------------ observing
+
+    def observe(self):
+        m, n, keys = self.model, self.now, Env.keys
+        raw = read_raw(Env.conn, keys)
+        try:
+            recs, where = check_invariants(raw, keys)
+        except AssertionError as e:
+            self.fail('raw keys: %s' % e)
+        self.compare_raw(raw, recs, where)
+        ids = sorted(set(IDS) | set(m.jobs))
+        cmds = [('FCALL', 'redisched_get', 8, *keys, i, 'NOW', n) for i in ids]
+        cmds.append(('FCALL', 'redisched_stats', 8, *keys, 'NOW', n))
+        # list writes only when a delayed job is due: then it is an op, not a look.
+        lists = not m.due_delayed(n)
+        if lists:
+            for state in STATES:
+                cmds.append(('FCALL', 'redisched_list', 8, *keys, state, 0, 1000, 'NOW', n))
+            cmds.append(('FCALL', 'redisched_list', 8, *keys, 'ready', 1, 2, 'NOBODY', 'NOW', n))
+        replies = Env.conn.pipeline(cmds)
+        for i, id_ in enumerate(ids):
+            want = m.op_get([id_, b'NOW', b(n)])
+            self.expect(replies[i] == want, 'get %r\n   library: %r\n   model:   %r'
+                        % (id_, replies[i], want))
+        want = m.op_stats([b'NOW', b(n)])
+        self.expect(replies[len(ids)] == want, 'stats\n   library: %r\n   model:   %r'
+                    % (replies[len(ids)], want))
+        if lists:
+            looks = [[s, 0, 1000] for s in STATES] + [['ready', 1, 2, 'NOBODY']]
+            for r, args in zip(replies[len(ids) + 1:], looks):
+                want = m.op_list([b(a) for a in args] + [b'NOW', b(n)])
+                self.expect(r == want, 'list %s\n   library: %r\n   model:   %r' % (args, r, want))
+
+    def compare_raw(self, raw, recs, where):
+        m = self.model
+        self.expect(int(raw['meta'].get(b'seq', 0)) == m.seq,
+                    'counter %r, the model says %d' % (raw['meta'].get(b'seq'), m.seq))
+        for name in ('failed_total', 'dead_total', 'lapsed_total'):
+            self.expect(int(raw['meta'].get(name.encode(), 0)) == getattr(m, name), name)
+        self.expect(set(recs) == set(m.jobs), 'jobs stored %r, the model has %r'
+                    % (sorted(recs), sorted(m.jobs)))
+        self.expect((raw['ready'][:1] == [(harness.PAUSED, float('-inf'))]) == m.paused, 'pause mark')
+        for id_, j in m.jobs.items():
+            r = recs[id_]
+            kinds = {'fixed': 1, 'exponential': 2}
+            bk = j.backoff or ('exponential', 1000, 600000)
+            got = (r['created'], r['seq'], r['place'], r['prio'], r['due'], r['made'], r.get('ttr'),
+                   r.get('max') or 5, r.get('backoff') or (2, 1000, 600000), r.get('err'),
+                   r['body'], where[id_])
+            wanted = (j.created, j.seq, j.place, j.prio, j.due, j.made, j.ttr, j.max or 5,
+                      (kinds[bk[0]], bk[1], bk[2]), j.err, j.body, j.state)
+            self.expect(got == wanted, 'record of %r\n   stored: %r\n   model:  %r' % (id_, got, wanted))
+            if j.state == 'done':
+                self.expect(r.get('finished') == j.finished, 'finished of %r' % id_)
+        members = {s: dict(raw[s]) for s in ('reserved', 'dead', 'done')}
+        for id_, j in m.jobs.items():
+            if j.state == 'reserved':
+                self.expect(members['reserved'].get(j.lease_member()) == j.deadline and
+                            raw['leases'].get(id_) == b'%d:%d:%d' % (j.token, j.reserved_at, j.lease_ttr),
+                            'reservation of %r' % id_)
+            elif j.state == 'dead':
+                self.expect(members['dead'].get(id_) == j.died, 'died of %r' % id_)
+            elif j.state == 'done':
+                self.expect(members['done'].get(id_) == j.expires, 'expires of %r' % id_)
+
+
+# ---------------------------------------------------------------- runs
+
+def run_sequential(budget, seed, examples, steps, shrink, verbose=False, stop_on_failure=True):
+    """Chunks of hypothesis runs (seed, seed+1, ...) until the budget is
+    spent, alternating lowered and real housekeeping bounds. Returns
+    (failures, chunks, examples run)."""
+    deadline = time.time() + budget
+    chunk, failures = 0, []
+    phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+    while time.time() < deadline:
+        Env.bounds = SMALL if chunk % 3 != 2 else REAL
+        harness.load(Env.conn, harness.library_source(Env.lua, Env.bounds, Env.mutation))
+        hypothesis.core.global_force_seed = seed + chunk
+        s = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
+                     database=None, phases=phases, suppress_health_check=list(HealthCheck),
+                     verbosity=hypothesis.Verbosity.normal if verbose else hypothesis.Verbosity.quiet,
+                     print_blob=False)
+        try:
+            run_state_machine_as_test(TopicMachine, settings=s)
+        except Exception as e:  # noqa: BLE001 - a failure of the library or the model
+            failures.append((seed + chunk, e))
+            if stop_on_failure:
+                return failures, chunk + 1
+        chunk += 1
+    return failures, chunk
+
+
+def run_concurrent(seconds, threads, seed):
+    """Several connections on the real clock; then the history is checked."""
+    harness.load(Env.conn, harness.library_source(Env.lua, None, Env.mutation))
+    Env.conn.check('FLUSHALL')
+    keys = Env.keys
+    stop = time.time() + seconds
+    history = []  # (thread, op, id, token, reply)
+    lock = threading.Lock()
+    errors = []
+
+    def worker(t):
+        try:
+            rng = random.Random(seed * 100 + t)
+            c = Conn(Env.port)
+            log = []
+            n = 0
+
+            def fcall(op, *args):
+                r = c.call('FCALL', 'redisched_' + op, 8, *keys, *args)
+                if isinstance(r, Error):
+                    raise AssertionError('%s %r: %s' % (op, args, r.message))
+                return r
+            while time.time() < stop:
+                x = rng.random()
+                if x < 0.3:
+                    n += 1
+                    id_ = b'w%d-%d' % (t, n)
+                    opts = ['PRIORITY', rng.randint(0, 3)]
+                    if rng.random() < 0.3:
+                        opts += ['DELAY', rng.randint(0, 20)]
+                    if rng.random() < 0.3:
+                        opts += ['ATTEMPTS', rng.randint(1, 3)]
+                    log.append((t, 'put', id_, None, fcall('put', id_, b'x', *opts)))
+                elif x < 0.8:
+                    r = fcall('reserve', rng.randint(1, 3), 'TTR', rng.choice([20, 50, 200]))
+                    for job in r[3:]:
+                        id_, token = job[0], job[2]
+                        log.append((t, 'reserve', id_, token, 1))
+                        y = rng.random()
+                        if y < 0.1:
+                            time.sleep(rng.choice([0.03, 0.06]))  # past its time-to-run
+                        if y < 0.55:
+                            log.append((t, 'ack', id_, token, fcall('ack', id_, token)))
+                        elif y < 0.65:
+                            log.append((t, 'ackmany', id_, token, fcall('ackmany', 2, id_, token, id_, token)[0]))
+                        elif y < 0.75:
+                            log.append((t, 'release', id_, token, fcall('release', id_, token)))
+                        elif y < 0.85:
+                            r2 = fcall('fail', id_, token, 'boom', 'DELAY', rng.randint(0, 10))
+                            log.append((t, 'fail', id_, token, r2))
+                        else:
+                            d = fcall('touch', id_, token, 'TTR', 100)
+                            log.append((t, 'touch', id_, token, d))
+                            log.append((t, 'ack', id_, token, fcall('ack', id_, token)))
+                elif x < 0.85:
+                    fcall('requeue', 'LIMIT', 50)
+                    log.append((t, 'requeue', None, None, 0))
+                elif x < 0.88:
+                    r = fcall('pull', 1)
+                    for job in r[3:]:
+                        log.append((t, 'pull', job[0], None, 1))
+                else:
+                    time.sleep(0.002)
+            with lock:
+                history.extend(log)
+            c.close()
+        except Exception:  # noqa: BLE001
+            errors.append(traceback.format_exc())
+
+    ts = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise AssertionError('a worker failed:\n' + errors[0])
+    # Drain: far in the future every reservation lapses and every job is due.
+    now = int(Env.conn.check('TIME')[0]) * 1000 + 10 * 86400000
+    for _ in range(1000):
+        Env.conn.check('FCALL', 'redisched_requeue', 8, *keys, 'LIMIT', 10000, 'NOW', now)
+        r = Env.conn.check('FCALL', 'redisched_reserve', 8, *keys, 1000, 'TTR', 1000, 'NOW', now)
+        for job in r[3:]:
+            history.append(('drain', 'reserve', job[0], job[2], 1))
+            history.append(('drain', 'ack', job[0], job[2],
+                            Env.conn.check('FCALL', 'redisched_ack', 8, *keys, job[0], job[2])))
+        if len(r) == 3:
+            break
+    # The history.
+    put = {h[2] for h in history if h[1] == 'put' and h[4] == 1}
+    acked, issued, pulled = {}, {}, set()
+    for who, op, id_, token, reply in history:
+        if op == 'reserve':
+            assert token not in issued.setdefault(id_, set()), 'token %d of %r handed out twice' % (token, id_)
+            issued[id_].add(token)
+        if op in ('ack', 'ackmany') and reply == 1:
+            acked.setdefault(id_, []).append((who, token))
+        if op == 'pull':
+            pulled.add(id_)
+    for id_, holders in acked.items():
+        assert len(holders) == 1, '%r was acked by %d holders: %r' % (id_, len(holders), holders)
+        assert holders[0][1] in issued.get(id_, ()), '%r acked with a token never handed out' % id_
+        assert id_ in put, '%r acked but never put' % id_
+    raw = read_raw(Env.conn, keys)
+    recs, where = check_invariants(raw, keys)
+    stats = Env.conn.check('FCALL', 'redisched_stats', 8, *keys, 'NOW', now)
+    left = {i for i, s in where.items() if s != 'dead'}
+    assert not left, 'jobs left after the drain: %r' % sorted(left)[:10]
+    lost = put - set(acked) - pulled - set(recs)
+    assert not lost, 'jobs lost: %r' % sorted(lost)[:10]
+    assert not (set(acked) & pulled), 'a job both acked and pulled'
+    assert not (set(acked) & set(recs)), 'an acked job is still stored'
+    calls = len(history)
+    return {'calls': calls, 'puts': len(put), 'acked': len(acked), 'pulled': len(pulled),
+            'dead': len(recs), 'stale_refused': sum(1 for h in history if h[1] in ('ack', 'ackmany', 'release', 'fail', 'touch') and h[4] in (-3, -2)),
+            'stats': dict(zip(stats[0::2], stats[1::2]))}
+
+
+# ---------------------------------------------------------------- mutants
+
+# Planted bugs: (name, text in lua/redisched.lua, replacement). Each must be caught.
+MUTANTS = [
+    ('priority ignored in the ready order',
+     'return (PRIO_MAX - prio) * TIME_SPAN + due', 'return PRIO_MAX * TIME_SPAN + due'),
+    ('ack leaves the lease behind',
+     "      redis.call('HDEL', k.jobs, id)\n      redis.call('HDEL', k.leases, id)\n      return OK",
+     "      redis.call('HDEL', k.jobs, id)\n      return OK"),
+    ('a stale token answers wrong state',
+     "if redis.call('HEXISTS', k.leases, id) == 1 then return STALE end",
+     "if redis.call('HEXISTS', k.leases, id) == 1 then return WRONG_STATE end"),
+    ('a lapse is not counted as an attempt',
+     "      j.made = (j.made or 0) + 1\n      j.err = 'time-to-run lapsed'",
+     "      j.made = j.made or 0\n      j.err = 'time-to-run lapsed'"),
+    ('reserve ignores the backlog', 'if backlog and #popped > 0 then', 'if false then'),
+    ('a refused put moves the counter',
+     "if redis.call('HEXISTS', k.jobs, id) == 1 then return EXISTS end",
+     "if redis.call('HEXISTS', k.jobs, id) == 1 then take_seq(k, 1) return EXISTS end"),
+    ('stats counts due delayed jobs as delayed',
+     "redis.call('ZCARD', k.ready) - (is_paused and 1 or 0) + due,",
+     "redis.call('ZCARD', k.ready) - (is_paused and 1 or 0),"),
+    ('touch ignores its TTR', 'now + (ttr or lease_ttr)', 'now + lease_ttr'),
+    ('reserve\'s TTR overrides the job\'s', 'j.ttr or ttr_arg or DEFAULT_TTR',
+     'ttr_arg or j.ttr or DEFAULT_TTR'),
+    ('reserve pops before it recovers lapsed reservations',
+     "      if #popped > 0 then put_back(k, popped) end\n      requeue_members(k, lapsed, now)\n"
+     "      popped = redis.call('ZPOPMIN', k.ready, count)",
+     "      requeue_members(k, lapsed, now)\n"
+     "      for _, v in ipairs(redis.call('ZPOPMIN', k.ready, count - #popped / 2)) do popped[#popped + 1] = v end"),
+    ('ackmany acks a repeated id twice', 'if acked[id] then', 'if false then'),
+    ('delete leaves a reservation\'s lease',
+     "  if where[1] == 'reserved' then redis.call('HDEL', k.leases, id) end\n", ''),
+    ('fail allows one attempt too many', 'local retry = not o.DEAD and j.made < max_attempts(j)',
+     'local retry = not o.DEAD and j.made <= max_attempts(j)'),
+    ('exponential backoff off by one', "2 ^ math.max((j.made or 1) - 1, 0)", "2 ^ (j.made or 1)"),
+    ('a due job reads as delayed at its own millisecond', "if state == 'delayed' and score <= clock(o) then",
+     "if state == 'delayed' and score < clock(o) then"),
+    ('release keeps the old place (token reused)', '  renew(j, take_seq(k, 1))\n  if prio then j.prio = prio end',
+     '  take_seq(k, 1)\n  if prio then j.prio = prio end'),
+    ('putmany orders updates after the whole block', "      seqs[i], seq = seq, seq + 1\n",
+     "      seqs[i], seq = seq + count, seq + 1\n"),
+    ('keys checked by count only', "    if keys[i] ~= base .. ':' .. KEY_NAMES[i] then",
+     "    if false then"),
+    ('a refused ack with KEEP trims retained jobs', "  if #gone == 0 then return codes end",
+     "  if #gone == 0 then if keep > 0 then trim_done(k, now) end return codes end"),
+    ('putmany takes numbers for refused jobs', "local seq, seqs = take_seq(k, stored), {}",
+     "local seq, seqs = take_seq(k, count), {}"),
+    ('promotion drops the priority', "zadd[#zadd + 1] = ready_score(struct.unpack('>I2', m, 8), d)",
+     "zadd[#zadd + 1] = ready_score(0, d)"),
+]
+
+
+def run_mutants(budget_each, seed, examples, steps, only=None):
+    caught, missed = [], []
+    for name, old, new in MUTANTS:
+        if only and only not in name:
+            continue
+        Env.mutation = (old, new)
+        t = time.time()
+        failures, chunks = run_sequential(budget_each, seed, examples, steps, shrink=False)
+        took = time.time() - t
+        Env.mutation = None
+        if failures:
+            first = str(failures[0][1]).split('\n')[0]
+            caught.append(name)
+            print('caught   %-55s %5.1fs  %s' % (name, took, first[:90]), flush=True)
+        else:
+            missed.append(name)
+            print('MISSED   %-55s %5.1fs' % (name, took), flush=True)
+    return caught, missed
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--lua', required=True)
+    ap.add_argument('--budget', type=float, default=40, help='seconds of sequential runs')
+    ap.add_argument('--concurrent', type=float, default=8, help='seconds of the concurrent phase')
+    ap.add_argument('--threads', type=int, default=4)
+    ap.add_argument('--seed', type=int, default=None)
+    ap.add_argument('--examples', type=int, default=30, help='hypothesis examples per chunk')
+    ap.add_argument('--steps', type=int, default=60, help='calls per example')
+    ap.add_argument('--mutants', action='store_true', help='check that the planted bugs are caught')
+    ap.add_argument('--only', help='with --mutants: only the planted bugs whose name holds this; '
+                    'without: run the sequential phase (shrinking) on that planted bug')
+    ap.add_argument('--verbose', action='store_true')
+    a = ap.parse_args()
+    seed = a.seed if a.seed is not None else random.randrange(1, 10 ** 6)
+    server = RedisServer()
+    try:
+        Env.port = server.port
+        Env.conn = Conn(server.port)
+        Env.keys = topic_keys('model')
+        Env.sub = subscribe(server.port, Env.keys)
+        Env.lua = a.lua
+        Env.mutation = None
+        t = time.time()
+        if a.mutants:
+            caught, missed = run_mutants(a.budget, seed, a.examples, a.steps, a.only)
+            print('seed %d: %d of %d planted bugs caught in %.0fs'
+                  % (seed, len(caught), len(caught) + len(missed), time.time() - t))
+            return 1 if missed else 0
+        if a.only:
+            Env.mutation = next(m[1:] for m in MUTANTS if a.only in m[0])
+        failures, chunks = run_sequential(a.budget, seed, a.examples, a.steps, shrink=True,
+                                          verbose=a.verbose)
+        if a.verbose:
+            for (op, what), n in sorted(Env.outcomes.items()):
+                print('%8d  %-8s %s' % (n, op, what))
+        print('sequential: seeds %d..%d, %d calls in %.0fs%s'
+              % (seed, seed + chunks - 1, Env.calls, time.time() - t,
+                 '' if not failures else ', FAILED at seed %d' % failures[0][0]), flush=True)
+        if failures:
+            e = failures[0][1]
+            if isinstance(e, AssertionError):
+                print(e)  # what differs, and the (shrunk) calls that lead there
+            else:
+                print(''.join(traceback.format_exception(type(e), e, e.__traceback__)))
+            return 1
+        if a.concurrent > 0:
+            t = time.time()
+            r = run_concurrent(a.concurrent, a.threads, seed)
+            print('concurrent: %d calls on %d connections in %.0fs: %d jobs put, %d acked, %d pulled, '
+                  '%d dead, %d stale or late calls refused' % (r['calls'], a.threads, time.time() - t,
+                                                               r['puts'], r['acked'], r['pulled'],
+                                                               r['dead'], r['stale_refused']))
+        return 0
+    finally:
+        server.stop()
+
+
+if __name__ == '__main__':
+    sys.exit(main())
