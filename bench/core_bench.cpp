@@ -143,7 +143,7 @@ int run(int argc, char** argv) {
       auto& res = r.value();
       std::vector<std::pair<std::string, std::uint64_t>> held;
       for (auto& j : res.jobs) held.emplace_back(j.id, j.token);
-      client.ack_many_async(topic, held, [&done, n = held.size()](auto a) {
+      client.ack_many_async(topic, held, redisched::Millis{0}, [&done, n = held.size()](auto a) {
         a.value();
         done(static_cast<long>(n));
       });

@@ -28,6 +28,10 @@
 
 namespace redisched {
 
+namespace redis {
+class Link;  // src/redis/connection.h: where commands go
+}
+
 struct ClientOptions {
   // redis://[user:password@]host[:port][/db], rediss://... (TLS; query
   // parameters ca=/path/to/ca.pem, cert= and key= for a client certificate,
@@ -59,6 +63,10 @@ class Client {
   // connection fails within connect_timeout, Errc::invalid_argument for a
   // malformed URL.
   explicit Client(ClientOptions options = {});
+  // Over a link the caller made instead of connections of its own (inside
+  // the project: tests and fuzzers answer from memory; the cluster link).
+  // options.redis_url is not used.
+  Client(ClientOptions options, std::unique_ptr<redis::Link> link);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -85,8 +93,10 @@ class Client {
   // keep > 0 keeps the finished job (state done) that long.
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token,
               Millis keep = Millis{0});
+  // keep > 0 keeps the finished jobs (state done) that long, as ack does.
   std::vector<Outcome> ack_many(std::string_view topic,
-                                std::span<const std::pair<std::string, std::uint64_t>> jobs);
+                                std::span<const std::pair<std::string, std::uint64_t>> jobs,
+                                Millis keep = Millis{0});
   // Puts a reserved job back (not counted as an attempt), due after delay,
   // optionally with a new priority.
   Outcome release(std::string_view topic, std::string_view id, std::uint64_t token,
@@ -153,10 +163,11 @@ class Client {
   std::future<Outcome> ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
                                  Millis keep = Millis{0});
   void ack_many_async(std::string_view topic,
-                      std::span<const std::pair<std::string, std::uint64_t>> jobs,
+                      std::span<const std::pair<std::string, std::uint64_t>> jobs, Millis keep,
                       Callback<std::vector<Outcome>> done);
   std::future<std::vector<Outcome>> ack_many_async(
-      std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs);
+      std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs,
+      Millis keep = Millis{0});
   void release_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
                      std::optional<int> priority, Callback<Outcome> done);
   std::future<Outcome> release_async(std::string_view topic, std::string_view id,

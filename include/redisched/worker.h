@@ -51,6 +51,19 @@ struct HandlerOptions {
   std::optional<int> max_attempts{};
   std::optional<Backoff> backoff{};
   Overrun overrun = Overrun::heartbeat;
+  // Keep each acknowledged job this long (state done): get() shows it
+  // finished (koda's Finished), and a put of its id meanwhile is refused as
+  // existing, so a producer that retries a put whose answer it lost does not
+  // make the job again. 0 = removed at once.
+  Millis keep_finished{0};
+};
+
+// koda's Queue settings, for register_handler: its defaults, its meaning.
+struct QueueOptions {
+  // Attempts before a job is dead (koda: MaxAttempts, default 1: no retry).
+  int max_attempts = 1;
+  // The wait before each retry (koda: RetryInterval, default 0).
+  Millis retry_interval{0};
 };
 
 // What a handler gets: the job, and ways to act on its reservation. Valid
@@ -77,8 +90,12 @@ class JobContext {
   // After the handler returns, fail the job with this error (as throwing
   // does); dead at once with bury.
   virtual void fail(std::string_view error, bool bury = false) = 0;
-  // True once the worker is cancelled: a long handler should stop (its job
-  // has already been released for another worker).
+  // True once the worker's cancel reached its deadline with this handler
+  // still running: it should stop. Its job stays reserved (heartbeats stop)
+  // until the handler returns, then goes back to ready (not an attempt),
+  // whatever the handler says; if the handler outlives the reservation, the
+  // job lapses and is handed out again. It is never handed to another
+  // worker while this handler runs and its reservation holds.
   virtual bool cancelled() const = 0;
 };
 
@@ -142,10 +159,13 @@ class Worker {
   // Starts working and returns at once, with a handle to stop it (koda's
   // Work() and its canceller).
   Canceller run();
-  // Stops taking jobs. Without a timeout, jobs in flight are released at
-  // once (their handlers see cancelled(); their results are dropped); with
-  // one, they may finish within it, then the rest are released. Returns
-  // when every handler has returned and Redis has its answers.
+  // Stops taking jobs (reserved ones not yet started go back at once).
+  // Jobs in flight may finish within drain_timeout (0 without one) and are
+  // settled as their handlers say; handlers still running then see
+  // cancelled(), and their jobs go back to ready when they return (JobContext::
+  // cancelled). Returns when every synchronous handler has returned and
+  // Redis has its answers. (koda's Cancel instead marks jobs in flight failed
+  // at once, while their handlers may still run.)
   void cancel();
   void cancel(Millis drain_timeout);
   // run(), then until SIGINT or SIGTERM, then cancel(shutdown_timeout).
@@ -155,12 +175,18 @@ class Worker {
   std::vector<RunningJob> running_jobs() const;
   WorkerStats stats() const;
 
-  // ---- koda's vocabulary, for the common case
+  // ---- koda's vocabulary (docs/worker.md maps every koda call)
   // A job due now with a priority (koda: 0..100; here up to 1000), under a
   // generated id, which is returned.
   std::string submit(std::string_view topic, int priority, std::string_view payload);
-  std::string submit_delayed(std::string_view topic, Millis delay, std::string_view payload);
-  void register_handler(std::string topic, int workers, Handler handler);
+  // A job due after delay, with a priority among the jobs due with it.
+  std::string submit_delayed(std::string_view topic, Millis delay, std::string_view payload,
+                             int priority = 0);
+  // koda's Register(queue, numWorkers, handler), with koda's defaults: a
+  // failed job is dead after queue.max_attempts (1), retried after
+  // queue.retry_interval. (handle() keeps the library's defaults: 5
+  // attempts, exponential backoff.)
+  void register_handler(std::string topic, int workers, Handler handler, QueueOptions queue = {});
   void work_forever() { run_until_signal(); }
 
  private:

@@ -62,11 +62,17 @@ struct Gather {
 
 class Client::Impl {
  public:
-  explicit Impl(ClientOptions options)
+  // link: where commands go; nullptr: connections to opts.redis_url.
+  Impl(ClientOptions options, std::unique_ptr<redis::Link> link)
       : opts(std::move(options)), work_(asio::make_work_guard(io_)) {
     if (opts.connections < 1) throw Error(Errc::invalid_argument, "connections must be at least 1");
     if (opts.prefix.empty() || opts.prefix.find_first_of("{}") != std::string::npos) {
       throw Error(Errc::invalid_argument, "key prefix must be non-empty and without braces");
+    }
+    if (link) {
+      link_ = std::move(link);
+      thread_ = std::thread([this] { io_.run(); });
+      return;
     }
     redis::ConnectionConfig config;
     config.endpoint = redis::parse_url(opts.redis_url);
@@ -158,7 +164,10 @@ class Client::Impl {
   std::thread thread_;
 };
 
-Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+Client::Client(ClientOptions options) : Client(std::move(options), nullptr) {}
+
+Client::Client(ClientOptions options, std::unique_ptr<redis::Link> link)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(link))) {
   // The first command waits for the first connection attempt (and the
   // library check): an unreachable Redis fails here, at once.
   core::Command ping;
@@ -374,20 +383,21 @@ REDISCHED_WRAP(Outcome, ack,
 
 void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
-                            Callback<std::vector<Outcome>> done) {
+                            Millis keep, Callback<std::vector<Outcome>> done) {
   core::check_topic(topic);
   using Item = std::pair<std::string, std::uint64_t>;
   impl_->batched<Outcome, Item>(jobs, std::move(done), [&](auto chunk, auto cb) {
     auto cmd = impl_->fcall("ackmany", topic);
     cmd.add(static_cast<std::int64_t>(chunk.size()));
     for (const auto& [id, token] : chunk) cmd.add(id).add(static_cast<std::int64_t>(token));
+    if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
     impl_->call<std::vector<Outcome>>(topic, cmd, core::parse_outcomes, std::move(cb));
   });
 }
 REDISCHED_WRAP(std::vector<Outcome>, ack_many,
-               (std::string_view topic,
-                std::span<const std::pair<std::string, std::uint64_t>> jobs),
-               (topic, jobs, std::move(cb)))
+               (std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs,
+                Millis keep),
+               (topic, jobs, keep, std::move(cb)))
 
 void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
                            Millis delay, std::optional<int> priority, Callback<Outcome> done) {

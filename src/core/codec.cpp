@@ -150,6 +150,17 @@ void check_id(std::string_view id) {
   }
 }
 
+void check_backoff(const Backoff& b) {
+  const auto in_range = [](Millis m) { return m.count() >= 0 && m.count() <= limits::kDelayMax; };
+  if (!in_range(b.base) || !in_range(b.cap)) {
+    throw Error(Errc::invalid_argument, "backoff base and cap must be from 0 to " +
+                                            std::to_string(limits::kDelayMax) + " ms");
+  }
+  if (b.kind == BackoffKind::exponential && b.cap < b.base) {
+    throw Error(Errc::invalid_argument, "an exponential backoff's cap must be at least its base");
+  }
+}
+
 void check_spec(const JobSpec& job, std::size_t max_body) {
   if (job.body.size() > max_body) {
     throw Error(Errc::invalid_argument, "body is " + std::to_string(job.body.size()) +
@@ -160,6 +171,7 @@ void check_spec(const JobSpec& job, std::size_t max_body) {
     throw Error(Errc::invalid_argument, "id '*' asks for a generated id: use Client::add");
   }
   if (!job.id.empty()) check_id(job.id);  // empty: Client::add generates one
+  if (job.backoff) check_backoff(*job.backoff);
   // Everything else (id, numbers, their ranges) the library checks, once.
 }
 

@@ -52,6 +52,11 @@ void check_topic(std::string_view topic);
 // library checks length and control characters itself; UTF-8 is checked
 // here so that every id is valid JSON and text in every face).
 void check_id(std::string_view id);
+// The one rule for a backoff, wherever one is given (a job's, a handler's,
+// the HTTP API's): base and cap from 0 to ten years; an exponential one's cap
+// at least its base (a fixed one waits base; its cap is not used). The
+// library checks the same.
+void check_backoff(const Backoff& b);
 void check_spec(const JobSpec& job, std::size_t max_body);
 
 // The per-job options of put (DELAY, PRIORITY, ...), as words.

@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "core/codec.h"
 #include "core/limits.h"
 #include "core/text.h"
 #include "wire/job_json.h"
@@ -223,8 +224,10 @@ JobSpec job_spec(const json::object& o) {
     backoff.cap =
         Millis{int_field(b, "cap_ms", 0, limits::kDelayMax)
                    .value_or(backoff.kind == BackoffKind::fixed ? backoff.base.count() : 600000)};
-    if (backoff.kind == BackoffKind::exponential && backoff.cap < backoff.base) {
-      bad_request("\"backoff.cap_ms\" must be at least base_ms");
+    try {
+      core::check_backoff(backoff);
+    } catch (const Error& e) {
+      bad_request(std::string("\"backoff\": ") + e.what());
     }
     s.backoff = backoff;
   }

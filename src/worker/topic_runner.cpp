@@ -4,6 +4,9 @@
 
 #include <boost/asio/post.hpp>
 #include <cmath>
+#include <utility>
+
+#include "core/limits.h"
 
 namespace redisched::worker {
 namespace {
@@ -11,7 +14,7 @@ namespace {
 namespace asio = boost::asio;
 using Steady = std::chrono::steady_clock;
 
-constexpr int kReserveMax = 1000;  // the library's limit per call
+constexpr int kReserveMax = static_cast<int>(limits::kBatchMax);  // the library's limit per call
 constexpr int kReservesInFlight = 2;
 constexpr int kSplitMin = 10;  // smaller batches cost Redis more per job than they save
 constexpr Millis kRetryMin{50};
@@ -22,7 +25,6 @@ constexpr Millis kRetryMax{2000};
 constexpr int kSettleTries = 30;
 constexpr Millis kHeartbeatMin{20};
 constexpr Millis kHeartbeatMax{10000};
-constexpr Millis kDefaultTtr{30000};  // the library's default
 
 bool transient(const Error& e) { return e.code() == Errc::connection || e.code() == Errc::timeout; }
 
@@ -94,7 +96,7 @@ class TopicRunner::Context final : public AsyncJob {
   bool cancelled() const override {
     std::lock_guard lock(runner_.mu_);
     auto it = runner_.running_.find(job_.token);
-    return runner_.cancelled_ || it == runner_.running_.end() || it->second.released;
+    return runner_.cancelled_ || it == runner_.running_.end() || it->second.abandoned;
   }
 
   void done() override {
@@ -185,7 +187,13 @@ void TopicRunner::finish(Finished f) {
   {
     std::lock_guard lock(mu_);
     auto it = running_.find(f.job.token);
-    f.dropped = it == running_.end() || it->second.released;
+    f.dropped = it == running_.end();
+    if (!f.dropped && it->second.abandoned) {
+      // Cancelled while it ran: its handler has returned, so the job may go
+      // back for another worker now, whatever the handler said.
+      f.verdict = Verdict::release;
+      f.delay = Millis{0};
+    }
     if (it != running_.end()) running_.erase(it);
     first = finished_.empty();
     finished_.push_back(std::move(f));
@@ -208,6 +216,10 @@ void TopicRunner::call(std::function<void(Callback<T>)> start, std::function<voi
   if (tries == 0) shared_.count_call(+1);
   auto finish = [this, start, done, tries](Result<T> r) mutable {
     if (!r.ok() && transient(r.error()) && tries + 1 < kSettleTries) {
+      // While a call waits to be sent again, no reserve goes out: after Redis
+      // is back, the acks and fails of jobs held go first, so none lapses
+      // and runs again meanwhile.
+      if (tries == 0) ++retrying_;
       auto timer = std::make_shared<asio::steady_timer>(
           shared_.io, std::min(kRetryMin * (1 << std::min(tries, 6)), kRetryMax));
       timer->async_wait([this, timer, start = std::move(start), done = std::move(done),
@@ -218,6 +230,10 @@ void TopicRunner::call(std::function<void(Callback<T>)> start, std::function<voi
     }
     done(std::move(r));
     shared_.count_call(-1);
+    if (tries > 0 && --retrying_ == 0) {
+      if (std::exchange(sweep_after_retries_, false)) sweep();
+      look();
+    }
   };
   try {
     start([this, finish = std::move(finish)](Result<T> r) mutable {
@@ -234,6 +250,7 @@ void TopicRunner::call(std::function<void(Callback<T>)> start, std::function<voi
 // while the answer to the other is handled here; an idle topic sends one.
 void TopicRunner::look() {
   if (stopping_ || free_slots() <= 0) return;  // a worker that frees up looks again
+  if (retrying_ > 0) return;                   // the last of them looks again
   int free = free_slots() - requested_;
   // A reserve in flight may have run before what woke us: look once more
   // when it is back.
@@ -351,19 +368,27 @@ void TopicRunner::on_signal(std::int64_t due_ms) {
 
 void TopicRunner::sweep() {
   if (stopping_) return;
-  call<RequeueResult>(
-      [this](Callback<RequeueResult> cb) {
-        shared_.client.requeue_async(topic_, kReserveMax, std::move(cb));
-      },
-      [this](Result<RequeueResult> r) {
-        if (!r.ok()) {
-          spdlog::warn("redisched worker: requeue on topic {} failed: {}", topic_,
-                       r.error().what());
-          return;
-        }
-        if (r.value().requeued > 0) look();
-        if (r.value().next_deadline_ms > 0) arm_sweep(r.value().next_deadline_ms);
-      });
+  // Not while acks and fails wait to be sent again: a requeue first would
+  // hand their jobs out again. The last of them to go sweeps.
+  if (retrying_ > 0) {
+    sweep_after_retries_ = true;
+    return;
+  }
+  // One try: a sweep that fails is tried again later, never before the
+  // settling calls that wait for Redis too.
+  shared_.count_call(+1);
+  shared_.client.requeue_async(topic_, kReserveMax, [this](Result<RequeueResult> r) {
+    back_on_control([this, r = std::move(r)]() mutable {
+      shared_.count_call(-1);
+      if (!r.ok()) {
+        spdlog::warn("redisched worker: requeue on topic {} failed: {}", topic_, r.error().what());
+        if (!stopping_) arm_sweep(clock_.redis_now() + kRetryMax.count());
+        return;
+      }
+      if (r.value().requeued > 0) look();
+      if (r.value().next_deadline_ms > 0) arm_sweep(r.value().next_deadline_ms);
+    });
+  });
 }
 
 // Reservations (ours or anyone's) can lapse at deadline_ms: a sweep then.
@@ -404,7 +429,7 @@ void TopicRunner::heartbeat() {
   {
     std::lock_guard lock(mu_);
     for (auto& [token, r] : running_) {
-      if (!r.released && !r.touching && r.job.deadline_ms - now < r.ttr.count() * 2 / 3) {
+      if (!r.abandoned && !r.touching && r.job.deadline_ms - now < r.ttr.count() * 2 / 3) {
         r.touching = true;
         due.push_back(r.job);
       }
@@ -448,7 +473,7 @@ Millis retry_delay(const Backoff& b, int attempt) {
   const double d = static_cast<double>(b.base.count()) * std::pow(2.0, std::max(attempt - 1, 0));
   return d >= static_cast<double>(b.cap.count()) ? b.cap : Millis{static_cast<std::int64_t>(d)};
 }
-constexpr size_t kErrorMax = 8192;  // the library's limit on error text
+constexpr auto kErrorMax = static_cast<size_t>(limits::kErrorMax);
 }  // namespace
 
 void TopicRunner::settle(Finished f) {
@@ -504,7 +529,7 @@ void TopicRunner::flush_acks() {
   batch->swap(acks_);
   call<std::vector<Outcome>>(
       [this, batch](Callback<std::vector<Outcome>> cb) {
-        shared_.client.ack_many_async(topic_, *batch, std::move(cb));
+        shared_.client.ack_many_async(topic_, *batch, opts_.keep_finished, std::move(cb));
       },
       [this, batch](Result<std::vector<Outcome>> r) {
         acking_ = false;
@@ -550,19 +575,10 @@ void TopicRunner::stop_taking() {
   shared_.count_held(-static_cast<int>(waiting.size()));
 }
 
-void TopicRunner::release_running() {
-  std::vector<Reservation> jobs;
-  {
-    std::lock_guard lock(mu_);
-    cancelled_ = true;
-    for (auto& [token, r] : running_) {
-      if (!r.released) {
-        r.released = true;
-        jobs.push_back(r.job);
-      }
-    }
-  }
-  for (const auto& job : jobs) release_now(job);
+void TopicRunner::abandon_running() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  for (auto& [token, r] : running_) r.abandoned = true;
 }
 
 void TopicRunner::close() { heartbeat_timer_.cancel(); }

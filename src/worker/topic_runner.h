@@ -60,11 +60,11 @@ class TopicRunner {
   void look();                          // (re)subscribed or woken: reserve if workers are free
   void on_signal(std::int64_t due_ms);  // the wake-up channel said a job is due then
   void stop_taking();                   // no more reserves; local queue released
-  void release_running();               // cancel without drain: in-flight jobs go back now
-  void on_finished();                   // settles what the handler threads finished
-  void close();                         // after join: the last timers stopped
+  void abandon_running();  // cancel's deadline: running jobs go back when their handlers return
+  void on_finished();      // settles what the handler threads finished
+  void close();            // after join: the last timers stopped
   // ---- any thread
-  void join();  // after stop_taking (and release_running or a drain): threads end
+  void join();  // after stop_taking (and abandon_running or a drain): threads end
   void snapshot(std::vector<RunningJob>& out) const;
 
  private:
@@ -74,14 +74,14 @@ class TopicRunner {
     Verdict verdict = Verdict::ack;
     std::string error;
     Millis delay{0};
-    bool dropped = false;  // released by cancel while running: nothing to settle
+    bool dropped = false;  // not ours to settle (unknown token)
   };
   struct Running {
     Reservation job;
     Millis ttr{0};
     int progress = 0;
     std::string note;
-    bool released = false;
+    bool abandoned = false;  // cancel's deadline passed while it ran: no heartbeats
     bool touching = false;
   };
   class Context;
@@ -125,6 +125,8 @@ class TopicRunner {
   int requested_ = 0;        // the jobs they asked for
   bool busy_ = false;        // the last reserve left jobs behind
   bool look_again_ = false;  // a wake-up came while a reserve was in flight
+  int retrying_ = 0;         // calls waiting to be sent again: no reserve meanwhile
+  bool sweep_after_retries_ = false;
   bool stopping_ = false;
   boost::asio::steady_timer due_timer_;
   std::int64_t due_at_ = -1;  // what due_timer_ aims at (Redis ms), -1 none

@@ -12,6 +12,7 @@
 
 #include "core/codec.h"
 #include "core/keys.h"
+#include "core/limits.h"
 #include "redis/subscriber.h"
 #include "worker/topic_runner.h"
 
@@ -28,15 +29,18 @@ void check_options(const HandlerOptions& o) {
   if (o.concurrency < 1 || o.concurrency > 10000) {
     bad("concurrency must be from 1 to 10000, got " + std::to_string(o.concurrency));
   }
-  if (o.prefetch < 0 || o.prefetch > 1000) {
-    bad("prefetch must be from 0 to 1000, got " + std::to_string(o.prefetch));
+  if (o.prefetch < 0 || o.prefetch > limits::kBatchMax) {
+    bad("prefetch must be from 0 to " + std::to_string(limits::kBatchMax) + ", got " +
+        std::to_string(o.prefetch));
   }
   if (o.ttr && o.ttr->count() < 1) bad("ttr must be at least 1 ms");
-  if (o.max_attempts && (*o.max_attempts < 1 || *o.max_attempts > 1000)) {
-    bad("max_attempts must be from 1 to 1000, got " + std::to_string(*o.max_attempts));
+  if (o.max_attempts && (*o.max_attempts < 1 || *o.max_attempts > limits::kAttemptsMax)) {
+    bad("max_attempts must be from 1 to " + std::to_string(limits::kAttemptsMax) + ", got " +
+        std::to_string(*o.max_attempts));
   }
-  if (o.backoff && (o.backoff->base.count() < 0 || o.backoff->cap < o.backoff->base)) {
-    bad("backoff needs 0 <= base <= cap");
+  if (o.backoff) core::check_backoff(*o.backoff);
+  if (o.keep_finished.count() < 0 || o.keep_finished.count() > limits::kDelayMax) {
+    bad("keep_finished must be from 0 to " + std::to_string(limits::kDelayMax) + " ms");
   }
 }
 
@@ -121,7 +125,7 @@ class Worker::Impl {
       shared.changed.wait_for(l, *drain, [this] { return shared.held == 0; });
     }
     on_control([this] {
-      for (auto& t : topics) t->release_running();
+      for (auto& t : topics) t->abandon_running();
     });
     for (auto& t : topics) t->join();
     on_control([this] {
@@ -215,12 +219,18 @@ std::string Worker::submit(std::string_view topic, int priority, std::string_vie
   return impl_->client.add(topic, {.body = std::string(payload), .priority = priority});
 }
 
-std::string Worker::submit_delayed(std::string_view topic, Millis delay, std::string_view payload) {
-  return impl_->client.add(topic, {.body = std::string(payload), .delay = delay});
+std::string Worker::submit_delayed(std::string_view topic, Millis delay, std::string_view payload,
+                                   int priority) {
+  return impl_->client.add(topic,
+                           {.body = std::string(payload), .delay = delay, .priority = priority});
 }
 
-void Worker::register_handler(std::string topic, int workers, Handler handler) {
-  handle(std::move(topic), {.concurrency = workers}, std::move(handler));
+void Worker::register_handler(std::string topic, int workers, Handler handler, QueueOptions queue) {
+  handle(std::move(topic),
+         {.concurrency = workers,
+          .max_attempts = queue.max_attempts,
+          .backoff = Backoff{BackoffKind::fixed, queue.retry_interval, queue.retry_interval}},
+         std::move(handler));
 }
 
 }  // namespace redisched

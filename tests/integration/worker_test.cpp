@@ -250,26 +250,64 @@ TEST_F(WorkerTest, DrainTimeoutReleasesWhatDidNotFinish) {
   EXPECT_EQ(worker_.stats().acked, 0u);
 }
 
-TEST_F(WorkerTest, CancelReleasesInFlightJobsAtOnce) {
+TEST_F(WorkerTest, CancelPutsJobsBackOnlyAfterTheirHandlersReturn) {
   for (int i = 0; i < 4; ++i) client().put(topic_, job("j" + std::to_string(i)));
   std::atomic<int> started{0};
-  std::atomic<bool> saw_ready{false};
+  std::atomic<bool> back_while_running{false};
   worker_.handle(topic_, {.concurrency = 4}, [&](JobContext& ctx) {
     ++started;
     while (!ctx.cancelled()) std::this_thread::sleep_for(5ms);
-    // Released before the handler was even told: the job is already back.
-    if (client().stats(topic_).ready >= 1) saw_ready = true;
+    // Told to stop, and still running: the job is still this worker's.
+    auto j = client().get(topic_, ctx.id());
+    if (!j || j->state != JobState::reserved) back_while_running = true;
   });
   worker_.run();
   ASSERT_TRUE(wait_until([&] { return started.load() == 4; }));
   worker_.cancel();
-  EXPECT_TRUE(saw_ready.load());
+  EXPECT_FALSE(back_while_running.load());
   auto s = client().stats(topic_);
   EXPECT_EQ(s.ready, 4);
   EXPECT_EQ(s.reserved, 0);
   auto j = client().get(topic_, "j0");
   ASSERT_TRUE(j);
   EXPECT_EQ(j->attempts, 0);  // a release is not an attempt
+}
+
+// A handler that ignores cancelled() keeps its job: another worker never
+// runs it at the same time; it runs it once the first handler returned.
+TEST_F(WorkerTest, AHandlerThatIgnoresCancelKeepsItsJobFromOtherWorkers) {
+  client().put(topic_, job("stubborn"));
+  std::atomic<int> in_handler{0}, overlap{0}, runs{0};
+  auto handler = [&](JobContext&) {
+    if (++in_handler > 1) ++overlap;
+    ++runs;
+    std::this_thread::sleep_for(400ms);  // does not look at cancelled()
+    --in_handler;
+  };
+  worker_.handle(topic_, {}, handler);
+  worker_.run();
+  ASSERT_TRUE(wait_until([&] { return runs.load() == 1; }));
+  Worker other(options_for(test::shared_redis()));
+  other.handle(topic_, {}, handler);
+  other.run();
+  worker_.cancel();  // at once: the first handler is still sleeping
+  ASSERT_TRUE(wait_until([&] { return other.stats().acked == 1; }));
+  other.cancel();
+  EXPECT_EQ(overlap.load(), 0);
+  EXPECT_EQ(runs.load(), 2);
+}
+
+TEST_F(WorkerTest, KeepFinishedShowsJobsDoneAndRefusesTheirIdAgain) {
+  client().put(topic_, job("once"));
+  worker_.handle(topic_, {.keep_finished = 60s}, [](JobContext&) {});
+  worker_.run();
+  ASSERT_TRUE(wait_until([&] { return worker_.stats().acked == 1; }));
+  worker_.cancel();
+  auto j = client().get(topic_, "once");
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::done);  // koda's Finished
+  // A producer's retried put (its first answer lost) does not make it again.
+  EXPECT_EQ(client().put(topic_, job("once")), PutOutcome::exists);
 }
 
 TEST_F(WorkerTest, AnEarlierDelayedJobWakesAWorkerSleepingOnALaterOne) {
@@ -376,17 +414,65 @@ TEST_F(WorkerTest, PausedTopicWaitsForResume) {
 TEST_F(WorkerTest, KodaFacade) {
   std::mutex mu;
   std::vector<std::string> bodies;
-  worker_.register_handler(topic_, 10, [&](JobContext& ctx) {
+  worker_.register_handler(topic_, 1, [&](JobContext& ctx) {
     std::lock_guard lock(mu);
     bodies.emplace_back(ctx.body());
   });
   const std::string id = worker_.submit(topic_, 100, "urgent");
-  worker_.submit_delayed(topic_, 200ms, "later");
+  // Delayed jobs due together run by priority (koda's jobs carry one).
+  worker_.submit_delayed(topic_, 200ms, "later, low", 1);
+  worker_.submit_delayed(topic_, 200ms, "later, high", 90);
   EXPECT_TRUE(client().get(topic_, id));
   worker_.run();
-  ASSERT_TRUE(wait_until([&] { return worker_.stats().acked == 2; }));
+  ASSERT_TRUE(wait_until([&] { return worker_.stats().acked == 3; }));
   worker_.cancel();
-  EXPECT_EQ(bodies, (std::vector<std::string>{"urgent", "later"}));
+  EXPECT_EQ(bodies, (std::vector<std::string>{"urgent", "later, high", "later, low"}));
+}
+
+// koda's Register: MaxAttempts 1 (a failed job is dead at once) unless the
+// queue says otherwise, and RetryInterval between attempts.
+TEST_F(WorkerTest, KodaRegisterHasKodasDefaults) {
+  const std::string other = topic_ + "_retried";
+  client().put(topic_, job("once"));
+  client().put(other, job("thrice"));
+  std::mutex mu;
+  std::vector<std::chrono::steady_clock::time_point> tries;
+  worker_.register_handler(topic_, 1, [](JobContext&) { throw std::runtime_error("no"); });
+  worker_.register_handler(other, 1,
+                           [&](JobContext&) {
+                             std::lock_guard lock(mu);
+                             tries.push_back(std::chrono::steady_clock::now());
+                             throw std::runtime_error("again");
+                           },
+                           {.max_attempts = 3, .retry_interval = 150ms});
+  worker_.run();
+  ASSERT_TRUE(wait_until([&] {
+    auto a = client().get(topic_, "once");
+    auto b = client().get(other, "thrice");
+    return a && b && a->state == JobState::dead && b->state == JobState::dead;
+  }));
+  worker_.cancel();
+  EXPECT_EQ(client().get(topic_, "once")->attempts, 1);
+  std::lock_guard lock(mu);
+  ASSERT_EQ(tries.size(), 3u);
+  EXPECT_GE(tries[1] - tries[0], 140ms);
+  EXPECT_GE(tries[2] - tries[1], 140ms);
+}
+
+// One rule for a backoff: a fixed one's cap is not used, wherever it is given.
+TEST_F(WorkerTest, OneBackoffRuleForHandlersAndJobs) {
+  const Backoff fixed{BackoffKind::fixed, 200ms, 0ms};
+  worker_.handle(topic_, {.backoff = fixed}, [](JobContext&) {});
+  JobSpec s = job("fixed");
+  s.backoff = fixed;
+  EXPECT_EQ(client().put(topic_, s), PutOutcome::created);
+  const Backoff bad{BackoffKind::exponential, 200ms, 100ms};
+  s.id = "bad";
+  s.backoff = bad;
+  EXPECT_REDISCHED_ERROR(client().put(topic_, s), Errc::invalid_argument, "cap");
+  Worker w(options_for(test::shared_redis()));
+  EXPECT_REDISCHED_ERROR(w.handle(topic_, {.backoff = bad}, [](JobContext&) {}),
+                         Errc::invalid_argument, "cap");
 }
 
 TEST_F(WorkerTest, RefusesBadRegistrations) {
@@ -437,6 +523,37 @@ TEST(WorkerRestart, CarriesOnWhenRedisRestartsWithItsAppendOnlyFile) {
   for (const auto& id : handled) EXPECT_EQ(handled.count(id), 1u) << id;
   auto s = worker.client().stats(topic);
   EXPECT_EQ(s.ready + s.reserved + s.delayed + s.dead, 0);
+}
+
+// An ack queued while Redis was away goes out before the next reserve once
+// Redis is back: the job, whose reservation has run out meanwhile, is not
+// handed out and run again.
+TEST(WorkerRestart, PendingAcksGoBeforeTheNextReserveAfterAReconnect) {
+  test::RedisServer::Options ro;
+  ro.append_only = true;
+  ro.extra_config = "appendfsync always";
+  test::RedisServer server(ro);
+  Worker worker(options_for(server));
+  const std::string topic = "acks_first";
+  std::atomic<int> runs{0};
+  std::atomic<bool> go{false};
+  worker.handle(topic, {.ttr = 500ms, .overrun = Overrun::abandon}, [&](JobContext&) {
+    ++runs;
+    while (!go) std::this_thread::sleep_for(5ms);
+  });
+  worker.client().put(topic, job("once"));
+  worker.run();
+  ASSERT_TRUE(wait_until([&] { return runs.load() == 1; }));
+  server.stop();
+  go = true;                            // its ack cannot go out now
+  std::this_thread::sleep_for(1500ms);  // the reservation runs out meanwhile
+  server.start();
+  ASSERT_TRUE(wait_until([&] { return worker.stats().acked == 1; }, 20s));
+  std::this_thread::sleep_for(300ms);
+  worker.cancel();
+  EXPECT_EQ(runs.load(), 1);
+  Client client({.redis_url = server.url()});
+  EXPECT_FALSE(client.get(topic, "once"));
 }
 
 }  // namespace
