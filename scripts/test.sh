@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs the dependencies,
 # builds, and runs every test twice: optimised with warnings as errors, then
-# under AddressSanitizer and UndefinedBehaviorSanitizer.
+# under AddressSanitizer and UndefinedBehaviorSanitizer; then the fuzzers.
 # Each configuration's tests run against redis-servers the tests start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,4 +14,10 @@ for config in release asan; do
   (cd "$dir" && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     ctest --output-on-failure --timeout 900)
 done
+# The libFuzzer harnesses: built with clang, each run a short while on its
+# corpus (a long run's figures: tests/fuzz/README.md).
+echo "== fuzz: build"
+scripts/build.sh fuzz
+echo "== fuzz: run"
+scripts/fuzz.sh 15
 echo "== all tests passed"

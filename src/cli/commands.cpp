@@ -490,7 +490,9 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
   auto* list = app.add_subcommand("list", "jobs of one state, in the order they leave it");
   list->add_option("topic", v.topic)->required();
   list->add_option("state", v.state, "delayed, ready, reserved, dead or done")->required();
-  list->add_option("--offset", v.offset)->capture_default_str();
+  list->add_option("--offset", v.offset)
+      ->check(CLI::Range(std::int64_t{0}, limits::kOffsetMax))
+      ->capture_default_str();
   list->add_option("--count", v.count, "1..1000")
       ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
       ->capture_default_str();
@@ -622,7 +624,9 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
   kick->add_option("topic", v.topic)->required();
   kick->add_option("ids", v.ids);
   kick->add_flag("--all", v.all, "every dead job (up to --limit)");
-  kick->add_option("--limit", v.limit)->capture_default_str();
+  kick->add_option("--limit", v.limit)
+      ->check(CLI::Range(std::int64_t{1}, limits::kLimitMax))
+      ->capture_default_str();
   kick->callback([] {
     g_selected = [](const GlobalOptions& g) {
       if (v.all == !v.ids.empty()) throw Error(Errc::invalid_argument, "give ids or --all");
@@ -655,7 +659,9 @@ void add_commands(CLI::App& app, GlobalOptions& /*global*/) {
 
   auto* requeue = app.add_subcommand("requeue", "lapsed reservations back to ready");
   requeue->add_option("topic", v.topic)->required();
-  requeue->add_option("--limit", v.limit)->capture_default_str();
+  requeue->add_option("--limit", v.limit)
+      ->check(CLI::Range(std::int64_t{1}, limits::kLimitMax))
+      ->capture_default_str();
   requeue->callback([] {
     g_selected = [](const GlobalOptions& g) {
       auto r = connect(g)->requeue(v.topic, v.limit);

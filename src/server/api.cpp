@@ -35,7 +35,7 @@ Response ok_json(const Request& req, const json::value& v, Status status = Statu
 }
 
 std::uint64_t token_field(const json::object& o) {
-  auto t = int_field(o, "token", 1, INT64_MAX);
+  auto t = int_field(o, "token", 1, limits::kSeqMax);
   if (!t) bad_request("\"token\" is missing: it comes with the reserved job");
   return static_cast<std::uint64_t>(*t);
 }
@@ -135,7 +135,7 @@ awaitable<Response> list_jobs(ApiContext& ctx, Request& req, const Params& p) {
   const std::string* name = p.find("state");
   auto state = parse_job_state(name ? *name : "ready");
   if (!state) bad_request("state must be delayed, ready, reserved, dead or done");
-  const auto offset = query_int(p, "offset", 0, 0, INT64_MAX);
+  const auto offset = query_int(p, "offset", 0, 0, limits::kOffsetMax);
   const auto count = static_cast<int>(query_int(p, "count", 100, 1, limits::kBatchMax));
   auto page = co_await await_call<ListPage>(
       [&](auto cb) { ctx.client.list_async(p.topic, *state, offset, count, true, std::move(cb)); });
@@ -282,7 +282,8 @@ awaitable<Response> kick(ApiContext& ctx, Request& req, const Params& p) {
   int kicked = 0;
   if (bool_field(body, "all").value_or(false)) {
     if (body.contains("ids")) bad_request("give \"ids\" or \"all\", not both");
-    const int limit = static_cast<int>(int_field(body, "limit", 1, 10000).value_or(1000));
+    const int limit = static_cast<int>(
+        int_field(body, "limit", 1, limits::kLimitMax).value_or(limits::kBatchMax));
     kicked = co_await await_call<int>(
         [&](auto cb) { ctx.client.kick_all_async(p.topic, limit, std::move(cb)); });
   } else {

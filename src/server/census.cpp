@@ -13,15 +13,23 @@ asio::awaitable<std::shared_ptr<const Census::Reading>> Census::after(Clock::tim
   const auto ex = co_await asio::this_coro::executor;
   for (;;) {
     auto waiter = OneShot::make(ex);
+    bool start = false;
     {
       std::lock_guard lock(mu_);
       if (last_ && last_->started >= since) co_return last_;
       if (failure_ && failed_at_ >= since) throw *failure_;
       // The reading under way serves only if it started late enough; else
       // the one after it (started when this one ends).
-      if (!reading_) start_reading();
       waiting_.push_back(waiter);
+      if (!reading_) {
+        reading_ = true;
+        reading_started_ = Clock::now();
+        ++count_;
+        start = true;
+      }
     }
+    // Outside the lock: the Client may call back before it returns.
+    if (start) start_reading();
     co_await waiter->wait(Clock::time_point::max());
   }
 }
@@ -32,10 +40,11 @@ std::uint64_t Census::readings() const {
 }
 
 void Census::start_reading() {
-  reading_ = true;
-  reading_started_ = Clock::now();
-  ++count_;
-  const auto started = reading_started_;
+  Clock::time_point started;
+  {
+    std::lock_guard lock(mu_);
+    started = reading_started_;
+  }
   client_.topics_async([this, started](Result<std::vector<std::string>> names) {
     if (!names.ok()) return finish(nullptr, names.error());
     struct Gather {

@@ -41,7 +41,7 @@ class Census {
   std::uint64_t readings() const;
 
  private:
-  void start_reading();  // REQUIRES: mu_ held, !reading_
+  void start_reading();  // REQUIRES: mu_ not held; reading_ just set
   void finish(std::shared_ptr<const Reading> r, std::optional<Error> failure);
 
   Client& client_;

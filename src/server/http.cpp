@@ -109,6 +109,49 @@ std::optional<Refusal> check_head(const Request& head) {
                      "' is not supported: send the body as is or chunked"};
 }
 
+HeadScan scan_head(std::string_view data, std::size_t header_limit) {
+  HeadScan scan;
+  const auto end = data.find("\r\n\r\n");
+  const auto line_end = data.find("\r\n");
+  if ((line_end == std::string_view::npos ? data.size() : line_end) > kMaxRequestLine) {
+    scan.refusal = Refusal{http::status::uri_too_long, "too_large",
+                           "the request line is longer than " + std::to_string(kMaxRequestLine) +
+                               " bytes"};
+    return scan;
+  }
+  // Lines end in CRLF (RFC 9112 §2.2 lets a server refuse a bare LF).
+  const auto head = data.substr(0, end == std::string_view::npos ? data.size() : end + 2);
+  for (auto lf = head.find('\n'); lf != std::string_view::npos; lf = head.find('\n', lf + 1)) {
+    if (lf == 0 || head[lf - 1] != '\r') {
+      scan.refusal = Refusal{http::status::bad_request, "bad_request",
+                             "a line of the request head does not end in CRLF"};
+      return scan;
+    }
+  }
+  if (end == std::string_view::npos) {
+    if (data.size() >= header_limit) {
+      scan.refusal = Refusal{http::status::request_header_fields_too_large, "too_large",
+                             "the request head is larger than this server accepts (--max-header)"};
+    }
+    return scan;
+  }
+  if (end + 4 > header_limit) {
+    scan.refusal = Refusal{http::status::request_header_fields_too_large, "too_large",
+                           "the request head is larger than this server accepts (--max-header)"};
+    return scan;
+  }
+  // RFC 9112 §5.2: obs-fold is refused rather than unfolded, so that no two
+  // readers of this head can disagree about a field.
+  if (head.find("\r\n ") != std::string_view::npos ||
+      head.find("\r\n\t") != std::string_view::npos) {
+    scan.refusal = Refusal{http::status::bad_request, "bad_request",
+                           "a header field is folded over lines (obs-fold)"};
+    return scan;
+  }
+  scan.complete = true;
+  return scan;
+}
+
 namespace {
 
 // The answer to a request that could not be read whole, and then the
@@ -159,8 +202,6 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
   std::atomic<int> connections{0};
   // While draining, how long an open connection may sit idle before it closes.
   static constexpr std::chrono::seconds kDrainIdle{1};
-  // The longest request line (method, target, version).
-  static constexpr std::size_t kMaxRequestLine = 8192;
   std::mutex mu;
   std::set<std::shared_ptr<beast::tcp_stream>> idle;  // waiting for a request
 
@@ -253,36 +294,9 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     stream.expires_after(opts.header_timeout);
     for (;;) {
       const std::string_view data(static_cast<const char*>(buffer.data().data()), buffer.size());
-      const auto end = data.find("\r\n\r\n");
-      // Lines end in CRLF (RFC 9112 §2.2 lets a server refuse a bare LF).
-      const auto head_part = data.substr(0, end == std::string_view::npos ? data.size() : end);
-      for (auto lf = head_part.find('\n'); lf != std::string_view::npos;
-           lf = head_part.find('\n', lf + 1)) {
-        if (lf == 0 || head_part[lf - 1] != '\r') {
-          co_return Refusal{http::status::bad_request, "bad_request",
-                            "a line of the request head does not end in CRLF"};
-        }
-      }
-      const auto line_end = data.find("\r\n");
-      if (line_end != std::string_view::npos && line_end > kMaxRequestLine) {
-        co_return Refusal{
-            http::status::uri_too_long, "too_large",
-            "the request line is longer than " + std::to_string(kMaxRequestLine) + " bytes"};
-      }
-      if (end != std::string_view::npos) {
-        // RFC 9112 §5.2: obs-fold is refused rather than unfolded, so that
-        // no two readers of this head can disagree about a field.
-        const auto head = data.substr(0, end + 2);
-        if (head.find("\r\n ") != std::string_view::npos ||
-            head.find("\r\n\t") != std::string_view::npos) {
-          co_return Refusal{http::status::bad_request, "bad_request",
-                            "a header field is folded over lines (obs-fold)"};
-        }
-        co_return std::nullopt;
-      }
-      if (buffer.size() >= opts.header_limit) {
-        co_return read_refusal(http::error::header_limit);
-      }
+      auto scan = scan_head(data, opts.header_limit);
+      if (scan.refusal) co_return std::move(scan.refusal);
+      if (scan.complete) co_return std::nullopt;
       const auto n = co_await stream.async_read_some(
           buffer.prepare(std::min<std::size_t>(4096, buffer.max_size() - buffer.size())),
           asio::redirect_error(use_awaitable, ec));

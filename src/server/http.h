@@ -71,6 +71,20 @@ struct Refusal {
 };
 std::optional<Refusal> check_head(const Request& head);
 
+// The longest request line (method, target, version).
+inline constexpr std::size_t kMaxRequestLine = 8192;
+
+// What the bytes buffered so far say about the request head at their start
+// (sans-io): complete, refused (too large, a bare LF, a folded header, a
+// request line over kMaxRequestLine), or neither yet. The whole head must be
+// buffered before Beast parses it: Beast keeps each field line it parsed
+// elsewhere, so a bounded buffer alone would not bound the head.
+struct HeadScan {
+  bool complete = false;
+  std::optional<Refusal> refusal;
+};
+HeadScan scan_head(std::string_view buffered, std::size_t header_limit);
+
 class HttpServer {
  public:
   // Handlers run on io, which the caller runs on any number of threads.

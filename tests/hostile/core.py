@@ -238,6 +238,15 @@ def seed(srv, soon_ms, headers=()):
     return token
 
 
+def in_set(r, key, job_id):
+    """Whether job_id is a member of the delayed or ready set: its member
+    there is the put sequence (7 bytes) and priority (2 bytes) before the id
+    (library version 9; docs/redis-api.md, Keyspace), or the id alone
+    (version 8)."""
+    want = job_id.encode()
+    return any(m == want or m[9:] == want for m in r.zrange(key, 0, -1))
+
+
 def fixture_intact(srv, token, trap=True):
     """Checked in Redis itself: is every fixture job where it was put, and is
     `soon` due but not yet made ready (so that a refused request that wrongly
@@ -245,13 +254,13 @@ def fixture_intact(srv, token, trap=True):
     r = srv.redis()
     p = "redisched:{alpha}:"
     try:
-        return (r.zscore(p + "ready", "r1") is not None
-                and r.zscore(p + "delayed", "d1") is not None
-                and r.zscore(p + ("delayed" if trap else "ready"), "soon") is not None
+        return (in_set(r, p + "ready", "r1")
+                and in_set(r, p + "delayed", "d1")
+                and in_set(r, p + ("delayed" if trap else "ready"), "soon")
                 and r.zscore(p + "reserved", b"s1\x00" + str(token).encode()) is not None
                 and r.zscore(p + "dead", "x1") is not None
                 and r.zscore(p + "done", "k1") is not None
-                and r.zscore("redisched:{beta}:ready", "b1") is not None)
+                and in_set(r, "redisched:{beta}:ready", "b1"))
     except Exception:
         return False
 

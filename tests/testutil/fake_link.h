@@ -1,0 +1,33 @@
+// A Link that answers from memory: each command's words go to answer(),
+// and its Reply comes back at once, on the caller's thread. A Client over it
+// runs every call without a socket or a Redis (unit tests, fuzzers).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "redis/connection.h"
+
+namespace redisched::test {
+
+class FakeLink : public redis::Link {
+ public:
+  using Answer = std::function<redis::Reply(const std::vector<std::string>& words)>;
+  explicit FakeLink(Answer answer) : answer_(std::move(answer)) {}
+
+  void send(std::string_view route_key, std::string command, redis::Handler done) override;
+  void close() override { closed_ = true; }
+
+ private:
+  Answer answer_;
+  bool closed_ = false;
+};
+
+// Replies every function of the library could give (the shapes of
+// docs/redis-api.md), chosen by op: what a fake Redis holding no job
+// answers, with choice picking among the other outcomes (created, exists,
+// not found, stale token, a reserved job, an error reply...).
+redis::Reply canned_reply(const std::vector<std::string>& words, unsigned choice);
+
+}  // namespace redisched::test
