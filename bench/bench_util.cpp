@@ -1,21 +1,13 @@
 #include "bench_util.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <stdexcept>
 #include <thread>
 #include <vector>
-
-extern char** environ;
 
 namespace redisched::bench {
 
@@ -32,49 +24,12 @@ std::string run_command(const std::string& cmd) {
   return out;
 }
 
-OwnRedis::OwnRedis() {
-  char tmpl[] = "/tmp/redisched-bench-XXXXXX";
-  dir_ = ::mkdtemp(tmpl);
-  port_ = 20000 + static_cast<int>(::getpid() % 20000);
-  std::string port = std::to_string(port_);
-  std::vector<std::string> args = {"redis-server",
-                                   "--port",
-                                   port,
-                                   "--bind",
-                                   "127.0.0.1",
-                                   "--dir",
-                                   dir_,
-                                   "--save",
-                                   "",
-                                   "--appendonly",
-                                   "no",
-                                   "--logfile",
-                                   dir_ + "/redis.log"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // Its output must not hold our stdout open.
-  posix_spawn_file_actions_t io;
-  posix_spawn_file_actions_init(&io);
-  posix_spawn_file_actions_addopen(&io, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&io, 2, "/dev/null", O_WRONLY, 0);
-  const int spawned = ::posix_spawnp(&pid_, "redis-server", &io, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&io);
-  if (spawned != 0) {
-    throw std::runtime_error("cannot start redis-server (apt-get install redis-server)");
-  }
-  for (int i = 0; i < 500; ++i) {
-    if (run_command("redis-cli -p " + port + " PING 2>/dev/null").find("PONG") == 0) return;
-    std::this_thread::sleep_for(10ms);
-  }
-  throw std::runtime_error("redis-server did not start");
-}
-
-OwnRedis::~OwnRedis() {
-  ::kill(pid_, SIGTERM);
-  ::waitpid(pid_, nullptr, 0);
-  std::filesystem::remove_all(dir_);
-}
+OwnRedis::OwnRedis()
+    : process_([] {
+        embedded::RedisProcessOptions o;
+        o.port = -1;  // a free one
+        return o;
+      }()) {}
 
 Target choose_target(const std::string& redis, std::unique_ptr<OwnRedis>& own) {
   Target target;

@@ -3,11 +3,11 @@
 #pragma once
 
 #include <hiredis/hiredis.h>
-#include <sys/types.h>
 
 #include <memory>
 #include <string>
 
+#include "embedded/redis_process.h"
 #include "redisched/job.h"
 
 namespace redisched::bench {
@@ -15,20 +15,15 @@ namespace redisched::bench {
 // Runs a shell command and returns what it printed.
 std::string run_command(const std::string& cmd);
 
-// A redis-server for the run (from PATH, default settings, no persistence),
-// on a free TCP port in a temp dir; stopped and removed at the end.
+// A redis-server for the run (the project's launcher: from PATH, no
+// persistence, a free TCP port in a temp dir); stopped and removed at the end.
 class OwnRedis {
  public:
   OwnRedis();
-  ~OwnRedis();
-  OwnRedis(const OwnRedis&) = delete;
-  OwnRedis& operator=(const OwnRedis&) = delete;
-  int port() const { return port_; }
+  int port() const { return process_.port(); }
 
  private:
-  std::string dir_;
-  int port_;
-  pid_t pid_ = -1;
+  embedded::RedisProcess process_;
 };
 
 struct Target {

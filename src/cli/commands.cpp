@@ -6,6 +6,7 @@
 #include <boost/json.hpp>
 #include <chrono>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iomanip>
@@ -16,8 +17,8 @@
 #include <vector>
 
 #include "core/limits.h"
+#include "embedded/redis_process.h"
 #include "redisched/client.h"
-#include "server/embedded_redis.h"
 #include "server/serve.h"
 #include "wire/job_json.h"
 
@@ -224,11 +225,23 @@ int run_bench(Client& client, std::int64_t jobs, bool as_json) {
 }
 
 // The embedded Redis a command started, if it did (stopped at exit).
-std::unique_ptr<server::EmbeddedRedis> g_embedded;
+std::unique_ptr<embedded::RedisProcess> g_embedded;
+
+// --redis, else the Redis of a serve running on --data-dir, else one of
+// our own there for this command.
+std::string resolve_redis(const GlobalOptions& g) {
+  if (!g.redis_url.empty()) return g.redis_url;
+  const std::string sock =
+      std::filesystem::absolute(g.data_dir).lexically_normal().string() + "/redis.sock";
+  if (embedded::redis_socket_answers(sock)) return "unix://" + sock;
+  g_embedded =
+      std::make_unique<embedded::RedisProcess>(embedded::embedded_default(g.data_dir, "everysec"));
+  return g_embedded->unix_url();
+}
 
 std::unique_ptr<Client> connect(const GlobalOptions& g) {
   ClientOptions o;
-  o.redis_url = server::resolve_redis(redis_choice(g), g_embedded);
+  o.redis_url = resolve_redis(g);
   o.prefix = g.prefix;
   return std::make_unique<Client>(o);
 }

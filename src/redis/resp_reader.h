@@ -18,7 +18,7 @@ class RespReader {
   // Arrays longer than this are refused as unreadable (a reply of the
   // library is at most a few thousand elements; this bounds what a broken
   // or hostile peer can make the client allocate).
-  static constexpr std::size_t kMaxElements = 1 << 20;
+  static constexpr std::size_t kMaxElements = 1 << 16;
 
   RespReader();
   ~RespReader();

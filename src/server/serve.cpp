@@ -9,11 +9,11 @@
 #include <iostream>
 #include <thread>
 
+#include "embedded/redis_process.h"
 #include "redis/url.h"
 #include "server/api.h"
 #include "server/census.h"
 #include "server/dashboard.h"
-#include "server/embedded_redis.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/push.h"
@@ -98,23 +98,15 @@ void add_serve_options(CLI::App& s, ServeOptions& o) {
       ->capture_default_str();
 }
 
-std::string resolve_redis(const RedisChoice& r, std::unique_ptr<EmbeddedRedis>& holder) {
-  if (!r.url.empty()) return r.url;
-  const std::string sock =
-      std::filesystem::absolute(r.data_dir).lexically_normal().string() + "/redis.sock";
-  if (redis_socket_answers(sock)) return "unix://" + sock;  // a running serve's
-  holder = std::make_unique<EmbeddedRedis>(EmbeddedRedisOptions{r.data_dir, r.fsync});
-  return holder->url();
-}
-
 int serve(const ServeOptions& o, const RedisChoice& r) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   const auto [address, port] = split_listen(o.listen);
-  std::unique_ptr<EmbeddedRedis> embedded;
+  std::unique_ptr<embedded::RedisProcess> embedded;
   std::string url = r.url;
   if (url.empty()) {
-    embedded = std::make_unique<EmbeddedRedis>(EmbeddedRedisOptions{r.data_dir, r.fsync});
-    url = embedded->url();
+    embedded =
+        std::make_unique<embedded::RedisProcess>(embedded::embedded_default(r.data_dir, r.fsync));
+    url = embedded->unix_url();
     spdlog::info("started redis-server (pid {}) with its data in {}", embedded->pid(), r.data_dir);
   }
   ClientOptions co;

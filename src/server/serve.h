@@ -10,8 +10,6 @@
 
 namespace redisched::server {
 
-class EmbeddedRedis;
-
 struct ServeOptions {
   std::string listen = "localhost:7171";  // a name listens on each of its addresses
   int threads = 2;
@@ -44,9 +42,5 @@ void add_serve_options(CLI::App& serve, ServeOptions& o);
 
 // Runs the server; returns the exit status.
 int serve(const ServeOptions& o, const RedisChoice& redis);
-
-// For the other commands: the URL to use, starting the embedded Redis (kept
-// in holder) when none was given and no serve is running on data_dir.
-std::string resolve_redis(const RedisChoice& redis, std::unique_ptr<EmbeddedRedis>& holder);
 
 }  // namespace redisched::server

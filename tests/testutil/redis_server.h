@@ -1,11 +1,12 @@
-// A real redis-server for tests: started on a free port with a unix socket
-// in a temp dir (no snapshots; append-only file on request), stopped and
-// removed at the end.
+// A real redis-server for tests (the project's one launcher,
+// embedded/redis_process.h): on a free port and a unix socket in a temp dir,
+// no snapshots, an append-only file on request; stopped and removed at the
+// end.
 #pragma once
 
-#include <sys/types.h>
-
 #include <string>
+
+#include "embedded/redis_process.h"
 
 namespace redisched::test {
 
@@ -21,35 +22,29 @@ class RedisServer {
   // when it does not come up. The binary is $REDIS_SERVER or redis-server.
   explicit RedisServer(Options options);
   RedisServer() : RedisServer(Options{}) {}
-  ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
-  int port() const { return port_; }
-  const std::string& dir() const { return dir_; }
-  std::string socket_path() const { return dir_ + "/redis.sock"; }
-  std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
-  std::string unix_url() const { return "unix://" + socket_path(); }
+  int port() const { return process_.port(); }
+  const std::string& dir() const { return process_.dir(); }
+  std::string socket_path() const { return process_.socket_path(); }
+  std::string url() const { return process_.url(); }
+  std::string unix_url() const { return process_.unix_url(); }
   // With Options::tls: the TLS port and the certificate to trust.
-  int tls_port() const { return tls_port_; }
-  std::string tls_ca() const { return dir_ + "/cert.pem"; }
+  int tls_port() const { return process_.tls_port(); }
+  std::string tls_ca() const { return process_.tls_ca(); }
 
   // Stops the server (SIGTERM, then SIGKILL) and starts it again on the same
   // port and dir: with append_only, the data comes back.
-  void restart();
-  void stop();
-  void start();
+  void restart() { process_.restart(); }
+  void stop() { process_.stop(); }
+  void start() { process_.start(); }
   // The SIGSTOP/SIGCONT pair, to make the server unresponsive.
-  void freeze();
-  void thaw();
+  void freeze() { process_.freeze(); }
+  void thaw() { process_.thaw(); }
 
  private:
-  void wait_until_up();
-  Options options_;
-  std::string dir_;
-  int port_ = 0;
-  int tls_port_ = 0;
-  pid_t pid_ = -1;
+  embedded::RedisProcess process_;
 };
 
 // The server every test of this binary shares (started by tests/testutil/main.cpp).

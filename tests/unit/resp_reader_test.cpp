@@ -42,7 +42,7 @@ TEST(RespReader, BuildsEveryTypeFromBytesSplitAnywhere) {
 }
 
 TEST(RespReader, RefusesBytesThatAreNotRespAndHugeArrays) {
-  for (const std::string bad : {"?what\r\n", ":12x\r\n", "*99999999999\r\n", "*2000000\r\n"}) {
+  for (const std::string bad : {"?what\r\n", ":12x\r\n", "*99999999999\r\n", "*70000\r\n"}) {
     RespReader reader;
     EXPECT_THROW(
         {
