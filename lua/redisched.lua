@@ -55,7 +55,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 9 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 10 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -190,7 +190,7 @@ end
 
 -- The option words each function takes (built once, not per call).
 local NO_WORDS = {}
-local OPT_FAIL = { DEAD = 0, DELAY = 1, NOW = 1 }
+local OPT_FAIL = { DEAD = 0, DELAY = 1, ATTEMPTS = 1, NOW = 1 }
 local OPT_DELAY_PRIORITY_NOW = { DELAY = 1, PRIORITY = 1, NOW = 1 }
 local OPT_LIMIT_NOW = { LIMIT = 1, NOW = 1 }
 local OPT_MAXBODY_NOW = { MAXBODY = 1, NOW = 1 }
@@ -633,6 +633,9 @@ local function job_fields(id, j, state, score)
     f[#f + 1] = 'finished'; f[#f + 1] = j.finished
     f[#f + 1] = 'expires'; f[#f + 1] = score
   end
+  -- Last, so that readers of version 9's arrays keep working: whether ttr is
+  -- the job's own (put with TTR) or the default (reserve's TTR applies).
+  f[#f + 1] = 'own_ttr'; f[#f + 1] = j.ttr and 1 or 0
   return f
 end
 
@@ -662,8 +665,9 @@ local function parse_job(id, body, o, now, body_max, id_checked)
   end
   p.prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX) or 0
   -- A TTR is kept even when it equals the default: reserve's TTR applies
-  -- only to jobs that have none.
-  if o.TTR then p.ttr = int_arg(o.TTR, 'TTR', 1, TTR_MAX) end
+  -- only to jobs that have none. TTR 0: delivered at most once (reserve
+  -- takes the job for good, as pull does).
+  if o.TTR then p.ttr = int_arg(o.TTR, 'TTR', 0, TTR_MAX) end
   if o.ATTEMPTS then
     local n = int_arg(o.ATTEMPTS, 'ATTEMPTS', 1, ATTEMPTS_MAX)
     if n ~= DEFAULT_ATTEMPTS then p.max = n end
@@ -708,7 +712,8 @@ ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
       [MAXBODY bytes] [NOW ms]
   DELAY/AT: when it is due (default now; an AT in the past means now).
   PRIORITY: higher runs first (0). TTR: time-to-run of a reservation (none:
-  reserve's TTR, else 30000). ATTEMPTS: tries before dead (5).
+  reserve's TTR, else 30000); TTR 0: delivered at most once (reserve takes
+  the job for good). ATTEMPTS: tries before dead (5).
   BACKOFF: delay after a failure (exponential 1000 600000).
   REPLACE: update an existing job only; UPSERT: create or update.
   MAXBODY: the largest body accepted (1048576).
@@ -930,8 +935,10 @@ Output: nil when there is no such job; else a flat field/value array: id,
   state (delayed|ready|reserved|dead|done), body, priority, created, due,
   attempts, max_attempts, ttr, backoff, backoff_base, backoff_cap, and when
   present error; reserved adds token, reserved_at, deadline; dead adds died;
-  done adds finished, expires. A delayed job whose due time has come is
-  ready (read-only: the clock is read only for a delayed job).
+  done adds finished, expires; then always own_ttr (1: ttr is the job's own,
+  put with TTR; 0: the default, reserve's TTR applies). A delayed job whose
+  due time has come is ready (read-only: the clock is read only for a
+  delayed job).
 ]]
 local function get(keys, args)
   local k = check_keys(keys)
@@ -1127,7 +1134,9 @@ Output: {now, next, paused, job, job...}
   included) lapses.
   paused: 1 when the topic is paused (no jobs are handed out; next is -1).
   job: {id, body, token, attempt, max_attempts, priority, created, due, deadline}
-  The token must accompany ack, release, fail and touch of that job.
+  The token must accompany ack, release, fail and touch of that job. A job
+  put with TTR 0 is delivered at most once: it is removed by this call (as
+  pull removes it), with token 0 and deadline 0 and no reservation.
 ]]
 local function reserve(keys, args)
   local k = check_keys(keys)
@@ -1144,27 +1153,35 @@ local function reserve(keys, args)
     for i = 1, n do ids[i] = member_id(popped[2 * i - 1]) end
     local recs = redis.call('HMGET', k.jobs, unpack(ids))
     -- The records stay as they are: the reservation lives in the reserved
-    -- set and the leases hash.
-    local leases, zadd, w = {}, {}, 0
+    -- set and the leases hash. A job of TTR 0 is taken for good instead, as
+    -- pull takes it: token 0, deadline 0, no reservation.
+    local leases, zadd, w, once = {}, {}, 0, nil
     for i, id in ipairs(ids) do
       local rec = recs[i]
       if rec then
         local j = decode(rec)
-        local token
-        if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN -- version 8's ready sequence
-        else token = j.place or j.seq end
         local ttr = j.ttr or ttr_arg or DEFAULT_TTR
-        local deadline = now + ttr
-        leases[w + 1], leases[w + 2] = id, lease_value(token, now, ttr)
-        zadd[w + 1], zadd[w + 2] = deadline, lease_member(id, token)
-        w = w + 2
-        out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, deadline }
+        if ttr == 0 then
+          once = once or {}
+          once[#once + 1] = id
+          out[#out + 1] = { id, j.body, 0, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, 0 }
+        else
+          local token
+          if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN -- version 8's ready sequence
+          else token = j.place or j.seq end
+          local deadline = now + ttr
+          leases[w + 1], leases[w + 2] = id, lease_value(token, now, ttr)
+          zadd[w + 1], zadd[w + 2] = deadline, lease_member(id, token)
+          w = w + 2
+          out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, deadline }
+        end
       end
     end
     if w > 0 then
       redis.call('HSET', k.leases, unpack(leases))
       redis.call('ZADD', k.reserved, unpack(zadd))
     end
+    if once then redis.call('HDEL', k.jobs, unpack(once)) end
   end
   out[2] = next_time(k, now, #out - 3, count, backlog, true)
   return out
@@ -1332,9 +1349,11 @@ local function release(keys, args)
 end
 
 --[[ redisched_fail: the attempt failed; retry after backoff or bury.
-ARGV: id token error [DEAD] [DELAY ms] [NOW ms]
+ARGV: id token error [DEAD] [DELAY ms] [ATTEMPTS n] [NOW ms]
   error: text kept on the job (at most 8192 bytes). DEAD: do not retry.
   DELAY: retry after this long instead of the job's own backoff.
+  ATTEMPTS: the handler's max attempts (1..1000): stored on the job as its
+  max_attempts before the call decides (dead when the attempts made reach it).
 Output: a code as ack, or on success the state it went to: 'delayed',
   'ready' (a zero backoff) or 'dead' (a status string).
 ]]
@@ -1346,11 +1365,16 @@ local function fail_job(keys, args)
   if #err > ERROR_MAX then bad('error text is over ' .. ERROR_MAX .. ' bytes') end
   local o = options(args, 4, #args, OPT_FAIL)
   local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX)
+  local attempts = o.ATTEMPTS and int_arg(o.ATTEMPTS, 'ATTEMPTS', 1, ATTEMPTS_MAX)
   local now = clock(o)
   local j, lm = held(k, id, token)
   if not j then return lm end
   j.made = (j.made or 0) + 1
   j.err = err
+  if attempts then
+    -- Stored as put stores it (the default is not written).
+    if attempts == DEFAULT_ATTEMPTS then j.max = nil else j.max = attempts end
+  end
   local retry = not o.DEAD and j.made < max_attempts(j)
   -- A retry takes a new place; a format 1 job takes a put sequence anyway.
   if retry or j.legacy then renew(j, take_seq(k, 1)) end

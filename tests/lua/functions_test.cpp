@@ -48,7 +48,7 @@ class FunctionsTest : public ::testing::Test {
 
   struct Taken {
     std::string id, body;
-    long long token = 0, attempt = 0;
+    long long token = 0, attempt = 0, max_attempts = 0, deadline = 0;
   };
   struct Reserve {
     long long now = 0, next = 0, paused = 0;
@@ -68,7 +68,8 @@ class FunctionsTest : public ::testing::Test {
       auto* j = r->element[i];
       out.jobs.push_back({std::string(j->element[0]->str, j->element[0]->len),
                           std::string(j->element[1]->str, j->element[1]->len),
-                          j->element[2]->integer, j->element[3]->integer});
+                          j->element[2]->integer, j->element[3]->integer, j->element[4]->integer,
+                          j->element[8]->integer});
     }
     return out;
   }
@@ -370,6 +371,52 @@ TEST_F(FunctionsTest, PullIsAtMostOnce) {
   EXPECT_TRUE(reserve(5, 100000).jobs.empty());
 }
 
+TEST_F(FunctionsTest, ReserveDeliversAJobOfTtrZeroAtMostOnceInItsPlace) {
+  put("a", 1000);
+  put("once", 1000, {"TTR", "0"});
+  put("b", 1000);
+  EXPECT_EQ(field("once", "ttr"), "0");
+  auto r = reserve(3, 1000, {"TTR", "5000"});
+  ASSERT_EQ(ids(r), (Args{"a", "once", "b"}));
+  EXPECT_EQ(r.jobs[1].token, 0) << "no reservation";
+  EXPECT_EQ(r.jobs[1].deadline, 0);
+  EXPECT_EQ(r.jobs[1].attempt, 1);
+  EXPECT_EQ(r.jobs[0].deadline, 6000);
+  EXPECT_EQ(state("once"), "absent") << "removed by the reserve itself";
+  EXPECT_EQ(stat("reserved", 1000), 2);
+  for (const auto& op : {"ack", "release", "touch"}) EXPECT_EQ(integer(op, {"once", "0"}), 0) << op;
+  EXPECT_EQ(integer("fail", {"once", "0", "e"}), 0);
+  // Nobody acks: the reserved jobs come back after their time-to-run, it never does.
+  EXPECT_EQ(ids(reserve(5, 1000 + 8 * 86400000LL)), (Args{"a", "b"}));
+}
+
+TEST_F(FunctionsTest, FailWithTheHandlersAttemptsStoresThemOnTheJob) {
+  put("x", 1000, {"ATTEMPTS", "5", "BACKOFF", "fixed", "0", "0"});
+  for (int i = 1; i <= 3; ++i) {
+    auto r = reserve(1, 1000 + i);
+    ASSERT_EQ(r.jobs.size(), 1u);
+    EXPECT_EQ(r.jobs[0].max_attempts, i == 1 ? 5 : 3);
+    const std::string outcome = call("fail", {"x", std::to_string(r.jobs[0].token), "e", "ATTEMPTS",
+                                              "3", "NOW", std::to_string(1000 + i)})
+                                    ->str;
+    EXPECT_EQ(outcome, i < 3 ? "ready" : "dead") << i;
+  }
+  EXPECT_EQ(field("x", "max_attempts"), "3") << "the maximum that buried it";
+  EXPECT_EQ(field("x", "attempts"), "3");
+}
+
+TEST_F(FunctionsTest, GetEndsWithOwnTtr) {
+  put("plain", 1000);
+  put("own", 1000, {"TTR", "30000"});
+  auto r = call("get", {"own"});
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+  ASSERT_GE(r->elements, 2u);
+  EXPECT_EQ(std::string(r->element[r->elements - 2]->str), "own_ttr");
+  EXPECT_EQ(r->element[r->elements - 1]->integer, 1);
+  EXPECT_EQ(field("plain", "own_ttr"), "0");
+  EXPECT_EQ(field("plain", "ttr"), field("own", "ttr"));
+}
+
 TEST_F(FunctionsTest, PausedTopicHandsOutNothing) {
   put("x", 1000);
   EXPECT_EQ(integer("pause", {}), 1);
@@ -453,7 +500,8 @@ TEST_F(FunctionsTest, BadArgumentsAreRefusedByNameAndChangeNothing) {
       {"put", {"a", "b", "PRIORITY", "high"}},
       {"put", {"a", "b", "DELAY", "1.5"}},
       {"put", {"a", "b", "DELAY", "1", "AT", "5"}},
-      {"put", {"a", "b", "TTR", "0"}},
+      {"put", {"a", "b", "TTR", "-1"}},
+      {"put", {"a", "b", "TTR", "604800001"}},
       {"put", {"a", "b", "ATTEMPTS", "0"}},
       {"put", {"a", "b", "BACKOFF", "linear", "1", "2"}},
       {"put", {"a", "b", "BACKOFF", "exponential", "100", "10"}},
@@ -469,11 +517,14 @@ TEST_F(FunctionsTest, BadArgumentsAreRefusedByNameAndChangeNothing) {
       {"reserve", {"1001"}},
       {"reserve", {"x"}},
       {"reserve", {"1", "TTR", "-5"}},
+      {"reserve", {"1", "TTR", "0"}},
       {"ack", {"keep"}},
       {"ackmany", {"2", "keep", "1"}},
       {"ackmany", {"1", "keep", "1", "KEEP"}},
       {"ack", {"keep", "notanumber"}},
       {"fail", {"keep", "1"}},
+      {"fail", {"keep", "1", "e", "ATTEMPTS", "0"}},
+      {"fail", {"keep", "1", "e", "ATTEMPTS", "1001"}},
       {"list", {"sideways", "0", "10"}},
       {"list", {"ready", "0", "0"}},
       {"kick", {}},

@@ -77,7 +77,7 @@ class Job:
     state: str          # the set that holds it: delayed ready reserved dead done
     made: int = 0
     max: Optional[int] = None
-    ttr: Optional[int] = None
+    ttr: Optional[int] = None     # its own (put with TTR; 0: at most once)
     backoff: Optional[tuple] = None
     err: Optional[bytes] = None
     finished: Optional[int] = None
@@ -175,7 +175,8 @@ def parse_job(id_, body, o, now, body_max):
         p.at = int_arg(o['AT'], 0, MS_MAX)
         p.due = max(p.at, now)  # an AT in the past means now
     p.prio = int_arg(o['PRIORITY'], 0, PRIO_MAX) if 'PRIORITY' in o else 0
-    p.ttr = int_arg(o['TTR'], 1, TTR_MAX) if 'TTR' in o else None
+    # TTR 0: delivered at most once (reserve takes the job for good).
+    p.ttr = int_arg(o['TTR'], 0, TTR_MAX) if 'TTR' in o else None
     p.max = None
     if 'ATTEMPTS' in o:
         p.max = int_arg(o['ATTEMPTS'], 1, ATTEMPTS_MAX)
@@ -306,7 +307,8 @@ class Topic:
         bk = j.backoff or DEFAULT_BACKOFF
         f = [b'id', j.id, b'state', state.encode(), b'body', j.body, b'priority', j.prio,
              b'created', j.created, b'due', j.due, b'attempts', j.made,
-             b'max_attempts', j.max or DEFAULT_ATTEMPTS, b'ttr', j.ttr or DEFAULT_TTR,
+             b'max_attempts', j.max or DEFAULT_ATTEMPTS,
+             b'ttr', j.ttr if j.ttr is not None else DEFAULT_TTR,
              b'backoff', bk[0].encode(), b'backoff_base', bk[1], b'backoff_cap', bk[2]]
         if j.err is not None:
             f += [b'error', j.err]
@@ -316,6 +318,7 @@ class Topic:
             f += [b'died', j.died]
         elif state == 'done':
             f += [b'finished', j.finished, b'expires', j.expires]
+        f += [b'own_ttr', int(j.ttr is not None)]  # last: older readers stop before it
         return f
 
     def now_opt(self, o):
@@ -554,8 +557,14 @@ class Topic:
             return [now, -1, 1]
         out = [now, 0, 0]
         for j in handed:
+            if j.ttr == 0:
+                # At most once: gone as pull takes it; token 0, deadline 0.
+                del self.jobs[j.id]
+                out.append([j.id, j.body, 0, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
+                            j.created, j.due, 0])
+                continue
             j.state, j.token, j.reserved_at = 'reserved', j.place, now
-            j.lease_ttr = j.ttr or ttr or DEFAULT_TTR
+            j.lease_ttr = j.ttr if j.ttr is not None else ttr or DEFAULT_TTR
             j.deadline = now + j.lease_ttr
             out.append([j.id, j.body, j.token, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
                         j.created, j.due, j.deadline])
@@ -642,14 +651,17 @@ class Topic:
         err = args[2]
         if len(err) > ERROR_MAX:
             raise Refused()
-        o = options(args[3:], {'DEAD': 0, 'DELAY': 1, 'NOW': 1})
+        o = options(args[3:], {'DEAD': 0, 'DELAY': 1, 'ATTEMPTS': 1, 'NOW': 1})
         delay = int_arg(o['DELAY'], 0, DELAY_MAX) if 'DELAY' in o else None
+        attempts = int_arg(o['ATTEMPTS'], 1, ATTEMPTS_MAX) if 'ATTEMPTS' in o else None
         now = self.now_opt(o)
         j = self.held(id_, token)
         if j is None:
             return self.not_held(id_)
         j.made += 1
         j.err = err
+        if attempts is not None:
+            j.max = attempts  # the handler's, stored before the decision
         self.failed_total += 1
         if 'DEAD' not in o and j.made < (j.max or DEFAULT_ATTEMPTS):
             j.place = self.take_seq(1)

@@ -86,7 +86,7 @@ WHEN = st.one_of(st.tuples(st.just('DELAY'), st.integers(0, 25)),
 OPTS = st.fixed_dictionaries({}, optional={
     'WHEN': WHEN,
     'PRIORITY': st.sampled_from([0, 1, 7, 1000]),
-    'TTR': st.sampled_from([1, 4, 15, 40, 30000]),
+    'TTR': st.sampled_from([0, 0, 0, 1, 4, 15, 40, 30000]),  # 0: delivered at most once
     'ATTEMPTS': st.sampled_from([1, 2, 3, 5]),
     'BACKOFF': st.tuples(st.sampled_from(['fixed', 'exponential']), st.integers(0, 8),
                          st.integers(8, 30)),
@@ -95,6 +95,7 @@ OPTS = st.fixed_dictionaries({}, optional={
 JOB = st.tuples(st.sampled_from(['held', 'held', 'any']), st.integers(0, 15))
 TOK = st.tuples(st.sampled_from(['cur', 'cur', 'cur', 'old', 'any', 'next']), st.integers(0, 40))
 MAYBE = lambda s: st.one_of(st.none(), s)  # noqa: E731
+ATTEMPTS = MAYBE(st.sampled_from([1, 2, 3, 5, 1000]))  # fail's ATTEMPTS (the handler's)
 STATES = ['delayed', 'ready', 'reserved', 'dead', 'done']
 
 # Calls the docs say are refused (BADARG). x: (id, token) of a reserved job.
@@ -104,7 +105,9 @@ BAD = [
     ('put', lambda n, x: ['a', 'b', 'AT', str(2 ** 43), 'NOW', n]),
     ('put', lambda n, x: ['', 'b', 'NOW', n]),
     ('put', lambda n, x: ['a\x01', 'b', 'NOW', n]),
-    ('put', lambda n, x: ['a', 'b', 'TTR', '0', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'TTR', '-1', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'TTR', '604800001', 'NOW', n]),
+    ('restore', lambda n, x: ['a', 'b', 'ready', '1', '0', 'TTR', '-1', 'NOW', n]),
     ('put', lambda n, x: ['a', 'b', 'NOW', 'abc']),
     ('put', lambda n, x: ['a', 'b', 'NOW', str(2 ** 43)]),
     ('put', lambda n, x: ['a', 'b', 'COLOR', 'red', 'NOW', n]),
@@ -121,6 +124,7 @@ BAD = [
     ('restore', lambda n, x: ['a', 'b', 'ready', str(2 ** 44), '0', 'NOW', n]),
     ('reserve', lambda n, x: ['0', 'NOW', n]),
     ('reserve', lambda n, x: ['1', 'TTR', '-5', 'NOW', n]),
+    ('reserve', lambda n, x: ['1', 'TTR', '0', 'NOW', n]),
     ('pull', lambda n, x: ['1001', 'NOW', n]),
     ('ack', lambda n, x: [x[0], x[1], 'NOW', 'abc']),
     ('ack', lambda n, x: [x[0], 'notanumber', 'NOW', n]),
@@ -130,6 +134,9 @@ BAD = [
     ('release', lambda n, x: [x[0], x[1], 'PRIORITY', '2000', 'NOW', n]),
     ('fail', lambda n, x: [x[0], x[1]]),
     ('fail', lambda n, x: [x[0], x[1], 'e', 'DELAY', 'x', 'NOW', n]),
+    ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '0', 'NOW', n]),
+    ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '1001', 'NOW', n]),
+    ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '2', 'ATTEMPTS', '3', 'NOW', n]),
     ('touch', lambda n, x: [x[0], x[1], 'TTR', '0', 'NOW', n]),
     ('delete', lambda n, x: []),
     ('kick', lambda n, x: ['']),
@@ -159,7 +166,7 @@ OPS = st.one_of(
     st.tuples(st.just('pull'), st.integers(1, 3)),
     # A worker's turn: reserve, then settle each job handed out with its token.
     st.tuples(st.just('work'), st.integers(1, 3), MAYBE(st.sampled_from([3, 30000])),
-              st.sampled_from(['ack', 'ack', 'fail', 'fail', 'release', 'touch', 'keep']),
+              st.sampled_from(['ack', 'ack', 'fail', 'fail', 'fail_n', 'release', 'touch', 'keep']),
               st.integers(0, 12)),
     st.tuples(st.just('ack'), JOB, TOK, MAYBE(st.integers(0, 20))),
     st.tuples(st.just('ack'), JOB, TOK, st.none()),
@@ -167,8 +174,9 @@ OPS = st.one_of(
               MAYBE(st.integers(0, 20))),
     st.tuples(st.just('release'), JOB, TOK, MAYBE(st.integers(0, 20)),
               MAYBE(st.sampled_from([0, 3, 1000]))),
-    st.tuples(st.just('fail'), JOB, TOK, st.booleans(), MAYBE(st.integers(0, 20))),
-    st.tuples(st.just('fail'), JOB, TOK, st.just(False), MAYBE(st.integers(0, 20))),
+    # fail: DEAD, DELAY, and the handler's ATTEMPTS.
+    st.tuples(st.just('fail'), JOB, TOK, st.booleans(), MAYBE(st.integers(0, 20)), ATTEMPTS),
+    st.tuples(st.just('fail'), JOB, TOK, st.just(False), MAYBE(st.integers(0, 20)), ATTEMPTS),
     st.tuples(st.just('release'), JOB, TOK, st.none(), st.none()),
     st.tuples(st.just('touch'), JOB, TOK, MAYBE(st.integers(1, 30))),
     st.tuples(st.just('delete'), st.lists(JOB, min_size=1, max_size=3)),
@@ -208,8 +216,10 @@ def outcome(op, reply):
     if isinstance(reply, Status):
         return reply.text
     if op in ('reserve', 'pull'):
-        return 'paused' if reply[2] else '%d jobs, next %s' % (
-            len(reply) - 3, 'now' if reply[1] == 0 else 'none' if reply[1] < 0 else 'later')
+        once = sum(1 for j in reply[3:] if op == 'reserve' and j[2] == 0)  # TTR 0
+        return 'paused' if reply[2] else '%d jobs%s, next %s' % (
+            len(reply) - 3, ' (%d at most once)' % once if once else '',
+            'now' if reply[1] == 0 else 'none' if reply[1] < 0 else 'later')
     if isinstance(reply, list):
         return 'list'
     if isinstance(reply, int):
@@ -265,6 +275,8 @@ class TopicMachine(RuleBasedStateMachine):
                 elif action == 'fail':
                     self.run('fail', [id_, token, 'e%d' % x] + (['DELAY', x] if x % 2 else [])
                              + ['NOW', self.now])
+                elif action == 'fail_n':  # a handler's own max attempts
+                    self.run('fail', [id_, token, 'e%d' % x, 'ATTEMPTS', x % 4 + 1, 'NOW', self.now])
                 elif action == 'release':
                     self.run('release', [id_, token, 'DELAY', x % 5, 'NOW', self.now])
                 else:
@@ -363,6 +375,8 @@ class TopicMachine(RuleBasedStateMachine):
             args = [id_, self.token(id_, op[2]), 'it broke'] + (['DEAD'] if op[3] else [])
             if op[4] is not None:
                 args += ['DELAY', op[4]]
+            if op[5] is not None:
+                args += ['ATTEMPTS', op[5]]
             return 'fail', args + ['NOW', n]
         if kind == 'touch':
             id_ = self.pick(op[1])
@@ -418,6 +432,8 @@ class TopicMachine(RuleBasedStateMachine):
             self.expect(dump(Env.conn, keys) == before, 'a refused %s changed a key' % op)
         if op in ('reserve',) and isinstance(real, list):
             for job in real[3:]:
+                if job[2] == 0:  # a job of TTR 0, taken for good: no reservation, no token
+                    continue
                 seen = self.issued.setdefault(job[0], [])
                 self.expect(not seen or job[2] > seen[-1],
                             'token %d of %r is not above its last one %r' % (job[2], job[0], seen))
@@ -572,11 +588,21 @@ def run_concurrent(seconds, threads, seed):
                         opts += ['DELAY', rng.randint(0, 20)]
                     if rng.random() < 0.3:
                         opts += ['ATTEMPTS', rng.randint(1, 3)]
+                    once = rng.random() < 0.1  # TTR 0: delivered at most once
+                    if once:
+                        opts += ['TTR', 0]
                     log.append((t, 'put', id_, None, fcall('put', id_, b'x', *opts)))
+                    if once:
+                        log.append((t, 'put once', id_, None, 1))
                 elif x < 0.8:
                     r = fcall('reserve', rng.randint(1, 3), 'TTR', rng.choice([20, 50, 200]))
                     for job in r[3:]:
                         id_, token = job[0], job[2]
+                        if token == 0:  # taken for good: nothing to settle
+                            log.append((t, 'once', id_, token, job[8]))
+                            if rng.random() < 0.3:
+                                log.append((t, 'ack once', id_, token, fcall('ack', id_, token)))
+                            continue
                         log.append((t, 'reserve', id_, token, 1))
                         y = rng.random()
                         if y < 0.1:
@@ -588,7 +614,8 @@ def run_concurrent(seconds, threads, seed):
                         elif y < 0.75:
                             log.append((t, 'release', id_, token, fcall('release', id_, token)))
                         elif y < 0.85:
-                            r2 = fcall('fail', id_, token, 'boom', 'DELAY', rng.randint(0, 10))
+                            n_ = ['ATTEMPTS', rng.randint(1, 4)] if rng.random() < 0.5 else []
+                            r2 = fcall('fail', id_, token, 'boom', 'DELAY', rng.randint(0, 10), *n_)
                             log.append((t, 'fail', id_, token, r2))
                         else:
                             d = fcall('touch', id_, token, 'TTR', 100)
@@ -622,6 +649,9 @@ def run_concurrent(seconds, threads, seed):
         Env.conn.check('FCALL', 'redisched_requeue', 8, *keys, 'LIMIT', 10000, 'NOW', now)
         r = Env.conn.check('FCALL', 'redisched_reserve', 8, *keys, 1000, 'TTR', 1000, 'NOW', now)
         for job in r[3:]:
+            if job[2] == 0:
+                history.append(('drain', 'once', job[0], 0, job[8]))
+                continue
             history.append(('drain', 'reserve', job[0], job[2], 1))
             history.append(('drain', 'ack', job[0], job[2],
                             Env.conn.check('FCALL', 'redisched_ack', 8, *keys, job[0], job[2])))
@@ -629,15 +659,22 @@ def run_concurrent(seconds, threads, seed):
             break
     # The history.
     put = {h[2] for h in history if h[1] == 'put' and h[4] == 1}
-    acked, issued, pulled = {}, {}, set()
+    put_once = {h[2] for h in history if h[1] == 'put once'}
+    acked, issued, pulled, once = {}, {}, set(), set()
     for who, op, id_, token, reply in history:
         if op == 'reserve':
             assert token not in issued.setdefault(id_, set()), 'token %d of %r handed out twice' % (token, id_)
+            assert id_ not in put_once, '%r of TTR 0 was reserved with a token' % id_
             issued[id_].add(token)
         if op in ('ack', 'ackmany') and reply == 1:
             acked.setdefault(id_, []).append((who, token))
-        if op == 'pull':
-            pulled.add(id_)
+        if op in ('pull', 'once'):
+            assert id_ not in pulled and id_ not in once, '%r taken for good twice' % id_
+            (pulled if op == 'pull' else once).add(id_)
+        if op == 'once':
+            assert id_ in put_once and reply == 0, '%r handed out at most once: %r' % (id_, reply)
+        if op == 'ack once':
+            assert reply == 0, 'ack of %r (TTR 0) after reserve answered %r' % (id_, reply)
     for id_, holders in acked.items():
         assert len(holders) == 1, '%r was acked by %d holders: %r' % (id_, len(holders), holders)
         assert holders[0][1] in issued.get(id_, ()), '%r acked with a token never handed out' % id_
@@ -647,12 +684,20 @@ def run_concurrent(seconds, threads, seed):
     stats = Env.conn.check('FCALL', 'redisched_stats', 8, *keys, 'NOW', now)
     left = {i for i, s in where.items() if s != 'dead'}
     assert not left, 'jobs left after the drain: %r' % sorted(left)[:10]
-    lost = put - set(acked) - pulled - set(recs)
+    lost = put - set(acked) - pulled - once - set(recs)
     assert not lost, 'jobs lost: %r' % sorted(lost)[:10]
-    assert not (set(acked) & pulled), 'a job both acked and pulled'
+    assert not (set(acked) & (pulled | once)), 'a job both acked and taken for good'
     assert not (set(acked) & set(recs)), 'an acked job is still stored'
+    assert not (put_once - pulled - once), 'jobs of TTR 0 not handed out: %r' % sorted(put_once - pulled - once)[:10]
+    # Without DEAD, a job dies when its attempts reach its max (fail's
+    # ATTEMPTS included, stored on the job).
+    for id_ in recs:
+        g = Env.conn.check('FCALL', 'redisched_get', 8, *keys, id_, 'NOW', now)
+        g = dict(zip(g[0::2], g[1::2]))
+        assert g[b'attempts'] >= g[b'max_attempts'], 'dead %r: %r' % (id_, g)
     calls = len(history)
     return {'calls': calls, 'puts': len(put), 'acked': len(acked), 'pulled': len(pulled),
+            'once': len(once),
             'dead': len(recs), 'stale_refused': sum(1 for h in history if h[1] in ('ack', 'ackmany', 'release', 'fail', 'touch') and h[4] in (-3, -2)),
             'stats': dict(zip(stats[0::2], stats[1::2]))}
 
@@ -780,9 +825,9 @@ def main():
             t = time.time()
             r = run_concurrent(a.concurrent, a.threads, seed)
             print('concurrent: %d calls on %d connections in %.0fs: %d jobs put, %d acked, %d pulled, '
-                  '%d dead, %d stale or late calls refused' % (r['calls'], a.threads, time.time() - t,
-                                                               r['puts'], r['acked'], r['pulled'],
-                                                               r['dead'], r['stale_refused']))
+                  '%d reserved at most once (TTR 0), %d dead, %d stale or late calls refused'
+                  % (r['calls'], a.threads, time.time() - t, r['puts'], r['acked'], r['pulled'],
+                     r['once'], r['dead'], r['stale_refused']))
         return 0
     finally:
         server.stop()

@@ -1,13 +1,17 @@
 #!/usr/bin/python3
 """Regression tests of the Functions library: one per point of issue 11 and
-issue 9 (a refused call changes nothing), the points the docs settle, and
-the upgrade from library version 8 (its records and sets read and moved by
-this version).
+issue 9 (a refused call changes nothing), the points the docs settle, the
+three changes of library version 10 (TTR 0 delivered at most once, fail's
+ATTEMPTS, own_ttr in get and list), and the upgrades from library versions 8
+and 9 (their records and sets read and moved by this version; the old
+libraries are in fixtures/).
 
-Usage: regressions_test.py --lua lua/redisched.lua [--old tests/model/fixtures/redisched_v8.lua]
-       regressions_test.py --lua tests/model/fixtures/redisched_v8.lua --expect-fail
---expect-fail runs the issue's cases against a library with the bugs and
-passes only if every one of them fails there (so each would have caught it).
+Usage: regressions_test.py --lua lua/redisched.lua
+       regressions_test.py --expect-fail --lua tests/model/fixtures/redisched_v8.lua \
+                                               tests/model/fixtures/redisched_v9.lua
+--expect-fail runs, against each older library, the cases of every change it
+predates (FIXED_IN: the version that made each case pass), and passes only if
+every one of them fails there (so each would have caught it).
 """
 import sys
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -21,7 +25,9 @@ from harness import Conn, RedisServer, check_invariants, decode_record, dump, re
 from model import Error, Status
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LUA = OLD = None
+FIXTURES = os.path.join(HERE, 'fixtures')
+OLD = {8: os.path.join(FIXTURES, 'redisched_v8.lua'), 9: os.path.join(FIXTURES, 'redisched_v9.lua')}
+LUA = None
 SERVER = None
 MS_MAX = 2 ** 43 - 1
 
@@ -52,6 +58,11 @@ class Case(unittest.TestCase):
         if r is None:
             return None
         return dict(zip(r[0::2], r[1::2])).get(name.encode())
+
+    def fields(self, id_, now=None):
+        """get's field/value pairs as a list of (field, value), in order."""
+        r = self.f('get', id_, *(['NOW', now] if now is not None else []))
+        return None if r is None else list(zip(r[0::2], r[1::2]))
 
     def unchanged(self, call, keys=None):
         """Runs call(); asserts that no key of the database changed."""
@@ -334,17 +345,222 @@ class Settled(Case):
         sub.close()
 
 
+# ---------------------------------------------------------------- version 10
+
+class Version10(Case):
+    """TTR 0 (delivered at most once), fail's ATTEMPTS, own_ttr."""
+
+    def test_v10_01_a_job_of_ttr_0_is_delivered_at_most_once(self):
+        self.assertEqual(self.f('put', 'once', 'hello', 'TTR', 0, 'NOW', 1000), 1)
+        self.assertEqual(self.field('once', 'ttr'), 0)
+        r = self.f('reserve', 5, 'TTR', 60000, 'NOW', 1000)
+        # token 0, deadline 0: no reservation; nothing scheduled after it.
+        self.assertEqual(r, [1000, -1, 0, [b'once', b'hello', 0, 1, 5, 0, 1000, 1000, 0]])
+        self.assertIsNone(self.f('get', 'once'))
+        for op, args in [('ack', []), ('ack', ['KEEP', 100]), ('release', []), ('fail', ['e']),
+                         ('fail', ['e', 'ATTEMPTS', 3]), ('touch', [])]:
+            r = self.unchanged(lambda: self.f(op, 'once', 0, *args, 'NOW', 1001))
+            self.assertEqual(r, 0, (op, args))
+        s = self.f('stats', 'NOW', 1001)
+        self.assertEqual(s, [b'delayed', 0, b'ready', 0, b'reserved', 0, b'dead', 0, b'done', 0,
+                             b'paused', 0, b'next_due', -1, b'failed_total', 0, b'dead_total', 0,
+                             b'lapsed_total', 0])
+        # The worker that took it crashes: a week later nothing comes back.
+        self.assertEqual(self.f('requeue', 'NOW', 1000 + 8 * 86400000), [0, 0, -1])
+        self.assertEqual(self.f('reserve', 5, 'NOW', 1000 + 8 * 86400000)[3:], [])
+        self.assertEqual(self.c.call('KEYS', '*'), [self.K[6]])
+
+    def test_v10_02_a_job_of_ttr_0_leaves_in_its_place(self):
+        self.f('put', 'a', 'x', 'NOW', 1000)
+        self.f('put', 'b', 'x', 'TTR', 0, 'NOW', 1000)
+        self.f('put', 'c', 'x', 'TTR', 0, 'PRIORITY', 5, 'NOW', 1000)
+        self.f('put', 'd', 'x', 'NOW', 1000)
+        r = self.f('reserve', 2, 'NOW', 1000)
+        self.assertEqual(self.ids(r), ['c', 'a'])
+        self.assertEqual([(j[2] > 0, j[8]) for j in r[3:]], [(False, 0), (True, 31000)])
+        r = self.f('reserve', 2, 'TTR', 100, 'NOW', 1001)
+        self.assertEqual((self.ids(r), r[1]), (['b', 'd'], 0))
+        self.assertEqual([(j[2] > 0, j[8]) for j in r[3:]], [(False, 0), (True, 1101)])
+        s = dict(zip(*[iter(self.f('stats', 'NOW', 1001))] * 2))
+        self.assertEqual((s[b'ready'], s[b'reserved']), (0, 2))
+        # Nobody acks: the leased jobs come back, those of TTR 0 never.
+        self.assertEqual(self.f('requeue', 'NOW', 10 ** 9)[:2], [2, 0])
+        self.assertEqual(self.ids(self.f('reserve', 5, 'NOW', 10 ** 9)), ['a', 'd'])
+
+    def test_v10_03_ttr_0_through_putmany_restore_get_and_list(self):
+        self.assertEqual(self.f('putmany', 2, 'p', 'x', 2, 'TTR', 0, 'q', 'y', 4, 'TTR', 0, 'DELAY', 10,
+                                'NOW', 1000), [1, 1])
+        self.assertEqual(self.f('restore', 'r', 'z', 'ready', 900, 2, 'TTR', 0, 'NOW', 1000), 1)
+        for id_ in 'pqr':
+            self.assertEqual(dict(self.fields(id_))[b'ttr'], 0, id_)
+            self.assertEqual(self.fields(id_)[-1], (b'own_ttr', 1), id_)
+        listed = self.f('list', 'ready', 0, 10, 'NOW', 1000)
+        self.assertEqual([dict(zip(j[0::2], j[1::2]))[b'ttr'] for j in listed[1:]], [0, 0])
+        r = self.f('reserve', 5, 'NOW', 1010)
+        self.assertEqual([(j[0], j[2], j[3], j[8]) for j in r[3:]],
+                         [(b'r', 0, 3, 0), (b'p', 0, 1, 0), (b'q', 0, 1, 0)])
+        self.assertEqual(self.c.call('KEYS', '*'), [self.K[6]])
+
+    def test_v10_04_reserve_and_touch_keep_a_ttr_of_1_or_more(self):
+        self.f('put', 'a', 'x', 'NOW', 1000)
+        token = self.f('reserve', 1, 'NOW', 1000)[3][2]
+        for op, args in [('reserve', [1, 'TTR', 0]), ('touch', ['a', token, 'TTR', 0]),
+                         ('put', ['b', 'x', 'TTR', -1]), ('put', ['b', 'x', 'TTR', 604800001]),
+                         ('putmany', [1, 'b', 'x', 2, 'TTR', -1]),
+                         ('restore', ['b', 'x', 'ready', 1000, 0, 'TTR', 604800001])]:
+            r = self.unchanged(lambda: self.f(op, *args, 'NOW', 1000))
+            self.assertEqual(r, Error('BADARG'), (op, args))
+
+    def test_v10_05_fails_attempts_overrides_the_jobs_and_get_shows_it(self):
+        # koda: the job says 5, its handler 3: buried after 3, and get says 3.
+        self.f('put', 'x', 'b', 'ATTEMPTS', 5, 'BACKOFF', 'fixed', 10, 0, 'NOW', 1000)
+        t = self.f('reserve', 1, 'NOW', 1000)[3][2]
+        self.assertEqual(self.f('fail', 'x', t, 'e1', 'ATTEMPTS', 3, 'NOW', 1000), Status('delayed'))
+        self.assertEqual(self.field('x', 'max_attempts'), 3)
+        j = self.f('reserve', 1, 'NOW', 1010)[3]
+        self.assertEqual((j[3], j[4]), (2, 3))  # attempt 2 of 3
+        self.assertEqual(self.f('fail', 'x', j[2], 'e2', 'ATTEMPTS', 3, 'NOW', 1010), Status('delayed'))
+        j = self.f('reserve', 1, 'NOW', 1020)[3]
+        self.assertEqual(self.f('fail', 'x', j[2], 'e3', 'ATTEMPTS', 3, 'NOW', 1020), Status('dead'))
+        self.assertEqual([self.field('x', n) for n in ('state', 'attempts', 'max_attempts')],
+                         [b'dead', 3, 3])
+        # More than the job's: put with 1, the handler allows 2.
+        self.f('put', 'y', 'b', 'ATTEMPTS', 1, 'BACKOFF', 'fixed', 0, 0, 'NOW', 1000)
+        t = self.f('reserve', 1, 'NOW', 1030)[3][2]
+        self.assertEqual(self.f('fail', 'y', t, 'e', 'ATTEMPTS', 2, 'NOW', 1030), Status('ready'))
+        self.assertEqual(self.field('y', 'max_attempts'), 2)
+        # It stays the job's: the lapse of the next attempt buries it.
+        self.assertEqual(self.f('reserve', 1, 'TTR', 10, 'NOW', 1030)[3][4], 2)
+        self.assertEqual(self.f('requeue', 'NOW', 1040), [0, 1, -1])
+        self.assertEqual([self.field('y', n) for n in ('state', 'attempts', 'max_attempts')],
+                         [b'dead', 2, 2])
+        # Fewer: the default 5, the handler 1: dead at the first failure.
+        self.f('put', 'z', 'b', 'NOW', 1000)
+        t = self.f('reserve', 1, 'NOW', 1050)[3][2]
+        self.assertEqual(self.f('fail', 'z', t, 'e', 'ATTEMPTS', 1, 'NOW', 1050), Status('dead'))
+        self.assertEqual(self.field('z', 'max_attempts'), 1)
+        # With DEAD it is stored too; a kick keeps it.
+        self.f('put', 'w', 'b', 'NOW', 1000)
+        t = self.f('reserve', 1, 'NOW', 1060)[3][2]
+        self.assertEqual(self.f('fail', 'w', t, 'e', 'DEAD', 'ATTEMPTS', 7, 'NOW', 1060), Status('dead'))
+        self.assertEqual(self.f('kick', 'w'), 1)
+        self.assertEqual([self.field('w', n) for n in ('attempts', 'max_attempts')], [0, 7])
+
+    def test_v10_06_fails_attempts_is_checked_and_a_refused_fail_stores_nothing(self):
+        self.f('put', 'x', 'b', 'NOW', 1000)
+        t = self.f('reserve', 1, 'TTR', 10, 'NOW', 1000)[3][2]
+        for bad in (['ATTEMPTS', 0], ['ATTEMPTS', 1001], ['ATTEMPTS', 'x'], ['ATTEMPTS', -1],
+                    ['ATTEMPTS', 2, 'ATTEMPTS', 3], ['DEAD', 'ATTEMPTS']):
+            r = self.unchanged(lambda: self.f('fail', 'x', t, 'e', *bad, 'NOW', 1000))
+            self.assertEqual(r, Error('BADARG'), bad)
+        # A fail answered with a code stores no ATTEMPTS either.
+        r = self.unchanged(lambda: self.f('fail', 'x', t + 1, 'e', 'ATTEMPTS', 2, 'NOW', 1000))
+        self.assertEqual(r, -3)
+        r = self.unchanged(lambda: self.f('fail', 'nosuch', 1, 'e', 'ATTEMPTS', 2, 'NOW', 1000))
+        self.assertEqual(r, 0)
+        self.f('requeue', 'NOW', 1010)
+        r = self.unchanged(lambda: self.f('fail', 'x', t, 'e', 'ATTEMPTS', 2, 'NOW', 1010))
+        self.assertEqual(r, -2)
+        self.assertEqual(self.field('x', 'max_attempts'), 5)
+        # The range's end.
+        t = self.f('reserve', 1, 'NOW', 1010)[3][2]
+        self.assertEqual(self.f('fail', 'x', t, 'e', 'ATTEMPTS', 1000, 'NOW', 1010), Status('delayed'))
+        self.assertEqual(self.field('x', 'max_attempts'), 1000)
+
+    def test_v10_07_own_ttr_tells_a_jobs_own_ttr_from_the_default(self):
+        self.f('put', 'a', 'x', 'NOW', 1000)
+        self.f('put', 'b', 'x', 'TTR', 30000, 'NOW', 1000)
+        self.f('put', 'c', 'x', 'TTR', 5, 'NOW', 1000)
+        self.f('put', 'd', 'x', 'TTR', 0, 'AT', 5000, 'NOW', 1000)
+        want = {'a': (30000, 0), 'b': (30000, 1), 'c': (5, 1), 'd': (0, 1)}
+        for id_, (ttr, own) in want.items():
+            fl = self.fields(id_, 1000)
+            self.assertEqual((dict(fl)[b'ttr'], fl[-1]), (ttr, (b'own_ttr', own)), id_)
+        listed = self.f('list', 'ready', 0, 10, 'NOW', 1000)
+        self.assertEqual([j[-2:] for j in listed[1:]], [[b'own_ttr', 0], [b'own_ttr', 1], [b'own_ttr', 1]])
+        # Export, then import with TTR only where own_ttr says so: reserve's
+        # TTR still applies to the job without one of its own.
+        K2 = topic_keys('u')
+        for j in listed[1:]:
+            d = dict(zip(j[0::2], j[1::2]))
+            args = [d[b'id'], d[b'body'], d[b'state'], d[b'created'], d[b'attempts'], 'AT', d[b'due']]
+            if d[b'own_ttr']:
+                args += ['TTR', d[b'ttr']]
+            self.assertEqual(self.f('restore', *args, 'NOW', 1000, keys=K2), 1)
+        for id_ in 'abc':
+            self.assertEqual(self.f('get', id_, 'NOW', 1000, keys=K2), self.f('get', id_, 'NOW', 1000))
+        r = self.f('reserve', 3, 'TTR', 7000, 'NOW', 1000, keys=K2)
+        self.assertEqual([(j[0], j[8]) for j in r[3:]], [(b'a', 8000), (b'b', 31000), (b'c', 1005)])
+        # own_ttr comes last in every state, after the state's own fields.
+        r = self.f('reserve', 3, 'TTR', 7000, 'NOW', 1000)
+        tokens = {j[0].decode(): j[2] for j in r[3:]}
+        self.assertEqual(self.fields('a', 1000)[-4:],
+                         [(b'token', tokens['a']), (b'reserved_at', 1000), (b'deadline', 8000),
+                          (b'own_ttr', 0)])
+        self.assertEqual(self.f('ack', 'b', tokens['b'], 'KEEP', 100, 'NOW', 1001), 1)
+        self.assertEqual(self.fields('b', 1001)[-3:],
+                         [(b'finished', 1001), (b'expires', 1101), (b'own_ttr', 1)])
+        self.assertEqual(self.f('fail', 'c', tokens['c'], 'e', 'DEAD', 'NOW', 1002), Status('dead'))
+        self.assertEqual(self.fields('c', 1002)[-3:],
+                         [(b'error', b'e'), (b'died', 1002), (b'own_ttr', 1)])
+
+
 # ---------------------------------------------------------------- upgrade
 
+def with_own_ttr(job, own=None):
+    """A job array of version 8 or 9 as version 10 reports it: own_ttr last,
+    1 when the job has a TTR of its own (own: the ids that have one; without
+    it, for version 8, which kept no TTR equal to the default, its ttr says)."""
+    d = dict(zip(job[0::2], job[1::2]))
+    has = d[b'id'] in own if own is not None else d[b'ttr'] != 30000
+    return job + [b'own_ttr', int(has)]
+
+
 class Upgrade(Case):
-    """Keys written by library version 8 (stored format 1), read and moved by
-    this version after FUNCTION LOAD REPLACE."""
+    """Keys written by library versions 8 (stored format 1) and 9 (format 2,
+    as this version writes it), read and moved by this version after
+    FUNCTION LOAD REPLACE."""
+
+    def test_state_of_version_9_is_read_and_settled(self):
+        c, K, f = self.c, self.K, self.f
+        harness.load(c, harness.library_source(OLD[9]))
+        f('put', 'late', 'b1', 'AT', 50000, 'PRIORITY', 3, 'NOW', 1000)
+        f('put', 'own', 'b2', 'TTR', 30000, 'NOW', 1000)
+        f('put', 'short', 'b3', 'TTR', 40, 'ATTEMPTS', 2, 'NOW', 1000)
+        f('put', 'plain', 'b4', 'NOW', 1000)
+        f('put', 'held', 'b5', 'PRIORITY', 9, 'NOW', 1000)
+        held = f('reserve', 1, 'TTR', 5000, 'NOW', 1001)[3]
+        f('put', 'dies', 'b6', 'PRIORITY', 9, 'ATTEMPTS', 1, 'NOW', 1002)
+        dies = f('reserve', 1, 'NOW', 1002)[3]
+        f('fail', 'dies', dies[2], 'kaput', 'NOW', 1003)
+        f('put', 'kept', 'b7', 'PRIORITY', 9, 'TTR', 700, 'NOW', 1004)
+        kept = f('reserve', 1, 'NOW', 1004)[3]
+        f('ack', 'kept', kept[2], 'KEEP', 100000, 'NOW', 1005)
+        ids = ['late', 'own', 'short', 'plain', 'held', 'dies', 'kept']
+        own = {b'own', b'short', b'kept'}
+        before = {i: f('get', i, 'NOW', 1010) for i in ids}
+        lists = {s: f('list', s, 0, 100, 'NOW', 1010) for s in
+                 ['delayed', 'ready', 'reserved', 'dead', 'done']}
+
+        harness.load(c, harness.library_source(LUA))
+        for i in ids:
+            self.assertEqual(f('get', i, 'NOW', 1010), with_own_ttr(before[i], own), i)
+        for s, want in lists.items():
+            self.assertEqual(f('list', s, 0, 100, 'NOW', 1010),
+                             want[:1] + [with_own_ttr(j, own) for j in want[1:]], s)
+        # The reservation made by version 9, settled with the handler's attempts.
+        self.assertEqual(f('fail', 'held', held[2], 'boom', 'ATTEMPTS', 1, 'NOW', 1011), Status('dead'))
+        self.assertEqual(self.field('held', 'max_attempts'), 1)
+        r = f('reserve', 5, 'TTR', 7000, 'NOW', 1012)
+        self.assertEqual([(j[0], j[8]) for j in r[3:]],
+                         [(b'own', 31012), (b'short', 1052), (b'plain', 8012)])
+        self.assertEqual(f('ackmany', 3, *[x for j in r[3:] for x in (j[0], j[2])]), [1, 1, 1])
+        self.assertEqual(f('kickall', 'NOW', 1013), 2)
+        check_invariants(read_raw(c, K), K)
 
     def test_state_of_version_8_is_read_and_moved(self):
-        if OLD is None:
-            self.skipTest('no --old library given')
         c, K, f = self.c, self.K, self.f
-        harness.load(c, harness.library_source(OLD))
+        harness.load(c, harness.library_source(OLD[8]))
         f('put', 'late', 'b1', 'AT', 50000, 'PRIORITY', 3, 'NOW', 1000)
         f('put', 'due2', 'b2', 'AT', 3000, 'NOW', 1000)
         f('put', 'due1', 'b3', 'AT', 3000, 'NOW', 1001)
@@ -377,9 +593,11 @@ class Upgrade(Case):
 
         harness.load(c, harness.library_source(LUA))
         for i in ids:
-            self.assertEqual(f('get', i, 'NOW', 1010), before[i], i)
+            self.assertEqual(f('get', i, 'NOW', 1010), with_own_ttr(before[i]), i)
         for s, want in lists.items():
-            self.assertEqual(f('list', s, 0, 100, 'NOW', 1010), want, s)
+            self.assertEqual(f('list', s, 0, 100, 'NOW', 1010),
+                             want[:1] + [with_own_ttr(j) for j in want[1:]], s)
+        self.assertEqual((self.field('opts', 'own_ttr'), self.field('plain', 'own_ttr')), (1, 0))
         self.assertEqual(self.field('raw', 'created'), 1700000000000)
         self.assertEqual(self.field('raw', 'priority'), 7)
         s = dict(zip(*[iter(f('stats', 'NOW', 1010))] * 2))
@@ -422,10 +640,8 @@ class Upgrade(Case):
         self.assertEqual(c.call('HLEN', K[0]), 0)
 
     def test_a_version_8_lease_with_a_time_in_e_notation_is_read(self):
-        if OLD is None:
-            self.skipTest('no --old library given')
         c, K, f = self.c, self.K, self.f
-        harness.load(c, harness.library_source(OLD))
+        harness.load(c, harness.library_source(OLD[8]))
         f('put', 'x', 'b', 'NOW', 100000000000000)
         r = f('reserve', 1, 'NOW', 100000000000000)
         self.assertEqual(c.call('HGET', K[7], 'x')[:8], b'1:1e+14:')
@@ -446,31 +662,64 @@ ISSUE_CASES = [n for cls in (Ordering, Limits) for n in dir(cls)
     'test_reserve_next_counts_this_calls_reservation',
 ]
 
+# The version that made each case pass: --expect-fail runs, against a library
+# of version v, every case fixed in a later version, and each must fail there.
+FIXED_IN = {
+    9: ISSUE_CASES,
+    10: ['test_v10_01_a_job_of_ttr_0_is_delivered_at_most_once',
+         'test_v10_02_a_job_of_ttr_0_leaves_in_its_place',
+         'test_v10_03_ttr_0_through_putmany_restore_get_and_list',
+         'test_v10_05_fails_attempts_overrides_the_jobs_and_get_shows_it',
+         'test_v10_06_fails_attempts_is_checked_and_a_refused_fail_stores_nothing',
+         'test_v10_07_own_ttr_tells_a_jobs_own_ttr_from_the_default'],
+}
+CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Upgrade)
+
+
+def expect_fail(libraries):
+    """Every case fixed after a library's version must fail on it."""
+    global LUA
+    held = []
+    for lib in libraries:
+        LUA = lib
+        c = Conn(SERVER.port)
+        harness.load(c, harness.library_source(lib))
+        version = c.check('FCALL', 'redisched_version', 0)
+        c.close()
+        names = {n for v, ns in FIXED_IN.items() if v > version for n in ns}
+        assert names, '%s (version %d) predates no change here' % (lib, version)
+        for cls in CLASSES:
+            for name in unittest.defaultTestLoader.getTestCaseNames(cls):
+                if name in names:
+                    r = unittest.TestResult()
+                    cls(name).run(r)
+                    if r.wasSuccessful():
+                        held.append((lib, name))
+                    print('%-8s %s' % ('passes' if r.wasSuccessful() else 'fails', name))
+                    names.discard(name)
+        assert not names, 'no such case: %r' % sorted(names)
+        n = len({x for v, ns in FIXED_IN.items() if v > version for x in ns})
+        print('%d of %d cases fail on %s (version %d)'
+              % (n - sum(1 for h in held if h[0] == lib), n, lib, version))
+    return 1 if held else 0
+
 
 def main():
-    global LUA, OLD, SERVER
+    global LUA, SERVER
     ap = argparse.ArgumentParser()
-    ap.add_argument('--lua', required=True)
-    ap.add_argument('--old', default=os.path.join(HERE, 'fixtures', 'redisched_v8.lua'))
+    ap.add_argument('--lua', required=True, nargs='+',
+                    help='the library; with --expect-fail, one or more older ones')
     ap.add_argument('--expect-fail', action='store_true')
     ap.add_argument('-v', action='store_true')
     a = ap.parse_args()
-    LUA, OLD = a.lua, a.old
+    if not a.expect_fail and len(a.lua) != 1:
+        ap.error('give one --lua library (several only with --expect-fail)')
+    LUA = a.lua[0]
     SERVER = RedisServer()
     try:
         loader = unittest.defaultTestLoader
         if a.expect_fail:
-            held = []
-            for cls in (Ordering, Limits, RefusedCallsChangeNothing, Settled):
-                for name in loader.getTestCaseNames(cls):
-                    if name in ISSUE_CASES:
-                        r = unittest.TestResult()
-                        cls(name).run(r)
-                        if r.wasSuccessful():
-                            held.append(name)
-                        print('%-8s %s' % ('passes' if r.wasSuccessful() else 'fails', name))
-            print('%d of %d cases fail on %s' % (len(ISSUE_CASES) - len(held), len(ISSUE_CASES), LUA))
-            return 1 if held else 0
+            return expect_fail(a.lua)
         suite = loader.loadTestsFromModule(sys.modules[__name__])
         r = unittest.TextTestRunner(verbosity=2 if a.v else 1).run(suite)
         if r.skipped:
