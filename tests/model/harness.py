@@ -156,8 +156,7 @@ def library_source(path, bounds=None, mutation=None):
         code, n = re.subn(r'\nlocal %s = \d+' % name, '\nlocal %s = %d' % (name, value), code)
         if n != 1:
             raise RuntimeError('cannot set %s in %s' % (name, path))
-    if mutation:
-        old, new = mutation
+    for old, new in mutation or ():  # a planted bug: edits, each matching once
         if code.count(old) != 1:
             raise RuntimeError('mutation does not match exactly once: %r' % old)
         code = code.replace(old, new)

@@ -704,7 +704,8 @@ def run_concurrent(seconds, threads, seed):
 
 # ---------------------------------------------------------------- mutants
 
-# Planted bugs: (name, text in lua/redisched.lua, replacement). Each must be caught.
+# Planted bugs: (name, text in lua/redisched.lua, replacement), or (name,
+# [(text, replacement), ...]) for a bug of several edits. Each must be caught.
 MUTANTS = [
     ('priority ignored in the ready order',
      'return (PRIO_MAX - prio) * TIME_SPAN + due', 'return PRIO_MAX * TIME_SPAN + due'),
@@ -752,15 +753,34 @@ MUTANTS = [
      "local seq, seqs = take_seq(k, count), {}"),
     ('promotion drops the priority', "zadd[#zadd + 1] = ready_score(struct.unpack('>I2', m, 8), d)",
      "zadd[#zadd + 1] = ready_score(0, d)"),
+    # Library version 10.
+    ('a job of TTR 0 is reserved like any other', '        if ttr == 0 then\n', '        if false then\n'),
+    ('a job of TTR 0 is handed out and kept',
+     "    if once then redis.call('HDEL', k.jobs, unpack(once)) end\n", ''),
+    ('fail\'s ATTEMPTS decides but is not stored',
+     "    if attempts == DEFAULT_ATTEMPTS then j.max = nil else j.max = attempts end\n  end\n"
+     "  local retry = not o.DEAD and j.made < max_attempts(j)",
+     "  end\n  local retry = not o.DEAD and j.made < (attempts or max_attempts(j))"),
+    ('fail\'s ATTEMPTS is stored after the decision',
+     [("  j.err = err\n  if attempts then", "  j.err = err\n  local decided_by = max_attempts(j)\n  if attempts then"),
+      ("local retry = not o.DEAD and j.made < max_attempts(j)", "local retry = not o.DEAD and j.made < decided_by")]),
+    ('own_ttr is 0 for a TTR equal to the default', "f[#f + 1] = j.ttr and 1 or 0",
+     "f[#f + 1] = (j.ttr and j.ttr ~= DEFAULT_TTR) and 1 or 0"),
 ]
+
+
+def edits(mutant):
+    """A planted bug's edits: [(text, replacement), ...]."""
+    return mutant[1] if len(mutant) == 2 else [mutant[1:]]
 
 
 def run_mutants(budget_each, seed, examples, steps, only=None):
     caught, missed = [], []
-    for name, old, new in MUTANTS:
+    for mutant in MUTANTS:
+        name = mutant[0]
         if only and only not in name:
             continue
-        Env.mutation = (old, new)
+        Env.mutation = edits(mutant)
         t = time.time()
         failures, chunks = run_sequential(budget_each, seed, examples, steps, shrink=False)
         took = time.time() - t
@@ -805,7 +825,7 @@ def main():
                   % (seed, len(caught), len(caught) + len(missed), time.time() - t))
             return 1 if missed else 0
         if a.only:
-            Env.mutation = next(m[1:] for m in MUTANTS if a.only in m[0])
+            Env.mutation = next(edits(m) for m in MUTANTS if a.only in m[0])
         failures, chunks = run_sequential(a.budget, seed, a.examples, a.steps, shrink=True,
                                           verbose=a.verbose)
         if a.verbose:
