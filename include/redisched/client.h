@@ -56,6 +56,36 @@ struct ClientOptions {
 template <class T>
 using Callback = std::function<void(Result<T>)>;
 
+// A subscription to a topic's wake-up signal (Client::watch). It ends when
+// cancelled or destroyed; it must not outlive its Client. Movable.
+class Subscription {
+ public:
+  Subscription() = default;
+  explicit Subscription(std::function<void()> cancel) : cancel_(std::move(cancel)) {}
+  ~Subscription() { cancel(); }
+  Subscription(Subscription&& o) noexcept : cancel_(std::move(o.cancel_)) { o.cancel_ = nullptr; }
+  Subscription& operator=(Subscription&& o) noexcept {
+    if (this != &o) {
+      cancel();
+      cancel_ = std::move(o.cancel_);
+      o.cancel_ = nullptr;
+    }
+    return *this;
+  }
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+
+  // No callback starts once it returns (one running on the I/O thread may
+  // finish). Any thread.
+  void cancel() {
+    if (cancel_) std::exchange(cancel_, nullptr)();
+  }
+  explicit operator bool() const { return static_cast<bool>(cancel_); }
+
+ private:
+  std::function<void()> cancel_;
+};
+
 class Client {
  public:
   // Connects, and loads the Functions library when Redis lacks it or holds
@@ -132,6 +162,15 @@ class Client {
   std::vector<std::string> topics();
   // The Redis server's clock.
   std::int64_t now_ms();
+  // Listens to a topic's wake-up signal (docs/redis-api.md, "Wake-up
+  // signal"): on_signal(due_ms) each time a call made a job of the topic
+  // ready or scheduled one (due_ms: when it is due, maybe already past), and
+  // on_ready() once the subscription is in place and again after every
+  // reconnection (signals sent meanwhile were lost: look again). Callbacks
+  // run on the client's I/O thread and must not block. Any thread.
+  Subscription watch(std::string_view topic, std::function<void(std::int64_t due_ms)> on_signal,
+                     std::function<void()> on_ready = {});
+
   // The version of the Functions library Redis holds (redisched_version):
   // one read-only call that says Redis answers and the library is there.
   int library_version();

@@ -2,6 +2,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <charconv>
 #include <thread>
 
 #include "core/codec.h"
@@ -112,16 +113,30 @@ class Client::Impl {
   void call(std::string_view route, const core::Command& cmd, Parse parse, Callback<T> done) {
     std::string resp;
     cmd.encode(resp);
-    link_->send(route, std::move(resp),
-                [parse, done = std::move(done)](std::error_code ec, Reply reply) {
-                  if (ec) return done(Error(static_cast<Errc>(ec.value()), reply.str));
-                  if (reply.is_error()) return done(core::error_from_reply(reply.str));
-                  try {
-                    done(parse(reply));
-                  } catch (const Error& e) {
-                    done(e);
-                  }
-                });
+    link_->send(route, std::move(resp), answer<T>(std::move(parse), std::move(done)));
+  }
+
+  // The same, to one node of the link (commands every node must run).
+  template <class T, class Parse>
+  void call_node(std::size_t node, const core::Command& cmd, Parse parse, Callback<T> done) {
+    std::string resp;
+    cmd.encode(resp);
+    link_->send_to_node(node, std::move(resp), answer<T>(std::move(parse), std::move(done)));
+  }
+
+  // Turns the link's answer into done's Result: a transport failure, an
+  // error reply (core::error_from_reply), or parse's value or Error.
+  template <class T, class Parse>
+  static redis::Handler answer(Parse parse, Callback<T> done) {
+    return [parse = std::move(parse), done = std::move(done)](std::error_code ec, Reply reply) {
+      if (ec) return done(Error(static_cast<Errc>(ec.value()), reply.str));
+      if (reply.is_error()) return done(core::error_from_reply(reply.str));
+      try {
+        done(parse(reply));
+      } catch (const Error& e) {
+        done(e);
+      }
+    };
   }
 
   // Splits items into calls of at most kBatchMax, in order; done gets all
@@ -154,6 +169,8 @@ class Client::Impl {
       cmd.add("MAXBODY").add(static_cast<std::int64_t>(opts.max_body));
     }
   }
+
+  redis::Link& link() { return *link_; }
 
   ClientOptions opts;
 
@@ -278,16 +295,18 @@ REDISCHED_WRAP(ListPage, list,
                (topic, state, offset, count, with_bodies, std::move(cb)))
 
 namespace {
-// A SCAN over every topic's meta hash, one page at a time, on the client's
-// I/O thread; done gets the sorted topics.
+// A SCAN over every topic's meta hash on every node of the link, one page at
+// a time; done gets the sorted topics.
 struct TopicScan : std::enable_shared_from_this<TopicScan> {
-  std::function<void(std::string_view, Callback<redis::Reply>)> scan_page;
+  std::function<void(std::size_t, std::string_view, Callback<redis::Reply>)> scan_page;
+  std::size_t nodes = 1;
+  std::size_t node = 0;
   std::string prefix;
   std::vector<std::string> found;
   Callback<std::vector<std::string>> done;
 
   void next(std::string_view cursor) {
-    scan_page(cursor, [self = shared_from_this()](Result<redis::Reply> r) {
+    scan_page(node, cursor, [self = shared_from_this()](Result<redis::Reply> r) {
       if (!r.ok()) return self->done(r.error());
       const Reply& page = r.value();
       if (page.type != Reply::Type::array || page.elements.size() != 2) {
@@ -298,6 +317,7 @@ struct TopicScan : std::enable_shared_from_this<TopicScan> {
         if (!topic.empty()) self->found.emplace_back(topic);
       }
       if (page.elements[0].str != "0") return self->next(page.elements[0].str);
+      if (++self->node < self->nodes) return self->next("0");
       std::sort(self->found.begin(), self->found.end());
       self->found.erase(std::unique(self->found.begin(), self->found.end()), self->found.end());
       self->done(std::move(self->found));
@@ -310,17 +330,34 @@ void Client::topics_async(Callback<std::vector<std::string>> done) {
   auto scan = std::make_shared<TopicScan>();
   scan->prefix = impl_->opts.prefix;
   scan->done = std::move(done);
+  scan->nodes = impl_->link().nodes();
   const std::string pattern = impl_->opts.prefix + ":{*}:meta";
-  scan->scan_page = [this, pattern](std::string_view cursor, Callback<Reply> cb) {
+  scan->scan_page = [this, pattern](std::size_t node, std::string_view cursor, Callback<Reply> cb) {
     core::Command cmd;
     cmd.add("SCAN").add(cursor).add("MATCH").add(pattern).add("COUNT").add("1000").add("TYPE").add(
         "hash");
-    impl_->call<Reply>(
-        "", cmd, [](const Reply& r) { return r; }, std::move(cb));
+    impl_->call_node<Reply>(
+        node, cmd, [](const Reply& r) { return r; }, std::move(cb));
   };
   scan->next("0");
 }
 REDISCHED_WRAP(std::vector<std::string>, topics, (), (std::move(cb)))
+
+Subscription Client::watch(std::string_view topic,
+                           std::function<void(std::int64_t due_ms)> on_signal,
+                           std::function<void()> on_ready) {
+  core::check_topic(topic);
+  auto& link = impl_->link();
+  const std::uint64_t id = link.subscribe(
+      core::wake_channel(impl_->opts.prefix, topic),
+      [on_signal = std::move(on_signal)](const std::string& payload) {
+        std::int64_t due = 0;
+        auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), due);
+        if (ec == std::errc() && end == payload.data() + payload.size()) on_signal(due);
+      },
+      std::move(on_ready));
+  return Subscription([&link, id] { link.unsubscribe(id); });
+}
 
 void Client::library_version_async(Callback<int> done) {
   core::Command cmd;

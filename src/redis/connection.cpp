@@ -1,5 +1,7 @@
 #include "redis/connection.h"
 
+#include <spdlog/spdlog.h>
+
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -17,7 +19,10 @@
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <deque>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "redis/command.h"
@@ -51,11 +56,20 @@ bool is_push(const Reply& r) {
          (r.elements[0].str == "smessage" || r.elements[0].str == "message");
 }
 
+// A subscriber connection's two hooks: pub/sub messages (smessage arrays) go
+// to on_push instead of to a caller, and on_up runs each time the
+// connection is (re)established, to subscribe again.
+struct PushHooks {
+  std::function<void(const Reply&)> on_push;
+  std::function<void()> on_up;
+};
+
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(asio::io_context& io, ConnectionConfig config)
+  Connection(asio::io_context& io, ConnectionConfig config, PushHooks hooks = {})
       : io_(io),
         cfg_(std::move(config)),
+        hooks_(std::move(hooks)),
         wake_(io, 1),
         retry_(io),
         ssl_(asio::ssl::context::tls_client) {
@@ -238,7 +252,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       co_await with_timeout(handshake(stream, reader), "handshake");
       state_ = State::up;
       lost_.reset();
-      if (cfg_.on_up) cfg_.on_up();
+      if (hooks_.on_up) hooks_.on_up();
       co_await (until_lost(read_loop(stream, reader)) || until_lost(write_loop(stream)) ||
                 until_lost(watchdog()));
       co_return lost_.value_or(ConnectionLost{Errc::connection, "connection closed"});
@@ -315,8 +329,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const size_t n = co_await stream.async_read_some(asio::buffer(buf), use_awaitable);
       reader.feed(buf.data(), n);
       while (auto reply = reader.next()) {
-        if (cfg_.on_push && is_push(*reply)) {
-          cfg_.on_push(*reply);
+        if (hooks_.on_push && is_push(*reply)) {
+          hooks_.on_push(*reply);
           continue;
         }
         if (inflight_.empty()) throw ConnectionLost{Errc::protocol, "a reply nobody asked for"};
@@ -380,6 +394,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   asio::io_context& io_;
   ConnectionConfig cfg_;
+  PushHooks hooks_;
   // The writer sleeps on it; enqueue wakes it. (A channel, not a cancelled
   // timer: waking costs no timerfd update and no system call.)
   asio::experimental::channel<void(boost::system::error_code)> wake_;
@@ -395,9 +410,154 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool reloading_ = false;              // a FUNCTION LOAD is in flight
 };
 
+// The subscriptions of a link, on one subscriber connection of its own
+// (RESP2 keeps a subscribed connection from running commands), made when the
+// first one is asked for. On the I/O thread, but for what subscribe() and
+// unsubscribe() post to it.
+class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
+ public:
+  struct Watcher {
+    MessageHandler on_message;
+    ReadyHandler on_ready;
+    std::atomic<bool> active{true};
+  };
+
+  Subscriptions(asio::io_context& io, ConnectionConfig config)
+      : io_(io), config_(std::move(config)), retry_(io) {
+    config_.load_library = false;
+    config_.command_timeout = std::chrono::milliseconds{0};  // it waits for messages, not replies
+  }
+
+  void add(std::uint64_t id, const std::string& channel, std::shared_ptr<Watcher> w) {
+    if (closed_) return;
+    if (!conn_) start();
+    auto& watchers = channels_[channel];
+    const bool fresh = watchers.empty();
+    watchers.emplace(id, w);
+    owner_[id] = channel;
+    if (fresh) {
+      if (up_) send_subscribe(channel);
+    } else if (confirmed_.count(channel) > 0) {
+      if (w->active && w->on_ready) w->on_ready();  // the channel is there already
+    }
+  }
+
+  void remove(std::uint64_t id) {
+    auto it = owner_.find(id);
+    if (it == owner_.end()) return;
+    const std::string channel = it->second;
+    owner_.erase(it);
+    auto c = channels_.find(channel);
+    if (c == channels_.end()) return;
+    c->second.erase(id);
+    if (!c->second.empty()) return;
+    channels_.erase(c);
+    confirmed_.erase(channel);
+    if (up_) send(channel, "SUNSUBSCRIBE", [](std::error_code, Reply) {});
+  }
+
+  void close() {
+    closed_ = true;
+    retry_.cancel();
+    if (conn_) conn_->close();
+  }
+
+ private:
+  void start() {
+    auto weak = weak_from_this();
+    PushHooks hooks;
+    hooks.on_push = [weak](const Reply& r) {
+      if (auto self = weak.lock()) self->deliver(r.elements[1].str, r.elements[2].str);
+    };
+    hooks.on_up = [weak] {
+      if (auto self = weak.lock()) self->on_up();
+    };
+    conn_ = std::make_shared<Connection>(io_, config_, std::move(hooks));
+    conn_->start();
+  }
+
+  // (Re)connected: every channel is asked for again.
+  void on_up() {
+    up_ = true;
+    confirmed_.clear();
+    for (const auto& [channel, watchers] : channels_) send_subscribe(channel);
+  }
+
+  void send(const std::string& channel, std::string_view verb, Handler done) {
+    const std::string_view words[] = {verb, channel};
+    std::string cmd;
+    append_command(cmd, words);
+    conn_->enqueue(cmd, std::move(done));
+  }
+
+  void send_subscribe(const std::string& channel) {
+    send(channel, "SSUBSCRIBE",
+         [this, self = shared_from_this(), channel](std::error_code ec, Reply r) {
+           if (ec) {  // the connection dropped; on_up asks again
+             up_ = false;
+             return;
+           }
+           if (channels_.count(channel) == 0) return;  // nobody wants it any more
+           if (r.is_error()) {
+             // Refused (an ACL without the channel, a node that does not own it):
+             // not subscribed. Ask again later rather than sleep on a channel
+             // that never speaks.
+             spdlog::error("redisched: Redis refused to subscribe to {}: {} (asking again)",
+                           channel, r.str);
+             refused_.insert(channel);
+             retry_refused();
+             return;
+           }
+           confirmed_.insert(channel);
+           for (const auto& [id, w] : channels_[channel]) {
+             if (w->active && w->on_ready) w->on_ready();
+           }
+         });
+  }
+
+  void retry_refused() {
+    if (retrying_) return;
+    retrying_ = true;
+    retry_.expires_after(std::chrono::seconds(3));
+    retry_.async_wait([this, self = shared_from_this()](boost::system::error_code ec) {
+      retrying_ = false;
+      if (ec || closed_) return;
+      std::set<std::string> again;
+      again.swap(refused_);
+      for (const auto& channel : again) {
+        if (up_ && channels_.count(channel) > 0) send_subscribe(channel);
+      }
+    });
+  }
+
+  void deliver(const std::string& channel, const std::string& payload) {
+    auto it = channels_.find(channel);
+    if (it == channels_.end()) return;
+    // A copy: a callback may unsubscribe (itself or others).
+    std::vector<std::shared_ptr<Watcher>> watchers;
+    for (const auto& [id, w] : it->second) watchers.push_back(w);
+    for (const auto& w : watchers) {
+      if (w->active) w->on_message(payload);
+    }
+  }
+
+  asio::io_context& io_;
+  ConnectionConfig config_;
+  asio::steady_timer retry_;
+  std::shared_ptr<Connection> conn_;
+  bool up_ = false;
+  bool closed_ = false;
+  bool retrying_ = false;
+  std::map<std::string, std::map<std::uint64_t, std::shared_ptr<Watcher>>> channels_;
+  std::map<std::uint64_t, std::string> owner_;
+  std::set<std::string> confirmed_;
+  std::set<std::string> refused_;
+};
+
 class NodeLink final : public Link {
  public:
-  NodeLink(asio::io_context& io, const ConnectionConfig& config, int connections) : io_(io) {
+  NodeLink(asio::io_context& io, const ConnectionConfig& config, int connections)
+      : io_(io), subscriptions_(std::make_shared<Subscriptions>(io, config)) {
     for (int i = 0; i < std::max(connections, 1); ++i) {
       conns_.push_back(std::make_shared<Connection>(io, config));
       conns_.back()->start();
@@ -413,14 +573,52 @@ class NodeLink final : public Link {
                      done = std::move(done)]() mutable { c->enqueue(command, std::move(done)); });
   }
 
+  std::size_t nodes() const override { return 1; }
+
+  void send_to_node(std::size_t, std::string command, Handler done) override {
+    send("", std::move(command), std::move(done));
+  }
+
+  std::uint64_t subscribe(const std::string& channel, MessageHandler on_message,
+                          ReadyHandler on_ready) override {
+    const std::uint64_t id = ++next_id_;
+    auto w = std::make_shared<Subscriptions::Watcher>();
+    w->on_message = std::move(on_message);
+    w->on_ready = std::move(on_ready);
+    {
+      std::lock_guard lock(mu_);
+      watchers_[id] = w;
+    }
+    asio::post(io_, [s = subscriptions_, id, channel, w] { s->add(id, channel, w); });
+    return id;
+  }
+
+  void unsubscribe(std::uint64_t id) override {
+    std::shared_ptr<Subscriptions::Watcher> w;
+    {
+      std::lock_guard lock(mu_);
+      auto it = watchers_.find(id);
+      if (it == watchers_.end()) return;
+      w = std::move(it->second);
+      watchers_.erase(it);
+    }
+    w->active = false;  // no callback starts from here on
+    asio::post(io_, [s = subscriptions_, id] { s->remove(id); });
+  }
+
   void close() override {
     if (closed_.exchange(true)) return;
     for (auto& c : conns_) asio::post(io_, [c] { c->close(); });
+    asio::post(io_, [s = subscriptions_] { s->close(); });
   }
 
  private:
   asio::io_context& io_;
   std::vector<std::shared_ptr<Connection>> conns_;
+  std::shared_ptr<Subscriptions> subscriptions_;
+  std::atomic<std::uint64_t> next_id_{0};
+  std::mutex mu_;
+  std::map<std::uint64_t, std::shared_ptr<Subscriptions::Watcher>> watchers_;  // GUARDED_BY(mu_)
   std::atomic<bool> closed_{false};
 };
 

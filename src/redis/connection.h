@@ -3,6 +3,8 @@
 // checked once per connection and loaded when missing or older.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -10,7 +12,6 @@
 
 #include "redis/reply.h"
 #include "redis/url.h"
-#include "redisched/job.h"
 
 namespace boost::asio {
 class io_context;
@@ -20,16 +21,11 @@ namespace redisched::redis {
 
 struct ConnectionConfig {
   Endpoint endpoint;
-  Millis connect_timeout{5000};
-  Millis command_timeout{10000};  // 0 = none
-  Millis reconnect_min{50};
-  Millis reconnect_max{2000};
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds command_timeout{10000};  // 0 = none
+  std::chrono::milliseconds reconnect_min{50};
+  std::chrono::milliseconds reconnect_max{2000};
   bool load_library = true;  // check and load lua/redisched.lua on connect
-  // Subscriber connections: pub/sub messages (smessage/message arrays) go
-  // here instead of to a caller, and on_up runs on the I/O thread each time
-  // the connection is (re)established, to subscribe again.
-  std::function<void(const Reply&)> on_push;
-  std::function<void()> on_up;
 };
 
 // Called once per command on the I/O thread. On a transport failure ec is
@@ -38,16 +34,42 @@ struct ConnectionConfig {
 // an error reply).
 using Handler = std::function<void(std::error_code ec, Reply reply)>;
 
-// Where commands go. One Redis node today; a Redis Cluster router can take
-// its place (routing by the key each command names) without the Client
-// changing.
+// A message of a subscribed channel (its payload), and the news that a
+// subscription is (again) in place.
+using MessageHandler = std::function<void(const std::string& payload)>;
+using ReadyHandler = std::function<void()>;
+
+// Where commands and subscriptions go: the seam between the Client and the
+// nodes. One Redis node today (make_node_link); a Redis Cluster link takes
+// its place, routing by the key each command names and each channel's slot,
+// without the Client, the Worker or the server changing.
 class Link {
  public:
   virtual ~Link() = default;
   // Sends one RESP-encoded command; any thread. Replies come in the order
-  // of sends from one thread. route_key names a key of the command (for a
-  // cluster router); empty for keyless commands.
+  // of sends from one thread. route_key names a key of the command (its
+  // node); empty for a command any node may answer.
   virtual void send(std::string_view route_key, std::string command, Handler done) = 0;
+
+  // The nodes that hold keys, for commands every one of them must run (SCAN
+  // for topics): node is 0..nodes()-1. Any thread.
+  virtual std::size_t nodes() const = 0;
+  virtual void send_to_node(std::size_t node, std::string command, Handler done) = 0;
+
+  // Subscribes to a shard channel (SSUBSCRIBE, on the node that owns it).
+  // Any thread. on_message and on_ready run on the link's I/O thread;
+  // on_ready runs once Redis confirmed the subscription and again after
+  // every reconnection (messages published meanwhile were lost: look
+  // again). A subscription Redis refuses (an ACL without the channel, say)
+  // is not confirmed: it is asked for again, every few seconds, and logged.
+  // Returns the id unsubscribe takes.
+  virtual std::uint64_t subscribe(const std::string& channel, MessageHandler on_message,
+                                  ReadyHandler on_ready) = 0;
+  // Any thread. No callback of the subscription starts after it returns
+  // (one running on the I/O thread may finish). The channel is left once
+  // nobody subscribes to it.
+  virtual void unsubscribe(std::uint64_t id) = 0;
+
   // Fails what is pending with Errc::closed and stops reconnecting.
   virtual void close() = 0;
 };

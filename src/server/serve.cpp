@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "embedded/redis_process.h"
-#include "redis/url.h"
 #include "server/api.h"
 #include "server/census.h"
 #include "server/dashboard.h"
@@ -116,10 +115,8 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   co.connections = 2;
   Client client(co);
 
-  redis::ConnectionConfig hub_config;
-  hub_config.endpoint = redis::parse_url(url);
-  WakeHub hub(hub_config, r.prefix);
   asio::io_context io(o.threads);
+  WakeHub hub(client, asio::make_strand(io));
   Metrics metrics;
   Census census(client);
   Pusher pusher(io, co, metrics);

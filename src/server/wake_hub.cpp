@@ -1,117 +1,99 @@
 #include "server/wake_hub.h"
 
-#include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
-
-#include "core/keys.h"
-#include "redis/subscriber.h"
+#include "server/async_util.h"
 
 namespace redisched::server {
 
 namespace asio = boost::asio;
 
-WakeHub::WakeHub(redis::ConnectionConfig config, std::string prefix)
-    : prefix_(std::move(prefix)), work_(asio::make_work_guard(io_)) {
-  subscriber_ = std::make_unique<redis::Subscriber>(
-      io_, std::move(config),
-      [this](const std::string& channel, const std::string&) { wake(channel); },
-      [this] { wake_all(); });  // (re)subscribed: signals may have been missed
+WakeHub::WakeHub(Client& client, const asio::any_io_executor& ex)
+    : client_(client),
+      trim_timer_(std::make_shared<asio::steady_timer>(ex)),
+      alive_(std::make_shared<bool>(true)) {
   schedule_trim();
-  thread_ = std::thread([this] { io_.run(); });
-}
-
-void WakeHub::schedule_trim() {
-  trim_timer_.expires_after(std::chrono::seconds(2));
-  trim_timer_.async_wait([this](boost::system::error_code ec) {
-    if (ec) return;
-    std::vector<std::string> unused;
-    {
-      std::lock_guard lock(mu_);
-      for (auto it = subscribed_.begin(); it != subscribed_.end();) {
-        if (waiting_.count(*it) == 0) {
-          unused.push_back(*it);
-          it = subscribed_.erase(it);
-        } else {
-          ++it;
-        }
-      }
-    }
-    // A watch() after the erase subscribes again: its post comes after this.
-    for (const auto& c : unused) subscriber_->unsubscribe(c);
-    schedule_trim();
-  });
-}
-
-std::size_t WakeHub::subscriptions() {
-  std::lock_guard lock(mu_);
-  return subscribed_.size();
 }
 
 WakeHub::~WakeHub() {
-  asio::post(io_, [this] {
-    trim_timer_.cancel();
-    subscriber_->close();
-  });
-  work_.reset();
-  io_.stop();
-  thread_.join();
+  *alive_ = false;
+  trim_timer_->cancel();
+  std::map<std::string, Watched> gone;
+  std::lock_guard lock(mu_);
+  gone.swap(topics_);
+}
+
+// Every two seconds: unwatch the topics no waiter needs, so that the
+// subscriptions are bounded by the topics waited on now.
+void WakeHub::schedule_trim() {
+  trim_timer_->expires_after(std::chrono::seconds(2));
+  trim_timer_->async_wait(
+      [this, alive = alive_, timer = trim_timer_](boost::system::error_code ec) {
+        if (ec || !*alive) return;
+        std::vector<Subscription> unused;  // ended outside the lock
+        {
+          std::lock_guard lock(mu_);
+          for (auto it = topics_.begin(); it != topics_.end();) {
+            if (it->second.waiting.empty()) {
+              unused.push_back(std::move(it->second.subscription));
+              it = topics_.erase(it);
+            } else {
+              ++it;
+            }
+          }
+        }
+        schedule_trim();
+      });
 }
 
 std::shared_ptr<WakeHub::Ticket> WakeHub::watch(const std::string& topic,
                                                 const asio::any_io_executor& ex) {
-  auto t = std::make_shared<Ticket>(ex);
-  t->channel = core::wake_channel(prefix_, topic);
+  auto t = std::make_shared<Ticket>(Ticket{topic, OneShot::make(ex)});
   std::lock_guard lock(mu_);
-  waiting_[t->channel].insert(t);
-  if (subscribed_.insert(t->channel).second) {
-    asio::post(io_, [this, channel = t->channel] { subscriber_->subscribe(channel); });
+  auto& w = topics_[topic];
+  w.waiting.insert(t);
+  if (!w.subscription) {
+    // A signal wakes the topic's waiters; so does a (re)subscription, since
+    // signals sent before it were lost.
+    w.subscription = client_.watch(
+        topic, [this, topic](std::int64_t) { wake(topic); }, [this, topic] { wake(topic); });
   }
   return t;
 }
 
 void WakeHub::forget(const std::shared_ptr<Ticket>& t) {
   std::lock_guard lock(mu_);
-  auto it = waiting_.find(t->channel);
-  if (it == waiting_.end()) return;
-  it->second.erase(t);
-  if (it->second.empty()) waiting_.erase(it);
+  auto it = topics_.find(t->topic);
+  if (it != topics_.end()) it->second.waiting.erase(t);
 }
 
 asio::awaitable<void> WakeHub::wait(std::shared_ptr<Ticket> t,
                                     std::chrono::steady_clock::time_point until) {
-  if (!t->woken) {
-    t->timer.expires_at(until);
-    boost::system::error_code ignored;
-    co_await t->timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
-  }
+  co_await t->woken->wait(until);
   forget(t);
 }
 
-void WakeHub::wake(const std::string& channel) {
+void WakeHub::wake(const std::string& topic) {
   std::set<std::shared_ptr<Ticket>> woken;
   {
     std::lock_guard lock(mu_);
-    auto it = waiting_.find(channel);
-    if (it == waiting_.end()) return;
-    woken.swap(it->second);
-    waiting_.erase(it);
+    auto it = topics_.find(topic);
+    if (it == topics_.end()) return;
+    woken.swap(it->second.waiting);
   }
-  for (const auto& t : woken) {
-    asio::post(t->timer.get_executor(), [t] {
-      t->woken = true;
-      t->timer.cancel();
-    });
-  }
+  for (const auto& t : woken) t->woken->fire();
 }
 
 void WakeHub::wake_all() {
-  std::vector<std::string> channels;
+  std::vector<std::string> topics;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [channel, tickets] : waiting_) channels.push_back(channel);
+    for (const auto& [topic, w] : topics_) topics.push_back(topic);
   }
-  for (const auto& c : channels) wake(c);
+  for (const auto& t : topics) wake(t);
+}
+
+std::size_t WakeHub::subscriptions() {
+  std::lock_guard lock(mu_);
+  return topics_.size();
 }
 
 }  // namespace redisched::server

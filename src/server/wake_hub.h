@@ -1,6 +1,7 @@
 // Long-poll reserve: waits for the same wake-up signal as the Worker
-// (docs/redis-api.md, "Wake-up signal"), on one subscriber connection for
-// the whole server, instead of polling.
+// (docs/redis-api.md, "Wake-up signal") through the Client's watch(), one
+// subscription per topic waited on, shared by every waiter on it, instead of
+// polling. A topic nobody waits on is unwatched within a few seconds.
 //
 //   auto t = hub.watch(topic, executor);   // before the reserve, so no signal falls between
 //   reserve... nothing? co_await hub.wait(t, until);
@@ -8,64 +9,58 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
-#include <thread>
-#include <unordered_map>
 
-#include "redis/connection.h"
-
-namespace redisched::redis {
-class Subscriber;
-}
+#include "redisched/client.h"
 
 namespace redisched::server {
+
+class OneShot;
 
 class WakeHub {
  public:
   struct Ticket {
-    explicit Ticket(const boost::asio::any_io_executor& ex) : timer(ex) {}
-    boost::asio::steady_timer timer;
-    bool woken = false;  // on the timer's executor
-    std::string channel;
+    std::string topic;
+    std::shared_ptr<OneShot> woken;  // on the waiter's executor
   };
 
-  WakeHub(redis::ConnectionConfig config, std::string prefix);
+  // The trim timer runs on ex.
+  WakeHub(Client& client, const boost::asio::any_io_executor& ex);
   ~WakeHub();
   WakeHub(const WakeHub&) = delete;
   WakeHub& operator=(const WakeHub&) = delete;
 
+  // Any thread; ex is the waiter's.
   std::shared_ptr<Ticket> watch(const std::string& topic, const boost::asio::any_io_executor& ex);
   // Until a signal for the topic (since watch), or until. Then the ticket is
   // forgotten: watch again before the next reserve.
   boost::asio::awaitable<void> wait(std::shared_ptr<Ticket> ticket,
                                     std::chrono::steady_clock::time_point until);
   void forget(const std::shared_ptr<Ticket>& ticket);
-  // Wakes every waiter (shutting down, or resubscribed).
+  // Wakes every waiter (shutting down).
   void wake_all();
-  // Channels subscribed now: those waited on lately (tests).
+  // Topics watched now: those waited on lately (tests).
   std::size_t subscriptions();
 
  private:
-  void wake(const std::string& channel);
-  // Every few seconds: drops the subscriptions no waiter needs, so they are
-  // bounded by the topics waited on now, not by every topic ever waited on.
+  struct Watched {
+    Subscription subscription;
+    std::set<std::shared_ptr<Ticket>> waiting;
+  };
+  void wake(const std::string& topic);
   void schedule_trim();
 
-  std::string prefix_;
-  boost::asio::io_context io_;
-  std::unique_ptr<redis::Subscriber> subscriber_;
+  Client& client_;
   std::mutex mu_;
-  std::unordered_map<std::string, std::set<std::shared_ptr<Ticket>>> waiting_;
-  std::set<std::string> subscribed_;  // GUARDED_BY(mu_)
-  boost::asio::steady_timer trim_timer_{io_};
-  std::thread thread_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work_;
+  std::map<std::string, Watched> topics_;  // GUARDED_BY(mu_)
+  std::shared_ptr<boost::asio::steady_timer> trim_timer_;
+  std::shared_ptr<bool> alive_;  // the trim timer's handler checks it
 };
 
 }  // namespace redisched::server

@@ -13,7 +13,6 @@
 #include "core/codec.h"
 #include "core/keys.h"
 #include "core/limits.h"
-#include "redis/subscriber.h"
 #include "worker/topic_runner.h"
 
 namespace redisched {
@@ -83,27 +82,18 @@ class Worker::Impl {
     if (started) throw Error(Errc::invalid_argument, "a Worker runs once");
     if (topics.empty()) throw Error(Errc::invalid_argument, "no handlers: call handle() first");
     started = true;
-    redis::ConnectionConfig config;
-    config.endpoint = redis::parse_url(client.options().redis_url);
-    config.connect_timeout = client.options().connect_timeout;
-    config.reconnect_min = client.options().reconnect_min;
-    config.reconnect_max = client.options().reconnect_max;
-    subscriber = std::make_unique<redis::Subscriber>(
-        io, config,
-        [this](const std::string& channel, const std::string& payload) {
-          auto it = by_channel.find(channel);
-          std::int64_t due = 0;
-          auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), due);
-          if (it != by_channel.end() && ec == std::errc()) it->second->on_signal(due);
-        },
-        // Subscribed (again): anything published meanwhile was missed.
-        [this] {
-          for (auto& t : topics) t->look();
-        });
     for (auto& t : topics) t->start();
-    asio::post(io, [this] {
-      for (const auto& [channel, t] : by_channel) subscriber->subscribe(channel);
-    });
+    // A topic's wake-ups come through the Client; a (re)subscription means
+    // signals may have been missed, so the topic looks again.
+    for (auto& t : topics) {
+      worker::TopicRunner* runner = t.get();
+      subscriptions.push_back(client.watch(
+          runner->topic(),
+          [this, runner](std::int64_t due) {
+            asio::post(io, [runner, due] { runner->on_signal(due); });
+          },
+          [this, runner] { asio::post(io, [runner] { runner->look(); }); }));
+    }
     control = std::thread([this] {
       t_worker_thread = true;
       io.run();
@@ -135,13 +125,12 @@ class Worker::Impl {
       std::unique_lock l(shared.mu);
       shared.changed.wait(l, [this] { return shared.calls == 0; });
     }
+    subscriptions.clear();  // no callback starts from here on
     on_control([this] {
       for (auto& t : topics) t->close();
-      subscriber->close();
     });
     work.reset();
     control.join();
-    subscriber.reset();
     running = false;
   }
 
@@ -161,9 +150,9 @@ class Worker::Impl {
   worker::Shared shared;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
   std::thread control;
-  std::unique_ptr<redis::Subscriber> subscriber;
   std::vector<std::unique_ptr<worker::TopicRunner>> topics;
   std::unordered_map<std::string, worker::TopicRunner*> by_channel;
+  std::vector<Subscription> subscriptions;
   std::mutex lifecycle;
   bool started = false;
   std::atomic<bool> running{false};

@@ -15,7 +15,6 @@
 #include <string_view>
 
 #include "core/text.h"
-#include "redis/url.h"
 #include "server/api.h"
 #include "server/census.h"
 #include "server/metrics.h"
@@ -51,9 +50,7 @@ struct World {
         options, std::make_unique<test::FakeLink>([](const std::vector<std::string>& words) {
           return test::canned_reply(words, g_choice++);
         }));
-    redis::ConnectionConfig config;
-    config.endpoint = redis::parse_url(options.redis_url);
-    hub = std::make_unique<WakeHub>(config, "redisched");
+    hub = std::make_unique<WakeHub>(*client, background.get_executor());
     pusher = std::make_unique<Pusher>(background, options, metrics);
     census = std::make_unique<Census>(*client);
     sweeper = std::make_unique<Sweeper>(background, *client, *census, metrics);

@@ -10,6 +10,7 @@
 
 #include "testutil/expect_error.h"
 #include "testutil/redis_server.h"
+#include "testutil/wait.h"
 
 namespace redisched {
 namespace {
@@ -35,6 +36,41 @@ class ClientTest : public ::testing::Test {
   Client client_{options_for(shared_redis())};
   std::string topic_ = unique_topic();
 };
+
+// watch(): the topic's wake-up signal through the Client, with the due time
+// of what a put scheduled; nothing once the subscription is cancelled.
+TEST_F(ClientTest, WatchHearsTheTopicsSignalUntilCancelled) {
+  std::atomic<int> ready{0};
+  std::mutex mu;
+  std::vector<std::int64_t> dues;
+  auto sub = client_.watch(
+      topic_,
+      [&](std::int64_t due) {
+        std::lock_guard lock(mu);
+        dues.push_back(due);
+      },
+      [&] { ++ready; });
+  ASSERT_TRUE(test::wait_until([&] { return ready.load() == 1; }));
+  JobSpec s;
+  s.id = "later";
+  s.body = "x";
+  s.due_at_ms = client_.now_ms() + 60000;
+  client_.put(topic_, s);
+  ASSERT_TRUE(test::wait_until([&] {
+    std::lock_guard lock(mu);
+    return dues.size() == 1;
+  }));
+  {
+    std::lock_guard lock(mu);
+    EXPECT_EQ(dues[0], *s.due_at_ms);
+  }
+  sub.cancel();
+  s.id = "unheard";
+  client_.put(topic_, s);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(dues.size(), 1u);
+}
 
 TEST_F(ClientTest, PutThenGetReturnsEveryField) {
   JobSpec s = job("need_some_help_email_42", "{\"user\":42}");

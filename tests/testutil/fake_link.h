@@ -17,11 +17,21 @@ class FakeLink : public redis::Link {
   explicit FakeLink(Answer answer) : answer_(std::move(answer)) {}
 
   void send(std::string_view route_key, std::string command, redis::Handler done) override;
+  std::size_t nodes() const override { return 1; }
+  void send_to_node(std::size_t, std::string command, redis::Handler done) override {
+    send("", std::move(command), std::move(done));
+  }
+  // Subscriptions are taken and never speak (a fake Redis publishes nothing).
+  std::uint64_t subscribe(const std::string&, redis::MessageHandler, redis::ReadyHandler) override {
+    return ++subscriptions_;
+  }
+  void unsubscribe(std::uint64_t) override {}
   void close() override { closed_ = true; }
 
  private:
   Answer answer_;
   bool closed_ = false;
+  std::uint64_t subscriptions_ = 0;
 };
 
 // Replies every function of the library could give (the shapes of
