@@ -133,9 +133,12 @@ class Client {
                   Millis delay = Millis{0}, std::optional<int> priority = std::nullopt);
   // The attempt failed: retry after the job's backoff (or after retry_delay
   // when given), or dead once its attempts are used up (at once with bury).
+  // max_attempts, when given, becomes the job's own before that decision
+  // (a handler's limit overriding the job's; get() then shows it).
   FailResult fail(std::string_view topic, std::string_view id, std::uint64_t token,
                   std::string_view error, bool bury = false,
-                  std::optional<Millis> retry_delay = std::nullopt);
+                  std::optional<Millis> retry_delay = std::nullopt,
+                  std::optional<int> max_attempts = std::nullopt);
   // Extends a reservation to now + ttr (0 = the job's own ttr).
   TouchResult touch(std::string_view topic, std::string_view id, std::uint64_t token,
                     Millis ttr = Millis{0});
@@ -214,10 +217,11 @@ class Client {
                                      std::optional<int> priority = std::nullopt);
   void fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
                   std::string_view error, bool bury, std::optional<Millis> retry_delay,
-                  Callback<FailResult> done);
+                  std::optional<int> max_attempts, Callback<FailResult> done);
   std::future<FailResult> fail_async(std::string_view topic, std::string_view id,
                                      std::uint64_t token, std::string_view error, bool bury = false,
-                                     std::optional<Millis> retry_delay = std::nullopt);
+                                     std::optional<Millis> retry_delay = std::nullopt,
+                                     std::optional<int> max_attempts = std::nullopt);
   void touch_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr,
                    Callback<TouchResult> done);
   std::future<TouchResult> touch_async(std::string_view topic, std::string_view id,

@@ -44,8 +44,10 @@ struct JobSpec {
   std::optional<Millis> delay{};            // due this long after now
   std::optional<std::int64_t> due_at_ms{};  // or at this time; not both
   int priority = 0;                         // 0..1000, higher first
-  std::optional<Millis> ttr{};              // time-to-run of a reservation
-  std::optional<int> max_attempts{};        // 1..1000
+  // Time-to-run of a reservation. 0: delivered at most once: reserve hands
+  // the job out and removes it in the same call (token 0, nothing to ack).
+  std::optional<Millis> ttr{};
+  std::optional<int> max_attempts{};  // 1..1000
   std::optional<Backoff> backoff{};
   PutMode mode = PutMode::create;
 };
@@ -62,7 +64,8 @@ struct Job {
   std::int64_t due_ms = 0;
   int attempts = 0;  // attempts that ended without success so far
   int max_attempts = 0;
-  Millis ttr{0};
+  Millis ttr{0};        // 0: delivered at most once (JobSpec::ttr)
+  bool own_ttr = true;  // ttr is the job's own; false: reserve's TTR, or the default, applies
   Backoff backoff;
   std::optional<std::string> error;  // the last failure's text
   // state == reserved:
@@ -80,8 +83,10 @@ struct Job {
 struct Reservation {
   std::string id;
   std::string body;
-  std::uint64_t token = 0;  // goes with ack, release, fail and touch
-  int attempt = 1;          // this attempt's number, from 1
+  // Goes with ack, release, fail and touch; 0 for a job put with ttr 0,
+  // which reserve handed out for good (nothing to settle).
+  std::uint64_t token = 0;
+  int attempt = 1;  // this attempt's number, from 1
   int max_attempts = 0;
   int priority = 0;
   std::int64_t created_ms = 0;

@@ -450,17 +450,19 @@ REDISCHED_WRAP(Outcome, release,
 
 void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
                         std::string_view error, bool bury, std::optional<Millis> retry_delay,
-                        Callback<FailResult> done) {
+                        std::optional<int> max_attempts, Callback<FailResult> done) {
   auto cmd = impl_->held("fail", topic, id, token);
   cmd.add(error);
   if (bury) cmd.add("DEAD");
   if (retry_delay) cmd.add("DELAY").add(retry_delay->count());
+  if (max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*max_attempts});
   impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(done));
 }
 REDISCHED_WRAP(FailResult, fail,
                (std::string_view topic, std::string_view id, std::uint64_t token,
-                std::string_view error, bool bury, std::optional<Millis> retry_delay),
-               (topic, id, token, error, bury, retry_delay, std::move(cb)))
+                std::string_view error, bool bury, std::optional<Millis> retry_delay,
+                std::optional<int> max_attempts),
+               (topic, id, token, error, bury, retry_delay, max_attempts, std::move(cb)))
 
 void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
                          Millis ttr, Callback<TouchResult> done) {
@@ -496,7 +498,7 @@ void Client::restore_async(std::string_view topic, const Job& job, bool replace,
                                                        : "ready";
   cmd.add(job.id).add(job.body).add(state).add(job.created_ms).add(std::int64_t{job.attempts});
   cmd.add("AT").add(job.due_ms).add("PRIORITY").add(std::int64_t{job.priority});
-  if (job.ttr.count() > 0) cmd.add("TTR").add(job.ttr.count());
+  if (job.own_ttr) cmd.add("TTR").add(job.ttr.count());  // else reserve's or the default
   if (job.max_attempts > 0) cmd.add("ATTEMPTS").add(std::int64_t{job.max_attempts});
   cmd.add("BACKOFF")
       .add(job.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential")

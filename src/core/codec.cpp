@@ -62,6 +62,8 @@ Job job_from_fields(const Reply& r) {
       j.max_attempts = static_cast<int>(to_int(v));
     else if (f == "ttr")
       j.ttr = Millis(to_int(v));
+    else if (f == "own_ttr")
+      j.own_ttr = to_int(v) != 0;
     else if (f == "backoff")
       j.backoff.kind = v.str == "fixed" ? BackoffKind::fixed : BackoffKind::exponential;
     else if (f == "backoff_base")

@@ -237,7 +237,8 @@ awaitable<Response> fail(ApiContext& ctx, Request& req, const Params& p) {
   }
   const bool dead = bool_field(body, "dead").value_or(false);
   auto f = co_await await_call<FailResult>([&](auto cb) {
-    ctx.client.fail_async(p.topic, p.id, token, error, dead, std::nullopt, std::move(cb));
+    ctx.client.fail_async(p.topic, p.id, token, error, dead, std::nullopt, std::nullopt,
+                          std::move(cb));
   });
   if (f.outcome == Outcome::ok) {
     ctx.metrics.job_event(f.state == JobState::dead ? "dead" : "failed", p.topic, p.id);

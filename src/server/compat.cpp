@@ -27,9 +27,6 @@ using Status = http::status;
 
 // A delay-queue job is re-armed after each ttr "forever" (up to this many times).
 constexpr int kDelayQueueAttempts = 1000;
-// A delay-queue job with ttr 0 is removed when popped; it is stored with
-// this time-to-run (a week less a millisecond), which /pop recognises.
-constexpr Millis kRemoveOnPop{limits::kTtrMax - 1};
 
 Response ok(const Request& req, const json::value& v, Status status = Status::ok) {
   return json_response(req, status, json::serialize(v));
@@ -166,8 +163,9 @@ awaitable<Response> push_route(ApiContext& ctx, Request& req, const Params&) {
     // Its job is {id, topic, delay, ttr, body} in seconds; it made up the
     // id (uuid.New()) whatever the client sent, and so do we.
     s.delay = Millis{seconds_field(o, "delay", Seconds::whole, limits::kDelayMax).value_or(0)};
-    const auto ttr = seconds_field(o, "ttr", Seconds::whole, limits::kTtrMax - 1000).value_or(0);
-    s.ttr = ttr > 0 ? Millis{ttr} : kRemoveOnPop;
+    // ttr 0: gone once popped, which a job put with TTR 0 is (reserve
+    // hands it out for good, in the same call).
+    s.ttr = Millis{seconds_field(o, "ttr", Seconds::whole, limits::kTtrMax).value_or(0)};
     s.max_attempts = kDelayQueueAttempts;
     s.backoff = Backoff{BackoffKind::fixed, Millis{0}, Millis{0}};
     auto id = co_await await_call<std::string>(
@@ -189,13 +187,8 @@ awaitable<Response> pop_route(ApiContext& ctx, Request& req, const Params& p) {
         [&](auto cb) { ctx.client.reserve_async(topic, 1, Millis{0}, std::move(cb)); });
     // Its message when the queue is empty was go-redis's "redis: nil".
     if (r.jobs.empty()) bad_request("no job at present (redis: nil)");
-    auto j = r.jobs.front();
-    ctx.sweeper.note(topic);
-    if (j.deadline_ms - r.now_ms == kRemoveOnPop.count()) {
-      co_await await_call<Outcome>(
-          [&](auto cb) { ctx.client.ack_async(topic, j.id, j.token, Millis{0}, std::move(cb)); });
-      j.token = 0;
-    }
+    const auto& j = r.jobs.front();
+    if (j.token != 0) ctx.sweeper.note(topic);
     ctx.metrics.job_event(j.token ? "reserved" : "pulled", topic, j.id);
     co_return dq_success(req, json::string(wire::printable(j.body)), pop_handle(topic, j));
   }

@@ -114,9 +114,9 @@ HeadScan scan_head(std::string_view data, std::size_t header_limit) {
   const auto end = data.find("\r\n\r\n");
   const auto line_end = data.find("\r\n");
   if ((line_end == std::string_view::npos ? data.size() : line_end) > kMaxRequestLine) {
-    scan.refusal = Refusal{http::status::uri_too_long, "too_large",
-                           "the request line is longer than " + std::to_string(kMaxRequestLine) +
-                               " bytes"};
+    scan.refusal =
+        Refusal{http::status::uri_too_long, "too_large",
+                "the request line is longer than " + std::to_string(kMaxRequestLine) + " bytes"};
     return scan;
   }
   // Lines end in CRLF (RFC 9112 §2.2 lets a server refuse a bare LF).

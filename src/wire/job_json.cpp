@@ -72,6 +72,7 @@ json::object job_json(const Job& j) {
   o["attempts"] = j.attempts;
   o["max_attempts"] = j.max_attempts;
   o["ttr"] = j.ttr.count();
+  o["own_ttr"] = j.own_ttr;
   o["backoff"] =
       json::object{{"kind", j.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential"},
                    {"base", j.backoff.base.count()},
@@ -133,7 +134,12 @@ Job job_from_json(const json::object& o) {
   j.due_ms = integer("due", 0, limits::kMsMax);
   j.attempts = small("attempts", 0, limits::kAttemptsMax);
   j.max_attempts = small("max_attempts", 1, limits::kAttemptsMax);
-  j.ttr = Millis{integer("ttr", 1, limits::kTtrMax)};
+  j.ttr = Millis{integer("ttr", 0, limits::kTtrMax)};
+  // Exports older than own_ttr said nothing: the ttr they give is kept as the job's.
+  if (auto it = o.find("own_ttr"); it != o.end()) {
+    if (!it->value().is_bool()) throw std::runtime_error("\"own_ttr\" must be true or false");
+    j.own_ttr = it->value().as_bool();
+  }
   if (auto it = o.find("backoff"); it != o.end()) {
     if (!it->value().is_object()) throw std::runtime_error("\"backoff\" must be an object");
     const auto& b = it->value().as_object();

@@ -48,7 +48,8 @@ void Shared::count_held(int delta) {
 // asynchronous handler ends it with done() (or by dropping it, a failure).
 class TopicRunner::Context final : public AsyncJob {
  public:
-  Context(TopicRunner& runner, Reservation job) : runner_(runner), job_(std::move(job)) {}
+  Context(TopicRunner& runner, Reservation job, std::uint64_t key)
+      : runner_(runner), job_(std::move(job)), key_(key) {}
   ~Context() override {
     if (!finished_.load()) {
       fail("the handler dropped the job without done()", false);
@@ -63,10 +64,11 @@ class TopicRunner::Context final : public AsyncJob {
 
   bool touch(Millis ttr) override {
     if (cancelled()) return false;
+    if (job_.token == 0) return true;  // handed out for good: no reservation to extend
     auto r = runner_.shared_.client.touch(runner_.topic_, job_.id, job_.token, ttr);
     if (r.outcome != Outcome::ok) return false;
     std::lock_guard lock(runner_.mu_);
-    if (auto it = runner_.running_.find(job_.token); it != runner_.running_.end()) {
+    if (auto it = runner_.running_.find(key_); it != runner_.running_.end()) {
       it->second.job.deadline_ms = r.deadline_ms;
     }
     return true;
@@ -75,7 +77,7 @@ class TopicRunner::Context final : public AsyncJob {
   void progress(int percent, std::string_view note) override {
     {
       std::lock_guard lock(runner_.mu_);
-      if (auto it = runner_.running_.find(job_.token); it != runner_.running_.end()) {
+      if (auto it = runner_.running_.find(key_); it != runner_.running_.end()) {
         it->second.progress = std::clamp(percent, 0, 100);
         it->second.note.assign(note);
       }
@@ -95,13 +97,13 @@ class TopicRunner::Context final : public AsyncJob {
 
   bool cancelled() const override {
     std::lock_guard lock(runner_.mu_);
-    auto it = runner_.running_.find(job_.token);
+    auto it = runner_.running_.find(key_);
     return runner_.cancelled_ || it == runner_.running_.end() || it->second.abandoned;
   }
 
   void done() override {
     if (finished_.exchange(true)) return;
-    runner_.finish(Finished{std::move(job_), verdict_, std::move(error_), delay_, false});
+    runner_.finish(Finished{std::move(job_), verdict_, std::move(error_), delay_, false, key_});
   }
 
   // Runs the handler; a throw fails the job with its text.
@@ -124,6 +126,7 @@ class TopicRunner::Context final : public AsyncJob {
   Verdict verdict_ = Verdict::ack;
   std::string error_;
   Millis delay_{0};
+  std::uint64_t key_;
   std::atomic<bool> finished_{false};
 };
 
@@ -151,15 +154,17 @@ void TopicRunner::start() {
 void TopicRunner::serve() {
   for (;;) {
     Reservation job;
+    std::uint64_t key = 0;
     {
       std::unique_lock lock(mu_);
       work_.wait(lock, [this] { return quit_ || !queue_.empty(); });
       if (queue_.empty()) return;
       job = queue_.front().job;
-      running_.emplace(job.token, std::move(queue_.front()));
+      key = queue_.front().key;
+      running_.emplace(key, std::move(queue_.front()));
       queue_.pop_front();
     }
-    Context ctx(*this, std::move(job));
+    Context ctx(*this, std::move(job), key);
     ctx.guard([&] { handler_(ctx); });
     ctx.done();
   }
@@ -167,17 +172,17 @@ void TopicRunner::serve() {
 
 // Starts asynchronous handlers on the jobs just queued (control thread).
 void TopicRunner::start_async() {
-  std::vector<Reservation> jobs;
+  std::vector<std::pair<Reservation, std::uint64_t>> jobs;
   {
     std::lock_guard lock(mu_);
     for (auto& r : queue_) {
-      jobs.push_back(r.job);
-      running_.emplace(r.job.token, std::move(r));
+      jobs.emplace_back(r.job, r.key);
+      running_.emplace(r.key, std::move(r));
     }
     queue_.clear();
   }
-  for (auto& job : jobs) {
-    auto ctx = std::make_shared<Context>(*this, std::move(job));
+  for (auto& [job, key] : jobs) {
+    auto ctx = std::make_shared<Context>(*this, std::move(job), key);
     ctx->guard([&] { async_handler_(ctx); });
   }
 }
@@ -186,7 +191,7 @@ void TopicRunner::finish(Finished f) {
   bool first = false;
   {
     std::lock_guard lock(mu_);
-    auto it = running_.find(f.job.token);
+    auto it = running_.find(f.key);
     f.dropped = it == running_.end();
     if (!f.dropped && it->second.abandoned) {
       // Cancelled while it ran: its handler has returned, so the job may go
@@ -301,30 +306,41 @@ void TopicRunner::on_reserved(Result<ReserveResult> r) {
   shared_.stats.reserved += static_cast<std::uint64_t>(n);
   if (n == 0) ++shared_.stats.empty_reserves;
   if (n > 0 && stopping_) {
-    // Cancelled while the reserve was on its way: straight back.
-    for (const auto& job : res.jobs) release_now(job);
-    return;
+    // Cancelled while the reserve was on its way: straight back, but for
+    // jobs handed out for good (ttr 0), which still run.
+    std::vector<Reservation> once;
+    for (auto& job : res.jobs) {
+      if (job.token == 0) {
+        once.push_back(std::move(job));
+      } else {
+        release_now(job);
+      }
+    }
+    if (once.empty()) return;
+    res.jobs = std::move(once);
   }
-  if (n > 0) {
-    std::int64_t first_deadline = res.jobs.front().deadline_ms;
-    held_ += n;
-    shared_.count_held(n);
+  if (!res.jobs.empty()) {
+    const int taken = static_cast<int>(res.jobs.size());
+    held_ += taken;
+    shared_.count_held(taken);
+    std::int64_t first_deadline = -1;
+    for (const auto& job : res.jobs) {
+      if (job.token != 0 && (first_deadline < 0 || job.deadline_ms < first_deadline)) {
+        first_deadline = job.deadline_ms;
+      }
+    }
     {
       std::lock_guard lock(mu_);
-      for (auto& job : res.jobs) {
-        first_deadline = std::min(first_deadline, job.deadline_ms);
-        const Millis ttr{std::max<std::int64_t>(job.deadline_ms - res.now_ms, 1)};
-        queue_.push_back(Running{std::move(job), ttr, 0, {}, false, false});
-      }
+      enqueue(res.jobs, res.now_ms);
     }
     if (async_handler_) {
       start_async();
-    } else if (n == 1) {
+    } else if (taken == 1) {
       work_.notify_one();
     } else {
       work_.notify_all();
     }
-    arm_sweep(first_deadline);
+    if (first_deadline >= 0) arm_sweep(first_deadline);
     arm_heartbeat();
   }
   if (stopping_) return;
@@ -333,6 +349,16 @@ void TopicRunner::on_reserved(Result<ReserveResult> r) {
     look();
   } else if (res.next_ms > 0) {
     arm(res.next_ms);
+  }
+}
+
+void TopicRunner::enqueue(std::vector<Reservation>& jobs, std::int64_t now_ms) {
+  // Tokens are below 2^53: keys from 2^62 on cannot meet one.
+  constexpr std::uint64_t kOnceKeys = std::uint64_t{1} << 62;
+  for (auto& job : jobs) {
+    const std::uint64_t key = job.token != 0 ? job.token : kOnceKeys + ++once_jobs_;
+    const Millis ttr{std::max<std::int64_t>(job.deadline_ms - now_ms, 1)};
+    queue_.push_back(Running{key, std::move(job), ttr, 0, {}, false, false});
   }
 }
 
@@ -409,8 +435,12 @@ void TopicRunner::arm_heartbeat() {
   bool any = false;
   {
     std::lock_guard lock(mu_);
-    for (const auto& r : queue_) tick = std::min(tick, r.ttr / 3), any = true;
-    for (const auto& [token, r] : running_) tick = std::min(tick, r.ttr / 3), any = true;
+    for (const auto& r : queue_) {
+      if (r.job.token != 0) tick = std::min(tick, r.ttr / 3), any = true;
+    }
+    for (const auto& [key, r] : running_) {
+      if (r.job.token != 0) tick = std::min(tick, r.ttr / 3), any = true;
+    }
   }
   if (!any) return;
   heartbeat_armed_ = true;
@@ -428,8 +458,9 @@ void TopicRunner::heartbeat() {
   std::vector<Reservation> due;
   {
     std::lock_guard lock(mu_);
-    for (auto& [token, r] : running_) {
-      if (!r.abandoned && !r.touching && r.job.deadline_ms - now < r.ttr.count() * 2 / 3) {
+    for (auto& [key, r] : running_) {
+      if (r.job.token != 0 && !r.abandoned && !r.touching &&
+          r.job.deadline_ms - now < r.ttr.count() * 2 / 3) {
         r.touching = true;
         due.push_back(r.job);
       }
@@ -440,9 +471,9 @@ void TopicRunner::heartbeat() {
         [this, job](Callback<TouchResult> cb) {
           shared_.client.touch_async(topic_, job.id, job.token, Millis{0}, std::move(cb));
         },
-        [this, token = job.token](Result<TouchResult> r) {
+        [this, key = job.token](Result<TouchResult> r) {
           std::lock_guard lock(mu_);
-          auto it = running_.find(token);
+          auto it = running_.find(key);
           if (it == running_.end()) return;
           it->second.touching = false;
           if (r.ok() && r.value().outcome == Outcome::ok) {
@@ -479,6 +510,10 @@ constexpr auto kErrorMax = static_cast<size_t>(limits::kErrorMax);
 void TopicRunner::settle(Finished f) {
   if (f.dropped) return;
   const Reservation& job = f.job;
+  if (job.token == 0) {  // handed out for good (ttr 0): nothing to settle
+    ++shared_.stats.acked;
+    return;
+  }
   switch (f.verdict) {
     case Verdict::ack:
       acks_.emplace_back(job.id, job.token);
@@ -499,14 +534,16 @@ void TopicRunner::settle(Finished f) {
       return;
     case Verdict::fail:
     case Verdict::bury: {
-      const bool bury =
-          f.verdict == Verdict::bury || (opts_.max_attempts && job.attempt >= *opts_.max_attempts);
+      // The handler's max_attempts goes with the call: it becomes the job's
+      // own, and the library decides between retry and dead by it.
+      const bool bury = f.verdict == Verdict::bury;
       std::optional<Millis> delay;
       if (opts_.backoff) delay = retry_delay(*opts_.backoff, job.attempt);
       if (f.error.size() > kErrorMax) f.error.resize(kErrorMax);
       call<FailResult>(
           [this, job, bury, delay, error = std::move(f.error)](Callback<FailResult> cb) {
-            shared_.client.fail_async(topic_, job.id, job.token, error, bury, delay, std::move(cb));
+            shared_.client.fail_async(topic_, job.id, job.token, error, bury, delay,
+                                      opts_.max_attempts, std::move(cb));
           },
           [this](Result<FailResult> r) {
             if (r.ok() && r.value().outcome == Outcome::ok) {
@@ -565,10 +602,14 @@ void TopicRunner::stop_taking() {
   due_timer_.cancel();
   sweep_timer_.cancel();
   retry_timer_.cancel();
+  // Waiting jobs go back, but for those handed out for good (ttr 0), which
+  // stay queued: the handler threads run them before they end.
   std::deque<Running> waiting;
   {
     std::lock_guard lock(mu_);
-    waiting.swap(queue_);
+    std::deque<Running> kept;
+    for (auto& r : queue_) (r.job.token == 0 ? kept : waiting).push_back(std::move(r));
+    queue_.swap(kept);
   }
   for (const auto& r : waiting) release_now(r.job);
   held_ -= static_cast<int>(waiting.size());
@@ -578,7 +619,7 @@ void TopicRunner::stop_taking() {
 void TopicRunner::abandon_running() {
   std::lock_guard lock(mu_);
   cancelled_ = true;
-  for (auto& [token, r] : running_) r.abandoned = true;
+  for (auto& [key, r] : running_) r.abandoned = true;
 }
 
 void TopicRunner::close() { heartbeat_timer_.cancel(); }
@@ -597,7 +638,7 @@ void TopicRunner::join() {
 
 void TopicRunner::snapshot(std::vector<RunningJob>& out) const {
   std::lock_guard lock(mu_);
-  for (const auto& [token, r] : running_) {
+  for (const auto& [key, r] : running_) {
     out.push_back({topic_, r.job.id, r.job.attempt, r.progress, r.note, r.job.deadline_ms});
   }
 }

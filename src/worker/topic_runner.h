@@ -74,9 +74,11 @@ class TopicRunner {
     Verdict verdict = Verdict::ack;
     std::string error;
     Millis delay{0};
-    bool dropped = false;  // not ours to settle (unknown token)
+    bool dropped = false;  // not ours to settle (unknown key)
+    std::uint64_t key = 0;
   };
   struct Running {
+    std::uint64_t key = 0;  // in running_: the token, or kOnceKeys + n for a ttr-0 job (token 0)
     Reservation job;
     Millis ttr{0};
     int progress = 0;
@@ -99,6 +101,8 @@ class TopicRunner {
   void settle(Finished f);
   void flush_acks();
   void release_now(const Reservation& job);
+  // Queues reserved jobs for the handlers (mu_ held).
+  void enqueue(std::vector<Reservation>& jobs, std::int64_t now_ms);
   // Runs start(callback) until Redis answers (retrying connection failures
   // for a while); then done. Counts as a call in flight.
   template <class T>
@@ -143,7 +147,8 @@ class TopicRunner {
   mutable std::mutex mu_;
   std::condition_variable work_;
   std::deque<Running> queue_;                 // reserved, waiting for a handler thread
-  std::map<std::uint64_t, Running> running_;  // by token
+  std::map<std::uint64_t, Running> running_;  // by key
+  std::uint64_t once_jobs_ = 0;               // ttr-0 jobs seen (for their keys)
   std::vector<Finished> finished_;
   bool quit_ = false;
   bool cancelled_ = false;

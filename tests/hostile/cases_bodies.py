@@ -185,8 +185,9 @@ def type_cases():
 # documented maximum: stricter reading, it must be an exact integer Redis's
 # Lua can hold, 1 .. 2^53-1 (so 1e18 is refused there as everywhere).
 RANGES = [
-    ("put", "delay_ms", 0, 315576000000), ("put", "due_at_ms", 0, 253402300799999),
-    ("put", "priority", 0, 1000), ("put", "ttr_ms", 1, 604800000), ("put", "attempts", 1, 1000),
+    ("put", "delay_ms", 0, 315576000000), ("put", "due_at_ms", 0, 8796093022207),
+    # a put's ttr_ms 0: delivered at most once (library 10)
+    ("put", "priority", 0, 1000), ("put", "ttr_ms", 0, 604800000), ("put", "attempts", 1, 1000),
     ("put", "backoff.base_ms", 0, 315576000000), ("put", "backoff.cap_ms", 0, 315576000000),
     ("post", "priority", 0, 1000), ("post", "attempts", 1, 1000),
     ("reserve", "count", 1, 1000), ("reserve", "ttr_ms", 1, 604800000), ("reserve", "wait_ms", 0, 60000),

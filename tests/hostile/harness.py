@@ -106,6 +106,15 @@ class Serve:
     def pid(self):
         return self.proc.pid if self.proc else None
 
+    def reset_hwm(self):
+        """Resets VmHWM to the current RSS (Linux clear_refs 5), so a case
+        measures its own peak, not one an earlier case left behind."""
+        try:
+            with open("/proc/%d/clear_refs" % self.proc.pid, "w") as f:
+                f.write("5")
+        except OSError:
+            pass
+
     def vm_hwm_kb(self):
         try:
             with open("/proc/%d/status" % self.proc.pid) as f:

@@ -95,8 +95,37 @@ TEST_F(WorkerTest, ThrowingFailsWithRetriesThenDeadKeepingTheError) {
   ASSERT_TRUE(j);
   EXPECT_EQ(j->state, JobState::dead);
   EXPECT_EQ(j->attempts, 3);
+  EXPECT_EQ(j->max_attempts, 3);  // the handler's, which decided (koda's Job(id))
   EXPECT_EQ(j->error.value_or(""), "smtp said no (3)");
   EXPECT_EQ(worker_.stats().failed, 3u);
+}
+
+// Jobs put with ttr 0 are handed out for good: each runs once, with token 0
+// and nothing to settle, however many are in flight at once.
+TEST_F(WorkerTest, JobsPutWithTtrZeroRunOnceWithNothingToSettle) {
+  for (int i = 0; i < 20; ++i) {
+    JobSpec s = job("once" + std::to_string(i));
+    s.ttr = 0ms;
+    client().put(topic_, s);
+  }
+  std::mutex mu;
+  std::multiset<std::string> seen;
+  worker_.handle(topic_, {.concurrency = 4, .prefetch = 4}, [&](JobContext& ctx) {
+    EXPECT_EQ(ctx.job().token, 0u);
+    std::this_thread::sleep_for(5ms);
+    std::lock_guard lock(mu);
+    seen.emplace(ctx.id());
+  });
+  worker_.run();
+  ASSERT_TRUE(wait_until([&] {
+    std::lock_guard lock(mu);
+    return seen.size() == 20;
+  }));
+  worker_.cancel();
+  std::lock_guard lock(mu);
+  for (const auto& id : seen) EXPECT_EQ(seen.count(id), 1u) << id;
+  EXPECT_TRUE(topic_empty());
+  EXPECT_EQ(worker_.stats().stale, 0u);
 }
 
 TEST_F(WorkerTest, ContextFailAndBury) {

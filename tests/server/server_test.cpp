@@ -313,8 +313,12 @@ TEST_F(ServerTest, DelayQueueAnswersAsItsGoServerDid) {
   failure(call("GET", "/finish?job_id=" + topic_ + "/v1job/" + std::to_string(token + 1)));
   EXPECT_EQ(parse(call("GET", topic_jobs() + "/v1job").body).at("state"), "reserved");
   // ttr 0: gone once popped.
-  success(call("POST", "/push", R"({"topic":")" + topic_ + R"(","ttr":0,"body":"once"})"));
+  auto once =
+      success(call("POST", "/push", R"({"topic":")" + topic_ + R"(","ttr":0,"body":"once"})"));
   EXPECT_EQ(success(call("GET", "/pop?topic=" + topic_)).at("data"), "once");
+  // Gone in the same call that popped it: nothing to finish, nothing to come back.
+  EXPECT_EQ(call("GET", topic_jobs() + "/" + std::string(once.at("job_id").as_string())).status,
+            404);
   auto stats = parse(call("GET", "/v1/topics/" + topic_).body);
   EXPECT_EQ(stats.at("ready").as_int64(), 0);
   EXPECT_EQ(stats.at("reserved").as_int64(), 1);  // v1job only
