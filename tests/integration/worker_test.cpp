@@ -448,10 +448,13 @@ TEST_F(WorkerTest, KodaFacade) {
     bodies.emplace_back(ctx.body());
   });
   const std::string id = worker_.submit(topic_, 100, "urgent");
-  // Delayed jobs due together run by priority (koda's jobs carry one).
+  // Delayed jobs that are all due when a worker starts run by priority
+  // (koda's jobs carry one); each delay counts from its own call, so the
+  // worker starts once both are due.
   worker_.submit_delayed(topic_, 200ms, "later, low", 1);
   worker_.submit_delayed(topic_, 200ms, "later, high", 90);
   EXPECT_TRUE(client().get(topic_, id));
+  std::this_thread::sleep_for(300ms);
   worker_.run();
   ASSERT_TRUE(wait_until([&] { return worker_.stats().acked == 3; }));
   worker_.cancel();
