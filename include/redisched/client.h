@@ -1,14 +1,25 @@
 // redisched::Client: every job operation of redisched, each one atomic call
 // of the Redis Functions library (lua/redisched.lua).
 //
-// Thread safety: a Client may be used from any number of threads at once.
-// Its I/O runs on one thread of its own; asynchronous callbacks run there
-// and must not block (a synchronous call from a callback deadlocks).
+// Threads: a Client runs on a Runtime (redisched/runtime.h): its own, of one
+// thread, unless options.runtime shares one. It may be used from any number
+// of threads at once. A call made on a thread of the runtime goes out on that
+// thread's connections and its callback runs there; a call from any other
+// thread goes out on its topic's shard. Callbacks run on a thread of the
+// runtime and must not block; a synchronous call on a thread of the runtime
+// is refused (Errc::invalid_argument: it would wait for itself).
 //
 // Errors: the synchronous calls throw redisched::Error (Errc::invalid_argument
 // for refused arguments, Errc::connection when Redis is unreachable, ...).
 // Outcomes that depend on the job's state (exists, not found, stale token)
-// are values, not exceptions. The asynchronous calls deliver Result<T>.
+// are values, not exceptions. The asynchronous calls never throw: every
+// failure, a refused argument included, arrives as their Result's Error (or
+// the future's exception).
+//
+// Lifetime: when a Client is destroyed, its calls still in flight end with
+// Errc::closed. On a runtime of its own, their callbacks have run when the
+// destructor returns; on a shared runtime they run on it afterwards, so they
+// must not use the Client.
 #pragma once
 
 #include <chrono>
@@ -31,6 +42,7 @@ namespace redisched {
 namespace redis {
 class Link;  // src/redis/connection.h: where commands go
 }
+class Runtime;
 
 struct ClientOptions {
   // redis://[user:password@]host[:port][/db], rediss://... (TLS; query
@@ -51,6 +63,13 @@ struct ClientOptions {
   // Reconnection backoff: doubles from min to max.
   Millis reconnect_min{50};
   Millis reconnect_max{2000};
+  // The threads the Client runs on, shared with other Clients, Workers and
+  // servers; each shard gets `connections` connections of its own. Null: a
+  // runtime of one thread, the Client's own. With a runtime the caller runs
+  // (Runtime(io_context&)), the constructor does not wait for Redis (the
+  // io_context is not running yet): an unreachable Redis shows as the first
+  // call's Errc::connection.
+  std::shared_ptr<Runtime> runtime{};
 };
 
 template <class T>
@@ -75,7 +94,7 @@ class Subscription {
   Subscription(const Subscription&) = delete;
   Subscription& operator=(const Subscription&) = delete;
 
-  // No callback starts once it returns (one running on the I/O thread may
+  // No callback starts once it returns (one running on the runtime may
   // finish). Any thread.
   void cancel() {
     if (cancel_) std::exchange(cancel_, nullptr)();
@@ -102,6 +121,8 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   const ClientOptions& options() const noexcept;
+  // The threads the Client runs on (options.runtime, or its own).
+  Runtime& runtime() noexcept;
 
   // Topic names: 1..128 characters of A-Z a-z 0-9 _ - . (they end up in
   // keys, URLs and metric labels).
@@ -170,7 +191,7 @@ class Client {
   // ready or scheduled one (due_ms: when it is due, maybe already past), and
   // on_ready() once the subscription is in place and again after every
   // reconnection (signals sent meanwhile were lost: look again). Callbacks
-  // run on the client's I/O thread and must not block. Any thread.
+  // run on a thread of the runtime and must not block. Any thread.
   Subscription watch(std::string_view topic, std::function<void(std::int64_t due_ms)> on_signal,
                      std::function<void()> on_ready = {});
 
@@ -180,11 +201,11 @@ class Client {
 
   // ---- asynchronous: many calls in flight on the pipelined connections.
   // Each synchronous call above has two asynchronous forms with the same
-  // arguments: one ending in a Callback (run on the client's I/O thread),
+  // arguments: one ending in a Callback (run on a thread of the runtime),
   // one returning a std::future. Calls on one topic run in the order made
-  // from one thread. Invalid topics and bodies over max_body throw at the
-  // call; everything Redis refuses arrives as the Result's Error (or the
-  // future's exception).
+  // from one thread. They do not throw: a refused argument (an invalid
+  // topic, a body over max_body) and everything Redis refuses arrive as the
+  // Result's Error (or the future's exception).
   void put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done);
   std::future<PutOutcome> put_async(std::string_view topic, const JobSpec& job);
   void add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done);

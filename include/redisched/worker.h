@@ -104,19 +104,20 @@ using Handler = std::function<void(JobContext&)>;
 // A job handed to an asynchronous handler. It ends with done(): acked, or
 // what release() or fail() asked for. done() may be called from any thread,
 // once; a job dropped without it fails. (touch() waits for Redis's answer,
-// so call it off the worker's thread.)
+// so call it off the runtime's threads: there it is refused.)
 class AsyncJob : public JobContext {
  public:
   virtual void done() = 0;
 };
 
-// Called on the worker's control thread, where it must not block: it starts
+// Called on the worker's control shard, where it must not block: it starts
 // the work and arranges for job->done(). Concurrency then counts jobs in
 // flight without a thread each, for handlers that are themselves
 // asynchronous (an HTTP call, another queue). A throw fails the job.
 using AsyncHandler = std::function<void(std::shared_ptr<AsyncJob> job)>;
 
 struct WorkerOptions {
+  // The worker's own Client (not used by Worker(Client&, ...)).
   ClientOptions client{};
   // run_until_signal's drain: how long in-flight jobs may take to finish
   // after SIGINT/SIGTERM before they are released.
@@ -141,9 +142,20 @@ struct WorkerStats {
 
 class Canceller;
 
+// Threads: the worker's control loop (reserving, timers, settling, and the
+// asynchronous handlers) runs on a shard of its Client's runtime, beside
+// whatever else runs there; a synchronous handler runs on `concurrency`
+// threads of its own. Its public calls may come from any thread, but
+// cancel() (and the destructor, when still running) not from a handler nor
+// from a thread of the runtime: it waits for both.
 class Worker {
  public:
+  // With a Client of its own, made from options.client (and its runtime:
+  // one thread unless options.client.runtime shares one).
   explicit Worker(WorkerOptions options = {});
+  // On client (and its runtime), which must outlive the worker: many
+  // workers, the server and the application share its connections.
+  explicit Worker(Client& client, WorkerOptions options = {});
   ~Worker();  // cancels (at once) if still running
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;

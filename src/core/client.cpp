@@ -1,13 +1,13 @@
 #include "redisched/client.h"
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <charconv>
-#include <thread>
 
 #include "core/codec.h"
 #include "core/keys.h"
 #include "redis/connection.h"
+#include "redisched/runtime.h"
 
 namespace redisched {
 namespace {
@@ -18,9 +18,15 @@ using redis::Reply;
 constexpr int kBatchMax = 1000;                   // the library's limit of jobs per call
 constexpr std::size_t kLibraryMaxBody = 1 << 20;  // the library's default MAXBODY
 
-// Runs an asynchronous call and waits for its Result.
+// Runs an asynchronous call and waits for its Result. Not on a thread of
+// the runtime: the answer would have to come through the thread that waits.
 template <class T, class Start>
-T wait_for(Start&& start) {
+T wait_for(const Runtime& runtime, Start&& start) {
+  if (runtime.current_shard() >= 0) {
+    throw Error(Errc::invalid_argument,
+                "a synchronous call on a thread of the client's runtime would wait for itself: "
+                "use the asynchronous form there");
+  }
   std::promise<Result<T>> promise;
   auto future = promise.get_future();
   start(Callback<T>([&promise](Result<T> r) { promise.set_value(std::move(r)); }));
@@ -50,7 +56,7 @@ std::future<T> as_future(Start&& start) {
 }
 
 // Gathers the results of the chunks of a batch, which complete in order on
-// the I/O thread (one topic, one connection), into one callback.
+// one thread of the runtime (one topic, one connection), into one callback.
 template <class T>
 struct Gather {
   std::vector<T> out;
@@ -63,16 +69,17 @@ struct Gather {
 
 class Client::Impl {
  public:
-  // link: where commands go; nullptr: connections to opts.redis_url.
+  // link: where commands go; nullptr: connections to opts.redis_url, one
+  // set per shard of the runtime.
   Impl(ClientOptions options, std::unique_ptr<redis::Link> link)
-      : opts(std::move(options)), work_(asio::make_work_guard(io_)) {
+      : opts(std::move(options)),
+        runtime(opts.runtime ? opts.runtime : std::make_shared<Runtime>(1)) {
     if (opts.connections < 1) throw Error(Errc::invalid_argument, "connections must be at least 1");
     if (opts.prefix.empty() || opts.prefix.find_first_of("{}") != std::string::npos) {
       throw Error(Errc::invalid_argument, "key prefix must be non-empty and without braces");
     }
     if (link) {
-      link_ = std::move(link);
-      thread_ = std::thread([this] { io_.run(); });
+      links_.push_back(std::move(link));
       return;
     }
     redis::ConnectionConfig config;
@@ -81,14 +88,17 @@ class Client::Impl {
     config.command_timeout = opts.command_timeout;
     config.reconnect_min = opts.reconnect_min;
     config.reconnect_max = opts.reconnect_max;
-    link_ = redis::make_node_link(io_, config, opts.connections);
-    thread_ = std::thread([this] { io_.run(); });
+    for (std::size_t i = 0; i < runtime->shards(); ++i) {
+      links_.push_back(redis::make_node_link(runtime->shard(i), config, opts.connections));
+    }
   }
 
   ~Impl() {
-    link_->close();
-    work_.reset();
-    thread_.join();
+    // Calls in flight fail with Errc::closed. A runtime of the Client's own
+    // runs their callbacks before it ends; a shared one runs them later.
+    for (auto& l : links_) l->close();
+    links_.clear();
+    runtime.reset();
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -113,7 +123,7 @@ class Client::Impl {
   void call(std::string_view route, const core::Command& cmd, Parse parse, Callback<T> done) {
     std::string resp;
     cmd.encode(resp);
-    link_->send(route, std::move(resp), answer<T>(std::move(parse), std::move(done)));
+    link(route).send(route, std::move(resp), answer<T>(std::move(parse), std::move(done)));
   }
 
   // The same, to one node of the link (commands every node must run).
@@ -121,7 +131,7 @@ class Client::Impl {
   void call_node(std::size_t node, const core::Command& cmd, Parse parse, Callback<T> done) {
     std::string resp;
     cmd.encode(resp);
-    link_->send_to_node(node, std::move(resp), answer<T>(std::move(parse), std::move(done)));
+    link().send_to_node(node, std::move(resp), answer<T>(std::move(parse), std::move(done)));
   }
 
   // Turns the link's answer into done's Result: a transport failure, an
@@ -170,15 +180,29 @@ class Client::Impl {
     }
   }
 
-  redis::Link& link() { return *link_; }
+  // The link a call goes out on: the calling thread's shard (the answer
+  // comes back on that thread), else the shard of the call's topic.
+  redis::Link& link(std::string_view route = {}) {
+    if (links_.size() == 1) return *links_.front();
+    const int here = runtime->current_shard();
+    return *links_[here >= 0 ? static_cast<std::size_t>(here) : runtime->shard_of(route)];
+  }
+
+  // A call refused before it went out (a bad topic, a body too large): its
+  // callback gets the Error on a thread of the runtime, as every answer does.
+  template <class T>
+  void refuse(Callback<T>& done, const Error& e) {
+    if (!done) return;
+    const int here = runtime->current_shard();
+    asio::post(runtime->shard(here >= 0 ? static_cast<std::size_t>(here) : 0),
+               [done = std::move(done), e] { done(e); });
+  }
 
   ClientOptions opts;
+  std::shared_ptr<Runtime> runtime;
 
  private:
-  asio::io_context io_;
-  asio::executor_work_guard<asio::io_context::executor_type> work_;
-  std::unique_ptr<redis::Link> link_;
-  std::thread thread_;
+  std::vector<std::unique_ptr<redis::Link>> links_;
 };
 
 Client::Client(ClientOptions options) : Client(std::move(options), nullptr) {}
@@ -186,10 +210,12 @@ Client::Client(ClientOptions options) : Client(std::move(options), nullptr) {}
 Client::Client(ClientOptions options, std::unique_ptr<redis::Link> link)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(link))) {
   // The first command waits for the first connection attempt (and the
-  // library check): an unreachable Redis fails here, at once.
+  // library check): an unreachable Redis fails here, at once. (Not on a
+  // runtime the caller runs: nothing answers before it runs it.)
+  if (!impl_->runtime->owns_threads()) return;
   core::Command ping;
   ping.add("PING");
-  wait_for<std::int64_t>([&](Callback<std::int64_t> cb) {
+  wait_for<std::int64_t>(*impl_->runtime, [&](Callback<std::int64_t> cb) {
     impl_->call<std::int64_t>(
         "", ping, [](const Reply&) { return std::int64_t{0}; }, std::move(cb));
   });
@@ -199,32 +225,36 @@ Client::~Client() = default;
 
 const ClientOptions& Client::options() const noexcept { return impl_->opts; }
 
+Runtime& Client::runtime() noexcept { return *impl_->runtime; }
+
 void Client::validate_topic(std::string_view topic) { core::check_topic(topic); }
 
 // Every operation: the callback form does the work; the future and
 // synchronous forms wrap it.
-#define REDISCHED_WRAP(T, name, params, args)                        \
-  std::future<T> Client::name##_async params {                       \
-    return as_future<T>([&](Callback<T> cb) { name##_async args; }); \
-  }                                                                  \
-  T Client::name params {                                            \
-    return wait_for<T>([&](Callback<T> cb) { name##_async args; });  \
+#define REDISCHED_WRAP(T, name, params, args)                                        \
+  std::future<T> Client::name##_async params {                                       \
+    return as_future<T>([&](Callback<T> cb) { name##_async args; });                 \
+  }                                                                                  \
+  T Client::name params {                                                            \
+    return wait_for<T>(*impl_->runtime, [&](Callback<T> cb) { name##_async args; }); \
   }
 
 // ---------------------------------------------------------------- put
 
-void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done) {
+void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done) try {
   core::check_spec(job, impl_->opts.max_body);
   auto cmd = impl_->fcall("put", topic);
   cmd.add(job.id).add(job.body);
   core::add_put_options(cmd, job);
   impl_->add_max_body(cmd);
   impl_->call<PutOutcome>(topic, cmd, core::parse_put, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(PutOutcome, put, (std::string_view topic, const JobSpec& job),
                (topic, job, std::move(cb)))
 
-void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done) {
+void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done) try {
   if (!job.id.empty()) {
     throw Error(Errc::invalid_argument, "add generates the id: leave JobSpec::id empty");
   }
@@ -243,12 +273,14 @@ void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std:
         return r.str;
       },
       std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(std::string, add, (std::string_view topic, const JobSpec& job),
                (topic, job, std::move(cb)))
 
 void Client::put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
-                            Callback<std::vector<PutOutcome>> done) {
+                            Callback<std::vector<PutOutcome>> done) try {
   core::check_topic(topic);
   for (const auto& job : jobs) core::check_spec(job, impl_->opts.max_body);
   impl_->batched<PutOutcome, JobSpec>(jobs, std::move(done), [&](auto chunk, auto cb) {
@@ -261,6 +293,8 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
     impl_->add_max_body(cmd);
     impl_->call<std::vector<PutOutcome>>(topic, cmd, core::parse_put_many, std::move(cb));
   });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(std::vector<PutOutcome>, put_many,
                (std::string_view topic, std::span<const JobSpec> jobs),
@@ -269,25 +303,31 @@ REDISCHED_WRAP(std::vector<PutOutcome>, put_many,
 // ---------------------------------------------------------------- read
 
 void Client::get_async(std::string_view topic, std::string_view id,
-                       Callback<std::optional<Job>> done) {
+                       Callback<std::optional<Job>> done) try {
   auto cmd = impl_->fcall("get", topic);
   cmd.add(id);
   impl_->call<std::optional<Job>>(topic, cmd, core::parse_get, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(std::optional<Job>, get, (std::string_view topic, std::string_view id),
                (topic, id, std::move(cb)))
 
-void Client::stats_async(std::string_view topic, Callback<TopicStats> done) {
+void Client::stats_async(std::string_view topic, Callback<TopicStats> done) try {
   impl_->call<TopicStats>(topic, impl_->fcall("stats", topic), core::parse_stats, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(TopicStats, stats, (std::string_view topic), (topic, std::move(cb)))
 
 void Client::list_async(std::string_view topic, JobState state, std::int64_t offset, int count,
-                        bool with_bodies, Callback<ListPage> done) {
+                        bool with_bodies, Callback<ListPage> done) try {
   auto cmd = impl_->fcall("list", topic);
   cmd.add(to_string(state)).add(offset).add(std::int64_t{count});
   if (!with_bodies) cmd.add("NOBODY");
   impl_->call<ListPage>(topic, cmd, core::parse_list, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(ListPage, list,
                (std::string_view topic, JobState state, std::int64_t offset, int count,
@@ -326,7 +366,7 @@ struct TopicScan : std::enable_shared_from_this<TopicScan> {
 };
 }  // namespace
 
-void Client::topics_async(Callback<std::vector<std::string>> done) {
+void Client::topics_async(Callback<std::vector<std::string>> done) try {
   auto scan = std::make_shared<TopicScan>();
   scan->prefix = impl_->opts.prefix;
   scan->done = std::move(done);
@@ -340,6 +380,8 @@ void Client::topics_async(Callback<std::vector<std::string>> done) {
         node, cmd, [](const Reply& r) { return r; }, std::move(cb));
   };
   scan->next("0");
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(std::vector<std::string>, topics, (), (std::move(cb)))
 
@@ -347,7 +389,7 @@ Subscription Client::watch(std::string_view topic,
                            std::function<void(std::int64_t due_ms)> on_signal,
                            std::function<void()> on_ready) {
   core::check_topic(topic);
-  auto& link = impl_->link();
+  auto& link = impl_->link(topic);
   const std::uint64_t id = link.subscribe(
       core::wake_channel(impl_->opts.prefix, topic),
       [on_signal = std::move(on_signal)](const std::string& payload) {
@@ -359,19 +401,21 @@ Subscription Client::watch(std::string_view topic,
   return Subscription([&link, id] { link.unsubscribe(id); });
 }
 
-void Client::library_version_async(Callback<int> done) {
+void Client::library_version_async(Callback<int> done) try {
   core::Command cmd;
   cmd.add("FCALL_RO").add("redisched_version").add("0");
   impl_->call<int>(
       "", cmd, [](const Reply& r) { return static_cast<int>(core::parse_integer(r)); },
       std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(int, library_version, (), (std::move(cb)))
 
 std::int64_t Client::now_ms() {
   core::Command cmd;
   cmd.add("TIME");
-  return wait_for<std::int64_t>([&](auto cb) {
+  return wait_for<std::int64_t>(*impl_->runtime, [&](auto cb) {
     impl_->call<std::int64_t>(
         "", cmd,
         [](const Reply& r) {
@@ -387,21 +431,25 @@ std::int64_t Client::now_ms() {
 // ---------------------------------------------------------------- take
 
 void Client::reserve_async(std::string_view topic, int count, Millis ttr,
-                           Callback<ReserveResult> done) {
+                           Callback<ReserveResult> done) try {
   auto cmd = impl_->fcall("reserve", topic);
   cmd.add(std::int64_t{count});
   if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
   impl_->call<ReserveResult>(
       topic, cmd, [](const Reply& r) { return core::parse_reserve(r, true); }, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(ReserveResult, reserve, (std::string_view topic, int count, Millis ttr),
                (topic, count, ttr, std::move(cb)))
 
-void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) {
+void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) try {
   auto cmd = impl_->fcall("pull", topic);
   cmd.add(std::int64_t{count});
   impl_->call<ReserveResult>(
       topic, cmd, [](const Reply& r) { return core::parse_reserve(r, false); }, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(ReserveResult, pull, (std::string_view topic, int count),
                (topic, count, std::move(cb)))
@@ -409,10 +457,12 @@ REDISCHED_WRAP(ReserveResult, pull, (std::string_view topic, int count),
 // ---------------------------------------------------------------- settle
 
 void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                       Millis keep, Callback<Outcome> done) {
+                       Millis keep, Callback<Outcome> done) try {
   auto cmd = impl_->held("ack", topic, id, token);
   if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
   impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(Outcome, ack,
                (std::string_view topic, std::string_view id, std::uint64_t token, Millis keep),
@@ -420,7 +470,7 @@ REDISCHED_WRAP(Outcome, ack,
 
 void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
-                            Millis keep, Callback<std::vector<Outcome>> done) {
+                            Millis keep, Callback<std::vector<Outcome>> done) try {
   core::check_topic(topic);
   using Item = std::pair<std::string, std::uint64_t>;
   impl_->batched<Outcome, Item>(jobs, std::move(done), [&](auto chunk, auto cb) {
@@ -430,6 +480,8 @@ void Client::ack_many_async(std::string_view topic,
     if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
     impl_->call<std::vector<Outcome>>(topic, cmd, core::parse_outcomes, std::move(cb));
   });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(std::vector<Outcome>, ack_many,
                (std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs,
@@ -437,11 +489,13 @@ REDISCHED_WRAP(std::vector<Outcome>, ack_many,
                (topic, jobs, keep, std::move(cb)))
 
 void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                           Millis delay, std::optional<int> priority, Callback<Outcome> done) {
+                           Millis delay, std::optional<int> priority, Callback<Outcome> done) try {
   auto cmd = impl_->held("release", topic, id, token);
   if (delay.count() > 0) cmd.add("DELAY").add(delay.count());
   if (priority) cmd.add("PRIORITY").add(std::int64_t{*priority});
   impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(Outcome, release,
                (std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
@@ -450,13 +504,15 @@ REDISCHED_WRAP(Outcome, release,
 
 void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
                         std::string_view error, bool bury, std::optional<Millis> retry_delay,
-                        std::optional<int> max_attempts, Callback<FailResult> done) {
+                        std::optional<int> max_attempts, Callback<FailResult> done) try {
   auto cmd = impl_->held("fail", topic, id, token);
   cmd.add(error);
   if (bury) cmd.add("DEAD");
   if (retry_delay) cmd.add("DELAY").add(retry_delay->count());
   if (max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*max_attempts});
   impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(FailResult, fail,
                (std::string_view topic, std::string_view id, std::uint64_t token,
@@ -465,10 +521,12 @@ REDISCHED_WRAP(FailResult, fail,
                (topic, id, token, error, bury, retry_delay, max_attempts, std::move(cb)))
 
 void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                         Millis ttr, Callback<TouchResult> done) {
+                         Millis ttr, Callback<TouchResult> done) try {
   auto cmd = impl_->held("touch", topic, id, token);
   if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
   impl_->call<TouchResult>(topic, cmd, core::parse_touch, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(TouchResult, touch,
                (std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr),
@@ -481,16 +539,18 @@ int to_count(const Reply& r) { return static_cast<int>(core::parse_integer(r)); 
 bool changed(const Reply& r) { return core::parse_integer(r) == 1; }
 }  // namespace
 
-void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) {
+void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) try {
   auto cmd = impl_->fcall("delete", topic);
   cmd.add(id);
   impl_->call<bool>(topic, cmd, changed, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(bool, remove, (std::string_view topic, std::string_view id),
                (topic, id, std::move(cb)))
 
 void Client::restore_async(std::string_view topic, const Job& job, bool replace,
-                           Callback<bool> done) {
+                           Callback<bool> done) try {
   if (job.state == JobState::done) return done(false);
   auto cmd = impl_->fcall("restore", topic);
   const char* state = job.state == JobState::dead      ? "dead"
@@ -508,20 +568,24 @@ void Client::restore_async(std::string_view topic, const Job& job, bool replace,
   if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
   if (replace) cmd.add("REPLACE");
   impl_->call<bool>(topic, cmd, changed, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(bool, restore, (std::string_view topic, const Job& job, bool replace),
                (topic, job, replace, std::move(cb)))
 
-void Client::requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done) {
+void Client::requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done) try {
   auto cmd = impl_->fcall("requeue", topic);
   cmd.add("LIMIT").add(std::int64_t{limit});
   impl_->call<RequeueResult>(topic, cmd, core::parse_requeue, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(RequeueResult, requeue, (std::string_view topic, int limit),
                (topic, limit, std::move(cb)))
 
 void Client::kick_async(std::string_view topic, std::span<const std::string> ids,
-                        Callback<int> done) {
+                        Callback<int> done) try {
   core::check_topic(topic);
   impl_->batched<int, std::string>(
       ids,
@@ -538,24 +602,32 @@ void Client::kick_async(std::string_view topic, std::span<const std::string> ids
             topic, cmd, [](const Reply& r) { return std::vector<int>{to_count(r)}; },
             std::move(cb));
       });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(int, kick, (std::string_view topic, std::span<const std::string> ids),
                (topic, ids, std::move(cb)))
 
-void Client::kick_all_async(std::string_view topic, int limit, Callback<int> done) {
+void Client::kick_all_async(std::string_view topic, int limit, Callback<int> done) try {
   auto cmd = impl_->fcall("kickall", topic);
   cmd.add("LIMIT").add(std::int64_t{limit});
   impl_->call<int>(topic, cmd, to_count, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(int, kick_all, (std::string_view topic, int limit), (topic, limit, std::move(cb)))
 
-void Client::pause_async(std::string_view topic, Callback<bool> done) {
+void Client::pause_async(std::string_view topic, Callback<bool> done) try {
   impl_->call<bool>(topic, impl_->fcall("pause", topic), changed, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(bool, pause, (std::string_view topic), (topic, std::move(cb)))
 
-void Client::resume_async(std::string_view topic, Callback<bool> done) {
+void Client::resume_async(std::string_view topic, Callback<bool> done) try {
   impl_->call<bool>(topic, impl_->fcall("resume", topic), changed, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(bool, resume, (std::string_view topic), (topic, std::move(cb)))
 

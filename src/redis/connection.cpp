@@ -93,12 +93,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
         io_, [self = shared_from_this()] { return self->run(); }, asio::detached);
   }
 
-  // On the I/O thread.
+  // On the I/O thread, maybe inside the caller's own call: a refusal is
+  // posted, so that no callback runs before the call returns.
   void enqueue(const std::string& command, Handler done) {
-    if (closing_) return fail(done, Errc::closed, "the client is closed");
+    if (closing_) return fail_later(std::move(done), Errc::closed, "the client is closed");
     if (state_ == State::down) {
-      return fail(done, Errc::connection,
-                  "not connected to Redis at " + cfg_.endpoint.describe() + ": " + last_error_);
+      return fail_later(
+          std::move(done), Errc::connection,
+          "not connected to Redis at " + cfg_.endpoint.describe() + ": " + last_error_);
     }
     out_ += command;
     inflight_.push_back({std::move(done), Clock::now()});
@@ -126,6 +128,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     r.type = Reply::Type::error;
     r.str = std::move(message);
     done(make_error_code(code), std::move(r));
+  }
+
+  void fail_later(Handler done, Errc code, std::string message) {
+    asio::post(io_, [done = std::move(done), code, message = std::move(message)]() mutable {
+      fail(done, code, std::move(message));
+    });
   }
 
   void fail_all(Errc code, const std::string& message) {
@@ -163,11 +171,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
             "connect");
         co_return co_await serve(s, s);
       }
-      asio::ip::tcp::resolver resolver(io_);
-      auto endpoints = co_await with_timeout(
-          resolver.async_resolve(e.host, std::to_string(e.port), use_awaitable), "resolve");
       asio::ip::tcp::socket tcp(io_);
-      co_await with_timeout(asio::async_connect(tcp, endpoints, use_awaitable), "connect");
+      // An address needs no lookup (Asio's asynchronous lookup runs on a
+      // thread of its own).
+      boost::system::error_code not_address;
+      const auto address = asio::ip::make_address(e.host, not_address);
+      if (!not_address) {
+        co_await with_timeout(
+            tcp.async_connect(asio::ip::tcp::endpoint(address, e.port), use_awaitable), "connect");
+      } else {
+        asio::ip::tcp::resolver resolver(io_);
+        auto endpoints = co_await with_timeout(
+            resolver.async_resolve(e.host, std::to_string(e.port), use_awaitable), "resolve");
+        co_await with_timeout(asio::async_connect(tcp, endpoints, use_awaitable), "connect");
+      }
       tcp.set_option(asio::ip::tcp::no_delay(true));
       if (!e.tls) co_return co_await serve(tcp, tcp);
       asio::ssl::stream<asio::ip::tcp::socket> tls(std::move(tcp), ssl_);
@@ -566,9 +583,14 @@ class NodeLink final : public Link {
   ~NodeLink() override { close(); }
 
   // A topic's commands always take the same connection, so they keep their
-  // order; topics spread over the connections.
+  // order; topics spread over the connections. On the link's own thread the
+  // command is queued at once (no hop); from another thread it is posted.
   void send(std::string_view route_key, std::string command, Handler done) override {
     const size_t i = std::hash<std::string_view>{}(route_key) % conns_.size();
+    if (io_.get_executor().running_in_this_thread()) {
+      conns_[i]->enqueue(command, std::move(done));
+      return;
+    }
     asio::post(io_, [c = conns_[i], command = std::move(command),
                      done = std::move(done)]() mutable { c->enqueue(command, std::move(done)); });
   }

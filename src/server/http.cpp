@@ -9,7 +9,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -22,6 +21,7 @@
 #include <mutex>
 #include <set>
 
+#include "redisched/runtime.h"
 #include "wire/job_json.h"
 
 namespace redisched::server {
@@ -182,20 +182,20 @@ bool gone(const boost::system::error_code& ec) {
 }  // namespace
 
 struct HttpServer::State : std::enable_shared_from_this<State> {
-  State(asio::io_context& i, HttpOptions o, RequestHandler h, StreamHandler sh)
-      : io(i),
+  State(Runtime& r, HttpOptions o, RequestHandler h, StreamHandler sh)
+      : runtime(r),
         opts(std::move(o)),
         handler(std::move(h)),
         stream_handler(std::move(sh)),
-        strand(asio::make_strand(i)) {
+        accepting(r.shard(0)) {
     opts.header_limit = std::min(opts.header_limit, kMaxHeaderLimit);
   }
 
-  asio::io_context& io;
+  Runtime& runtime;
   HttpOptions opts;
   RequestHandler handler;
   StreamHandler stream_handler;
-  asio::strand<asio::io_context::executor_type> strand;   // the acceptors'
+  asio::io_context& accepting;                            // the acceptors' shard
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;  // one per address of the host
   std::atomic<bool> stopping{false};
   std::atomic<int> in_flight{0};
@@ -207,7 +207,9 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
 
   awaitable<void> accept_loop(tcp::acceptor& acceptor) {
     for (;;) {
-      tcp::socket socket(asio::make_strand(io));
+      // Each connection lives on one shard, in turn: its requests, and the
+      // Redis calls they make, run on that shard's thread from start to end.
+      tcp::socket socket(runtime.shard(runtime.next_shard()));
       boost::system::error_code ec;
       co_await acceptor.async_accept(socket, asio::redirect_error(use_awaitable, ec));
       if (ec) {
@@ -415,9 +417,9 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
   }
 };
 
-HttpServer::HttpServer(asio::io_context& io, HttpOptions options, RequestHandler handler,
+HttpServer::HttpServer(Runtime& runtime, HttpOptions options, RequestHandler handler,
                        StreamHandler stream_handler)
-    : state_(std::make_shared<State>(io, std::move(options), std::move(handler),
+    : state_(std::make_shared<State>(runtime, std::move(options), std::move(handler),
                                      std::move(stream_handler))) {}
 
 HttpServer::~HttpServer() { stop(); }
@@ -427,7 +429,7 @@ void HttpServer::start() {
   // A name ("localhost") is every address it resolves to, so that clients
   // reach the server whichever address family they prefer for it.
   boost::system::error_code ec;
-  tcp::resolver resolver(s.io);
+  tcp::resolver resolver(s.accepting);
   const auto found = resolver.resolve(s.opts.address, std::to_string(s.opts.port),
                                       tcp::resolver::passive | tcp::resolver::numeric_service, ec);
   if (ec || found.empty()) {
@@ -440,7 +442,7 @@ void HttpServer::start() {
     if (!seen.insert(entry.endpoint().address()).second) continue;
     // With port 0, the first bound port is the one for every address.
     const tcp::endpoint endpoint(entry.endpoint().address(), port);
-    auto acceptor = std::make_unique<tcp::acceptor>(s.strand);
+    auto acceptor = std::make_unique<tcp::acceptor>(s.accepting);
     acceptor->open(endpoint.protocol(), ec);
     if (!ec && endpoint.protocol() == tcp::v6()) {
       acceptor->set_option(asio::ip::v6_only(true), ec);
@@ -463,7 +465,7 @@ void HttpServer::start() {
   if (!failures.empty())
     spdlog::warn("listening on some addresses of {} only ({})", s.opts.address, failures);
   for (auto& a : s.acceptors) {
-    asio::co_spawn(s.strand, s.accept_loop(*a), asio::detached);
+    asio::co_spawn(s.accepting, s.accept_loop(*a), asio::detached);
   }
 }
 
@@ -474,7 +476,7 @@ std::uint16_t HttpServer::port() const {
 void HttpServer::stop() {
   auto s = state_;
   if (s->stopping.exchange(true)) return;
-  asio::post(s->strand, [s] {
+  asio::post(s->accepting, [s] {
     boost::system::error_code ignored;
     for (auto& a : s->acceptors) a->close(ignored);
   });

@@ -7,7 +7,6 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/io_context.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/string_body.hpp>
@@ -17,6 +16,10 @@
 #include <memory>
 #include <optional>
 #include <string>
+
+namespace redisched {
+class Runtime;
+}
 
 namespace redisched::server {
 
@@ -87,8 +90,9 @@ HeadScan scan_head(std::string_view buffered, std::size_t header_limit);
 
 class HttpServer {
  public:
-  // Handlers run on io, which the caller runs on any number of threads.
-  HttpServer(boost::asio::io_context& io, HttpOptions options, RequestHandler handler,
+  // Accepts on the runtime's first shard and serves each connection on one
+  // shard, in turn; handlers run there.
+  HttpServer(Runtime& runtime, HttpOptions options, RequestHandler handler,
              StreamHandler stream_handler = nullptr);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

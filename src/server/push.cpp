@@ -5,7 +5,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -15,6 +14,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
+#include "redisched/runtime.h"
 #include "server/api.h"
 #include "server/metrics.h"
 #include "wire/job_json.h"
@@ -62,11 +62,21 @@ std::string payload(const std::string& topic, const Reservation& j) {
 // failure or timeout.
 asio::awaitable<unsigned> post(Target t, std::string body, std::chrono::milliseconds timeout) {
   auto ex = co_await asio::this_coro::executor;
-  tcp::resolver resolver(ex);
   beast::tcp_stream stream(ex);
   stream.expires_after(timeout);
-  auto endpoints = co_await resolver.async_resolve(t.host, t.port, asio::use_awaitable);
-  co_await stream.async_connect(endpoints, asio::use_awaitable);
+  // An address needs no lookup (and Asio's asynchronous lookup runs on a
+  // thread of its own).
+  boost::system::error_code not_address;
+  const auto address = asio::ip::make_address(t.host, not_address);
+  if (!not_address) {
+    co_await stream.async_connect(
+        tcp::endpoint(address, static_cast<std::uint16_t>(std::stoul(t.port))),
+        asio::use_awaitable);
+  } else {
+    tcp::resolver resolver(ex);
+    auto endpoints = co_await resolver.async_resolve(t.host, t.port, asio::use_awaitable);
+    co_await stream.async_connect(endpoints, asio::use_awaitable);
+  }
   http::request<http::string_body> req{http::verb::post, t.path, 11};
   req.set(http::field::host, t.host);
   req.set(http::field::content_type, "application/json");
@@ -95,8 +105,7 @@ std::pair<std::string, Subscription> parse_webhook_flag(const std::string& flag)
   return {flag.substr(0, eq), s};
 }
 
-Pusher::Pusher(asio::io_context& io, ClientOptions client_options, Metrics& metrics)
-    : io_(io), client_options_(std::move(client_options)), metrics_(metrics) {}
+Pusher::Pusher(Client& client, Metrics& metrics) : client_(client), metrics_(metrics) {}
 
 Pusher::~Pusher() { stop(std::chrono::milliseconds(0)); }
 
@@ -109,9 +118,9 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
   if (s.timeout.count() < 1 || s.timeout.count() > 600000) {
     throw Error(Errc::invalid_argument, "webhook timeout must be from 1 to 600000 ms");
   }
-  WorkerOptions wo;
-  wo.client = client_options_;
-  auto worker = std::make_unique<Worker>(wo);
+  // On the server's Client and runtime: a webhook costs no thread and no
+  // connection of its own.
+  auto worker = std::make_unique<Worker>(client_);
   HandlerOptions ho;
   ho.concurrency = s.concurrency;
   // The request's timeout counts against the reservation; the margin only
@@ -119,32 +128,37 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
   ho.ttr = s.timeout + std::chrono::seconds(5);
   ho.overrun = Overrun::abandon;
   auto& metrics = metrics_;
-  auto& io = io_;
-  worker->handle_async(topic, ho, [topic, target, s, &metrics, &io](std::shared_ptr<AsyncJob> job) {
-    const auto started = std::chrono::steady_clock::now();
-    asio::co_spawn(
-        asio::make_strand(io), post(target, payload(topic, job->job()), s.timeout),
-        [job, topic, started, &metrics, url = s.url](std::exception_ptr e, unsigned status) {
-          metrics.observe(
-              "delivery", topic,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-          if (!e && status >= 200 && status < 300) {
-            metrics.job_event("pushed", topic, std::string(job->id()));
-          } else {
-            std::string why = "webhook answered HTTP " + std::to_string(status);
-            if (e) {
-              try {
-                std::rethrow_exception(e);
-              } catch (const std::exception& ex) {
-                why = std::string("webhook ") + url + ": " + ex.what();
+  auto& runtime = client_.runtime();
+  worker->handle_async(
+      topic, ho, [topic, target, s, &metrics, &runtime](std::shared_ptr<AsyncJob> job) {
+        const auto started = std::chrono::steady_clock::now();
+        // The request runs on the worker's shard, where this handler is called.
+        const int here = runtime.current_shard();
+        asio::co_spawn(
+            runtime.shard(here >= 0 ? static_cast<std::size_t>(here) : 0),
+            post(target, payload(topic, job->job()), s.timeout),
+            [job, topic, started, &metrics, url = s.url](std::exception_ptr e, unsigned status) {
+              metrics.observe(
+                  "delivery", topic,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+                      .count());
+              if (!e && status >= 200 && status < 300) {
+                metrics.job_event("pushed", topic, std::string(job->id()));
+              } else {
+                std::string why = "webhook answered HTTP " + std::to_string(status);
+                if (e) {
+                  try {
+                    std::rethrow_exception(e);
+                  } catch (const std::exception& ex) {
+                    why = std::string("webhook ") + url + ": " + ex.what();
+                  }
+                }
+                metrics.job_event("push_failed", topic, std::string(job->id()));
+                job->fail(why, false);
               }
-            }
-            metrics.job_event("push_failed", topic, std::string(job->id()));
-            job->fail(why, false);
-          }
-          job->done();
-        });
-  });
+              job->done();
+            });
+      });
   worker->run();
   std::unique_ptr<Worker> old;
   {
@@ -153,7 +167,7 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
     old = std::move(slot.second);
     slot = {s, std::move(worker)};
   }
-  if (old) old->cancel(s.timeout);
+  retire(std::move(old), s.timeout);
   spdlog::info("pushing topic {} to {} (concurrency {})", topic, s.url, s.concurrency);
 }
 
@@ -168,8 +182,27 @@ bool Pusher::unsubscribe(const std::string& topic) {
     drain = it->second.first.timeout;
     subs_.erase(it);
   }
-  old->cancel(drain);
+  retire(std::move(old), drain);
   return true;
+}
+
+// A replaced or removed subscription's worker drains off the runtime's
+// threads (a route calls this on one, and cancel() waits).
+void Pusher::retire(std::unique_ptr<Worker> old, std::chrono::milliseconds drain) {
+  if (!old) return;
+  std::lock_guard lock(mu_);
+  std::erase_if(retiring_, [](Retiring& r) {
+    if (!*r.finished) return false;
+    r.thread.join();
+    return true;
+  });
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  retiring_.push_back({std::thread([w = std::move(old), drain, finished]() mutable {
+                         w->cancel(drain);
+                         w.reset();
+                         *finished = true;
+                       }),
+                       finished});
 }
 
 void Pusher::stop(std::chrono::milliseconds drain) {
@@ -179,6 +212,12 @@ void Pusher::stop(std::chrono::milliseconds drain) {
     all.swap(subs_);
   }
   for (auto& [topic, sub] : all) sub.second->cancel(drain);
+  std::vector<Retiring> retiring;
+  {
+    std::lock_guard lock(mu_);
+    retiring.swap(retiring_);
+  }
+  for (auto& r : retiring) r.thread.join();
 }
 
 std::optional<Subscription> Pusher::subscription(const std::string& topic) {

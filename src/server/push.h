@@ -6,14 +6,15 @@
 // restarted server carries on where the last one stopped.
 #pragma once
 
-#include <boost/asio/awaitable.hpp>
-#include <boost/asio/io_context.hpp>
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "redisched/worker.h"
 #include "server/http.h"
@@ -33,8 +34,9 @@ std::pair<std::string, Subscription> parse_webhook_flag(const std::string& flag)
 
 class Pusher {
  public:
-  // HTTP requests run on io; workers connect with client_options.
-  Pusher(boost::asio::io_context& io, ClientOptions client_options, Metrics& metrics);
+  // Each subscription is a Worker on client (and its runtime), which must
+  // outlive the Pusher; the webhook requests run on the worker's shard.
+  Pusher(Client& client, Metrics& metrics);
   ~Pusher();
   Pusher(const Pusher&) = delete;
   Pusher& operator=(const Pusher&) = delete;
@@ -44,17 +46,24 @@ class Pusher {
   void subscribe(const std::string& topic, const Subscription& s);
   bool unsubscribe(const std::string& topic);
   // Stops every delivery, letting requests in flight finish within drain.
+  // Not on a thread of the runtime (it waits for the workers).
   void stop(std::chrono::milliseconds drain);
 
   // The topic's subscription, if it has one.
   std::optional<Subscription> subscription(const std::string& topic);
 
  private:
-  boost::asio::io_context& io_;
-  ClientOptions client_options_;
+  struct Retiring {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> finished;
+  };
+  void retire(std::unique_ptr<Worker> old, std::chrono::milliseconds drain);
+
+  Client& client_;
   Metrics& metrics_;
   std::mutex mu_;
   std::map<std::string, std::pair<Subscription, std::unique_ptr<Worker>>> subs_;
+  std::vector<Retiring> retiring_;  // workers draining after a change
 };
 
 }  // namespace redisched::server

@@ -2,14 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/strand.hpp>
 #include <filesystem>
+#include <future>
 #include <iostream>
 #include <thread>
 
 #include "embedded/redis_process.h"
+#include "redisched/runtime.h"
 #include "server/api.h"
 #include "server/census.h"
 #include "server/dashboard.h"
@@ -48,7 +50,8 @@ void add_serve_options(CLI::App& s, ServeOptions& o) {
                "(localhost: 127.0.0.1 and ::1)")
       ->envname("REDISCHED_LISTEN")
       ->capture_default_str();
-  s.add_option("--threads", o.threads, "threads serving HTTP")
+  s.add_option("--threads", o.threads,
+               "threads of the server: HTTP, its Redis calls, webhooks and the sweeper share them")
       ->envname("REDISCHED_THREADS")
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
@@ -108,25 +111,28 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
     url = embedded->unix_url();
     spdlog::info("started redis-server (pid {}) with its data in {}", embedded->pid(), r.data_dir);
   }
+  // Every part of the server runs on these threads: the HTTP connections,
+  // their Redis calls, the webhooks' workers, the sweeper.
+  auto runtime = std::make_shared<Runtime>(o.threads);
   ClientOptions co;
   co.redis_url = url;
   co.prefix = r.prefix;
   co.max_body = r.max_body;
-  co.connections = 2;
+  co.runtime = runtime;
   Client client(co);
 
-  asio::io_context io(o.threads);
-  WakeHub hub(client, asio::make_strand(io));
+  asio::io_context& first = runtime->shard(0);
+  WakeHub hub(client, asio::make_strand(first));
   Metrics metrics;
   Census census(client);
-  Pusher pusher(io, co, metrics);
+  Pusher pusher(client, metrics);
   for (const auto& flag : o.webhooks) {
     auto [topic, sub] = parse_webhook_flag(flag);
     sub.concurrency = o.webhook_concurrency;
     sub.timeout = std::chrono::milliseconds(o.webhook_timeout_ms);
     pusher.subscribe(topic, sub);
   }
-  Sweeper sweeper(io, client, census, metrics);
+  Sweeper sweeper(first, client, census, metrics);
   sweeper.start();
   ApiContext ctx{client, hub, metrics, pusher, census, sweeper, o.token, o.max_wait_ms};
 
@@ -140,41 +146,33 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   ho.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
   ho.max_connections = o.max_connections;
   HttpServer server(
-      io, ho, [&ctx](Request& req) { return route(ctx, req); },
+      *runtime, ho, [&ctx](Request& req) { return route(ctx, req); },
       [&ctx](Request& req, boost::beast::tcp_stream& s) { return events_stream(ctx, req, s); });
   server.start();
   // The first line on stdout, for scripts (and tests that listen on port 0).
   std::cout << "redisched serve listening on http://" << address << ":" << server.port()
             << " (Redis " << (embedded ? "embedded, " + r.data_dir : url) << ")" << std::endl;
 
-  auto work = asio::make_work_guard(io);
-  asio::signal_set signals(io, SIGINT, SIGTERM);
-  std::thread stopper;  // waits out requests in flight off the I/O threads; joined below
-  signals.async_wait([&](boost::system::error_code ec, int sig) {
-    if (ec) return;
-    spdlog::info("signal {}: stopping", sig);
-    // Hand out nothing more (long-polls answer empty at once); stop accepting.
-    ctx.stopping = true;
-    hub.wake_all();
-    server.stop();
-    sweeper.stop();
-    stopper = std::thread([&] {
-      const auto deadline =
-          std::chrono::steady_clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
-      // Connections still open may bring the acks of jobs they hold.
-      while (server.connections() > 0 && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      pusher.stop(std::chrono::milliseconds(o.shutdown_timeout_ms));
-      work.reset();
-      io.stop();
-    });
-  });
-  std::vector<std::thread> threads;
-  for (int i = 1; i < o.threads; ++i) threads.emplace_back([&io] { io.run(); });
-  io.run();
-  for (auto& t : threads) t.join();
-  if (stopper.joinable()) stopper.join();
+  // This thread waits for SIGINT or SIGTERM, then drains.
+  std::promise<int> signalled;
+  asio::signal_set signals(first, SIGINT, SIGTERM);
+  signals.async_wait(
+      [&](boost::system::error_code ec, int sig) { signalled.set_value(ec ? 0 : sig); });
+  const int sig = signalled.get_future().get();
+  spdlog::info("signal {}: stopping", sig);
+  // Hand out nothing more (long-polls answer empty at once); stop accepting.
+  ctx.stopping = true;
+  hub.wake_all();
+  server.stop();
+  sweeper.stop();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
+  // Connections still open may bring the acks of jobs they hold.
+  while (server.connections() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  pusher.stop(std::chrono::milliseconds(o.shutdown_timeout_ms));
+  runtime->stop();
   spdlog::info("stopped");
   return 0;
 }

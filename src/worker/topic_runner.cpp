@@ -622,7 +622,12 @@ void TopicRunner::abandon_running() {
   for (auto& [key, r] : running_) r.abandoned = true;
 }
 
-void TopicRunner::close() { heartbeat_timer_.cancel(); }
+void TopicRunner::close() {
+  due_timer_.cancel();
+  sweep_timer_.cancel();
+  heartbeat_timer_.cancel();
+  retry_timer_.cancel();
+}
 
 void TopicRunner::join() {
   {

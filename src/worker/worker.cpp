@@ -1,18 +1,17 @@
 #include "redisched/worker.h"
 
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <charconv>
 #include <csignal>
 #include <future>
-#include <thread>
 #include <unordered_map>
 
 #include "core/codec.h"
 #include "core/keys.h"
 #include "core/limits.h"
+#include "redisched/runtime.h"
 #include "worker/topic_runner.h"
 
 namespace redisched {
@@ -47,7 +46,16 @@ void check_options(const HandlerOptions& o) {
 
 class Worker::Impl {
  public:
-  explicit Impl(WorkerOptions o) : opts(std::move(o)), client(opts.client), shared(io, client) {}
+  // client: a Client to share, or null for one of the worker's own (made
+  // with o.client). The control loop runs on a shard of the Client's
+  // runtime.
+  Impl(WorkerOptions o, Client* shared_client)
+      : opts(std::move(o)),
+        own_client(shared_client ? nullptr : std::make_unique<Client>(opts.client)),
+        client(shared_client ? *shared_client : *own_client),
+        control_shard(client.runtime().next_shard()),
+        io(client.runtime().shard(control_shard)),
+        shared(io, client) {}
 
   ~Impl() { cancel(std::nullopt); }
   Impl(const Impl&) = delete;
@@ -82,28 +90,33 @@ class Worker::Impl {
     if (started) throw Error(Errc::invalid_argument, "a Worker runs once");
     if (topics.empty()) throw Error(Errc::invalid_argument, "no handlers: call handle() first");
     started = true;
-    for (auto& t : topics) t->start();
+    for (auto& t : topics) t->start();  // a synchronous handler's threads
     // A topic's wake-ups come through the Client; a (re)subscription means
-    // signals may have been missed, so the topic looks again.
+    // signals may have been missed, so the topic looks again. They come on
+    // whichever shard holds the subscription, and are posted to the control
+    // shard, where `open` says whether the worker is still there.
     for (auto& t : topics) {
       worker::TopicRunner* runner = t.get();
       subscriptions.push_back(client.watch(
           runner->topic(),
-          [this, runner](std::int64_t due) {
-            asio::post(io, [runner, due] { runner->on_signal(due); });
+          [this, runner, open = open](std::int64_t due) {
+            asio::post(io, [runner, due, open] {
+              if (*open) runner->on_signal(due);
+            });
           },
-          [this, runner] { asio::post(io, [runner] { runner->look(); }); }));
+          [this, runner, open = open] {
+            asio::post(io, [runner, open] {
+              if (*open) runner->look();
+            });
+          }));
     }
-    control = std::thread([this] {
-      t_worker_thread = true;
-      io.run();
-    });
     running = true;
   }
 
   void cancel(std::optional<Millis> drain) {
-    if (t_worker_thread) {
-      throw Error(Errc::invalid_argument, "cancel() from a handler would wait for itself");
+    if (t_worker_thread || client.runtime().current_shard() >= 0) {
+      throw Error(Errc::invalid_argument,
+                  "cancel() from a handler or a thread of the runtime would wait for itself");
     }
     std::lock_guard lock(lifecycle);
     if (!running) return;
@@ -126,15 +139,21 @@ class Worker::Impl {
       shared.changed.wait(l, [this] { return shared.calls == 0; });
     }
     subscriptions.clear();  // no callback starts from here on
-    on_control([this] {
+    // The handlers of the timers close() cancels are queued on the shard's
+    // thread, and so is what is posted from there after them: once that
+    // ran, nothing of the worker is left on the shard. (A post from this
+    // thread could overtake them.)
+    std::promise<void> drained;
+    asio::post(io, [this, &drained] {
       for (auto& t : topics) t->close();
+      *open = false;
+      asio::post(io, [&drained] { drained.set_value(); });
     });
-    work.reset();
-    control.join();
+    drained.get_future().wait();
     running = false;
   }
 
-  // Runs fn on the control thread and waits for it.
+  // Runs fn on the control shard and waits for it.
   void on_control(std::function<void()> fn) {
     std::promise<void> done;
     asio::post(io, [&] {
@@ -145,11 +164,12 @@ class Worker::Impl {
   }
 
   WorkerOptions opts;
-  Client client;
-  asio::io_context io;
+  std::unique_ptr<Client> own_client;
+  Client& client;
+  std::size_t control_shard;
+  asio::io_context& io;  // the control shard
   worker::Shared shared;
-  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
-  std::thread control;
+  std::shared_ptr<bool> open = std::make_shared<bool>(true);  // on the control shard
   std::vector<std::unique_ptr<worker::TopicRunner>> topics;
   std::unordered_map<std::string, worker::TopicRunner*> by_channel;
   std::vector<Subscription> subscriptions;
@@ -158,7 +178,10 @@ class Worker::Impl {
   std::atomic<bool> running{false};
 };
 
-Worker::Worker(WorkerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {}
+Worker::Worker(WorkerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options), nullptr)) {}
+Worker::Worker(Client& client, WorkerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options), &client)) {}
 Worker::~Worker() = default;
 
 Client& Worker::client() { return impl_->client; }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "serve_process.h"
@@ -455,6 +456,36 @@ TEST(ServerPush, WebhookSubscriptionsByApi) {
   ASSERT_TRUE(wait_until([&] { return receiver.bodies().size() == 1; }));
   EXPECT_EQ(http.request("DELETE", "/v1/topics/api/webhook").status, 200);
   EXPECT_EQ(http.request("GET", "/v1/topics/api/webhook").status, 404);
+}
+
+// The runtime: serve --threads 2 runs every part (HTTP, Redis calls, five
+// webhooks' workers, the sweeper, 100 topics) on its two threads, plus the
+// one that waits for signals.
+TEST(ServerRuntime, TwoThreadsServeFiveWebhooksAndAHundredTopics) {
+  test::Receiver receiver([](const std::string&) { return 200; });
+  std::vector<std::string> args = {"--threads", "2"};
+  for (int i = 0; i < 5; ++i) {
+    args.push_back("--webhook");
+    args.push_back("hook" + std::to_string(i) +
+                   "=http://127.0.0.1:" + std::to_string(receiver.port()) + "/in");
+  }
+  ServeProcess serve(args);
+  HttpClient http(serve.port());
+  for (int i = 0; i < 100; ++i) {
+    const std::string topic = i < 5 ? "hook" + std::to_string(i) : "t" + std::to_string(i);
+    ASSERT_EQ(http.request("PUT", "/v1/topics/" + topic + "/jobs/j", R"({"body":"x"})").status,
+              201);
+  }
+  ASSERT_TRUE(wait_until([&] { return receiver.bodies().size() == 5; }));
+  EXPECT_EQ(http.request("GET", "/metrics").status, 200);
+  EXPECT_EQ(parse(http.request("GET", "/v1/topics").body).at("topics").as_array().size(), 100u);
+  int threads = 0;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(serve.pid()) + "/task")) {
+    ++threads;
+  }
+  std::cout << "serve --threads 2, 5 webhooks, 100 topics: " << threads << " threads\n";
+  EXPECT_LE(threads, 4);
 }
 
 TEST(ServerEmbedded, OneServePerDataDirNoOrphanAndDataSurvivesARestart) {

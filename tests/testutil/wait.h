@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <filesystem>
 #include <thread>
 
 namespace redisched::test {
@@ -15,6 +16,13 @@ bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return true;
+}
+
+// Threads of this process now (the entries of /proc/self/task).
+inline int thread_count() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
 }
 
 }  // namespace redisched::test

@@ -1,0 +1,174 @@
+// Clients and Workers sharing a Runtime: calls complete on the thread that
+// made them, nothing blocks a runtime thread, and async calls report every
+// failure through their Result.
+#include "redisched/runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <future>
+#include <thread>
+
+#include "redisched/client.h"
+#include "redisched/worker.h"
+#include "testutil/expect_error.h"
+#include "testutil/redis_server.h"
+#include "testutil/wait.h"
+
+namespace redisched {
+namespace {
+
+using test::shared_redis;
+using test::unique_topic;
+
+ClientOptions on(const std::shared_ptr<Runtime>& rt) {
+  ClientOptions o;
+  o.redis_url = shared_redis().url();
+  o.runtime = rt;
+  return o;
+}
+
+JobSpec job(std::string id) {
+  JobSpec s;
+  s.id = std::move(id);
+  s.body = "body";
+  return s;
+}
+
+TEST(RuntimeTest, RefusesAThreadCountOutOfRange) {
+  EXPECT_REDISCHED_ERROR(Runtime(0), Errc::invalid_argument, "1 to 256 threads");
+  EXPECT_REDISCHED_ERROR(Runtime(257), Errc::invalid_argument, "1 to 256 threads");
+}
+
+TEST(RuntimeTest, ShardsRunOnThreadsOfTheirOwn) {
+  Runtime rt(3);
+  EXPECT_EQ(rt.shards(), 3u);
+  EXPECT_TRUE(rt.owns_threads());
+  EXPECT_EQ(rt.current_shard(), -1);
+  std::set<std::thread::id> threads;
+  for (std::size_t i = 0; i < rt.shards(); ++i) {
+    std::promise<std::pair<int, std::thread::id>> p;
+    boost::asio::post(rt.shard(i), [&] {
+      p.set_value({rt.current_shard(), std::this_thread::get_id()});
+    });
+    auto [shard, id] = p.get_future().get();
+    EXPECT_EQ(shard, static_cast<int>(i));
+    EXPECT_NE(id, std::this_thread::get_id());
+    threads.insert(id);
+  }
+  EXPECT_EQ(threads.size(), 3u);
+  EXPECT_EQ(rt.shard_of("emails"), rt.shard_of("emails"));
+}
+
+// A call made on a shard's thread is answered on that same thread.
+TEST(RuntimeTest, ACallMadeOnAShardCompletesThere) {
+  auto rt = std::make_shared<Runtime>(2);
+  Client client(on(rt));
+  const std::string topic = unique_topic();
+  for (std::size_t i = 0; i < rt->shards(); ++i) {
+    std::promise<bool> same;
+    boost::asio::post(rt->shard(i), [&, i] {
+      const auto caller = std::this_thread::get_id();
+      client.put_async(topic, job("j" + std::to_string(i)), [&, caller, i](Result<PutOutcome> r) {
+        same.set_value(r.ok() && std::this_thread::get_id() == caller &&
+                       rt->current_shard() == static_cast<int>(i));
+      });
+    });
+    EXPECT_TRUE(same.get_future().get()) << "shard " << i;
+  }
+  EXPECT_EQ(client.stats(topic).ready, 2);
+}
+
+TEST(RuntimeTest, ASynchronousCallOnARuntimeThreadIsRefusedNotDeadlocked) {
+  auto rt = std::make_shared<Runtime>(1);
+  Client client(on(rt));
+  std::promise<std::string> what;
+  boost::asio::post(rt->shard(0), [&] {
+    try {
+      client.stats(unique_topic());
+      what.set_value("answered");
+    } catch (const Error& e) {
+      what.set_value(e.what());
+    }
+  });
+  EXPECT_NE(what.get_future().get().find("would wait for itself"), std::string::npos);
+}
+
+// The asynchronous forms never throw: a refused argument arrives as the
+// Result's Error, on a thread of the runtime (not inside the call).
+TEST(RuntimeTest, AsyncCallsReportRefusalsThroughTheirResult) {
+  auto rt = std::make_shared<Runtime>(1);
+  Client client(on(rt));
+  std::promise<std::pair<Result<PutOutcome>, int>> got;
+  EXPECT_NO_THROW(client.put_async("bad topic", job("a"), [&](Result<PutOutcome> r) {
+    got.set_value({std::move(r), rt->current_shard()});
+  }));
+  auto [r, shard] = got.get_future().get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), Errc::invalid_argument);
+  EXPECT_EQ(shard, 0) << "delivered on the runtime's thread";
+  auto f = client.reserve_async(unique_topic(), 0);
+  EXPECT_REDISCHED_ERROR(f.get(), Errc::invalid_argument, "count must be from 1 to 1000");
+}
+
+// A runtime over the caller's io_context: nothing runs until the caller
+// runs it, and then calls complete on the caller's thread.
+TEST(RuntimeTest, AClientOnTheCallersIoContext) {
+  boost::asio::io_context io;
+  auto rt = std::make_shared<Runtime>(io);
+  EXPECT_FALSE(rt->owns_threads());
+  Client client(on(rt));  // does not wait: io is not running
+  const std::string topic = unique_topic();
+  std::optional<Result<PutOutcome>> put;
+  std::thread::id answered_on;
+  client.put_async(topic, job("a"), [&](Result<PutOutcome> r) {
+    put.emplace(std::move(r));
+    answered_on = std::this_thread::get_id();
+    io.stop();
+  });
+  io.run();
+  ASSERT_TRUE(put && put->ok());
+  EXPECT_EQ(answered_on, std::this_thread::get_id());
+  io.restart();
+  std::optional<Result<TopicStats>> stats;
+  client.stats_async(topic, [&](Result<TopicStats> r) {
+    stats.emplace(std::move(r));
+    io.stop();
+  });
+  io.run();
+  ASSERT_TRUE(stats && stats->ok());
+  EXPECT_EQ(stats->value().ready, 1);
+}
+
+// Many workers on one Client and one runtime of two threads: their jobs
+// all run, and the process has the runtime's threads, not one per worker.
+TEST(RuntimeTest, WorkersShareTheClientsRuntime) {
+  auto rt = std::make_shared<Runtime>(2);
+  Client client(on(rt));
+  std::vector<std::string> topics;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::atomic<int> handled{0};
+  for (int i = 0; i < 10; ++i) {
+    topics.push_back(unique_topic());
+    workers.push_back(std::make_unique<Worker>(client));
+    workers.back()->handle_async(topics.back(), {.concurrency = 5},
+                                 [&](std::shared_ptr<AsyncJob> j) {
+                                   ++handled;
+                                   j->done();
+                                 });
+  }
+  const int before = test::thread_count();
+  for (auto& w : workers) w->run();
+  for (auto& t : topics) {
+    for (int j = 0; j < 20; ++j) client.put(t, job("j" + std::to_string(j)));
+  }
+  ASSERT_TRUE(test::wait_until([&] { return handled.load() == 200; }));
+  EXPECT_EQ(test::thread_count(), before) << "workers with async handlers start no threads";
+  for (auto& w : workers) w->cancel();
+  for (auto& t : topics) EXPECT_EQ(client.stats(t).ready + client.stats(t).reserved, 0);
+}
+
+}  // namespace
+}  // namespace redisched
