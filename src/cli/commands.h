@@ -1,23 +1,22 @@
-// The CLI's subcommands: each turns its parsed arguments into Client calls
-// and prints the result, as text for people or JSON lines for scripts.
+// The CLI's subcommands, one group per file: each turns its parsed
+// arguments into Client calls and prints the result, as text for people or
+// JSON lines for scripts. A subcommand's callback sets `selected` to what it
+// will do; main runs it with the Session once the whole line is parsed.
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <functional>
-#include <string>
+
+#include "cli/session.h"
 
 namespace redisched::cli {
 
-struct GlobalOptions {
-  std::string redis_url;  // empty: the embedded default in data_dir
-  std::string data_dir = "redisched-data";
-  std::string prefix = "redisched";
-  bool json = false;
-};
-
-// Adds every subcommand to app; the chosen one is run by run_selected.
-void add_commands(CLI::App& app, GlobalOptions& global);
-// Runs the subcommand that was parsed; returns the exit status.
-int run_selected(const GlobalOptions& global);
+void add_job_commands(CLI::App& app, Action& selected);  // put get delete
+void add_reservation_commands(CLI::App& app,
+                              Action& selected);  // reserve pull ack release fail touch
+void add_topic_commands(CLI::App& app,
+                        Action& selected);  // stats topics list kick pause resume requeue
+void add_transfer_commands(CLI::App& app, Action& selected);  // export import
+void add_serve_command(CLI::App& app, Action& selected);      // serve
+void add_bench_command(CLI::App& app, Action& selected);      // bench
 
 }  // namespace redisched::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   // Global options may come after the subcommand too: redisched serve --redis URL.
   app.fallthrough();
   redisched::cli::GlobalOptions global;
+  redisched::cli::Action selected;  // what the parsed subcommand will do
   app.add_option("--redis", global.redis_url,
                  "Redis URL: redis://[user:password@]host[:port][/db], rediss://..., "
                  "unix:///path. Without it: the Redis of a serve running on --data-dir, "
@@ -25,7 +26,12 @@ int main(int argc, char** argv) {
                  "read options from this TOML/INI file: global ones as key = value, serve's "
                  "under [serve]");
   app.add_flag("--json", global.json, "print JSON (one object per line) for scripts");
-  redisched::cli::add_commands(app, global);
+  redisched::cli::add_job_commands(app, selected);
+  redisched::cli::add_reservation_commands(app, selected);
+  redisched::cli::add_topic_commands(app, selected);
+  redisched::cli::add_transfer_commands(app, selected);
+  redisched::cli::add_serve_command(app, selected);
+  redisched::cli::add_bench_command(app, selected);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -33,7 +39,9 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 1;
   }
   try {
-    return redisched::cli::run_selected(global);
+    if (!selected) return 2;
+    redisched::cli::Session session(global);
+    return selected(session);
   } catch (const redisched::Error& e) {
     std::cerr << "redisched: " << e.what() << "\n";
     return 1;

@@ -44,62 +44,6 @@ std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
 
 }  // namespace
 
-void add_serve_options(CLI::App& s, ServeOptions& o) {
-  s.add_option("--listen", o.listen,
-               "address:port to listen on; a host name listens on each of its addresses "
-               "(localhost: 127.0.0.1 and ::1)")
-      ->envname("REDISCHED_LISTEN")
-      ->capture_default_str();
-  s.add_option("--threads", o.threads,
-               "threads of the server: HTTP, its Redis calls, webhooks and the sweeper share them")
-      ->envname("REDISCHED_THREADS")
-      ->check(CLI::Range(1, 256))
-      ->capture_default_str();
-  s.add_option("--token", o.token,
-               "require \"Authorization: Bearer TOKEN\" on every route but /healthz")
-      ->envname("REDISCHED_TOKEN");
-  s.add_option("--webhook", o.webhooks,
-               "TOPIC=URL: POST each due job of TOPIC to URL (2xx acks it); repeatable")
-      ->envname("REDISCHED_WEBHOOK");
-  s.add_option("--webhook-concurrency", o.webhook_concurrency, "deliveries in flight per webhook")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  s.add_option("--webhook-timeout", o.webhook_timeout_ms,
-               "ms a webhook may take to answer (counts against the job's time-to-run)")
-      ->check(CLI::Range(1, 600000))
-      ->capture_default_str();
-  s.add_option("--max-request", o.max_request, "largest request body, bytes")
-      ->check(CLI::Range(1024, 1 << 30))
-      ->capture_default_str();
-  s.add_option("--max-header", o.max_header,
-               "largest request head (request line and headers), bytes; also bounds chunk-size "
-               "lines and trailers")
-      ->check(CLI::Range(std::size_t{1024}, kMaxHeaderLimit))
-      ->capture_default_str();
-  s.add_option("--idle-timeout", o.idle_timeout_ms,
-               "ms an idle keep-alive connection is kept (also: ms a request body may take)")
-      ->check(CLI::Range(100, 3600000))
-      ->capture_default_str();
-  s.add_option("--header-timeout", o.header_timeout_ms,
-               "ms a request head may take once its first byte came (slow clients are closed)")
-      ->check(CLI::Range(100, 600000))
-      ->capture_default_str();
-  s.add_option("--max-connections", o.max_connections,
-               "connections served at once; more are answered 503 and closed")
-      ->check(CLI::Range(1, 1000000))
-      ->capture_default_str();
-  s.add_option("--max-wait", o.max_wait_ms, "longest long-poll a reserve may ask for, ms")
-      ->check(CLI::Range(0, 3600000))
-      ->capture_default_str();
-  s.add_option("--shutdown-timeout", o.shutdown_timeout_ms,
-               "ms that requests and deliveries in flight get to finish on SIGTERM")
-      ->check(CLI::Range(0, 600000))
-      ->capture_default_str();
-  s.add_option("--log-level", o.log_level, "trace, debug, info, warn, error (requests: debug)")
-      ->envname("REDISCHED_LOG_LEVEL")
-      ->capture_default_str();
-}
-
 int serve(const ServeOptions& o, const RedisChoice& r) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   const auto [address, port] = split_listen(o.listen);

@@ -2,7 +2,6 @@
 // HTTP server, push delivery and metrics, and runs until SIGINT/SIGTERM.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -35,10 +34,6 @@ struct RedisChoice {
   std::string prefix = "redisched";
   std::size_t max_body = 1 << 20;
 };
-
-// Adds serve's flags (some also environment variables REDISCHED_<NAME>, and
-// any of them in the [serve] section of the --config file).
-void add_serve_options(CLI::App& serve, ServeOptions& o);
 
 // Runs the server; returns the exit status.
 int serve(const ServeOptions& o, const RedisChoice& redis);

@@ -1,0 +1,176 @@
+// put, get, delete.
+#include <boost/json/object.hpp>
+#include <future>
+#include <iostream>
+#include <iterator>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "core/limits.h"
+#include "redisched/client.h"
+#include "wire/job_json.h"
+
+namespace redisched::cli {
+namespace {
+
+namespace json = boost::json;
+
+Backoff parse_backoff(const std::string& text) {
+  // kind:base:cap, e.g. exponential:1000:60000 or fixed:5000
+  Backoff b;
+  const auto first = text.find(':');
+  const std::string kind = text.substr(0, first);
+  if (kind == "fixed") {
+    b.kind = BackoffKind::fixed;
+  } else if (kind == "exponential") {
+    b.kind = BackoffKind::exponential;
+  } else {
+    throw Error(Errc::invalid_argument, "--backoff must be fixed:BASE or exponential:BASE:CAP");
+  }
+  if (first == std::string::npos) throw Error(Errc::invalid_argument, "--backoff needs a base");
+  const auto second = text.find(':', first + 1);
+  try {
+    b.base = Millis(std::stoll(text.substr(first + 1, second - first - 1)));
+    b.cap = second == std::string::npos ? b.base : Millis(std::stoll(text.substr(second + 1)));
+  } catch (const std::logic_error&) {
+    throw Error(Errc::invalid_argument, "--backoff numbers must be milliseconds");
+  }
+  return b;
+}
+
+struct PutArgs {
+  std::string topic, id, body, backoff;
+  std::optional<std::int64_t> delay, at, ttr, attempts;
+  int priority = 0;
+  bool replace = false, upsert = false;
+
+  JobSpec spec() const {
+    JobSpec spec;
+    spec.id = id;
+    if (body == "-") {
+      spec.body.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    } else {
+      spec.body = body;
+    }
+    if (delay) spec.delay = Millis(*delay);
+    spec.due_at_ms = at;
+    spec.priority = priority;
+    if (ttr) spec.ttr = Millis(*ttr);
+    if (attempts) spec.max_attempts = static_cast<int>(*attempts);
+    if (!backoff.empty()) spec.backoff = parse_backoff(backoff);
+    if (replace && upsert) throw Error(Errc::invalid_argument, "give --replace or --upsert");
+    if (replace) spec.mode = PutMode::replace;
+    if (upsert) spec.mode = PutMode::upsert;
+    return spec;
+  }
+};
+
+int put(Session& s, const PutArgs& a) {
+  JobSpec spec = a.spec();
+  if (spec.id == "*") {  // a generated id
+    spec.id.clear();
+    const std::string id = s.client().add(a.topic, spec);
+    if (s.json()) {
+      print_json(json::object{{"id", id}, {"outcome", "created"}});
+    } else {
+      std::cout << "created " << id << "\n";
+    }
+    return 0;
+  }
+  const PutOutcome o = s.client().put(a.topic, spec);
+  const char* names[] = {"created", "updated", "exists", "not found"};
+  const char* name = names[static_cast<int>(o)];
+  if (s.json()) {
+    print_json(json::object{{"id", spec.id}, {"outcome", name}});
+  } else if (o == PutOutcome::created || o == PutOutcome::updated) {
+    std::cout << name << " " << spec.id << "\n";
+  }
+  if (o == PutOutcome::exists) {
+    std::cerr << "redisched: job " << spec.id << " exists (use --replace or --upsert)\n";
+  }
+  if (o == PutOutcome::not_found) std::cerr << "redisched: no job " << spec.id << "\n";
+  return (o == PutOutcome::created || o == PutOutcome::updated) ? 0 : 1;
+}
+
+int get(Session& s, const std::string& topic, const std::string& id) {
+  auto job = s.client().get(topic, id);
+  if (!job) {
+    std::cerr << "redisched: no job " << id << " in " << topic << "\n";
+    return 1;
+  }
+  if (s.json()) {
+    print_json(wire::job_json(*job));
+  } else {
+    print_job_text(*job);
+  }
+  return 0;
+}
+
+// Every id's delete goes out at once on the pipeline (one round trip), and
+// each is reported.
+int remove(Session& s, const std::string& topic, const std::vector<std::string>& ids) {
+  std::vector<std::future<bool>> removals;
+  removals.reserve(ids.size());
+  for (const auto& id : ids) removals.push_back(s.client().remove_async(topic, id));
+  int missing = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const bool removed = removals[i].get();
+    if (s.json()) {
+      print_json(json::object{{"id", ids[i]}, {"deleted", removed}});
+    } else if (removed) {
+      std::cout << "deleted " << ids[i] << "\n";
+    }
+    if (!removed) {
+      std::cerr << "redisched: no job " << ids[i] << "\n";
+      ++missing;
+    }
+  }
+  return missing == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_job_commands(CLI::App& app, Action& selected) {
+  auto p = std::make_shared<PutArgs>();
+  auto* put_cmd = app.add_subcommand("put", "put a job (body from the argument, or stdin with -)");
+  put_cmd->add_option("topic", p->topic)->required();
+  put_cmd->add_option("id", p->id, "job id, unique in the topic; * to generate one")->required();
+  put_cmd->add_option("body", p->body, "the body; - reads stdin")->required();
+  put_cmd->add_option("--delay", p->delay, "due this many ms from now")
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  put_cmd->add_option("--at", p->at, "due at this Unix time in ms")
+      ->check(CLI::Range(std::int64_t{0}, limits::kMsMax));
+  put_cmd->add_option("--priority", p->priority, "0..1000, higher first")
+      ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
+  put_cmd->add_option("--ttr", p->ttr, "time-to-run of a reservation, ms")
+      ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
+  put_cmd->add_option("--attempts", p->attempts, "attempts before the job is dead")
+      ->check(CLI::Range(std::int64_t{1}, limits::kAttemptsMax));
+  put_cmd->add_option("--backoff", p->backoff, "fixed:MS or exponential:BASE_MS:CAP_MS");
+  put_cmd->add_flag("--replace", p->replace, "update an existing job only");
+  put_cmd->add_flag("--upsert", p->upsert, "create or update");
+  put_cmd->callback([p, &selected] { selected = [p](Session& s) { return put(s, *p); }; });
+
+  struct Named {
+    std::string topic, id;
+    std::vector<std::string> ids;
+  };
+  auto g = std::make_shared<Named>();
+  auto* get_cmd = app.add_subcommand("get", "show a job");
+  get_cmd->add_option("topic", g->topic)->required();
+  get_cmd->add_option("id", g->id)->required();
+  get_cmd->callback(
+      [g, &selected] { selected = [g](Session& s) { return get(s, g->topic, g->id); }; });
+
+  auto d = std::make_shared<Named>();
+  auto* del = app.add_subcommand("delete", "delete jobs in any state");
+  del->add_option("topic", d->topic)->required();
+  del->add_option("ids", d->ids)->required();
+  del->callback(
+      [d, &selected] { selected = [d](Session& s) { return remove(s, d->topic, d->ids); }; });
+}
+
+}  // namespace redisched::cli

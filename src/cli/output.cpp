@@ -1,0 +1,97 @@
+#include "cli/output.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/json/serialize.hpp>
+#include <iostream>
+
+#include "cli/session.h"
+#include "wire/job_json.h"
+
+namespace redisched::cli {
+
+void print_json(const boost::json::value& v) { std::cout << boost::json::serialize(v) << "\n"; }
+
+std::string printable(std::string_view body) {
+  if (wire::valid_utf8(body)) return std::string(body);
+  return "base64:" + wire::base64_encode(body);
+}
+
+void print_job_text(const Job& j) {
+  std::cout << "id:           " << j.id << "\n"
+            << "state:        " << to_string(j.state) << "\n"
+            << "priority:     " << j.priority << "\n"
+            << "created:      " << j.created_ms << "\n"
+            << "due:          " << j.due_ms << "\n"
+            << "attempts:     " << j.attempts << " of " << j.max_attempts << "\n"
+            << "ttr:          " << j.ttr.count() << " ms\n";
+  if (j.error) std::cout << "error:        " << *j.error << "\n";
+  if (j.state == JobState::reserved) {
+    std::cout << "token:        " << j.token << "\n"
+              << "deadline:     " << j.deadline_ms << "\n";
+  }
+  std::cout << "body:         " << printable(j.body) << "\n";
+}
+
+void print_taken(const ReserveResult& r, const Session& s, bool reserved) {
+  if (s.json()) {
+    for (const auto& j : r.jobs) {
+      print_json(wire::reservation_json(j, reserved));
+    }
+    return;
+  }
+  if (r.jobs.empty()) {
+    std::cout << (r.paused ? "topic is paused\n" : "no job is ready\n");
+    return;
+  }
+  for (const auto& j : r.jobs) {
+    std::cout << j.id;
+    if (reserved) std::cout << "\ttoken " << j.token;
+    std::cout << "\tattempt " << j.attempt << "/" << j.max_attempts << "\t" << printable(j.body)
+              << "\n";
+  }
+}
+
+int report(Outcome o, std::string_view what, std::string_view id, const Session& s) {
+  if (s.json()) {
+    print_json(boost::json::object{{"id", id}, {"outcome", to_string(o)}});
+  } else if (o == Outcome::ok) {
+    std::cout << what << " " << id << "\n";
+  }
+  if (o == Outcome::ok) return 0;
+  std::cerr << "redisched: " << id << ": " << to_string(o) << "\n";
+  return 1;
+}
+
+Progress::Progress(std::string what, std::int64_t total)
+    : what_(std::move(what)), total_(total), tty_(::isatty(2) == 1) {}
+
+void Progress::add(std::int64_t n) {
+  done_ += n;
+  if (!tty_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - shown_ < std::chrono::milliseconds(100)) return;
+  shown_ = now;
+  draw();
+}
+
+void Progress::done() {
+  if (!tty_) return;
+  draw();
+  std::cerr << "\n";
+}
+
+void Progress::draw() const {
+  if (total_ > 0) {
+    const int width = 30;
+    const auto filled = static_cast<int>(width * std::min<std::int64_t>(done_, total_) / total_);
+    std::cerr << "\r[" << std::string(static_cast<size_t>(filled), '#')
+              << std::string(static_cast<size_t>(width - filled), ' ') << "] " << done_ << "/"
+              << total_ << " " << what_ << std::flush;
+  } else {
+    std::cerr << "\r" << done_ << " " << what_ << std::flush;
+  }
+}
+
+}  // namespace redisched::cli

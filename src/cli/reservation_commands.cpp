@@ -1,0 +1,126 @@
+// reserve, pull, and what a reservation's holder does: ack, release, fail,
+// touch.
+#include <boost/json/object.hpp>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "core/limits.h"
+#include "redisched/client.h"
+
+namespace redisched::cli {
+namespace {
+
+struct Taking {
+  std::string topic;
+  int count = 1;
+  std::optional<std::int64_t> ttr;
+};
+
+// The arguments of a call on a reservation.
+struct Held {
+  std::string topic, id, error;
+  std::uint64_t token = 0;
+  std::optional<std::int64_t> keep, delay, ttr;
+  std::optional<int> priority;
+  bool dead = false;
+};
+
+CLI::App* add_held(CLI::App& app, const char* name, const char* what, Held& h) {
+  auto* sub = app.add_subcommand(name, what);
+  sub->add_option("topic", h.topic)->required();
+  sub->add_option("id", h.id)->required();
+  sub->add_option("token", h.token, "the reservation's token")->required();
+  return sub;
+}
+
+int fail(Session& s, const Held& h) {
+  auto r = s.client().fail(h.topic, h.id, h.token, h.error, h.dead);
+  if (r.outcome == Outcome::ok && !s.json()) {
+    std::cout << "failed " << h.id << ", now " << to_string(r.state) << "\n";
+    return 0;
+  }
+  return report(r.outcome, "failed", h.id, s);
+}
+
+int touch(Session& s, const Held& h) {
+  auto r = s.client().touch(h.topic, h.id, h.token, Millis(h.ttr.value_or(0)));
+  if (r.outcome == Outcome::ok && !s.json()) {
+    std::cout << "touched " << h.id << ", deadline " << r.deadline_ms << "\n";
+    return 0;
+  }
+  return report(r.outcome, "touched", h.id, s);
+}
+
+}  // namespace
+
+void add_reservation_commands(CLI::App& app, Action& selected) {
+  auto r = std::make_shared<Taking>();
+  auto* reserve = app.add_subcommand("reserve", "reserve ready jobs");
+  reserve->add_option("topic", r->topic)->required();
+  reserve->add_option("--count", r->count, "how many, 1..1000")
+      ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
+      ->capture_default_str();
+  reserve->add_option("--ttr", r->ttr, "time-to-run for jobs without their own, ms")
+      ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
+  reserve->callback([r, &selected] {
+    selected = [r](Session& s) {
+      print_taken(s.client().reserve(r->topic, r->count, Millis(r->ttr.value_or(0))), s, true);
+      return 0;
+    };
+  });
+
+  auto p = std::make_shared<Taking>();
+  auto* pull = app.add_subcommand("pull", "take ready jobs for good (at-most-once)");
+  pull->add_option("topic", p->topic)->required();
+  pull->add_option("--count", p->count, "how many, 1..1000")
+      ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
+      ->capture_default_str();
+  pull->callback([p, &selected] {
+    selected = [p](Session& s) {
+      print_taken(s.client().pull(p->topic, p->count), s, false);
+      return 0;
+    };
+  });
+
+  auto a = std::make_shared<Held>();
+  auto* ack = add_held(app, "ack", "a reserved job is done", *a);
+  ack->add_option("--keep", a->keep, "keep the finished job this many ms")
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  ack->callback([a, &selected] {
+    selected = [a](Session& s) {
+      return report(s.client().ack(a->topic, a->id, a->token, Millis(a->keep.value_or(0))), "acked",
+                    a->id, s);
+    };
+  });
+
+  auto rel = std::make_shared<Held>();
+  auto* release = add_held(app, "release", "put a reserved job back", *rel);
+  release->add_option("--delay", rel->delay, "due this many ms from now")
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  release->add_option("--priority", rel->priority, "new priority")
+      ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
+  release->callback([rel, &selected] {
+    selected = [rel](Session& s) {
+      return report(s.client().release(rel->topic, rel->id, rel->token,
+                                       Millis(rel->delay.value_or(0)), rel->priority),
+                    "released", rel->id, s);
+    };
+  });
+
+  auto f = std::make_shared<Held>();
+  auto* fail_cmd = add_held(app, "fail", "a reserved job's attempt failed", *f);
+  fail_cmd->add_option("error", f->error, "what went wrong")->required();
+  fail_cmd->add_flag("--dead", f->dead, "do not retry");
+  fail_cmd->callback([f, &selected] { selected = [f](Session& s) { return fail(s, *f); }; });
+
+  auto t = std::make_shared<Held>();
+  auto* touch_cmd = add_held(app, "touch", "extend a reservation", *t);
+  touch_cmd->add_option("--ttr", t->ttr, "new time-to-run from now, ms")
+      ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
+  touch_cmd->callback([t, &selected] { selected = [t](Session& s) { return touch(s, *t); }; });
+}
+
+}  // namespace redisched::cli

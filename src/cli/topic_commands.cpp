@@ -1,0 +1,158 @@
+// What concerns a topic as a whole: stats, topics, list, kick, pause,
+// resume, requeue.
+#include <boost/json/object.hpp>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/output.h"
+#include "core/limits.h"
+#include "redisched/client.h"
+#include "wire/job_json.h"
+
+namespace redisched::cli {
+namespace {
+
+namespace json = boost::json;
+
+struct TopicArgs {
+  std::string topic, state;
+  std::vector<std::string> names;  // topics (stats) or ids (kick)
+  std::int64_t offset = 0;
+  int count = 1000, limit = 1000;
+  bool all = false, no_body = false;
+};
+
+// Every topic's stats call goes out at once on the pipeline.
+int stats(Session& s, const TopicArgs& a) {
+  auto& client = s.client();
+  const auto topics = a.names.empty() ? client.topics() : a.names;
+  std::vector<std::future<TopicStats>> calls;
+  calls.reserve(topics.size());
+  for (const auto& t : topics) calls.push_back(client.stats_async(t));
+  if (!s.json()) std::cout << "topic\tdelayed\tready\treserved\tdead\tdone\tpaused\n";
+  for (std::size_t i = 0; i < topics.size(); ++i) {
+    const TopicStats st = calls[i].get();
+    if (s.json()) {
+      print_json(wire::stats_json(topics[i], st));
+    } else {
+      std::cout << topics[i] << "\t" << st.delayed << "\t" << st.ready << "\t" << st.reserved
+                << "\t" << st.dead << "\t" << st.done << "\t" << (st.paused ? "yes" : "no") << "\n";
+    }
+  }
+  return 0;
+}
+
+int list(Session& s, const TopicArgs& a) {
+  auto state = parse_job_state(a.state);
+  if (!state) throw Error(Errc::invalid_argument, "unknown state '" + a.state + "'");
+  auto page = s.client().list(a.topic, *state, a.offset, a.count, !a.no_body);
+  for (const auto& j : page.jobs) {
+    if (s.json()) {
+      print_json(wire::job_json(j));
+    } else {
+      std::cout << j.id << "\tpriority " << j.priority << "\tdue " << j.due_ms << "\t"
+                << printable(j.body) << "\n";
+    }
+  }
+  if (!s.json()) std::cout << page.jobs.size() << " of " << page.total << " " << a.state << "\n";
+  return 0;
+}
+
+int kick(Session& s, const TopicArgs& a) {
+  if (a.all == !a.names.empty()) throw Error(Errc::invalid_argument, "give ids or --all");
+  const int n = a.all ? s.client().kick_all(a.topic, a.limit) : s.client().kick(a.topic, a.names);
+  if (s.json()) {
+    print_json(json::object{{"kicked", n}});
+  } else {
+    std::cout << "kicked " << n << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_topic_commands(CLI::App& app, Action& selected) {
+  auto st = std::make_shared<TopicArgs>();
+  auto* stats_cmd = app.add_subcommand("stats", "counts per state of topics (all when none named)");
+  stats_cmd->add_option("topics", st->names);
+  stats_cmd->callback([st, &selected] { selected = [st](Session& s) { return stats(s, *st); }; });
+
+  auto* topics = app.add_subcommand("topics", "list topics");
+  topics->callback([&selected] {
+    selected = [](Session& s) {
+      for (const auto& t : s.client().topics()) {
+        if (s.json()) {
+          print_json(json::object{{"topic", t}});
+        } else {
+          std::cout << t << "\n";
+        }
+      }
+      return 0;
+    };
+  });
+
+  auto l = std::make_shared<TopicArgs>();
+  auto* list_cmd = app.add_subcommand("list", "jobs of one state, in the order they leave it");
+  list_cmd->add_option("topic", l->topic)->required();
+  list_cmd->add_option("state", l->state, "delayed, ready, reserved, dead or done")->required();
+  list_cmd->add_option("--offset", l->offset)
+      ->check(CLI::Range(std::int64_t{0}, limits::kOffsetMax))
+      ->capture_default_str();
+  l->count = 1;
+  list_cmd->add_option("--count", l->count, "1..1000")
+      ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
+      ->capture_default_str();
+  list_cmd->add_flag("--no-body", l->no_body, "leave bodies out");
+  list_cmd->callback([l, &selected] { selected = [l](Session& s) { return list(s, *l); }; });
+
+  auto k = std::make_shared<TopicArgs>();
+  auto* kick_cmd = app.add_subcommand("kick", "dead jobs back to ready");
+  kick_cmd->add_option("topic", k->topic)->required();
+  kick_cmd->add_option("ids", k->names);
+  kick_cmd->add_flag("--all", k->all, "every dead job (up to --limit)");
+  kick_cmd->add_option("--limit", k->limit)
+      ->check(CLI::Range(std::int64_t{1}, limits::kLimitMax))
+      ->capture_default_str();
+  kick_cmd->callback([k, &selected] { selected = [k](Session& s) { return kick(s, *k); }; });
+
+  for (const bool pausing : {true, false}) {
+    const std::string name = pausing ? "pause" : "resume";
+    auto t = std::make_shared<TopicArgs>();
+    auto* sub = app.add_subcommand(name, name + " a topic");
+    sub->add_option("topic", t->topic)->required();
+    sub->callback([t, pausing, &selected] {
+      selected = [t, pausing](Session& s) {
+        const bool changed = pausing ? s.client().pause(t->topic) : s.client().resume(t->topic);
+        if (s.json()) {
+          print_json(json::object{{"topic", t->topic}, {"changed", changed}});
+        } else {
+          std::cout << t->topic << (pausing ? " paused" : " resumed") << "\n";
+        }
+        return 0;
+      };
+    });
+  }
+
+  auto r = std::make_shared<TopicArgs>();
+  auto* requeue = app.add_subcommand("requeue", "lapsed reservations back to ready");
+  requeue->add_option("topic", r->topic)->required();
+  requeue->add_option("--limit", r->limit)
+      ->check(CLI::Range(std::int64_t{1}, limits::kLimitMax))
+      ->capture_default_str();
+  requeue->callback([r, &selected] {
+    selected = [r](Session& s) {
+      auto out = s.client().requeue(r->topic, r->limit);
+      if (s.json()) {
+        print_json(json::object{{"requeued", out.requeued}, {"buried", out.buried}});
+      } else {
+        std::cout << "requeued " << out.requeued << ", buried " << out.buried << "\n";
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace redisched::cli
