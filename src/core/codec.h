@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/checks.h"
 #include "redis/reply.h"
 #include "redisched/error.h"
 #include "redisched/job.h"
@@ -44,20 +45,6 @@ class Command {
   std::vector<std::string_view> words_;
   std::deque<std::string> owned_;
 };
-
-// Checks what the library cannot see (topic names, body size) and throws
-// Error(Errc::invalid_argument) naming the fault.
-void check_topic(std::string_view topic);
-// Job ids: 1..256 bytes of well-formed UTF-8 without control characters (the
-// library checks length and control characters itself; UTF-8 is checked
-// here so that every id is valid JSON and text in every face).
-void check_id(std::string_view id);
-// The one rule for a backoff, wherever one is given (a job's, a handler's,
-// the HTTP API's): base and cap from 0 to ten years; an exponential one's cap
-// at least its base (a fixed one waits base; its cap is not used). The
-// library checks the same.
-void check_backoff(const Backoff& b);
-void check_spec(const JobSpec& job, std::size_t max_body);
 
 // The per-job options of put (DELAY, PRIORITY, ...), as words.
 void add_put_options(Command& cmd, const JobSpec& job);

@@ -8,7 +8,7 @@
 #include <charconv>
 #include <chrono>
 
-#include "core/codec.h"
+#include "core/checks.h"
 #include "core/limits.h"
 #include "server/census.h"
 #include "server/dashboard.h"

@@ -10,7 +10,7 @@
 #include <boost/json/serialize.hpp>
 #include <charconv>
 
-#include "core/codec.h"
+#include "core/checks.h"
 #include "core/limits.h"
 #include "server/api.h"
 #include "server/metrics.h"

@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "core/codec.h"
+#include "core/checks.h"
 #include "core/limits.h"
 #include "core/text.h"
 #include "wire/job_json.h"

@@ -2,7 +2,7 @@
 
 #include <boost/url/parse.hpp>
 
-#include "core/codec.h"
+#include "core/checks.h"
 #include "redisched/error.h"
 #include "server/fields.h"
 #include "wire/job_json.h"

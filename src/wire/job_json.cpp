@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "core/codec.h"
+#include "core/checks.h"
 #include "core/limits.h"
 
 namespace redisched::wire {

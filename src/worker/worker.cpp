@@ -8,7 +8,7 @@
 #include <future>
 #include <unordered_map>
 
-#include "core/codec.h"
+#include "core/checks.h"
 #include "core/keys.h"
 #include "core/limits.h"
 #include "redisched/runtime.h"
