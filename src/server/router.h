@@ -66,8 +66,9 @@ struct Match {
 Match match_route(std::span<const Route> routes, http::verb method, std::string_view target);
 
 // Checks a match's parameters (after the token: a request without it learns
-// nothing). Throws HttpError 400 for a bad topic or id, a repeated query
-// parameter, or one the route does not take.
+// nothing). Throws Error (invalid_argument, answered 400) for a bad topic or
+// id, HttpError 400 for a repeated query parameter or one the route does not
+// take.
 void check_params(const Match& m);
 
 // The methods of a route for the Allow header: "GET, HEAD, PUT".
