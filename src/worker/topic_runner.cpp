@@ -65,7 +65,7 @@ class TopicRunner::Context final : public AsyncJob {
   bool touch(Millis ttr) override {
     if (cancelled()) return false;
     if (job_.token == 0) return true;  // handed out for good: no reservation to extend
-    auto r = runner_.shared_.client.touch(runner_.topic_, job_.id, job_.token, ttr);
+    auto r = runner_.shared_.broker.touch_now(runner_.topic_, job_.id, job_.token, ttr);
     if (r.outcome != Outcome::ok) return false;
     std::lock_guard lock(runner_.mu_);
     if (auto it = runner_.running_.find(key_); it != runner_.running_.end()) {
@@ -277,15 +277,15 @@ void TopicRunner::fetch(int count) {
   requested_ += count;
   ++shared_.stats.reserve_calls;
   shared_.count_call(+1);
-  shared_.client.reserve_async(topic_, count, opts_.ttr.value_or(Millis{0}),
-                               [this, count](Result<ReserveResult> r) {
-                                 back_on_control([this, count, r = std::move(r)]() mutable {
-                                   --reserves_;
-                                   requested_ -= count;
-                                   on_reserved(std::move(r));
-                                   shared_.count_call(-1);
-                                 });
-                               });
+  shared_.broker.reserve(topic_, count, opts_.ttr.value_or(Millis{0}),
+                         [this, count](Result<ReserveResult> r) {
+                           back_on_control([this, count, r = std::move(r)]() mutable {
+                             --reserves_;
+                             requested_ -= count;
+                             on_reserved(std::move(r));
+                             shared_.count_call(-1);
+                           });
+                         });
 }
 
 void TopicRunner::on_reserved(Result<ReserveResult> r) {
@@ -403,7 +403,7 @@ void TopicRunner::sweep() {
   // One try: a sweep that fails is tried again later, never before the
   // settling calls that wait for Redis too.
   shared_.count_call(+1);
-  shared_.client.requeue_async(topic_, kReserveMax, [this](Result<RequeueResult> r) {
+  shared_.broker.requeue(topic_, kReserveMax, [this](Result<RequeueResult> r) {
     back_on_control([this, r = std::move(r)]() mutable {
       shared_.count_call(-1);
       if (!r.ok()) {
@@ -469,7 +469,7 @@ void TopicRunner::heartbeat() {
   for (const auto& job : due) {
     call<TouchResult>(
         [this, job](Callback<TouchResult> cb) {
-          shared_.client.touch_async(topic_, job.id, job.token, Millis{0}, std::move(cb));
+          shared_.broker.touch(topic_, job.id, job.token, Millis{0}, std::move(cb));
         },
         [this, key = job.token](Result<TouchResult> r) {
           std::lock_guard lock(mu_);
@@ -521,8 +521,7 @@ void TopicRunner::settle(Finished f) {
     case Verdict::release:
       call<Outcome>(
           [this, job, delay = f.delay](Callback<Outcome> cb) {
-            shared_.client.release_async(topic_, job.id, job.token, delay, std::nullopt,
-                                         std::move(cb));
+            shared_.broker.release(topic_, job.id, job.token, delay, std::move(cb));
           },
           [this](Result<Outcome> r) {
             if (r.ok() && r.value() == Outcome::ok) {
@@ -542,8 +541,8 @@ void TopicRunner::settle(Finished f) {
       if (f.error.size() > kErrorMax) f.error.resize(kErrorMax);
       call<FailResult>(
           [this, job, bury, delay, error = std::move(f.error)](Callback<FailResult> cb) {
-            shared_.client.fail_async(topic_, job.id, job.token, error, bury, delay,
-                                      opts_.max_attempts, std::move(cb));
+            shared_.broker.fail(topic_, job.id, job.token, error, bury, delay, opts_.max_attempts,
+                                std::move(cb));
           },
           [this](Result<FailResult> r) {
             if (r.ok() && r.value().outcome == Outcome::ok) {
@@ -566,7 +565,7 @@ void TopicRunner::flush_acks() {
   batch->swap(acks_);
   call<std::vector<Outcome>>(
       [this, batch](Callback<std::vector<Outcome>> cb) {
-        shared_.client.ack_many_async(topic_, *batch, opts_.keep_finished, std::move(cb));
+        shared_.broker.ack_many(topic_, *batch, opts_.keep_finished, std::move(cb));
       },
       [this, batch](Result<std::vector<Outcome>> r) {
         acking_ = false;
@@ -589,8 +588,7 @@ void TopicRunner::flush_acks() {
 void TopicRunner::release_now(const Reservation& job) {
   call<Outcome>(
       [this, job](Callback<Outcome> cb) {
-        shared_.client.release_async(topic_, job.id, job.token, Millis{0}, std::nullopt,
-                                     std::move(cb));
+        shared_.broker.release(topic_, job.id, job.token, Millis{0}, std::move(cb));
       },
       [this](Result<Outcome> r) {
         if (r.ok() && r.value() == Outcome::ok) ++shared_.stats.released;

@@ -20,15 +20,16 @@
 #include <vector>
 
 #include "redisched/worker.h"
+#include "worker/broker.h"
 #include "worker/clock_map.h"
 
 namespace redisched::worker {
 
 // What the Worker shares with its topics.
 struct Shared {
-  Shared(boost::asio::io_context& i, Client& c) : io(i), client(c) {}
-  boost::asio::io_context& io;
-  Client& client;
+  Shared(boost::asio::io_context& i, Broker& b) : io(i), broker(b) {}
+  boost::asio::io_context& io;  // the control shard
+  Broker& broker;
   // Calls to Redis in flight and jobs held, over all topics: cancel waits on them.
   std::mutex mu;
   std::condition_variable changed;

@@ -55,7 +55,8 @@ class Worker::Impl {
         client(shared_client ? *shared_client : *own_client),
         control_shard(client.runtime().next_shard()),
         io(client.runtime().shard(control_shard)),
-        shared(io, client) {}
+        broker(worker::client_broker(client)),
+        shared(io, *broker) {}
 
   ~Impl() { cancel(std::nullopt); }
   Impl(const Impl&) = delete;
@@ -168,6 +169,7 @@ class Worker::Impl {
   Client& client;
   std::size_t control_shard;
   asio::io_context& io;  // the control shard
+  std::unique_ptr<worker::Broker> broker;
   worker::Shared shared;
   std::shared_ptr<bool> open = std::make_shared<bool>(true);  // on the control shard
   std::vector<std::unique_ptr<worker::TopicRunner>> topics;

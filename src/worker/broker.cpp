@@ -1,0 +1,50 @@
+#include "worker/broker.h"
+
+namespace redisched::worker {
+namespace {
+
+class ClientBroker final : public Broker {
+ public:
+  explicit ClientBroker(Client& c) : c_(c) {}
+
+  void reserve(const std::string& topic, int count, Millis ttr,
+               Callback<ReserveResult> done) override {
+    c_.reserve_async(topic, count, ttr, std::move(done));
+  }
+  void ack_many(const std::string& topic,
+                std::span<const std::pair<std::string, std::uint64_t>> jobs, Millis keep,
+                Callback<std::vector<Outcome>> done) override {
+    c_.ack_many_async(topic, jobs, keep, std::move(done));
+  }
+  void release(const std::string& topic, const std::string& id, std::uint64_t token, Millis delay,
+               Callback<Outcome> done) override {
+    c_.release_async(topic, id, token, delay, std::nullopt, std::move(done));
+  }
+  void fail(const std::string& topic, const std::string& id, std::uint64_t token,
+            const std::string& error, bool bury, std::optional<Millis> retry_delay,
+            std::optional<int> max_attempts, Callback<FailResult> done) override {
+    c_.fail_async(topic, id, token, error, bury, retry_delay, max_attempts, std::move(done));
+  }
+  void touch(const std::string& topic, const std::string& id, std::uint64_t token, Millis ttr,
+             Callback<TouchResult> done) override {
+    c_.touch_async(topic, id, token, ttr, std::move(done));
+  }
+  TouchResult touch_now(const std::string& topic, const std::string& id, std::uint64_t token,
+                        Millis ttr) override {
+    return c_.touch(topic, id, token, ttr);
+  }
+  void requeue(const std::string& topic, int limit, Callback<RequeueResult> done) override {
+    c_.requeue_async(topic, limit, std::move(done));
+  }
+
+ private:
+  Client& c_;
+};
+
+}  // namespace
+
+std::unique_ptr<Broker> client_broker(Client& client) {
+  return std::make_unique<ClientBroker>(client);
+}
+
+}  // namespace redisched::worker
