@@ -137,7 +137,7 @@ class Client::Impl {
   // Turns the link's answer into done's Result: a transport failure, an
   // error reply (core::error_from_reply), or parse's value or Error.
   template <class T, class Parse>
-  static redis::Handler answer(Parse parse, Callback<T> done) {
+  static redis::ReplyHandler answer(Parse parse, Callback<T> done) {
     return [parse = std::move(parse), done = std::move(done)](std::error_code ec, Reply reply) {
       if (ec) return done(Error(static_cast<Errc>(ec.value()), reply.str));
       if (reply.is_error()) return done(core::error_from_reply(reply.str));

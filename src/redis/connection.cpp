@@ -27,6 +27,7 @@
 
 #include "redis/command.h"
 #include "redis/library.h"
+#include "redis/pipeline.h"
 #include "redis/resp_reader.h"
 #include "redisched/error.h"
 
@@ -50,12 +51,6 @@ bool library_missing(const std::string& error) {
   return error.rfind("ERR Function not found", 0) == 0;
 }
 
-// A pub/sub message, as opposed to a command's reply.
-bool is_push(const Reply& r) {
-  return r.type == Reply::Type::array && r.elements.size() == 3 &&
-         (r.elements[0].str == "smessage" || r.elements[0].str == "message");
-}
-
 // A subscriber connection's two hooks: pub/sub messages (smessage arrays) go
 // to on_push instead of to a caller, and on_up runs each time the
 // connection is (re)established, to subscribe again.
@@ -70,6 +65,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       : io_(io),
         cfg_(std::move(config)),
         hooks_(std::move(hooks)),
+        pipeline_(hooks_.on_push),
         wake_(io, 1),
         retry_(io),
         ssl_(asio::ssl::context::tls_client) {
@@ -95,15 +91,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // On the I/O thread, maybe inside the caller's own call: a refusal is
   // posted, so that no callback runs before the call returns.
-  void enqueue(const std::string& command, Handler done) {
+  void enqueue(const std::string& command, ReplyHandler done) {
     if (closing_) return fail_later(std::move(done), Errc::closed, "the client is closed");
     if (state_ == State::down) {
       return fail_later(
           std::move(done), Errc::connection,
           "not connected to Redis at " + cfg_.endpoint.describe() + ": " + last_error_);
     }
-    out_ += command;
-    inflight_.push_back({std::move(done), Clock::now()});
+    pipeline_.enqueue(command, std::move(done));
     wake_.try_send(boost::system::error_code{});  // a wake-up already pending is enough
   }
 
@@ -118,30 +113,21 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
  private:
   enum class State { connecting, up, down };
-  struct Pending {
-    Handler done;
-    Clock::time_point sent;
-  };
 
-  static void fail(Handler& done, Errc code, std::string message) {
+  static void fail(ReplyHandler& done, Errc code, std::string message) {
     Reply r;
     r.type = Reply::Type::error;
     r.str = std::move(message);
     done(make_error_code(code), std::move(r));
   }
 
-  void fail_later(Handler done, Errc code, std::string message) {
+  void fail_later(ReplyHandler done, Errc code, std::string message) {
     asio::post(io_, [done = std::move(done), code, message = std::move(message)]() mutable {
       fail(done, code, std::move(message));
     });
   }
 
-  void fail_all(Errc code, const std::string& message) {
-    std::deque<Pending> failing;
-    failing.swap(inflight_);
-    out_.clear();
-    for (auto& p : failing) fail(p.done, code, message);
-  }
+  void fail_all(Errc code, const std::string& message) { pipeline_.fail_all(code, message); }
 
   awaitable<void> run() {
     auto backoff = cfg_.reconnect_min;
@@ -346,15 +332,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const size_t n = co_await stream.async_read_some(asio::buffer(buf), use_awaitable);
       reader.feed(buf.data(), n);
       while (auto reply = reader.next()) {
-        if (hooks_.on_push && is_push(*reply)) {
-          hooks_.on_push(*reply);
-          continue;
-        }
-        if (inflight_.empty()) throw ConnectionLost{Errc::protocol, "a reply nobody asked for"};
-        Pending p = std::move(inflight_.front());
-        inflight_.pop_front();
         if (reply->is_error()) reload_if_lost(reply->str);
-        p.done(std::error_code(), std::move(*reply));
+        pipeline_.deliver(std::move(*reply));  // throws for a reply nobody asked for
       }
     }
   }
@@ -375,7 +354,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   awaitable<void> write_loop(Stream& stream) {
     std::string sending;
     for (;;) {
-      if (out_.empty()) {
+      if (!pipeline_.has_output()) {
         boost::system::error_code ignored;
         co_await wake_.async_receive(asio::redirect_error(use_awaitable, ignored));
         // Woken by enqueue, or cancelled because the connection is ending.
@@ -384,8 +363,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         continue;
       }
       // Everything queued meanwhile goes out in one write.
-      sending.clear();
-      sending.swap(out_);
+      pipeline_.take_output(sending);
       co_await asio::async_write(stream, asio::buffer(sending), use_awaitable);
     }
   }
@@ -401,7 +379,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       tick.expires_after(
           std::min<Clock::duration>(cfg_.command_timeout / 4, std::chrono::seconds(1)));
       co_await tick.async_wait(use_awaitable);
-      if (!inflight_.empty() && Clock::now() - inflight_.front().sent > cfg_.command_timeout) {
+      const auto oldest = pipeline_.oldest();
+      if (oldest && Clock::now() - *oldest > cfg_.command_timeout) {
         throw ConnectionLost{
             Errc::timeout,
             "Redis did not answer within " + std::to_string(cfg_.command_timeout.count()) + " ms"};
@@ -412,6 +391,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::io_context& io_;
   ConnectionConfig cfg_;
   PushHooks hooks_;
+  Pipeline pipeline_;  // commands not yet written, callers awaiting replies
   // The writer sleeps on it; enqueue wakes it. (A channel, not a cancelled
   // timer: waking costs no timerfd update and no system call.)
   asio::experimental::channel<void(boost::system::error_code)> wake_;
@@ -420,8 +400,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::connecting;
   bool closing_ = false;
   std::string last_error_;
-  std::string out_;               // encoded commands not yet written
-  std::deque<Pending> inflight_;  // written or queued, awaiting replies, in order
   std::function<void()> close_stream_;
   std::optional<ConnectionLost> lost_;  // why the live connection ended
   bool reloading_ = false;              // a FUNCTION LOAD is in flight
@@ -500,7 +478,7 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
     for (const auto& [channel, watchers] : channels_) send_subscribe(channel);
   }
 
-  void send(const std::string& channel, std::string_view verb, Handler done) {
+  void send(const std::string& channel, std::string_view verb, ReplyHandler done) {
     const std::string_view words[] = {verb, channel};
     std::string cmd;
     append_command(cmd, words);
@@ -585,7 +563,7 @@ class NodeLink final : public Link {
   // A topic's commands always take the same connection, so they keep their
   // order; topics spread over the connections. On the link's own thread the
   // command is queued at once (no hop); from another thread it is posted.
-  void send(std::string_view route_key, std::string command, Handler done) override {
+  void send(std::string_view route_key, std::string command, ReplyHandler done) override {
     const size_t i = std::hash<std::string_view>{}(route_key) % conns_.size();
     if (io_.get_executor().running_in_this_thread()) {
       conns_[i]->enqueue(command, std::move(done));
@@ -597,7 +575,7 @@ class NodeLink final : public Link {
 
   std::size_t nodes() const override { return 1; }
 
-  void send_to_node(std::size_t, std::string command, Handler done) override {
+  void send_to_node(std::size_t, std::string command, ReplyHandler done) override {
     send("", std::move(command), std::move(done));
   }
 

@@ -28,12 +28,6 @@ struct ConnectionConfig {
   bool load_library = true;  // check and load lua/redisched.lua on connect
 };
 
-// Called once per command on the I/O thread. On a transport failure ec is
-// set (Errc::connection, timeout, closed, protocol) and reply.str says what
-// happened; otherwise ec is clear and reply is Redis's answer (which may be
-// an error reply).
-using Handler = std::function<void(std::error_code ec, Reply reply)>;
-
 // A message of a subscribed channel (its payload), and the news that a
 // subscription is (again) in place.
 using MessageHandler = std::function<void(const std::string& payload)>;
@@ -49,12 +43,12 @@ class Link {
   // Sends one RESP-encoded command; any thread. Replies come in the order
   // of sends from one thread. route_key names a key of the command (its
   // node); empty for a command any node may answer.
-  virtual void send(std::string_view route_key, std::string command, Handler done) = 0;
+  virtual void send(std::string_view route_key, std::string command, ReplyHandler done) = 0;
 
   // The nodes that hold keys, for commands every one of them must run (SCAN
   // for topics): node is 0..nodes()-1. Any thread.
   virtual std::size_t nodes() const = 0;
-  virtual void send_to_node(std::size_t node, std::string command, Handler done) = 0;
+  virtual void send_to_node(std::size_t node, std::string command, ReplyHandler done) = 0;
 
   // Subscribes to a shard channel (SSUBSCRIBE, on the node that owns it).
   // Any thread. on_message and on_ready run on the link's I/O thread;

@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace redisched::redis {
@@ -17,5 +19,11 @@ struct Reply {
   bool is_error() const noexcept { return type == Type::error; }
   bool is_nil() const noexcept { return type == Type::nil; }
 };
+
+// Called once per command. On a transport failure ec is set
+// (Errc::connection, timeout, closed, protocol) and reply.str says what
+// happened; otherwise ec is clear and reply is Redis's answer (which may be
+// an error reply).
+using ReplyHandler = std::function<void(std::error_code ec, Reply reply)>;
 
 }  // namespace redisched::redis

@@ -7,7 +7,7 @@ namespace redisched::test {
 
 using redis::Reply;
 
-void FakeLink::send(std::string_view, std::string command, redis::Handler done) {
+void FakeLink::send(std::string_view, std::string command, redis::ReplyHandler done) {
   if (closed_) return done(make_error_code(Errc::closed), Reply{});
   redis::RespReader reader;
   reader.feed(command.data(), command.size());

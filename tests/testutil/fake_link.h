@@ -16,9 +16,9 @@ class FakeLink : public redis::Link {
   using Answer = std::function<redis::Reply(const std::vector<std::string>& words)>;
   explicit FakeLink(Answer answer) : answer_(std::move(answer)) {}
 
-  void send(std::string_view route_key, std::string command, redis::Handler done) override;
+  void send(std::string_view route_key, std::string command, redis::ReplyHandler done) override;
   std::size_t nodes() const override { return 1; }
-  void send_to_node(std::size_t, std::string command, redis::Handler done) override {
+  void send_to_node(std::size_t, std::string command, redis::ReplyHandler done) override {
     send("", std::move(command), std::move(done));
   }
   // Subscriptions are taken and never speak (a fake Redis publishes nothing).

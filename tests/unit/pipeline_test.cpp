@@ -1,0 +1,129 @@
+// The pipeline of a connection without a socket: what goes out, which
+// caller each reply reaches, pub/sub messages apart, failures.
+#include "redis/pipeline.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace redisched::redis {
+namespace {
+
+Reply integer(std::int64_t n) {
+  Reply r;
+  r.type = Reply::Type::integer;
+  r.integer = n;
+  return r;
+}
+
+Reply message(const std::string& kind, const std::string& channel, const std::string& payload) {
+  Reply r;
+  r.type = Reply::Type::array;
+  for (const auto& s : {kind, channel, payload}) {
+    Reply e;
+    e.type = Reply::Type::string;
+    e.str = s;
+    r.elements.push_back(e);
+  }
+  return r;
+}
+
+// A caller that records what it got.
+struct Got {
+  std::vector<std::string> log;
+  ReplyHandler as(const std::string& name) {
+    return [this, name](std::error_code ec, Reply r) {
+      log.push_back(name + (ec ? " failed: " + r.str : " " + std::to_string(r.integer)));
+    };
+  }
+};
+
+TEST(PipelineTest, WhatIsQueuedGoesOutInOneWriteAndRepliesReachTheirCallersInOrder) {
+  Pipeline p;
+  Got got;
+  p.enqueue("A", got.as("a"));
+  p.enqueue("B", got.as("b"));
+  EXPECT_TRUE(p.has_output());
+  std::string out;
+  p.take_output(out);
+  EXPECT_EQ(out, "AB");
+  EXPECT_FALSE(p.has_output());
+  p.enqueue("C", got.as("c"));
+  p.take_output(out);
+  EXPECT_EQ(out, "C") << "each write carries only what came since the last";
+  EXPECT_EQ(p.waiting(), 3u);
+  p.deliver(integer(1));
+  p.deliver(integer(2));
+  p.deliver(integer(3));
+  EXPECT_EQ(got.log, (std::vector<std::string>{"a 1", "b 2", "c 3"}));
+  EXPECT_EQ(p.waiting(), 0u);
+}
+
+TEST(PipelineTest, PubSubMessagesGoToTheirHookNotToACaller) {
+  std::vector<std::string> pushed;
+  Pipeline p([&](const Reply& r) { pushed.push_back(r.elements[2].str); });
+  Got got;
+  p.enqueue("SSUBSCRIBE x", got.as("subscribe"));
+  p.deliver(message("smessage", "x", "42"));
+  EXPECT_TRUE(got.log.empty());
+  p.deliver(integer(1));
+  EXPECT_EQ(pushed, std::vector<std::string>{"42"});
+  EXPECT_EQ(got.log, std::vector<std::string>{"subscribe 1"});
+}
+
+TEST(PipelineTest, WithoutAHookAMessageShapedReplyIsACallersReply) {
+  Pipeline p;
+  Got got;
+  p.enqueue("LRANGE", got.as("lrange"));
+  p.deliver(message("message", "a", "b"));
+  EXPECT_EQ(got.log, std::vector<std::string>{"lrange 0"});
+}
+
+TEST(PipelineTest, AReplyNobodyAskedForIsAProtocolError) {
+  Pipeline p;
+  try {
+    p.deliver(integer(1));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Errc::protocol);
+  }
+}
+
+TEST(PipelineTest, FailAllFailsEveryCallerInOrderAndDropsWhatWasNotWritten) {
+  Pipeline p;
+  Got got;
+  p.enqueue("A", got.as("a"));
+  p.enqueue("B", got.as("b"));
+  p.fail_all(Errc::connection, "gone");
+  EXPECT_EQ(got.log, (std::vector<std::string>{"a failed: gone", "b failed: gone"}));
+  EXPECT_FALSE(p.has_output());
+  EXPECT_EQ(p.waiting(), 0u);
+  EXPECT_FALSE(p.oldest());
+}
+
+TEST(PipelineTest, ACallbackMayQueueMore) {
+  Pipeline p;
+  Got got;
+  p.enqueue("A", [&](std::error_code, Reply) { p.enqueue("B", got.as("b")); });
+  p.deliver(integer(1));
+  EXPECT_EQ(p.waiting(), 1u);
+  p.deliver(integer(2));
+  EXPECT_EQ(got.log, std::vector<std::string>{"b 2"});
+}
+
+TEST(PipelineTest, OldestIsTheFirstWaitingCallersTime) {
+  Pipeline p;
+  const auto t0 = Pipeline::Clock::time_point(std::chrono::seconds(5));
+  const auto t1 = t0 + std::chrono::seconds(1);
+  p.enqueue(
+      "A", [](std::error_code, Reply) {}, t0);
+  p.enqueue(
+      "B", [](std::error_code, Reply) {}, t1);
+  EXPECT_EQ(p.oldest(), t0);
+  p.deliver(integer(1));
+  EXPECT_EQ(p.oldest(), t1);
+}
+
+}  // namespace
+}  // namespace redisched::redis
