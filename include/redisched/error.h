@@ -1,5 +1,7 @@
 // Errors of redisched: one enum, registered as a std::error_code category, and
 // one exception type that carries it with a message naming what went wrong.
+// Synchronous calls throw Error; asynchronous ones hand a Result<T>, which
+// holds a value or the Error (value() throws it). Both are plain values.
 #pragma once
 
 #include <stdexcept>

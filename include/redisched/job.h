@@ -1,5 +1,9 @@
 // The values redisched hands in and out: what to put, what a job is, what a
 // reservation holds. Times are Unix milliseconds of the Redis server's clock.
+//
+// Plain values: copyable, owning their strings, no reference to the Client
+// that made them; like any std type, one may be read from many threads at
+// once but changed from one.
 #pragma once
 
 #include <chrono>

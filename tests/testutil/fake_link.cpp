@@ -2,6 +2,7 @@
 
 #include "redis/resp_reader.h"
 #include "redisched/error.h"
+#include "testutil/replies.h"
 
 namespace redisched::test {
 
@@ -21,26 +22,9 @@ void FakeLink::send(std::string_view, std::string command, redis::ReplyHandler d
 
 namespace {
 
-Reply integer(std::int64_t n) {
-  Reply r;
-  r.type = Reply::Type::integer;
-  r.integer = n;
-  return r;
-}
-
-Reply text(std::string s, Reply::Type type = Reply::Type::string) {
-  Reply r;
-  r.type = type;
-  r.str = std::move(s);
-  return r;
-}
-
-Reply array(std::vector<Reply> elements) {
-  Reply r;
-  r.type = Reply::Type::array;
-  r.elements = std::move(elements);
-  return r;
-}
+using test::array;
+using test::integer;
+using test::text;
 
 Reply job_fields(const std::string& id, const std::string& state) {
   std::vector<Reply> f;

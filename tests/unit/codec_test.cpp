@@ -2,28 +2,18 @@
 
 #include <gtest/gtest.h>
 
+#include "testutil/replies.h"
+
 namespace redisched::core {
 namespace {
 
 using redis::Reply;
 
-Reply integer(std::int64_t v) {
-  Reply r;
-  r.type = Reply::Type::integer;
-  r.integer = v;
-  return r;
-}
+using test::array;
+using test::integer;
+// A string (or, with t, a status or error) reply.
 Reply str(std::string s, Reply::Type t = Reply::Type::string) {
-  Reply r;
-  r.type = t;
-  r.str = std::move(s);
-  return r;
-}
-Reply array(std::vector<Reply> e) {
-  Reply r;
-  r.type = Reply::Type::array;
-  r.elements = std::move(e);
-  return r;
+  return test::text(std::move(s), t);
 }
 
 TEST(CodecTest, PutCodes) {

@@ -7,15 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "testutil/replies.h"
+
 namespace redisched::redis {
 namespace {
 
-Reply integer(std::int64_t n) {
-  Reply r;
-  r.type = Reply::Type::integer;
-  r.integer = n;
-  return r;
-}
+using test::integer;
 
 Reply message(const std::string& kind, const std::string& channel, const std::string& payload) {
   Reply r;
