@@ -22,6 +22,7 @@
 #include "server/sweeper.h"
 #include "server/wake_hub.h"
 #include "testutil/fake_link.h"
+#include "testutil/replies.h"
 
 namespace {
 
@@ -32,11 +33,12 @@ namespace asio = boost::asio;
 unsigned g_choice = 0;  // picks the fake Redis's answers, from the input
 
 struct World {
-  asio::io_context background;  // for the pusher and sweeper; never run
+  asio::io_context background;  // for the hub and sweeper; never run
   ClientOptions options;
   std::unique_ptr<Client> client;
   std::unique_ptr<WakeHub> hub;
   Metrics metrics;
+  std::unique_ptr<Client> push_client;
   std::unique_ptr<Pusher> pusher;
   std::unique_ptr<Census> census;
   std::unique_ptr<Sweeper> sweeper;
@@ -51,7 +53,17 @@ struct World {
           return test::canned_reply(words, g_choice++);
         }));
     hub = std::make_unique<WakeHub>(*client, background.get_executor());
-    pusher = std::make_unique<Pusher>(background, options, metrics);
+    // The webhooks' workers run on a Client of their own whose Redis answers
+    // PING and refuses everything else: they start and stop, but deliver
+    // nothing.
+    push_client = std::make_unique<Client>(
+        options, std::make_unique<test::FakeLink>([](const std::vector<std::string>& words) {
+          if (!words.empty() && words[0] == "PING") {
+            return test::text("PONG", redis::Reply::Type::status);
+          }
+          return test::text("ERR no Redis behind the fuzzer's webhooks", redis::Reply::Type::error);
+        }));
+    pusher = std::make_unique<Pusher>(*push_client, metrics);
     census = std::make_unique<Census>(*client);
     sweeper = std::make_unique<Sweeper>(background, *client, *census, metrics);
     // max_wait 0: a long-poll asks for a wait the fuzzer would sit through.
