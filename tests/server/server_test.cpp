@@ -479,11 +479,7 @@ TEST(ServerRuntime, TwoThreadsServeFiveWebhooksAndAHundredTopics) {
   ASSERT_TRUE(wait_until([&] { return receiver.bodies().size() == 5; }));
   EXPECT_EQ(http.request("GET", "/metrics").status, 200);
   EXPECT_EQ(parse(http.request("GET", "/v1/topics").body).at("topics").as_array().size(), 100u);
-  int threads = 0;
-  for ([[maybe_unused]] const auto& e :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(serve.pid()) + "/task")) {
-    ++threads;
-  }
+  const int threads = test::thread_count(std::to_string(serve.pid()));
   std::cout << "serve --threads 2, 5 webhooks, 100 topics: " << threads << " threads\n";
   EXPECT_LE(threads, 4);
 }

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <string>
 #include <thread>
 
 namespace redisched::test {
@@ -18,10 +19,14 @@ bool wait_until(Pred pred, std::chrono::milliseconds timeout = std::chrono::seco
   return true;
 }
 
-// Threads of this process now (the entries of /proc/self/task).
-inline int thread_count() {
+// Threads of a process now (the entries of /proc/<pid>/task; this
+// process's by default).
+inline int thread_count(const std::string& pid = "self") {
   int n = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  for ([[maybe_unused]] const auto& e :
+       std::filesystem::directory_iterator("/proc/" + pid + "/task")) {
+    ++n;
+  }
   return n;
 }
 
