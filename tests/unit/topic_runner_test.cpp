@@ -4,125 +4,19 @@
 
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <chrono>
-#include <deque>
-#include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
+
+#include "unit/fake_broker.h"
 
 namespace redisched::worker {
 namespace {
 
-namespace asio = boost::asio;
 using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
 
-// A topic in memory: ready jobs handed out in order; every call recorded;
-// answers posted, as the Client's come later on its own thread. fail_next
-// makes the next call of a kind fail with that error code.
-class FakeBroker : public Broker {
- public:
-  explicit FakeBroker(asio::io_context& io) : io_(io) {}
-
-  struct Call {
-    std::string what;
-    int count = 0;                 // reserve: asked for; ack_many: how many
-    std::vector<std::string> ids;  // ack_many, fail, release
-    std::optional<int> max_attempts;
-    std::string error;
-  };
-  std::vector<Call> calls;
-  std::deque<std::string> ready;
-  std::int64_t now_ms = 1'000'000;
-  std::int64_t next_due_ms = -1;  // what reserve says when nothing is ready
-  std::optional<Errc> fail_next_ack;
-
-  int count(const std::string& what) const {
-    int n = 0;
-    for (const auto& c : calls) n += c.what == what ? 1 : 0;
-    return n;
-  }
-
-  void reserve(const std::string&, int count, Millis ttr, Callback<ReserveResult> done) override {
-    ReserveResult r;
-    r.now_ms = now_ms;
-    while (static_cast<int>(r.jobs.size()) < count && !ready.empty()) {
-      Reservation j;
-      j.id = ready.front();
-      ready.pop_front();
-      j.token = ++tokens_;
-      j.deadline_ms = now_ms + (ttr.count() > 0 ? ttr.count() : 30000);
-      r.jobs.push_back(j);
-    }
-    r.next_ms = ready.empty() ? next_due_ms : 0;
-    calls.push_back({"reserve", count, {}, {}, {}});
-    answer(std::move(done), Result<ReserveResult>(std::move(r)));
-  }
-  void ack_many(const std::string&, std::span<const std::pair<std::string, std::uint64_t>> jobs,
-                Millis, Callback<std::vector<Outcome>> done) override {
-    Call c{"ack_many", static_cast<int>(jobs.size()), {}, {}, {}};
-    for (const auto& [id, token] : jobs) c.ids.push_back(id);
-    calls.push_back(c);
-    if (fail_next_ack) {
-      const Errc code = *std::exchange(fail_next_ack, std::nullopt);
-      return answer(std::move(done), Result<std::vector<Outcome>>(Error(code, "down")));
-    }
-    answer(std::move(done),
-           Result<std::vector<Outcome>>(std::vector<Outcome>(jobs.size(), Outcome::ok)));
-  }
-  void release(const std::string&, const std::string& id, std::uint64_t, Millis,
-               Callback<Outcome> done) override {
-    calls.push_back({"release", 1, {id}, {}, {}});
-    answer(std::move(done), Result<Outcome>(Outcome::ok));
-  }
-  void fail(const std::string&, const std::string& id, std::uint64_t, const std::string& error,
-            bool, std::optional<Millis>, std::optional<int> max_attempts,
-            Callback<FailResult> done) override {
-    calls.push_back({"fail", 1, {id}, max_attempts, error});
-    answer(std::move(done), Result<FailResult>(FailResult{}));
-  }
-  void touch(const std::string&, const std::string&, std::uint64_t, Millis,
-             Callback<TouchResult> done) override {
-    calls.push_back({"touch", 1, {}, {}, {}});
-    answer(std::move(done), Result<TouchResult>(TouchResult{Outcome::ok, now_ms + 30000}));
-  }
-  TouchResult touch_now(const std::string&, const std::string&, std::uint64_t, Millis) override {
-    return {Outcome::ok, now_ms + 30000};
-  }
-  void requeue(const std::string&, int, Callback<RequeueResult> done) override {
-    calls.push_back({"requeue", 0, {}, {}, {}});
-    answer(std::move(done), Result<RequeueResult>(RequeueResult{}));
-  }
-
- private:
-  template <class T>
-  void answer(Callback<T> done, Result<T> r) {
-    asio::post(io_, [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
-  }
-  asio::io_context& io_;
-  std::uint64_t tokens_ = 0;
-};
-
-class TopicRunnerTest : public ::testing::Test {
+class TopicRunnerTest : public test::ControlShardTest {
  protected:
-  // Runs the control loop until pred holds (or a second passed).
-  template <class Pred>
-  bool run_until(Pred pred, std::chrono::milliseconds limit = 1000ms) {
-    const auto end = std::chrono::steady_clock::now() + limit;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() > end) return false;
-      io_.run_one_for(5ms);
-    }
-    return true;
-  }
-  void run_for(std::chrono::milliseconds d) {
-    io_.restart();
-    io_.run_for(d);
-  }
-
   // Jobs still held are dropped (a handler's job must not outlive its
   // runner), and the runner stops.
   void end(TopicRunner& runner) {
@@ -139,9 +33,6 @@ class TopicRunnerTest : public ::testing::Test {
         [this](std::shared_ptr<AsyncJob> j) { handed_.push_back(std::move(j)); });
   }
 
-  asio::io_context io_;
-  FakeBroker broker_{io_};
-  Shared shared_{io_, broker_};
   std::vector<std::shared_ptr<AsyncJob>> handed_;
 };
 

@@ -1,0 +1,268 @@
+#include "worker/handler_pool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <memory>
+#include <utility>
+
+namespace redisched::worker {
+
+// The handler's view of one job. A synchronous handler's call ends it; an
+// asynchronous handler ends it with done() (or by dropping it, a failure).
+class HandlerPool::Context final : public AsyncJob {
+ public:
+  Context(HandlerPool& pool, Reservation job, std::uint64_t key)
+      : pool_(pool), job_(std::move(job)), key_(key) {}
+  ~Context() override {
+    if (!finished_.load()) {
+      fail("the handler dropped the job without done()", false);
+      done();
+    }
+  }
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  std::string_view topic() const override { return pool_.calls_.topic(); }
+  const Reservation& job() const override { return job_; }
+
+  bool touch(Millis ttr) override {
+    if (cancelled()) return false;
+    if (job_.token == 0) return true;  // handed out for good: no reservation to extend
+    auto r = pool_.calls_.broker().touch_now(pool_.calls_.topic(), job_.id, job_.token, ttr);
+    if (r.outcome != Outcome::ok) return false;
+    std::lock_guard lock(pool_.mu_);
+    if (auto it = pool_.running_.find(key_); it != pool_.running_.end()) {
+      it->second.job.deadline_ms = r.deadline_ms;
+    }
+    return true;
+  }
+
+  void progress(int percent, std::string_view note) override {
+    {
+      std::lock_guard lock(pool_.mu_);
+      if (auto it = pool_.running_.find(key_); it != pool_.running_.end()) {
+        it->second.progress = std::clamp(percent, 0, 100);
+        it->second.note.assign(note);
+      }
+    }
+    if (pool_.opts_.overrun == Overrun::heartbeat) touch(Millis{0});
+  }
+
+  void release(Millis delay) override {
+    verdict_ = Verdict::release;
+    delay_ = delay;
+  }
+
+  void fail(std::string_view error, bool bury) override {
+    verdict_ = bury ? Verdict::bury : Verdict::fail;
+    error_.assign(error);
+  }
+
+  bool cancelled() const override {
+    std::lock_guard lock(pool_.mu_);
+    auto it = pool_.running_.find(key_);
+    return pool_.cancelled_ || it == pool_.running_.end() || it->second.abandoned;
+  }
+
+  void done() override {
+    if (finished_.exchange(true)) return;
+    pool_.finish(Finished{std::move(job_), verdict_, std::move(error_), delay_, false, key_});
+  }
+
+  // Runs the handler; a throw fails the job with its text.
+  template <class Call>
+  void guard(Call&& call) {
+    try {
+      call();
+    } catch (const std::exception& e) {
+      fail(*e.what() != 0 ? e.what() : "the handler threw", false);
+      done();
+    } catch (...) {
+      fail("the handler threw a non-exception", false);
+      done();
+    }
+  }
+
+ private:
+  HandlerPool& pool_;
+  Reservation job_;
+  Verdict verdict_ = Verdict::ack;
+  std::string error_;
+  Millis delay_{0};
+  std::uint64_t key_;
+  std::atomic<bool> finished_{false};
+};
+
+HandlerPool::HandlerPool(TopicCalls& calls, const HandlerOptions& options, Handler handler,
+                         AsyncHandler async_handler, std::function<void()> finished)
+    : calls_(calls),
+      opts_(options),
+      handler_(std::move(handler)),
+      async_handler_(std::move(async_handler)),
+      on_finished_(std::move(finished)) {}
+
+HandlerPool::~HandlerPool() { join(); }
+
+void HandlerPool::start() {
+  if (async_handler_) return;  // runs on the control shard
+  threads_.reserve(static_cast<size_t>(opts_.concurrency));
+  for (int i = 0; i < opts_.concurrency; ++i) threads_.emplace_back([this] { serve(); });
+}
+
+void HandlerPool::add(std::vector<Reservation> jobs, std::int64_t now_ms) {
+  // Tokens are below 2^53: keys from 2^62 on cannot meet one.
+  constexpr std::uint64_t kOnceKeys = std::uint64_t{1} << 62;
+  const size_t n = jobs.size();
+  {
+    std::lock_guard lock(mu_);
+    for (auto& job : jobs) {
+      const std::uint64_t key = job.token != 0 ? job.token : kOnceKeys + ++once_jobs_;
+      const Millis ttr{std::max<std::int64_t>(job.deadline_ms - now_ms, 1)};
+      queue_.push_back(Running{key, std::move(job), ttr, 0, {}, false, false});
+    }
+  }
+  if (async_handler_) {
+    start_async();
+  } else if (n == 1) {
+    work_.notify_one();
+  } else {
+    work_.notify_all();
+  }
+}
+
+// A handler thread: one job at a time from the local queue.
+void HandlerPool::serve() {
+  for (;;) {
+    Reservation job;
+    std::uint64_t key = 0;
+    {
+      std::unique_lock lock(mu_);
+      work_.wait(lock, [this] { return quit_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      job = queue_.front().job;
+      key = queue_.front().key;
+      running_.emplace(key, std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    Context ctx(*this, std::move(job), key);
+    ctx.guard([&] { handler_(ctx); });
+    ctx.done();
+  }
+}
+
+void HandlerPool::start_async() {
+  std::vector<std::pair<Reservation, std::uint64_t>> jobs;
+  {
+    std::lock_guard lock(mu_);
+    for (auto& r : queue_) {
+      jobs.emplace_back(r.job, r.key);
+      running_.emplace(r.key, std::move(r));
+    }
+    queue_.clear();
+  }
+  for (auto& [job, key] : jobs) {
+    auto ctx = std::make_shared<Context>(*this, std::move(job), key);
+    ctx->guard([&] { async_handler_(ctx); });
+  }
+}
+
+void HandlerPool::finish(Finished f) {
+  bool first = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(f.key);
+    f.dropped = it == running_.end();
+    if (!f.dropped && it->second.abandoned) {
+      // Cancelled while it ran: its handler has returned, so the job may go
+      // back for another worker now, whatever the handler said.
+      f.verdict = Verdict::release;
+      f.delay = Millis{0};
+    }
+    if (it != running_.end()) running_.erase(it);
+    first = finished_.empty();
+    finished_.push_back(std::move(f));
+  }
+  // One hop to the control shard per batch of verdicts, not per job.
+  if (first) calls_.post(on_finished_);
+}
+
+std::vector<Finished> HandlerPool::take_finished() {
+  std::vector<Finished> done;
+  std::lock_guard lock(mu_);
+  done.swap(finished_);
+  return done;
+}
+
+std::vector<Reservation> HandlerPool::take_waiting() {
+  std::vector<Reservation> waiting;
+  std::lock_guard lock(mu_);
+  std::deque<Running> kept;
+  for (auto& r : queue_) {
+    if (r.job.token == 0) {
+      kept.push_back(std::move(r));
+    } else {
+      waiting.push_back(std::move(r.job));
+    }
+  }
+  queue_.swap(kept);
+  return waiting;
+}
+
+void HandlerPool::abandon_running() {
+  std::lock_guard lock(mu_);
+  cancelled_ = true;
+  for (auto& [key, r] : running_) r.abandoned = true;
+}
+
+std::optional<Millis> HandlerPool::shortest_ttr() const {
+  std::optional<Millis> shortest;
+  auto see = [&](const Running& r) {
+    if (r.job.token != 0 && (!shortest || r.ttr < *shortest)) shortest = r.ttr;
+  };
+  std::lock_guard lock(mu_);
+  for (const auto& r : queue_) see(r);
+  for (const auto& [key, r] : running_) see(r);
+  return shortest;
+}
+
+std::vector<Reservation> HandlerPool::due_for_touch(std::int64_t now_ms) {
+  std::vector<Reservation> due;
+  std::lock_guard lock(mu_);
+  for (auto& [key, r] : running_) {
+    if (r.job.token != 0 && !r.abandoned && !r.touching &&
+        r.job.deadline_ms - now_ms < r.ttr.count() * 2 / 3) {
+      r.touching = true;
+      due.push_back(r.job);
+    }
+  }
+  return due;
+}
+
+void HandlerPool::touched(std::uint64_t token, std::optional<std::int64_t> deadline_ms) {
+  std::lock_guard lock(mu_);
+  auto it = running_.find(token);
+  if (it == running_.end()) return;
+  it->second.touching = false;
+  if (deadline_ms) it->second.job.deadline_ms = *deadline_ms;
+}
+
+void HandlerPool::join() {
+  {
+    std::lock_guard lock(mu_);
+    quit_ = true;
+  }
+  work_.notify_all();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  threads_.clear();
+}
+
+void HandlerPool::snapshot(std::vector<RunningJob>& out) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [key, r] : running_) {
+    out.push_back({calls_.topic(), r.job.id, r.job.attempt, r.progress, r.note, r.job.deadline_ms});
+  }
+}
+
+}  // namespace redisched::worker

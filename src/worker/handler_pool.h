@@ -1,0 +1,104 @@
+// The handlers of one topic: the jobs reserved for them (the local queue),
+// the jobs they run, and the verdicts they reach (the finished list).
+//
+// Threads: a synchronous handler runs on `concurrency` threads of the pool's
+// own; an asynchronous one is started on the control shard and may finish
+// on any thread. Both meet the control shard here, under one mutex: a batch
+// of verdicts is handed over with one post to the control shard.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redisched/worker.h"
+#include "worker/calls.h"
+
+namespace redisched::worker {
+
+// What a handler made of its job.
+enum class Verdict { ack, fail, bury, release };
+
+struct Finished {
+  Reservation job;
+  Verdict verdict = Verdict::ack;
+  std::string error;
+  Millis delay{0};
+  bool dropped = false;  // not the pool's to settle (it no longer ran the job)
+  std::uint64_t key = 0;
+};
+
+class HandlerPool {
+ public:
+  // One of handler and async_handler is set. finished runs on the control
+  // shard when verdicts wait in the finished list.
+  HandlerPool(TopicCalls& calls, const HandlerOptions& options, Handler handler,
+              AsyncHandler async_handler, std::function<void()> finished);
+  ~HandlerPool();
+  HandlerPool(const HandlerPool&) = delete;
+  HandlerPool& operator=(const HandlerPool&) = delete;
+
+  // ---- control shard
+  void start();  // a synchronous handler's threads
+  // Hands reserved jobs (Redis's clock read now_ms) to the handlers.
+  void add(std::vector<Reservation> jobs, std::int64_t now_ms);
+  std::vector<Finished> take_finished();
+  // The queued jobs that hold a reservation (for their release); jobs handed
+  // out for good (ttr 0) stay queued and run before the threads end.
+  std::vector<Reservation> take_waiting();
+  // Cancel's deadline: running jobs go back when their handlers return.
+  void abandon_running();
+  // The shortest time-to-run of the jobs held with a reservation, if any.
+  std::optional<Millis> shortest_ttr() const;
+  // Running jobs that used a third of their time-to-run by Redis's clock
+  // now_ms, marked as being touched.
+  std::vector<Reservation> due_for_touch(std::int64_t now_ms);
+  // A touch of the job with this token is back: its new deadline, if any.
+  void touched(std::uint64_t token, std::optional<std::int64_t> deadline_ms);
+
+  // ---- any thread
+  void join();  // after take_waiting (and abandon_running or a drain): threads end
+  void snapshot(std::vector<RunningJob>& out) const;
+
+ private:
+  struct Running {
+    std::uint64_t key = 0;  // the token, or kOnceKeys + n for a ttr-0 job (token 0)
+    Reservation job;
+    Millis ttr{0};
+    int progress = 0;
+    std::string note;
+    bool abandoned = false;  // cancel's deadline passed while it ran: no heartbeats
+    bool touching = false;
+  };
+  class Context;
+  friend class Context;
+
+  void serve();        // a handler thread
+  void start_async();  // control shard
+  void finish(Finished f);
+
+  TopicCalls& calls_;
+  const HandlerOptions opts_;
+  const Handler handler_;
+  const AsyncHandler async_handler_;
+  const std::function<void()> on_finished_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_;
+  std::deque<Running> queue_;                 // reserved, waiting for a handler
+  std::map<std::uint64_t, Running> running_;  // by key
+  std::uint64_t once_jobs_ = 0;               // ttr-0 jobs seen (for their keys)
+  std::vector<Finished> finished_;
+  bool quit_ = false;
+  bool cancelled_ = false;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace redisched::worker
