@@ -89,7 +89,7 @@ class Client::Impl {
     config.reconnect_min = opts.reconnect_min;
     config.reconnect_max = opts.reconnect_max;
     for (std::size_t i = 0; i < runtime->shards(); ++i) {
-      links_.push_back(redis::make_node_link(runtime->shard(i), config, opts.connections));
+      links_.push_back(redis::make_link(runtime->shard(i), config, opts.connections));
     }
   }
 

@@ -462,7 +462,10 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
     auto weak = weak_from_this();
     PushHooks hooks;
     hooks.on_push = [weak](const Reply& r) {
-      if (auto self = weak.lock()) self->deliver(r.elements[1].str, r.elements[2].str);
+      auto self = weak.lock();
+      if (!self) return;
+      if (r.elements[0].str == "sunsubscribe") return self->ended(r.elements[1].str);
+      self->deliver(r.elements[1].str, r.elements[2].str);
     };
     hooks.on_up = [weak] {
       if (auto self = weak.lock()) self->on_up();
@@ -496,9 +499,13 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
            if (r.is_error()) {
              // Refused (an ACL without the channel, a node that does not own it):
              // not subscribed. Ask again later rather than sleep on a channel
-             // that never speaks.
-             spdlog::error("redisched: Redis refused to subscribe to {}: {} (asking again)",
-                           channel, r.str);
+             // that never speaks; a cluster link moves it to its owner.
+             if (r.str.rfind("MOVED ", 0) == 0 && config_.on_slot_moved) {
+               config_.on_slot_moved();
+             } else {
+               spdlog::error("redisched: Redis refused to subscribe to {}: {} (asking again)",
+                             channel, r.str);
+             }
              refused_.insert(channel);
              retry_refused();
              return;
@@ -523,6 +530,16 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
         if (up_ && channels_.count(channel) > 0) send_subscribe(channel);
       }
     });
+  }
+
+  // Redis ended a subscription itself (a cluster slot moved): asked for
+  // again later, here or (moved by the cluster link) on the new owner.
+  void ended(const std::string& channel) {
+    if (channels_.count(channel) == 0) return;
+    confirmed_.erase(channel);
+    if (config_.on_slot_moved) config_.on_slot_moved();
+    refused_.insert(channel);
+    retry_refused();
   }
 
   void deliver(const std::string& channel, const std::string& payload) {

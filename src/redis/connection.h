@@ -26,6 +26,10 @@ struct ConnectionConfig {
   std::chrono::milliseconds reconnect_min{50};
   std::chrono::milliseconds reconnect_max{2000};
   bool load_library = true;  // check and load lua/redisched.lua on connect
+  // Redis Cluster: a subscription was refused with MOVED, or ended by Redis
+  // (its slot moved). Runs on the link's thread; the cluster link refreshes
+  // its map and moves the subscription.
+  std::function<void()> on_slot_moved;
 };
 
 // A message of a subscribed channel (its payload), and the news that a
@@ -72,5 +76,11 @@ class Link {
 // on io, which the caller runs on one thread.
 std::unique_ptr<Link> make_node_link(boost::asio::io_context& io, ConnectionConfig config,
                                      int connections);
+
+// The Client's link: the node at config.endpoint, or the Redis Cluster it
+// belongs to (found out from it, src/redis/cluster_link.cpp), with
+// connections per node. Runs on io, which the caller runs on one thread.
+std::unique_ptr<Link> make_link(boost::asio::io_context& io, ConnectionConfig config,
+                                int connections);
 
 }  // namespace redisched::redis

@@ -20,7 +20,7 @@ bool Pipeline::is_push(const Reply& r) {
 }
 
 void Pipeline::deliver(Reply reply) {
-  if (on_push_ && is_push(reply)) {
+  if (on_push_ && (is_push(reply) || (waiting_.empty() && is_unsubscribe(reply)))) {
     on_push_(reply);
     return;
   }
@@ -29,6 +29,11 @@ void Pipeline::deliver(Reply reply) {
   Waiting w = std::move(waiting_.front());
   waiting_.pop_front();
   w.done(std::error_code(), std::move(reply));
+}
+
+bool Pipeline::is_unsubscribe(const Reply& r) {
+  return r.type == Reply::Type::array && r.elements.size() == 3 &&
+         r.elements[0].str == "sunsubscribe";
 }
 
 void Pipeline::fail_all(Errc code, const std::string& message) {

@@ -35,8 +35,9 @@ class Pipeline {
   void take_output(std::string& into);
 
   // A reply read from Redis: to the oldest waiting caller, or to on_push
-  // when it is a pub/sub message. Throws Error(Errc::protocol) for a reply
-  // nobody waits for (the stream is out of step: end the connection).
+  // when it is a pub/sub message, or an sunsubscribe nobody asked for
+  // (Redis Cluster ends shard subscriptions of a slot that moved). Throws Error(Errc::protocol) for
+  // a reply nobody waits for (the stream is out of step: end the connection).
   void deliver(Reply reply);
 
   // The connection ended: every waiting caller fails with code and message,
@@ -50,6 +51,7 @@ class Pipeline {
 
   // A pub/sub message (message or smessage), as opposed to a reply.
   static bool is_push(const Reply& r);
+  static bool is_unsubscribe(const Reply& r);
 
  private:
   struct Waiting {

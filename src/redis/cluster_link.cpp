@@ -1,0 +1,428 @@
+// The link of a Client: one Redis node, or a Redis Cluster found out from it.
+//
+// It starts as a single node (the endpoint it was given owns every slot) and
+// asks that node for CLUSTER SHARDS at once. A node with cluster support off
+// says so, and from then on commands go straight to it. A cluster's map
+// gives a link per primary; a command goes to the primary of its route key's
+// slot, follows MOVED (the map is updated, and refreshed in the background)
+// and ASK (ASKING, then the command, once), and waits out TRYAGAIN and
+// CLUSTERDOWN within the command timeout. A failed connection refreshes the
+// map from the other nodes (a failover); the command that met it fails, for
+// its caller to retry. Subscriptions live on the primary of their channel's
+// slot and move with it.
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+
+#include "redis/cluster.h"
+#include "redis/command.h"
+#include "redis/connection.h"
+#include "redisched/error.h"
+
+namespace redisched::redis {
+namespace {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxRedirects = 5;
+constexpr std::chrono::milliseconds kRefreshEvery{500};  // at most this often
+constexpr std::chrono::milliseconds kBusyRetry{50};
+
+std::string encode(std::initializer_list<std::string_view> args) {
+  std::string cmd;
+  append_command(cmd, std::span<const std::string_view>(args.begin(), args.size()));
+  return cmd;
+}
+
+enum class Mode { unknown, single, cluster };
+
+// A command on its way, kept for a resend after a redirection.
+struct Pending {
+  std::string route;
+  std::string command;
+  ReplyHandler done;
+  int redirects = 0;
+  Clock::time_point deadline;
+};
+
+// A subscription, moved to the primary that owns its channel's slot.
+struct Sub {
+  std::string channel;
+  std::uint16_t slot = 0;
+  MessageHandler on_message;
+  ReadyHandler on_ready;
+  std::atomic<bool> active{true};
+  std::size_t node = 0;     // on the I/O thread
+  std::uint64_t inner = 0;  // its id on that node's link, 0 none
+};
+
+// The state, on the I/O thread; callbacks in flight hold it.
+class Cluster : public std::enable_shared_from_this<Cluster> {
+ public:
+  Cluster(asio::io_context& io, ConnectionConfig config, int connections)
+      : io_(io), config_(std::move(config)), connections_(connections), refresh_timer_(io) {
+    owner_.fill(0);
+  }
+
+  static std::shared_ptr<Cluster> make(asio::io_context& io, ConnectionConfig config,
+                                       int connections) {
+    auto c = std::make_shared<Cluster>(io, std::move(config), connections);
+    c->nodes_.push_back({c->config_.endpoint.describe(), c->node_link(c->config_.endpoint)});
+    c->seed_ = c->nodes_.front().link.get();
+    return c;
+  }
+
+  std::atomic<Mode> mode{Mode::unknown};
+
+  // Any thread: the first node never moves.
+  Link& seed() { return *seed_; }
+
+  void start() { refresh(); }
+
+  void send(std::string route, std::string command, ReplyHandler done) {
+    auto p = std::make_shared<Pending>();
+    p->route = std::move(route);
+    p->command = std::move(command);
+    p->done = std::move(done);
+    p->deadline = Clock::now() + (config_.command_timeout.count() > 0 ? config_.command_timeout
+                                                                      : std::chrono::hours(1));
+    dispatch(std::move(p));
+  }
+
+  std::size_t primaries() const {
+    std::lock_guard lock(mu_);
+    return mode == Mode::cluster ? primaries_.size() : 1;
+  }
+
+  void send_to_node(std::size_t i, std::string command, ReplyHandler done) {
+    std::size_t node = 0;
+    {
+      std::lock_guard lock(mu_);
+      if (mode == Mode::cluster) {
+        if (i >= primaries_.size()) {
+          Reply r;
+          r.type = Reply::Type::error;
+          r.str = "the cluster's primaries changed meanwhile";
+          return done(make_error_code(Errc::connection), std::move(r));
+        }
+        node = primaries_[i];
+      }
+    }
+    nodes_[node].link->send("", std::move(command), std::move(done));
+  }
+
+  void attach(const std::shared_ptr<Sub>& s) {
+    if (closed_ || !s->active) return;
+    s->node = owner_[s->slot];
+    std::weak_ptr<Sub> weak = s;
+    s->inner = nodes_[s->node].link->subscribe(
+        s->channel,
+        [weak](const std::string& payload) {
+          if (auto sub = weak.lock(); sub && sub->active) sub->on_message(payload);
+        },
+        [weak] {
+          if (auto sub = weak.lock(); sub && sub->active && sub->on_ready) sub->on_ready();
+        });
+    subs_[s.get()] = s;
+  }
+
+  void detach(const std::shared_ptr<Sub>& s) {
+    subs_.erase(s.get());
+    if (s->inner != 0) nodes_[s->node].link->unsubscribe(s->inner);
+    s->inner = 0;
+  }
+
+  void close() {
+    closed_ = true;
+    refresh_timer_.cancel();
+    for (auto& n : nodes_) n.link->close();
+  }
+
+ private:
+  struct Node {
+    std::string name;  // host:port
+    std::unique_ptr<Link> link;
+  };
+
+  void dispatch(std::shared_ptr<Pending> p) {
+    const std::size_t node = p->route.empty() ? any_primary() : owner_[hash_slot(p->route)];
+    send_on(node, std::move(p));
+  }
+
+  void send_on(std::size_t node, std::shared_ptr<Pending> p) {
+    std::string command = p->command;  // kept for a resend
+    const std::string route = p->route;
+    nodes_[node].link->send(
+        route, std::move(command),
+        [self = shared_from_this(), p = std::move(p)](std::error_code ec, Reply reply) mutable {
+          self->on_reply(std::move(p), ec, std::move(reply));
+        });
+  }
+
+  void on_reply(std::shared_ptr<Pending> p, std::error_code ec, Reply reply) {
+    if (!ec && reply.is_error() && !closed_) {
+      if (auto to = parse_redirect(reply.str); to && p->redirects < kMaxRedirects) {
+        ++p->redirects;
+        const std::size_t node = node_for(to->host, to->port);
+        if (to->ask) {
+          nodes_[node].link->send(p->route, encode({"ASKING"}), [](std::error_code, Reply) {});
+          return send_on(node, std::move(p));
+        }
+        owner_[to->slot] = node;
+        mode = Mode::cluster;
+        refresh();
+        return dispatch(std::move(p));
+      }
+      if (cluster_busy(reply.str) && Clock::now() + kBusyRetry < p->deadline) {
+        auto timer = std::make_shared<asio::steady_timer>(io_, kBusyRetry);
+        timer->async_wait([self = shared_from_this(), timer, p = std::move(p)](
+                              boost::system::error_code) mutable { self->dispatch(std::move(p)); });
+        return;
+      }
+    }
+    if (ec && ec == make_error_code(Errc::connection) && mode == Mode::cluster) refresh();
+    p->done(ec, std::move(reply));
+  }
+
+  std::size_t any_primary() const {
+    std::lock_guard lock(mu_);
+    return mode == Mode::cluster && !primaries_.empty() ? primaries_.front() : 0;
+  }
+
+  // The link to host:port, made when first seen (it loads the Functions
+  // library there as it connects).
+  std::size_t node_for(const std::string& host, std::uint16_t port) {
+    const std::string name = host + ":" + std::to_string(port);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (nodes_[i].name == name) return i;
+    }
+    Endpoint e = config_.endpoint;
+    e.kind = Endpoint::Kind::tcp;
+    e.host = host;
+    e.port = port;
+    nodes_.push_back({name, node_link(e)});
+    return nodes_.size() - 1;
+  }
+
+  std::unique_ptr<Link> node_link(const Endpoint& endpoint) {
+    ConnectionConfig c = config_;
+    c.endpoint = endpoint;
+    c.on_slot_moved = [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->refresh();
+    };
+    return make_node_link(io_, c, connections_);
+  }
+
+  // Asks for the map now, or as soon as the last refresh is old enough; one
+  // at a time.
+  void refresh() {
+    if (closed_ || mode == Mode::single) return;
+    if (refreshing_) {
+      again_ = true;
+      return;
+    }
+    refreshing_ = true;
+    const auto wait = last_refresh_ + kRefreshEvery - Clock::now();
+    if (wait > Clock::duration::zero()) {
+      refresh_timer_.expires_after(wait);
+      refresh_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+        if (!ec) self->ask_for_map(0);
+      });
+      return;
+    }
+    ask_for_map(0);
+  }
+
+  // CLUSTER SHARDS from node `from` on, trying the next on a connection
+  // failure (the one that failed over, perhaps).
+  void ask_for_map(std::size_t tried) {
+    last_refresh_ = Clock::now();
+    const std::size_t node = (next_source_ + tried) % nodes_.size();
+    nodes_[node].link->send("", encode({"CLUSTER", "SHARDS"}),
+                            [self = shared_from_this(), tried](std::error_code ec, Reply reply) {
+                              self->on_map(tried, ec, std::move(reply));
+                            });
+  }
+
+  void on_map(std::size_t tried, std::error_code ec, Reply reply) {
+    if (closed_) return;
+    if (ec && tried + 1 < nodes_.size()) return ask_for_map(tried + 1);
+    refreshing_ = false;
+    if (ec) {
+      // Nobody answered: ask again later (a node still starting, a
+      // single node that is down).
+      next_source_ = (next_source_ + 1) % nodes_.size();
+      retry_later();
+      return;
+    }
+    if (reply.is_error()) {
+      if (mode == Mode::unknown) {
+        // Cluster support off (or CLUSTER not allowed, which no cluster
+        // client can do without): a single node, for good.
+        if (!cluster_disabled(reply.str)) {
+          spdlog::debug("redisched: CLUSTER SHARDS: {} (a single node, then)", reply.str);
+        }
+        mode = Mode::single;
+        return;
+      }
+      spdlog::warn("redisched: CLUSTER SHARDS from {}: {}", nodes_[next_source_].name, reply.str);
+      retry_later();
+      return;
+    }
+    std::vector<ShardPrimary> shards;
+    try {
+      shards = parse_cluster_shards(reply);
+    } catch (const Error& e) {
+      spdlog::warn("redisched: {}", e.what());
+      retry_later();
+      return;
+    }
+    std::vector<std::size_t> primaries;
+    for (const auto& s : shards) {
+      const bool tls = config_.endpoint.tls && s.tls_port != 0;
+      const std::size_t node = node_for(s.host, tls ? s.tls_port : s.port);
+      primaries.push_back(node);
+      for (const auto& [from, to] : s.slots) {
+        for (int slot = from; slot <= to; ++slot) owner_[static_cast<std::size_t>(slot)] = node;
+      }
+    }
+    {
+      std::lock_guard lock(mu_);
+      primaries_ = std::move(primaries);
+    }
+    mode = Mode::cluster;
+    // Subscriptions follow their slots (Redis ends them on a slot move).
+    std::vector<std::shared_ptr<Sub>> moving;
+    for (const auto& [key, s] : subs_) {
+      if (owner_[s->slot] != s->node) moving.push_back(s);
+    }
+    for (const auto& s : moving) {
+      detach(s);
+      attach(s);
+    }
+    if (std::exchange(again_, false)) refresh();
+  }
+
+  void retry_later() {
+    if (mode == Mode::single) return;
+    refreshing_ = true;
+    refresh_timer_.expires_after(config_.reconnect_max);
+    refresh_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (ec) return;
+      self->refreshing_ = false;
+      self->refresh();
+    });
+  }
+
+  asio::io_context& io_;
+  const ConnectionConfig config_;
+  const int connections_;
+  std::vector<Node> nodes_;  // only grows; [0] is the seed
+  Link* seed_ = nullptr;
+  std::array<std::size_t, kSlots> owner_{};
+  mutable std::mutex mu_;
+  std::vector<std::size_t> primaries_;  // GUARDED_BY(mu_): the nodes that serve slots
+  std::map<const Sub*, std::shared_ptr<Sub>> subs_;
+  asio::steady_timer refresh_timer_;
+  Clock::time_point last_refresh_{};
+  std::size_t next_source_ = 0;
+  bool refreshing_ = false;
+  bool again_ = false;
+  bool closed_ = false;
+};
+
+class ClusterLink final : public Link {
+ public:
+  ClusterLink(asio::io_context& io, ConnectionConfig config, int connections)
+      : io_(io), cluster_(Cluster::make(io, std::move(config), connections)) {
+    asio::post(io_, [c = cluster_] { c->start(); });
+  }
+  ~ClusterLink() override { close(); }
+
+  void send(std::string_view route, std::string command, ReplyHandler done) override {
+    // A single node: straight to it, as if there were no cluster link.
+    if (cluster_->mode == Mode::single) {
+      return cluster_->seed().send(route, std::move(command), std::move(done));
+    }
+    on_io([c = cluster_, route = std::string(route), command = std::move(command),
+           done = std::move(done)]() mutable {
+      c->send(std::move(route), std::move(command), std::move(done));
+    });
+  }
+
+  std::size_t nodes() const override { return cluster_->primaries(); }
+
+  void send_to_node(std::size_t node, std::string command, ReplyHandler done) override {
+    on_io([c = cluster_, node, command = std::move(command), done = std::move(done)]() mutable {
+      c->send_to_node(node, std::move(command), std::move(done));
+    });
+  }
+
+  std::uint64_t subscribe(const std::string& channel, MessageHandler on_message,
+                          ReadyHandler on_ready) override {
+    auto s = std::make_shared<Sub>();
+    s->channel = channel;
+    s->slot = hash_slot(channel);
+    s->on_message = std::move(on_message);
+    s->on_ready = std::move(on_ready);
+    const std::uint64_t id = ++next_id_;
+    {
+      std::lock_guard lock(mu_);
+      subs_[id] = s;
+    }
+    asio::post(io_, [c = cluster_, s] { c->attach(s); });
+    return id;
+  }
+
+  void unsubscribe(std::uint64_t id) override {
+    std::shared_ptr<Sub> s;
+    {
+      std::lock_guard lock(mu_);
+      auto it = subs_.find(id);
+      if (it == subs_.end()) return;
+      s = std::move(it->second);
+      subs_.erase(it);
+    }
+    s->active = false;  // no callback starts from here on
+    asio::post(io_, [c = cluster_, s] { c->detach(s); });
+  }
+
+  void close() override {
+    if (closed_.exchange(true)) return;
+    asio::post(io_, [c = cluster_] { c->close(); });
+  }
+
+ private:
+  // On the link's own thread at once (no hop), else posted there.
+  template <class Fn>
+  void on_io(Fn&& fn) {
+    if (io_.get_executor().running_in_this_thread()) {
+      fn();
+    } else {
+      asio::post(io_, std::forward<Fn>(fn));
+    }
+  }
+
+  asio::io_context& io_;
+  std::shared_ptr<Cluster> cluster_;
+  std::atomic<std::uint64_t> next_id_{0};
+  std::mutex mu_;
+  std::map<std::uint64_t, std::shared_ptr<Sub>> subs_;  // GUARDED_BY(mu_)
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace
+
+std::unique_ptr<Link> make_link(asio::io_context& io, ConnectionConfig config, int connections) {
+  return std::make_unique<ClusterLink>(io, std::move(config), connections);
+}
+
+}  // namespace redisched::redis
