@@ -31,6 +31,33 @@ OwnRedis::OwnRedis()
         return o;
       }()) {}
 
+std::vector<std::unique_ptr<embedded::RedisProcess>> start_replicas(const Target& target, int n) {
+  std::vector<std::unique_ptr<embedded::RedisProcess>> replicas;
+  for (int i = 0; i < n; ++i) {
+    embedded::RedisProcessOptions o;
+    o.port = -1;
+    o.config = {"replicaof " + target.host + " " + std::to_string(target.port)};
+    replicas.push_back(std::make_unique<embedded::RedisProcess>(o));
+  }
+  Admin admin(target);
+  admin.str("CONFIG SET repl-diskless-sync-delay 0");
+  // Connected is not enough: a replica still syncing acknowledges nothing.
+  auto online = [&admin] {
+    const std::string info = admin.str("INFO replication");
+    int count = 0;
+    for (auto at = info.find("state=online"); at != std::string::npos;
+         at = info.find("state=online", at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  for (int tries = 0; online() < n; ++tries) {
+    if (tries == 1000) throw std::runtime_error("the replicas did not sync in 10 s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return replicas;
+}
+
 Target choose_target(const std::string& redis, std::unique_ptr<OwnRedis>& own) {
   Target target;
   if (redis.empty()) {

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "embedded/redis_process.h"
 #include "redisched/job.h"
@@ -34,6 +35,10 @@ struct Target {
 
 // The Redis of --redis host:port, or (empty) a new OwnRedis kept in own.
 Target choose_target(const std::string& redis, std::unique_ptr<OwnRedis>& own);
+
+// n replicas of the Redis at target (redis-servers of our own), returned
+// once the primary counts them in sync.
+std::vector<std::unique_ptr<embedded::RedisProcess>> start_replicas(const Target& target, int n);
 
 // A plain connection for INFO, FLUSHALL, SCRIPT LOAD.
 class Admin {

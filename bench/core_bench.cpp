@@ -81,10 +81,17 @@ int run(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--window", window, "calls in flight")->capture_default_str();
   app.add_option("--batch", batch, "jobs per batched call")->capture_default_str();
+  int replicas = 0;
+  app.add_option("--replicas", replicas,
+                 "writes wait for this many replicas (ClientOptions::replicas); without "
+                 "--redis, that many replicas of the benchmark's Redis are started")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   std::unique_ptr<OwnRedis> own;
   const Target target = redisched::bench::choose_target(redis, own);
+  std::vector<std::unique_ptr<redisched::embedded::RedisProcess>> own_replicas;
+  if (own && replicas > 0) own_replicas = redisched::bench::start_replicas(target, replicas);
   Admin admin(target);
 
   // The ceiling: a minimal put script, as fast as Redis runs scripts.
@@ -92,6 +99,10 @@ int run(int argc, char** argv) {
 
   redisched::ClientOptions options;
   options.redis_url = target.url();
+  options.replicas = replicas;
+  // The prefills put a million jobs at once: their replication takes a while.
+  options.replica_timeout = redisched::Millis{20000};
+  options.command_timeout = redisched::Millis{60000};
   Client client(options);
   const std::string topic = "bench";
   admin.str("FLUSHALL");
@@ -172,8 +183,8 @@ int run(int argc, char** argv) {
 
   fmt::print(
       "redisched core benchmark (Redis at {}, {} jobs a figure, {} calls in flight, "
-      "batches of {})\n\n",
-      target.url(), jobs, window, batch);
+      "batches of {}, writes wait for {} replicas)\n\n",
+      target.url(), jobs, window, batch, replicas);
   fmt::print("{:<44} {:>12} {:>10}\n", "figure", "jobs/s", "/ceiling");
   fmt::print("{:<44} {:>12.0f} {:>10}\n", "ceiling: EVALSHA minimal put, -P 16 -c 50", ceiling,
              "1.00");

@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -70,6 +71,16 @@ struct ClientOptions {
   // io_context is not running yet): an unreachable Redis shows as the first
   // call's Errc::connection.
   std::shared_ptr<Runtime> runtime{};
+  // Durability across a failover. A write of a job (put, add, put_many,
+  // ack, ack_many, release, fail, remove, restore) answers once this many
+  // replicas have it (Redis's WAIT, on the connection that wrote it), or
+  // fails with Errc::timeout after replica_timeout: the write is then done
+  // on the primary, but a failover may lose it. 0: answered when the
+  // primary has it, Redis's own default (docs/scaling.md has both costs).
+  int replicas = 0;              // 0..16
+  Millis replica_timeout{1000};  // shorter than command_timeout
+  // The same for some topics, over `replicas`.
+  std::map<std::string, int, std::less<>> topic_replicas{};
 };
 
 template <class T>

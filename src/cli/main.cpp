@@ -15,8 +15,9 @@ int main(int argc, char** argv) {
   redisched::cli::Action selected;  // what the parsed subcommand will do
   app.add_option("--redis", global.redis_url,
                  "Redis URL: redis://[user:password@]host[:port][/db], rediss://..., "
-                 "unix:///path. Without it: the Redis of a serve running on --data-dir, "
-                 "else a redis-server started there for the command")
+                 "unix:///path; for a Redis Cluster, the URL of any primary. Without it: "
+                 "the Redis of a serve running on --data-dir, else a redis-server started "
+                 "there for the command")
       ->envname("REDISCHED_REDIS");
   app.add_option("--data-dir", global.data_dir, "where the embedded Redis keeps its data")
       ->envname("REDISCHED_DATA_DIR")

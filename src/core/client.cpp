@@ -16,6 +16,7 @@ namespace asio = boost::asio;
 using redis::Reply;
 
 constexpr int kBatchMax = 1000;                   // the library's limit of jobs per call
+constexpr int kReplicasMax = 16;                  // ClientOptions::replicas
 constexpr std::size_t kLibraryMaxBody = 1 << 20;  // the library's default MAXBODY
 
 // Runs an asynchronous call and waits for its Result. Not on a thread of
@@ -67,6 +68,14 @@ struct Gather {
 
 }  // namespace
 
+void check_replicas(int n, const std::string& what) {
+  if (n < 0 || n > kReplicasMax) {
+    throw Error(
+        Errc::invalid_argument,
+        what + " must be from 0 to " + std::to_string(kReplicasMax) + ", got " + std::to_string(n));
+  }
+}
+
 class Client::Impl {
  public:
   // link: where commands go; nullptr: connections to opts.redis_url, one
@@ -77,6 +86,19 @@ class Client::Impl {
     if (opts.connections < 1) throw Error(Errc::invalid_argument, "connections must be at least 1");
     if (opts.prefix.empty() || opts.prefix.find_first_of("{}") != std::string::npos) {
       throw Error(Errc::invalid_argument, "key prefix must be non-empty and without braces");
+    }
+    check_replicas(opts.replicas, "replicas");
+    bool waits = opts.replicas > 0;
+    for (const auto& [topic, n] : opts.topic_replicas) {
+      core::check_topic(topic);
+      check_replicas(n, "replicas of topic " + topic);
+      waits = waits || n > 0;
+    }
+    if (waits &&
+        (opts.replica_timeout.count() < 1 ||
+         (opts.command_timeout.count() > 0 && opts.replica_timeout >= opts.command_timeout))) {
+      throw Error(Errc::invalid_argument,
+                  "replica_timeout must be at least 1 ms and shorter than command_timeout");
     }
     if (link) {
       links_.push_back(std::move(link));
@@ -124,6 +146,24 @@ class Client::Impl {
     std::string resp;
     cmd.encode(resp);
     link(route).send(route, std::move(resp), answer<T>(std::move(parse), std::move(done)));
+  }
+
+  // call, for a write of a job's state: with ClientOptions::replicas (or
+  // the topic's own), answered once that many replicas have it (WAIT).
+  template <class T, class Parse>
+  void call_write(std::string_view topic, const core::Command& cmd, Parse parse, Callback<T> done) {
+    const int replicas = replicas_for(topic);
+    if (replicas == 0) return call<T>(topic, cmd, std::move(parse), std::move(done));
+    std::string resp;
+    cmd.encode(resp);
+    link(topic).send_replicated(topic, std::move(resp), replicas, opts.replica_timeout,
+                                answer<T>(std::move(parse), std::move(done)));
+  }
+
+  int replicas_for(std::string_view topic) const {
+    if (opts.topic_replicas.empty()) return opts.replicas;
+    const auto it = opts.topic_replicas.find(topic);
+    return it != opts.topic_replicas.end() ? it->second : opts.replicas;
   }
 
   // The same, to one node of the link (commands every node must run).
@@ -247,7 +287,7 @@ void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutO
   cmd.add(job.id).add(job.body);
   core::add_put_options(cmd, job);
   impl_->add_max_body(cmd);
-  impl_->call<PutOutcome>(topic, cmd, core::parse_put, std::move(done));
+  impl_->call_write<PutOutcome>(topic, cmd, core::parse_put, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -266,7 +306,7 @@ void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std:
   cmd.add("*").add(job.body);  // "*": the library generates the id
   core::add_put_options(cmd, job);
   impl_->add_max_body(cmd);
-  impl_->call<std::string>(
+  impl_->call_write<std::string>(
       topic, cmd,
       [](const Reply& r) {
         if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
@@ -291,7 +331,7 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
       core::add_put_options(cmd, job);
     }
     impl_->add_max_body(cmd);
-    impl_->call<std::vector<PutOutcome>>(topic, cmd, core::parse_put_many, std::move(cb));
+    impl_->call_write<std::vector<PutOutcome>>(topic, cmd, core::parse_put_many, std::move(cb));
   });
 } catch (const Error& e) {
   impl_->refuse(done, e);
@@ -460,7 +500,7 @@ void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_
                        Millis keep, Callback<Outcome> done) try {
   auto cmd = impl_->held("ack", topic, id, token);
   if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
-  impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+  impl_->call_write<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -478,7 +518,7 @@ void Client::ack_many_async(std::string_view topic,
     cmd.add(static_cast<std::int64_t>(chunk.size()));
     for (const auto& [id, token] : chunk) cmd.add(id).add(static_cast<std::int64_t>(token));
     if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
-    impl_->call<std::vector<Outcome>>(topic, cmd, core::parse_outcomes, std::move(cb));
+    impl_->call_write<std::vector<Outcome>>(topic, cmd, core::parse_outcomes, std::move(cb));
   });
 } catch (const Error& e) {
   impl_->refuse(done, e);
@@ -493,7 +533,7 @@ void Client::release_async(std::string_view topic, std::string_view id, std::uin
   auto cmd = impl_->held("release", topic, id, token);
   if (delay.count() > 0) cmd.add("DELAY").add(delay.count());
   if (priority) cmd.add("PRIORITY").add(std::int64_t{*priority});
-  impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+  impl_->call_write<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -510,7 +550,7 @@ void Client::fail_async(std::string_view topic, std::string_view id, std::uint64
   if (bury) cmd.add("DEAD");
   if (retry_delay) cmd.add("DELAY").add(retry_delay->count());
   if (max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*max_attempts});
-  impl_->call<FailResult>(topic, cmd, core::parse_fail, std::move(done));
+  impl_->call_write<FailResult>(topic, cmd, core::parse_fail, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -542,7 +582,7 @@ bool changed(const Reply& r) { return core::parse_integer(r) == 1; }
 void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) try {
   auto cmd = impl_->fcall("delete", topic);
   cmd.add(id);
-  impl_->call<bool>(topic, cmd, changed, std::move(done));
+  impl_->call_write<bool>(topic, cmd, changed, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -567,7 +607,7 @@ void Client::restore_async(std::string_view topic, const Job& job, bool replace,
   if (job.error) cmd.add("ERROR").add(*job.error);
   if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
   if (replace) cmd.add("REPLACE");
-  impl_->call<bool>(topic, cmd, changed, std::move(done));
+  impl_->call_write<bool>(topic, cmd, changed, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

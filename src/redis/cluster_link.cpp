@@ -36,12 +36,6 @@ constexpr int kMaxRedirects = 5;
 constexpr std::chrono::milliseconds kRefreshEvery{500};  // at most this often
 constexpr std::chrono::milliseconds kBusyRetry{50};
 
-std::string encode(std::initializer_list<std::string_view> args) {
-  std::string cmd;
-  append_command(cmd, std::span<const std::string_view>(args.begin(), args.size()));
-  return cmd;
-}
-
 enum class Mode { unknown, single, cluster };
 
 // A command on its way, kept for a resend after a redirection.
@@ -51,6 +45,8 @@ struct Pending {
   ReplyHandler done;
   int redirects = 0;
   Clock::time_point deadline;
+  int replicas = 0;  // send_replicated's
+  std::chrono::milliseconds wait_timeout{0};
 };
 
 // A subscription, moved to the primary that owns its channel's slot.
@@ -87,11 +83,14 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
 
   void start() { refresh(); }
 
-  void send(std::string route, std::string command, ReplyHandler done) {
+  void send(std::string route, std::string command, ReplyHandler done, int replicas = 0,
+            std::chrono::milliseconds wait_timeout = {}) {
     auto p = std::make_shared<Pending>();
     p->route = std::move(route);
     p->command = std::move(command);
     p->done = std::move(done);
+    p->replicas = replicas;
+    p->wait_timeout = wait_timeout;
     p->deadline = Clock::now() + (config_.command_timeout.count() > 0 ? config_.command_timeout
                                                                       : std::chrono::hours(1));
     dispatch(std::move(p));
@@ -160,11 +159,18 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   void send_on(std::size_t node, std::shared_ptr<Pending> p) {
     std::string command = p->command;  // kept for a resend
     const std::string route = p->route;
-    nodes_[node].link->send(
-        route, std::move(command),
-        [self = shared_from_this(), p = std::move(p)](std::error_code ec, Reply reply) mutable {
-          self->on_reply(std::move(p), ec, std::move(reply));
-        });
+    const int replicas = p->replicas;
+    const auto wait_timeout = p->wait_timeout;
+    ReplyHandler answer = [self = shared_from_this(), p = std::move(p)](std::error_code ec,
+                                                                        Reply reply) mutable {
+      self->on_reply(std::move(p), ec, std::move(reply));
+    };
+    if (replicas > 0) {
+      nodes_[node].link->send_replicated(route, std::move(command), replicas, wait_timeout,
+                                         std::move(answer));
+    } else {
+      nodes_[node].link->send(route, std::move(command), std::move(answer));
+    }
   }
 
   void on_reply(std::shared_ptr<Pending> p, std::error_code ec, Reply reply) {
@@ -173,7 +179,8 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
         ++p->redirects;
         const std::size_t node = node_for(to->host, to->port);
         if (to->ask) {
-          nodes_[node].link->send(p->route, encode({"ASKING"}), [](std::error_code, Reply) {});
+          nodes_[node].link->send(p->route, encode_command({"ASKING"}),
+                                  [](std::error_code, Reply) {});
           return send_on(node, std::move(p));
         }
         owner_[to->slot] = node;
@@ -246,7 +253,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   void ask_for_map(std::size_t tried) {
     last_refresh_ = Clock::now();
     const std::size_t node = (next_source_ + tried) % nodes_.size();
-    nodes_[node].link->send("", encode({"CLUSTER", "SHARDS"}),
+    nodes_[node].link->send("", encode_command({"CLUSTER", "SHARDS"}),
                             [self = shared_from_this(), tried](std::error_code ec, Reply reply) {
                               self->on_map(tried, ec, std::move(reply));
                             });
@@ -355,6 +362,18 @@ class ClusterLink final : public Link {
     on_io([c = cluster_, route = std::string(route), command = std::move(command),
            done = std::move(done)]() mutable {
       c->send(std::move(route), std::move(command), std::move(done));
+    });
+  }
+
+  void send_replicated(std::string_view route, std::string command, int replicas,
+                       std::chrono::milliseconds timeout, ReplyHandler done) override {
+    if (cluster_->mode == Mode::single) {
+      return cluster_->seed().send_replicated(route, std::move(command), replicas, timeout,
+                                              std::move(done));
+    }
+    on_io([c = cluster_, route = std::string(route), command = std::move(command), replicas,
+           timeout, done = std::move(done)]() mutable {
+      c->send(std::move(route), std::move(command), std::move(done), replicas, timeout);
     });
   }
 

@@ -25,4 +25,10 @@ void append_command(std::string& out, std::span<const std::string_view> args) {
   std::free(formatted);  // NOLINT(cppcoreguidelines-no-malloc): hiredis allocates with malloc
 }
 
+std::string encode_command(std::initializer_list<std::string_view> args) {
+  std::string cmd;
+  append_command(cmd, std::span<const std::string_view>(args.begin(), args.size()));
+  return cmd;
+}
+
 }  // namespace redisched::redis

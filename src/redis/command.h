@@ -1,6 +1,7 @@
 // Encoding of commands into RESP, by hiredis's writer.
 #pragma once
 
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <string_view>
@@ -9,5 +10,9 @@ namespace redisched::redis {
 
 // Appends the RESP encoding of the command args to out.
 void append_command(std::string& out, std::span<const std::string_view> args);
+
+// The RESP encoding of one command. (Called outside a co_await
+// expression: GCC 12 cannot keep an initializer_list in a coroutine frame.)
+std::string encode_command(std::initializer_list<std::string_view> args);
 
 }  // namespace redisched::redis

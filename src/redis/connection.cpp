@@ -91,6 +91,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // On the I/O thread, maybe inside the caller's own call: a refusal is
   // posted, so that no callback runs before the call returns.
+  // enqueue, for a write that answers once `replicas` replicas have it.
+  void enqueue_replicated(const std::string& command, int replicas,
+                          std::chrono::milliseconds timeout, ReplyHandler done) {
+    if (closing_ || state_ == State::down) return enqueue(command, std::move(done));
+    pipeline_.enqueue_replicated(command, replicas, timeout, std::move(done));
+    wake_.try_send(boost::system::error_code{});
+  }
+
   void enqueue(const std::string& command, ReplyHandler done) {
     if (closing_) return fail_later(std::move(done), Errc::closed, "the client is closed");
     if (state_ == State::down) {
@@ -273,15 +281,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
-  static std::string encode(std::initializer_list<std::string_view> args) {
-    std::string cmd;
-    append_command(cmd, std::span<const std::string_view>(args.begin(), args.size()));
-    return cmd;
-  }
-
   // One command and its reply, before the pipeline runs. (Commands are
-  // encoded outside the co_await expression: GCC 12 cannot keep an
-  // initializer_list in a coroutine frame.)
+  // encoded outside the co_await expression: see encode_command.)
   template <class Stream>
   awaitable<Reply> roundtrip(Stream& stream, RespReader& reader, std::string cmd) {
     co_await asio::async_write(stream, asio::buffer(cmd), use_awaitable);
@@ -297,19 +298,19 @@ class Connection : public std::enable_shared_from_this<Connection> {
   awaitable<void> handshake(Stream& stream, RespReader& reader) {
     const Endpoint& e = cfg_.endpoint;
     if (!e.password.empty()) {
-      std::string auth =
-          e.user.empty() ? encode({"AUTH", e.password}) : encode({"AUTH", e.user, e.password});
+      std::string auth = e.user.empty() ? encode_command({"AUTH", e.password})
+                                        : encode_command({"AUTH", e.user, e.password});
       Reply r = co_await roundtrip(stream, reader, std::move(auth));
       if (r.is_error()) throw ConnectionLost{Errc::auth, "AUTH refused: " + r.str};
     }
     if (e.db != 0) {
       const std::string db = std::to_string(e.db);
-      std::string select = encode({"SELECT", db});
+      std::string select = encode_command({"SELECT", db});
       Reply r = co_await roundtrip(stream, reader, std::move(select));
       if (r.is_error()) throw ConnectionLost{Errc::auth, "SELECT " + db + ": " + r.str};
     }
     if (!cfg_.load_library) co_return;
-    std::string version = encode({"FCALL", "redisched_version", "0"});
+    std::string version = encode_command({"FCALL", "redisched_version", "0"});
     Reply v = co_await roundtrip(stream, reader, std::move(version));
     if (v.type == Reply::Type::integer && v.integer >= kLibraryVersion) co_return;
     if (v.is_error() && v.str.rfind("NOAUTH", 0) == 0) {
@@ -318,7 +319,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (v.is_error() && !library_missing(v.str)) {
       throw ConnectionLost{Errc::server, "checking the Functions library: " + v.str};
     }
-    std::string load = encode({"FUNCTION", "LOAD", "REPLACE", kLibraryCode});
+    std::string load = encode_command({"FUNCTION", "LOAD", "REPLACE", kLibraryCode});
     Reply loaded = co_await roundtrip(stream, reader, std::move(load));
     if (loaded.is_error()) {
       throw ConnectionLost{Errc::server, "loading the Functions library: " + loaded.str};
@@ -346,7 +347,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return;
     }
     reloading_ = true;
-    enqueue(encode({"FUNCTION", "LOAD", "REPLACE", kLibraryCode}),
+    enqueue(encode_command({"FUNCTION", "LOAD", "REPLACE", kLibraryCode}),
             [this, self = shared_from_this()](std::error_code, Reply) { reloading_ = false; });
   }
 
@@ -588,6 +589,19 @@ class NodeLink final : public Link {
     }
     asio::post(io_, [c = conns_[i], command = std::move(command),
                      done = std::move(done)]() mutable { c->enqueue(command, std::move(done)); });
+  }
+
+  void send_replicated(std::string_view route_key, std::string command, int replicas,
+                       std::chrono::milliseconds timeout, ReplyHandler done) override {
+    const size_t i = std::hash<std::string_view>{}(route_key) % conns_.size();
+    if (io_.get_executor().running_in_this_thread()) {
+      conns_[i]->enqueue_replicated(command, replicas, timeout, std::move(done));
+      return;
+    }
+    asio::post(io_, [c = conns_[i], command = std::move(command), replicas, timeout,
+                     done = std::move(done)]() mutable {
+      c->enqueue_replicated(command, replicas, timeout, std::move(done));
+    });
   }
 
   std::size_t nodes() const override { return 1; }

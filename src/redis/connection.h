@@ -49,6 +49,13 @@ class Link {
   // node); empty for a command any node may answer.
   virtual void send(std::string_view route_key, std::string command, ReplyHandler done) = 0;
 
+  // send, and WAIT right behind it on the same connection: done gets the
+  // command's reply once `replicas` replicas have its writes, or
+  // Errc::timeout when fewer had them within timeout (the write is done on
+  // the primary, and a failover may lose it). Any thread.
+  virtual void send_replicated(std::string_view route_key, std::string command, int replicas,
+                               std::chrono::milliseconds timeout, ReplyHandler done) = 0;
+
   // The nodes that hold keys, for commands every one of them must run (SCAN
   // for topics): node is 0..nodes()-1. Any thread.
   virtual std::size_t nodes() const = 0;

@@ -1,5 +1,9 @@
 #include "redis/pipeline.h"
 
+#include <algorithm>
+
+#include "redis/command.h"
+
 namespace redisched::redis {
 
 Pipeline::Pipeline(std::function<void(const Reply&)> on_push) : on_push_(std::move(on_push)) {}
@@ -9,9 +13,64 @@ void Pipeline::enqueue(std::string_view command, ReplyHandler done, Clock::time_
   waiting_.push_back({std::move(done), now});
 }
 
+void Pipeline::enqueue_replicated(std::string_view command, int replicas,
+                                  std::chrono::milliseconds timeout, ReplyHandler done,
+                                  Clock::time_point now) {
+  auto r = std::make_shared<Replicated>();
+  r->replicas = replicas;
+  r->done = std::move(done);
+  enqueue(
+      command,
+      [r](std::error_code ec, Reply reply) {
+        r->ec = ec;
+        r->reply = std::move(reply);
+      },
+      now);
+  replicated_.push_back(std::move(r));
+  wait_replicas_ = std::max(wait_replicas_, replicas);
+  wait_timeout_ = std::max(wait_timeout_, timeout);
+}
+
 void Pipeline::take_output(std::string& into) {
+  if (!replicated_.empty()) {
+    const std::string replicas = std::to_string(wait_replicas_);
+    const std::string timeout = std::to_string(wait_timeout_.count());
+    enqueue(encode_command({"WAIT", replicas, timeout}), [writes = std::move(replicated_),
+                                                          timeout = wait_timeout_](
+                                                             std::error_code ec, Reply reply) {
+      for (const auto& w : writes) {
+        answer_replicated(w->ec, std::move(w->reply), w->replicas, timeout, ec, reply, w->done);
+      }
+    });
+    replicated_.clear();
+    wait_replicas_ = 0;
+    wait_timeout_ = std::chrono::milliseconds{0};
+  }
   into.clear();
   into.swap(out_);
+}
+
+void answer_replicated(std::error_code ec, Reply reply, int replicas,
+                       std::chrono::milliseconds timeout, std::error_code wait_ec,
+                       const Reply& wait_reply, const ReplyHandler& done) {
+  if (ec || reply.is_error()) return done(ec, std::move(reply));
+  Reply e;
+  e.type = Reply::Type::error;
+  if (wait_ec) {
+    e.str = "done on the primary, but WAIT failed: " + wait_reply.str;
+    return done(wait_ec, std::move(e));
+  }
+  if (wait_reply.type != Reply::Type::integer) {
+    e.str = "ERR WAIT answered " + (wait_reply.is_error() ? wait_reply.str : "no count");
+    return done(std::error_code(), std::move(e));
+  }
+  if (wait_reply.integer < replicas) {
+    e.str = "done on the primary, but only " + std::to_string(wait_reply.integer) + " of " +
+            std::to_string(replicas) + " replicas had it within " +
+            std::to_string(timeout.count()) + " ms (a failover may lose it)";
+    return done(make_error_code(Errc::timeout), std::move(e));
+  }
+  done(std::error_code(), std::move(reply));
 }
 
 bool Pipeline::is_push(const Reply& r) {
@@ -40,12 +99,19 @@ void Pipeline::fail_all(Errc code, const std::string& message) {
   std::deque<Waiting> failing;
   failing.swap(waiting_);
   out_.clear();
+  // Replicated writes not yet written: their commands fail below (and keep
+  // the failure), and their WAIT never goes out.
+  std::vector<std::shared_ptr<Replicated>> replicated;
+  replicated.swap(replicated_);
+  wait_replicas_ = 0;
+  wait_timeout_ = std::chrono::milliseconds{0};
   for (auto& w : failing) {
     Reply r;
     r.type = Reply::Type::error;
     r.str = message;
     w.done(make_error_code(code), std::move(r));
   }
+  for (const auto& w : replicated) w->done(w->ec, std::move(w->reply));
 }
 
 std::optional<Pipeline::Clock::time_point> Pipeline::oldest() const {

@@ -11,9 +11,11 @@
 #include <chrono>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redis/reply.h"
 #include "redisched/error.h"
@@ -30,6 +32,12 @@ class Pipeline {
 
   // Queues an encoded command for the next write, and its caller.
   void enqueue(std::string_view command, ReplyHandler done, Clock::time_point now = Clock::now());
+  // The same for a write that answers once `replicas` replicas have it.
+  // One WAIT covers every such write of a batch: take_output puts it behind
+  // them, and each caller gets its command's reply once the count is
+  // enough for it, or Errc::timeout (answer_replicated).
+  void enqueue_replicated(std::string_view command, int replicas, std::chrono::milliseconds timeout,
+                          ReplyHandler done, Clock::time_point now = Clock::now());
   bool has_output() const { return !out_.empty(); }
   // Everything queued since the last call, in order, to write at once.
   void take_output(std::string& into);
@@ -58,9 +66,28 @@ class Pipeline {
     ReplyHandler done;
     Clock::time_point sent;
   };
+  // A write waiting for replicas: its own answer, kept until WAIT's.
+  struct Replicated {
+    int replicas = 0;
+    ReplyHandler done;
+    std::error_code ec;
+    Reply reply;
+  };
   std::function<void(const Reply&)> on_push_;
   std::string out_;
   std::deque<Waiting> waiting_;
+  // The replicated writes queued since the last take_output, and what
+  // their WAIT asks for (the most replicas and the longest timeout).
+  std::vector<std::shared_ptr<Replicated>> replicated_;
+  int wait_replicas_ = 0;
+  std::chrono::milliseconds wait_timeout_{0};
 };
+
+// The answer of a write that waited for replicas: its own failure or error
+// reply as it was; else its reply if WAIT counted at least `replicas`, or
+// Errc::timeout saying the write is on the primary only.
+void answer_replicated(std::error_code ec, Reply reply, int replicas,
+                       std::chrono::milliseconds timeout, std::error_code wait_ec,
+                       const Reply& wait_reply, const ReplyHandler& done);
 
 }  // namespace redisched::redis

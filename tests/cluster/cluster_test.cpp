@@ -15,6 +15,7 @@
 
 #include "redisched/client.h"
 #include "redisched/worker.h"
+#include "server/serve_process.h"
 #include "testutil/raw_redis.h"
 #include "testutil/redis_cluster.h"
 #include "testutil/wait.h"
@@ -127,69 +128,200 @@ TEST(Cluster, WorkersWakeForDelayedJobsOnEveryPrimary) {
   }
 }
 
+// redisched serve with --redis pointing at the cluster, and the CLI: jobs
+// on topics of every primary over HTTP (including a long-poll woken
+// through a shard channel), listings and metrics over all of them.
+TEST(Cluster, ServeAndTheCliWorkOnTopicsOfEveryPrimary) {
+  const auto topics = topics_on_every_primary("served");
+  test::ServeProcess serve({}, "", {"--redis", g_cluster->url()});
+  test::HttpClient http(serve.port());
+  for (const auto& topic : topics) {
+    SCOPED_TRACE(topic);
+    EXPECT_EQ(http.request("PUT", "/v1/topics/" + topic + "/jobs/a", R"({"body":"x"})").status,
+              201);
+    EXPECT_EQ(http.request("GET", "/v1/topics/" + topic + "/jobs/a").status, 200);
+    auto reserved = http.request("POST", "/v1/topics/" + topic + "/reserve", R"({"count":1})");
+    ASSERT_EQ(reserved.status, 200);
+    EXPECT_NE(reserved.body.find(R"("id":"a")"), std::string::npos) << reserved.body;
+  }
+  // A long-poll on an empty topic of each primary, woken by a put.
+  for (const auto& topic : topics) {
+    std::thread later([&] {
+      std::this_thread::sleep_for(200ms);
+      Client(on_cluster()).put(topic, JobSpec{.id = "b", .body = "y"});
+    });
+    test::HttpClient waiter(serve.port());
+    const auto start = std::chrono::steady_clock::now();
+    auto r =
+        waiter.request("POST", "/v1/topics/" + topic + "/reserve", R"({"count":1,"wait_ms":5000})");
+    const auto took = std::chrono::steady_clock::now() - start;
+    later.join();
+    EXPECT_NE(r.body.find(R"("id":"b")"), std::string::npos) << topic << ": " << r.body;
+    EXPECT_LT(took, 2s) << topic << ": woken, not timed out";
+  }
+  const auto listed = http.request("GET", "/v1/topics").body;
+  const auto metrics = http.request("GET", "/metrics").body;
+  for (const auto& topic : topics) {
+    EXPECT_NE(listed.find(topic), std::string::npos) << topic;
+    EXPECT_NE(metrics.find(topic), std::string::npos) << topic;
+  }
+  const auto [status, out] = test::run_redisched({"--redis", g_cluster->url(), "stats"});
+  EXPECT_EQ(status, 0) << out;
+  for (const auto& topic : topics) EXPECT_NE(out.find(topic), std::string::npos) << out;
+  const auto [put_status, put_out] =
+      test::run_redisched({"--redis", g_cluster->url(), "put", topics.back(), "c", "z"});
+  EXPECT_EQ(put_status, 0) << put_out;
+  EXPECT_EQ(serve.stop(), 0);
+}
+
+// A producer puts kJobs jobs into a topic while a worker runs them, and
+// `disrupt` happens once a quarter of them were put. Puts that fail (a
+// primary killed under them) are tried again, as a producer must.
+struct LoadRun {
+  static constexpr int kJobs = 3000;
+  ClientOptions options = on_cluster();  // the producer's and the worker's
+  std::map<std::string, int> runs;       // job id: times its handler ran
+  int put_retries = 0;
+
+  template <class Disrupt>
+  void run(const std::string& topic, Disrupt disrupt) {
+    std::mutex mu;
+    Worker worker(WorkerOptions{.client = options});
+    worker.handle(topic, {.concurrency = 8}, [&](JobContext& ctx) {
+      std::lock_guard lock(mu);
+      ++runs[ctx.job().id];
+    });
+    [[maybe_unused]] auto cancel = worker.run();
+    std::atomic<int> put{0};
+    std::thread producer([&] {
+      Client client(options);
+      for (int i = 0; i < kJobs; ++i) {
+        const JobSpec job{.id = "job_" + std::to_string(i), .body = "b"};
+        for (;;) {
+          try {
+            client.put(topic, job);  // created, or exists when a failed try had run
+            break;
+          } catch (const Error& e) {
+            if (e.code() != Errc::connection && e.code() != Errc::timeout) {
+              ADD_FAILURE() << "put " << i << ": " << e.what();
+              return;
+            }
+            ++put_retries;
+            std::this_thread::sleep_for(50ms);
+          }
+        }
+        ++put;
+      }
+    });
+    if (wait_until([&] { return put > kJobs / 4; }, 20s)) disrupt();
+    producer.join();
+    // Every job the producer was told is stored runs, unless lost.
+    wait_until(
+        [&] {
+          std::lock_guard lock(mu);
+          return runs.size() == static_cast<size_t>(kJobs);
+        },
+        30s);
+    worker.cancel();
+  }
+  int lost() const { return kJobs - static_cast<int>(runs.size()); }
+  int twice() const {
+    int n = 0;
+    for (const auto& [id, times] : runs) n += times > 1 ? 1 : 0;
+    return n;
+  }
+};
+
+int other_primary(int than) {
+  for (int p : g_cluster->primary_ports()) {
+    if (p != than) return p;
+  }
+  throw std::runtime_error("one primary only");
+}
+
 // A busy topic's slot moves to another primary, its keys a few at a time,
 // while a producer puts and a worker runs: every job runs, and runs once.
 TEST(Cluster, ATopicWhoseSlotMovesUnderLoadLosesAndRepeatsNothing) {
   const std::string topic = "moving";
   const auto slot = redis::hash_slot(topic);
   const int from = g_cluster->owner_port(slot);
-  int to = 0;
-  for (int p : g_cluster->primary_ports()) {
-    if (p != from) to = p;
-  }
-  constexpr int kJobs = 3000;
-  std::mutex mu;
-  std::map<std::string, int> runs;
-  Worker worker(WorkerOptions{.client = on_cluster()});
-  worker.handle(topic, {.concurrency = 8}, [&](JobContext& ctx) {
-    std::lock_guard lock(mu);
-    ++runs[ctx.job().id];
-  });
-  [[maybe_unused]] auto cancel = worker.run();
-  std::atomic<int> put{0};
-  std::thread producer([&] {
-    Client client(on_cluster());
-    for (int i = 0; i < kJobs; ++i) {
-      for (;;) {
-        try {
-          client.put(topic, JobSpec{.id = "job_" + std::to_string(i), .body = "b"});
-          break;
-        } catch (const Error& e) {
-          ADD_FAILURE() << "put " << i << ": " << e.what();
-          return;
-        }
-      }
-      ++put;
-    }
-  });
-  ASSERT_TRUE(wait_until([&] { return put > kJobs / 4; }, 20s));
+  const int to = other_primary(from);
   auto redirects = [&] {
     return test::RedisCluster::errors_given(from, "ASK") +
            test::RedisCluster::errors_given(from, "MOVED") +
            test::RedisCluster::errors_given(to, "TRYAGAIN");
   };
   const long before = redirects();
-  g_cluster->move_slot(slot, to, 2, 20);
-  EXPECT_EQ(g_cluster->owner_port(slot), to);
-  producer.join();
+  LoadRun load;
+  load.run(topic, [&] {
+    g_cluster->move_slot(slot, to, 2, 20);
+    EXPECT_EQ(g_cluster->owner_port(slot), to);
+  });
   std::printf("slot move: ASK %ld, MOVED %ld (from the old owner), TRYAGAIN %ld (the new)\n",
               test::RedisCluster::errors_given(from, "ASK"),
               test::RedisCluster::errors_given(from, "MOVED"),
               test::RedisCluster::errors_given(to, "TRYAGAIN"));
   EXPECT_GT(redirects(), before) << "the clients met the move";
-  EXPECT_TRUE(wait_until(
-      [&] {
-        std::lock_guard lock(mu);
-        return runs.size() == static_cast<size_t>(kJobs);
-      },
-      30s));
-  std::lock_guard lock(mu);
-  int twice = 0;
-  for (const auto& [id, n] : runs) twice += n > 1 ? 1 : 0;
-  EXPECT_EQ(static_cast<int>(runs.size()), kJobs) << "jobs lost";
-  EXPECT_EQ(twice, 0) << "jobs that ran twice";
+  EXPECT_EQ(load.lost(), 0);
+  EXPECT_EQ(load.twice(), 0);
   Client client(on_cluster());
   EXPECT_EQ(client.stats(topic).ready, 0);
+}
+
+// A manual failover (the replica catches up, then takes over) under load:
+// nothing lost, nothing run twice.
+TEST(Cluster, AManualFailoverUnderLoadLosesAndRepeatsNothing) {
+  const std::string topic = "failing_over";
+  const int primary = g_cluster->owner_port(redis::hash_slot(topic));
+  int promoted = 0;
+  LoadRun load;
+  load.run(topic, [&] { promoted = g_cluster->fail_over(primary); });
+  EXPECT_EQ(g_cluster->owner_port(redis::hash_slot(topic)), promoted);
+  EXPECT_EQ(load.lost(), 0);
+  EXPECT_EQ(load.twice(), 0);
+}
+
+// A primary SIGKILLed under load: its replica takes over after the node
+// timeout, and work goes on there. Without WAIT, writes the primary
+// acknowledged but had not yet replicated can be lost: the figure is
+// printed, not asserted (docs/scaling.md).
+TEST(Cluster, AKilledPrimaryIsReplacedAndWorkGoesOn) {
+  const std::string topic = "killed";
+  const int primary = g_cluster->owner_port(redis::hash_slot(topic));
+  LoadRun load;
+  const auto start = std::chrono::steady_clock::now();
+  load.run(topic, [&] { g_cluster->kill_primary(primary); });
+  const auto took = std::chrono::steady_clock::now() - start;
+  std::printf("killed primary: %d of %d jobs lost, %d ran twice, %d puts tried again, %.1f s\n",
+              load.lost(), LoadRun::kJobs, load.twice(), load.put_retries,
+              std::chrono::duration<double>(took).count());
+  EXPECT_LT(load.lost(), LoadRun::kJobs / 10) << "work went on on the new primary";
+  Client client(on_cluster());
+  client.put(topic, JobSpec{.id = "after", .body = "x"});
+  EXPECT_TRUE(client.get(topic, "after"));
+  g_cluster->restart_killed();
+}
+
+// The same with ClientOptions::replicas = 1: a put answered is on a replica
+// too, so the replica that takes over has every job. (A reservation is not
+// waited for: one lost with the primary hands its job out again, which
+// at-least-once allows; the figure is printed.)
+TEST(Cluster, AKilledPrimaryLosesNoJobWhenWritesWaitForAReplica) {
+  const std::string topic = "killed_durable";
+  const int primary = g_cluster->owner_port(redis::hash_slot(topic));
+  LoadRun load;
+  load.options.replicas = 1;
+  load.options.replica_timeout = Millis{2000};
+  // The killed node comes back at once, as a replica of the new primary:
+  // until then no write can be confirmed (each put waits replica_timeout,
+  // fails, and is tried again).
+  load.run(topic, [&] {
+    g_cluster->kill_primary(primary);
+    g_cluster->restart_killed();
+  });
+  std::printf("killed primary, replicas 1: %d of %d jobs lost, %d ran twice, %d puts tried again\n",
+              load.lost(), LoadRun::kJobs, load.twice(), load.put_retries);
+  EXPECT_EQ(load.lost(), 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "testutil/expect_error.h"
+#include "testutil/raw_redis.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait.h"
 
@@ -291,6 +292,62 @@ TEST_F(ClientTest, AsynchronousCallsWithFuturesAndCallbacks) {
   std::vector<std::string> none = {"nobody"};
   EXPECT_EQ(client_.kick_async(topic_, none).get(), 0);
   EXPECT_TRUE(client_.remove_async(topic_, held[4].id).get());
+}
+
+// ClientOptions::replicas: writes answer once a replica has them (WAIT on
+// the connection that wrote), and say so when none did in time.
+TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
+  // The shared server has no replica: the write is done, but not confirmed.
+  ClientOptions lonely = options_for(shared_redis());
+  lonely.replicas = 1;
+  lonely.replica_timeout = Millis{100};
+  Client unconfirmed(lonely);
+  EXPECT_REDISCHED_ERROR(unconfirmed.put(topic_, job("a")), Errc::timeout, "only 0 of 1 replicas");
+  EXPECT_TRUE(client_.get(topic_, "a")) << "done on the primary all the same";
+  // Reads do not wait; a topic of its own may ask for none.
+  EXPECT_TRUE(unconfirmed.get(topic_, "a"));
+  lonely.topic_replicas = {{topic_, 0}};
+  Client per_topic(lonely);
+  EXPECT_EQ(per_topic.put(topic_, job("b")), PutOutcome::created);
+
+  // With a replica, every write of a job's state is confirmed. (No delay
+  // before the replica's first sync.)
+  test::RawRedis(shared_redis().port()).call({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
+  test::RedisServer replica(
+      {.extra_config = "replicaof 127.0.0.1 " + std::to_string(shared_redis().port())});
+  ClientOptions durable = options_for(shared_redis());
+  durable.replicas = 1;
+  durable.replica_timeout = Millis{5000};
+  Client confirmed(durable);
+  ASSERT_TRUE(test::wait_until([&] {
+    try {
+      confirmed.put(topic_, job("c"));
+      return true;
+    } catch (const Error&) {
+      return false;  // the replica is still syncing
+    }
+  }));
+  auto r = confirmed.reserve(topic_, 1);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(confirmed.ack(topic_, r.jobs[0].id, r.jobs[0].token), Outcome::ok);
+  EXPECT_EQ(confirmed.put_many(topic_, std::vector<JobSpec>{job("d"), job("e")}).size(), 2u);
+  EXPECT_TRUE(confirmed.remove(topic_, "d"));
+
+  EXPECT_REDISCHED_ERROR(
+      [&] {
+        ClientOptions bad = options_for(shared_redis());
+        bad.replicas = 17;
+        Client c(bad);
+      }(),
+      Errc::invalid_argument, "replicas must be from 0 to 16");
+  EXPECT_REDISCHED_ERROR(
+      [&] {
+        ClientOptions bad = options_for(shared_redis());
+        bad.topic_replicas["t"] = 1;
+        bad.replica_timeout = bad.command_timeout;
+        Client c(bad);
+      }(),
+      Errc::invalid_argument, "shorter than command_timeout");
 }
 
 // Several threads put, reserve and ack 100,000 jobs: each is acked exactly

@@ -1,5 +1,6 @@
 #include "testutil/fake_link.h"
 
+#include "redis/pipeline.h"
 #include "redis/resp_reader.h"
 #include "redisched/error.h"
 #include "testutil/replies.h"
@@ -18,6 +19,23 @@ void FakeLink::send(std::string_view, std::string command, redis::ReplyHandler d
     for (auto& e : parsed->elements) words.push_back(std::move(e.str));
   }
   done({}, answer_(words));
+}
+
+void FakeLink::send_replicated(std::string_view, std::string command, int replicas,
+                               std::chrono::milliseconds timeout, redis::ReplyHandler done) {
+  // The real pipeline's batching: the command, then WAIT behind it.
+  redis::Pipeline pipeline;
+  pipeline.enqueue_replicated(command, replicas, timeout, std::move(done));
+  if (closed_) return pipeline.fail_all(Errc::closed, "closed");
+  std::string out;
+  pipeline.take_output(out);
+  redis::RespReader reader;
+  reader.feed(out.data(), out.size());
+  while (auto parsed = reader.next()) {
+    std::vector<std::string> words;
+    for (auto& e : parsed->elements) words.push_back(std::move(e.str));
+    pipeline.deliver(answer_(words));
+  }
 }
 
 namespace {

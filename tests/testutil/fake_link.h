@@ -17,6 +17,9 @@ class FakeLink : public redis::Link {
   explicit FakeLink(Answer answer) : answer_(std::move(answer)) {}
 
   void send(std::string_view route_key, std::string command, redis::ReplyHandler done) override;
+  // The command, then WAIT (answered as the fake has it).
+  void send_replicated(std::string_view route_key, std::string command, int replicas,
+                       std::chrono::milliseconds timeout, redis::ReplyHandler done) override;
   std::size_t nodes() const override { return 1; }
   void send_to_node(std::size_t, std::string command, redis::ReplyHandler done) override {
     send("", std::move(command), std::move(done));

@@ -1,7 +1,16 @@
 #include "testutil/redis_cluster.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
@@ -17,6 +26,29 @@ std::string field_of(const std::string& info, const std::string& name) {
   return info.substr(start, info.find_first_of("\r\n", start) - start);
 }
 
+bool port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// A cluster node needs its port at most 55535 and the bus port (+10000)
+// free too: ports below the kernel's ephemeral range, tried at random.
+int free_cluster_port() {
+  static std::mt19937 random(std::random_device{}());
+  std::uniform_int_distribution<int> pick(20000, 29999);
+  for (int tries = 0; tries < 1000; ++tries) {
+    const int port = pick(random);
+    if (port_free(port) && port_free(port + 10000)) return port;
+  }
+  throw std::runtime_error("no free port pair for a cluster node");
+}
+
 std::string node_id(int port) {
   RawRedis r(port);
   auto id = r.call({"CLUSTER", "MYID"});
@@ -29,12 +61,23 @@ RedisCluster::RedisCluster(int primaries, int replicas_per_primary) {
   const int total = primaries * (1 + replicas_per_primary);
   for (int i = 0; i < total; ++i) {
     embedded::RedisProcessOptions o;
-    o.port = -1;
     o.die_with_parent = true;
-    o.config = {"cluster-enabled yes", "cluster-config-file nodes.conf",
-                "cluster-node-timeout 1000", "cluster-require-full-coverage no",
-                "cluster-allow-replica-migration no"};
-    nodes_.push_back(std::make_unique<embedded::RedisProcess>(o));
+    o.config = {"cluster-enabled yes",
+                "cluster-config-file nodes.conf",
+                "cluster-node-timeout 1000",
+                "cluster-require-full-coverage no",
+                "cluster-allow-replica-migration no",
+                "repl-diskless-sync-delay 0"};
+    // Another process may take the port first: a few tries.
+    for (int attempt = 1;; ++attempt) {
+      o.port = free_cluster_port();
+      try {
+        nodes_.push_back(std::make_unique<embedded::RedisProcess>(o));
+        break;
+      } catch (const std::runtime_error&) {
+        if (attempt == 3) throw;
+      }
+    }
   }
   std::string cmd = "redis-cli --cluster create";
   for (const auto& n : nodes_) cmd += " 127.0.0.1:" + std::to_string(n->port());
@@ -64,6 +107,7 @@ void RedisCluster::wait_until_ok() const {
   for (;;) {
     bool ok = true;
     for (const auto& n : nodes_) {
+      if (killed(n.get())) continue;
       RawRedis r(n->port());
       auto info = r.call({"CLUSTER", "INFO"});
       if (field_of(info->str, "cluster_state") != "ok" ||
@@ -84,6 +128,7 @@ void RedisCluster::wait_until_ok() const {
 std::vector<int> RedisCluster::primary_ports() const {
   std::vector<int> out;
   for (const auto& n : nodes_) {
+    if (killed(n.get())) continue;
     RawRedis r(n->port());
     auto role = r.call({"ROLE"});
     if (role->type == REDIS_REPLY_ARRAY && role->elements > 0 &&
@@ -96,6 +141,10 @@ std::vector<int> RedisCluster::primary_ports() const {
 
 int RedisCluster::owner_port(std::uint16_t slot) const {
   RawRedis r(primary_ports().front());
+  return owner_port_as_seen_by(r, slot);
+}
+
+int RedisCluster::owner_port_as_seen_by(RawRedis& r, std::uint16_t slot) {
   auto slots = r.call({"CLUSTER", "SLOTS"});
   for (size_t i = 0; i < slots->elements; ++i) {
     const redisReply* range = slots->element[i];
@@ -134,6 +183,92 @@ void RedisCluster::move_slot(std::uint16_t slot, int to_port, int batch, int pau
     RawRedis other(port);
     other.call({"CLUSTER", "SETSLOT", s, "NODE", to_id});
   }
+}
+
+bool RedisCluster::killed(const embedded::RedisProcess* n) const {
+  return std::find(killed_.begin(), killed_.end(), n) != killed_.end();
+}
+
+embedded::RedisProcess& RedisCluster::node(int port) {
+  for (auto& n : nodes_) {
+    if (n->port() == port) return *n;
+  }
+  throw std::runtime_error("no node on port " + std::to_string(port));
+}
+
+int RedisCluster::replica_of(int primary_port) const {
+  for (const auto& n : nodes_) {
+    if (killed(n.get())) continue;
+    RawRedis r(n->port());
+    auto role = r.call({"ROLE"});
+    if (role->type == REDIS_REPLY_ARRAY && role->elements >= 3 &&
+        std::string(role->element[0]->str) == "slave" &&
+        role->element[2]->integer == primary_port) {
+      return n->port();
+    }
+  }
+  throw std::runtime_error("the primary on " + std::to_string(primary_port) + " has no replica");
+}
+
+// Every live node sees the node on port serve slot.
+void RedisCluster::wait_until_primary(int port, std::uint16_t slot) const {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (;;) {
+    bool agreed = true;
+    for (const auto& n : nodes_) {
+      if (killed(n.get())) continue;
+      RawRedis r(n->port());
+      try {
+        if (owner_port_as_seen_by(r, slot) != port) agreed = false;
+      } catch (const std::runtime_error&) {
+        agreed = false;
+      }
+    }
+    if (agreed) return;
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("the cluster did not agree on the new primary in 30 s");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+int RedisCluster::fail_over(int primary_port) {
+  const std::uint16_t slot = any_slot_of(primary_port);
+  const int replica = replica_of(primary_port);
+  RawRedis r(replica);
+  auto ok = r.call({"CLUSTER", "FAILOVER"});
+  if (ok->type == REDIS_REPLY_ERROR)
+    throw std::runtime_error("CLUSTER FAILOVER: " + std::string(ok->str));
+  wait_until_primary(replica, slot);
+  return replica;
+}
+
+int RedisCluster::kill_primary(int primary_port) {
+  const std::uint16_t slot = any_slot_of(primary_port);
+  const int replica = replica_of(primary_port);
+  embedded::RedisProcess& victim = node(primary_port);
+  ::kill(victim.pid(), SIGKILL);
+  killed_.push_back(&victim);
+  wait_until_primary(replica, slot);
+  return replica;
+}
+
+void RedisCluster::restart_killed() {
+  for (auto* n : killed_) n->restart();  // reaps the killed process first
+  killed_.clear();
+  wait_until_ok();
+}
+
+std::uint16_t RedisCluster::any_slot_of(int primary_port) const {
+  RawRedis r(primary_port);
+  auto slots = r.call({"CLUSTER", "SLOTS"});
+  for (size_t i = 0; i < slots->elements; ++i) {
+    const redisReply* range = slots->element[i];
+    if (range->element[2]->element[1]->integer == primary_port) {
+      return static_cast<std::uint16_t>(range->element[0]->integer);
+    }
+  }
+  throw std::runtime_error("the node on " + std::to_string(primary_port) + " serves no slot");
 }
 
 long RedisCluster::errors_given(int port, const std::string& kind) {

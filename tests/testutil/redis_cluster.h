@@ -14,6 +14,8 @@
 
 namespace redisched::test {
 
+class RawRedis;
+
 class RedisCluster {
  public:
   // Starts and joins the nodes and waits until every node sees the cluster
@@ -34,13 +36,30 @@ class RedisCluster {
   // batches of batch, pausing pause_ms between them, so that clients meet
   // the migration halfway.
   void move_slot(std::uint16_t slot, int to_port, int batch = 10, int pause_ms = 0);
+  // The port of a replica of the primary on primary_port.
+  int replica_of(int primary_port) const;
+  // A manual failover (CLUSTER FAILOVER on a replica of the primary on
+  // primary_port): the replica takes over once it caught up; returns its
+  // port, after every node sees it as the slot's owner.
+  int fail_over(int primary_port);
+  // SIGKILL of the primary on primary_port; returns once its replica took
+  // over (every live node agrees). restart_killed() brings the node back
+  // (it rejoins as a replica).
+  int kill_primary(int primary_port);
+  void restart_killed();
   // How many error replies of a kind (MOVED, ASK, TRYAGAIN...) the node on
   // port gave (INFO errorstats).
   static long errors_given(int port, const std::string& kind);
 
  private:
   void wait_until_ok() const;
+  void wait_until_primary(int port, std::uint16_t slot) const;
+  std::uint16_t any_slot_of(int primary_port) const;
+  static int owner_port_as_seen_by(RawRedis& r, std::uint16_t slot);
+  embedded::RedisProcess& node(int port);
+  bool killed(const embedded::RedisProcess* n) const;
   std::vector<std::unique_ptr<embedded::RedisProcess>> nodes_;
+  std::vector<embedded::RedisProcess*> killed_;
 };
 
 }  // namespace redisched::test

@@ -31,7 +31,9 @@ struct Got {
   std::vector<std::string> log;
   ReplyHandler as(const std::string& name) {
     return [this, name](std::error_code ec, Reply r) {
-      log.push_back(name + (ec ? " failed: " + r.str : " " + std::to_string(r.integer)));
+      log.push_back(name + (ec             ? " failed: " + r.str
+                            : r.is_error() ? " error: " + r.str
+                                           : " " + std::to_string(r.integer)));
     };
   }
 };
@@ -55,6 +57,44 @@ TEST(PipelineTest, WhatIsQueuedGoesOutInOneWriteAndRepliesReachTheirCallersInOrd
   p.deliver(integer(3));
   EXPECT_EQ(got.log, (std::vector<std::string>{"a 1", "b 2", "c 3"}));
   EXPECT_EQ(p.waiting(), 0u);
+}
+
+// Writes that wait for replicas share one WAIT behind the batch they went
+// out in; each caller's answer is its own reply, judged by its own count.
+TEST(PipelineTest, ReplicatedWritesOfABatchShareOneWait) {
+  using namespace std::chrono_literals;  // NOLINT(google-build-using-namespace)
+  Pipeline p;
+  Got got;
+  p.enqueue_replicated("A", 1, 100ms, got.as("a"));
+  p.enqueue("B", got.as("b"));
+  p.enqueue_replicated("C", 2, 300ms, got.as("c"));
+  p.enqueue_replicated("D", 1, 100ms, got.as("d"));
+  std::string out;
+  p.take_output(out);
+  EXPECT_EQ(out, "ABCD*3\r\n$4\r\nWAIT\r\n$1\r\n2\r\n$3\r\n300\r\n")
+      << "one WAIT for the most replicas and the longest timeout, behind them all";
+  p.deliver(integer(1));
+  p.deliver(integer(2));
+  p.deliver(integer(3));
+  Reply refused;
+  refused.type = Reply::Type::error;
+  refused.str = "ERR no such job";
+  p.deliver(refused);
+  EXPECT_EQ(got.log, std::vector<std::string>{"b 2"}) << "the writes wait for WAIT";
+  p.deliver(integer(1));  // one replica had them
+  EXPECT_EQ(got.log, (std::vector<std::string>{"b 2", "a 1",
+                                               "c failed: done on the primary, but only 1 of 2 "
+                                               "replicas had it within 300 ms (a failover may "
+                                               "lose it)",
+                                               "d error: ERR no such job"}))
+      << "a has its replica; c wanted two; d's own error reply is its answer";
+  p.take_output(out);
+  EXPECT_EQ(out, "") << "no WAIT without a replicated write";
+
+  // A connection that ends before the WAIT went out fails its writes.
+  p.enqueue_replicated("E", 1, 100ms, got.as("e"));
+  p.fail_all(Errc::connection, "gone");
+  EXPECT_EQ(got.log.back(), "e failed: gone");
 }
 
 TEST(PipelineTest, PubSubMessagesGoToTheirHookNotToACaller) {
