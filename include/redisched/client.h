@@ -48,7 +48,8 @@ class Runtime;
 struct ClientOptions {
   // redis://[user:password@]host[:port][/db], rediss://... (TLS; query
   // parameters ca=/path/to/ca.pem, cert= and key= for a client certificate,
-  // verify=0), or unix:///path[?db=N].
+  // verify=0), or unix:///path[?db=N]. For a Redis Cluster, any primary's
+  // URL; several, comma-separated, to find the cluster when one is down.
   std::string redis_url = "redis://127.0.0.1:6379";
   // Every key is "<prefix>:{<topic>}:<name>".
   std::string prefix = "redisched";

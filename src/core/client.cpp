@@ -105,13 +105,15 @@ class Client::Impl {
       return;
     }
     redis::ConnectionConfig config;
-    config.endpoint = redis::parse_url(opts.redis_url);
+    auto seeds = redis::parse_urls(opts.redis_url);
+    config.endpoint = seeds.front();
+    seeds.erase(seeds.begin());
     config.connect_timeout = opts.connect_timeout;
     config.command_timeout = opts.command_timeout;
     config.reconnect_min = opts.reconnect_min;
     config.reconnect_max = opts.reconnect_max;
     for (std::size_t i = 0; i < runtime->shards(); ++i) {
-      links_.push_back(redis::make_link(runtime->shard(i), config, opts.connections));
+      links_.push_back(redis::make_link(runtime->shard(i), config, opts.connections, seeds));
     }
   }
 

@@ -68,11 +68,17 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     owner_.fill(0);
   }
 
+  // seeds: more nodes of the cluster than config.endpoint, to ask for the
+  // map when it does not answer.
   static std::shared_ptr<Cluster> make(asio::io_context& io, ConnectionConfig config,
-                                       int connections) {
+                                       int connections, const std::vector<Endpoint>& seeds) {
     auto c = std::make_shared<Cluster>(io, std::move(config), connections);
-    c->nodes_.push_back({c->config_.endpoint.describe(), c->node_link(c->config_.endpoint)});
+    c->nodes_.push_back({name_of(c->config_.endpoint), c->node_link(c->config_.endpoint)});
+    for (const auto& e : seeds) c->nodes_.push_back({name_of(e), c->node_link(e)});
     c->seed_ = c->nodes_.front().link.get();
+    // Several seeds: commands wait for the first map (the first seed may be
+    // the one that is down). One: they go to it at once, as to a single node.
+    c->holding_ = !seeds.empty();
     return c;
   }
 
@@ -151,7 +157,31 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     std::unique_ptr<Link> link;
   };
 
+  static std::string name_of(const Endpoint& e) {
+    return e.kind == Endpoint::Kind::unix_socket ? e.path : e.host + ":" + std::to_string(e.port);
+  }
+
+  // The first map is in (or nobody answered): what waited for it goes.
+  void release_held(std::error_code ec, const std::string& why) {
+    holding_ = false;
+    auto held = std::exchange(held_, {});
+    for (auto& p : held) {
+      if (!ec) {
+        dispatch(std::move(p));
+      } else {
+        Reply r;
+        r.type = Reply::Type::error;
+        r.str = why;
+        p->done(ec, std::move(r));
+      }
+    }
+  }
+
   void dispatch(std::shared_ptr<Pending> p) {
+    if (holding_) {
+      held_.push_back(std::move(p));
+      return;
+    }
     const std::size_t node = p->route.empty() ? any_primary() : owner_[hash_slot(p->route)];
     send_on(node, std::move(p));
   }
@@ -263,10 +293,12 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     if (closed_) return;
     if (ec && tried + 1 < nodes_.size()) return ask_for_map(tried + 1);
     refreshing_ = false;
+    const std::size_t source = (next_source_ + tried) % nodes_.size();
     if (ec) {
       // Nobody answered: ask again later (a node still starting, a
       // single node that is down).
       next_source_ = (next_source_ + 1) % nodes_.size();
+      if (holding_) release_held(ec, "no seed answered: " + reply.str);
       retry_later();
       return;
     }
@@ -277,10 +309,14 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
         if (!cluster_disabled(reply.str)) {
           spdlog::debug("redisched: CLUSTER SHARDS: {} (a single node, then)", reply.str);
         }
+        seed_ = nodes_[source].link.get();
+        owner_.fill(source);
         mode = Mode::single;
+        if (holding_) release_held({}, {});
         return;
       }
-      spdlog::warn("redisched: CLUSTER SHARDS from {}: {}", nodes_[next_source_].name, reply.str);
+      spdlog::warn("redisched: CLUSTER SHARDS from {}: {}", nodes_[source].name, reply.str);
+      if (holding_) release_held({}, {});
       retry_later();
       return;
     }
@@ -289,6 +325,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
       shards = parse_cluster_shards(reply);
     } catch (const Error& e) {
       spdlog::warn("redisched: {}", e.what());
+      if (holding_) release_held({}, {});
       retry_later();
       return;
     }
@@ -315,6 +352,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
       detach(s);
       attach(s);
     }
+    if (holding_) release_held({}, {});
     if (std::exchange(again_, false)) refresh();
   }
 
@@ -341,6 +379,8 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   asio::steady_timer refresh_timer_;
   Clock::time_point last_refresh_{};
   std::size_t next_source_ = 0;
+  bool holding_ = false;  // commands wait for the first map
+  std::vector<std::shared_ptr<Pending>> held_;
   bool refreshing_ = false;
   bool again_ = false;
   bool closed_ = false;
@@ -348,8 +388,9 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
 
 class ClusterLink final : public Link {
  public:
-  ClusterLink(asio::io_context& io, ConnectionConfig config, int connections)
-      : io_(io), cluster_(Cluster::make(io, std::move(config), connections)) {
+  ClusterLink(asio::io_context& io, ConnectionConfig config, int connections,
+              const std::vector<Endpoint>& seeds)
+      : io_(io), cluster_(Cluster::make(io, std::move(config), connections, seeds)) {
     asio::post(io_, [c = cluster_] { c->start(); });
   }
   ~ClusterLink() override { close(); }
@@ -440,8 +481,9 @@ class ClusterLink final : public Link {
 
 }  // namespace
 
-std::unique_ptr<Link> make_link(asio::io_context& io, ConnectionConfig config, int connections) {
-  return std::make_unique<ClusterLink>(io, std::move(config), connections);
+std::unique_ptr<Link> make_link(asio::io_context& io, ConnectionConfig config, int connections,
+                                const std::vector<Endpoint>& seeds) {
+  return std::make_unique<ClusterLink>(io, std::move(config), connections, seeds);
 }
 
 }  // namespace redisched::redis

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "redis/reply.h"
 #include "redis/url.h"
@@ -85,9 +86,10 @@ std::unique_ptr<Link> make_node_link(boost::asio::io_context& io, ConnectionConf
                                      int connections);
 
 // The Client's link: the node at config.endpoint, or the Redis Cluster it
-// belongs to (found out from it, src/redis/cluster_link.cpp), with
-// connections per node. Runs on io, which the caller runs on one thread.
+// belongs to (found out from it, or from the other seeds when it does not
+// answer: src/redis/cluster_link.cpp), with connections per node. Runs on
+// io, which the caller runs on one thread.
 std::unique_ptr<Link> make_link(boost::asio::io_context& io, ConnectionConfig config,
-                                int connections);
+                                int connections, const std::vector<Endpoint>& seeds = {});
 
 }  // namespace redisched::redis

@@ -79,4 +79,14 @@ Endpoint parse_url(std::string_view url) {
   return e;
 }
 
+std::vector<Endpoint> parse_urls(std::string_view urls) {
+  std::vector<Endpoint> out;
+  for (;;) {
+    const auto comma = urls.find(',');
+    out.push_back(parse_url(urls.substr(0, comma)));
+    if (comma == std::string_view::npos) return out;
+    urls.remove_prefix(comma + 1);
+  }
+}
+
 }  // namespace redisched::redis

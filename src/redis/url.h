@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace redisched::redis {
 
@@ -30,5 +31,9 @@ struct Endpoint {
 // parameters ca, cert, key, verify=0|1) and unix:///path[?db=N]. Throws
 // Error (Errc::invalid_argument) naming the fault.
 Endpoint parse_url(std::string_view url);
+
+// Several nodes of one Redis Cluster, comma-separated: each a URL as above.
+// Throws as parse_url does, naming the one at fault.
+std::vector<Endpoint> parse_urls(std::string_view urls);
 
 }  // namespace redisched::redis

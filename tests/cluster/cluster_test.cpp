@@ -98,6 +98,21 @@ TEST(Cluster, EveryCallWorksOnTopicsOfEveryPrimary) {
   }
 }
 
+// Several seeds: the first is down, the second answers for the cluster.
+TEST(Cluster, AClientFindsTheClusterThroughAnySeedThatAnswers) {
+  ClientOptions o = on_cluster();
+  o.redis_url = "redis://127.0.0.1:1," + g_cluster->url();
+  Client client(o);
+  for (const auto& topic : topics_on_every_primary("seeded")) {
+    EXPECT_EQ(client.put(topic, JobSpec{.id = "a", .body = "x"}), PutOutcome::created) << topic;
+    EXPECT_TRUE(client.get(topic, "a")) << topic;
+  }
+  // Nobody answers: the calls fail as with a single node that is down.
+  ClientOptions nobody = on_cluster();
+  nobody.redis_url = "redis://127.0.0.1:1,redis://127.0.0.1:2";
+  EXPECT_THROW(Client{nobody}, Error);
+}
+
 TEST(Cluster, WorkersWakeForDelayedJobsOnEveryPrimary) {
   const auto topics = topics_on_every_primary("wake");
   Worker worker(WorkerOptions{.client = on_cluster()});

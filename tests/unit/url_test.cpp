@@ -71,5 +71,17 @@ TEST(UrlTest, MalformedUrlsAreRefusedWithTheReason) {
   }
 }
 
+TEST(UrlTest, SeveralNodesOfAClusterAreCommaSeparated) {
+  const auto seeds = parse_urls("redis://10.0.0.1:7000,rediss://u:p@10.0.0.2:7001");
+  ASSERT_EQ(seeds.size(), 2u);
+  EXPECT_EQ(seeds[0].host, "10.0.0.1");
+  EXPECT_EQ(seeds[1].port, 7001);
+  EXPECT_TRUE(seeds[1].tls);
+  EXPECT_EQ(seeds[1].password, "p");
+  EXPECT_EQ(parse_urls("redis://h:1").size(), 1u);
+  EXPECT_THROW(parse_urls("redis://h:1,"), Error) << "an empty one";
+  EXPECT_THROW(parse_urls("redis://h:1,h:2"), Error) << "each a whole URL";
+}
+
 }  // namespace
 }  // namespace redisched::redis
