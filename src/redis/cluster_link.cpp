@@ -148,6 +148,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   void close() {
     closed_ = true;
     refresh_timer_.cancel();
+    if (holding_) release_held(make_error_code(Errc::closed), "the client is closed");
     for (auto& n : nodes_) n.link->close();
   }
 
