@@ -280,6 +280,10 @@ function showLogin(message) {
 // ---- wiring
 
 document.addEventListener('DOMContentLoaded', () => {
+  // Which server this is (no token needed for /healthz).
+  fetch('/healthz').then((r) => r.json()).then((h) => {
+    $('version').textContent = `redisched ${h.version || '?'} · Functions library version ${h.library_version ?? '?'}`;
+  }).catch(() => {});
   $('login-form').addEventListener('submit', (ev) => {
     ev.preventDefault();
     state.token = $('token').value;

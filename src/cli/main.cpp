@@ -1,10 +1,13 @@
 // build/redisched: the command-line face of redisched.
+#include <fmt/format.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "redisched/error.h"
+#include "redisched/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"redisched: a delayed/priority job queue on Redis"};
@@ -33,6 +36,9 @@ int main(int argc, char** argv) {
   redisched::cli::add_transfer_commands(app, selected);
   redisched::cli::add_serve_command(app, selected);
   redisched::cli::add_bench_command(app, selected);
+  app.set_version_flag(
+      "--version", fmt::format("redisched {} (Functions library version {})", redisched::version(),
+                               redisched::functions_library_version()));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,7 @@
 
 #include "core/checks.h"
 #include "core/limits.h"
+#include "redisched/version.h"
 #include "server/census.h"
 #include "server/dashboard.h"
 #include "server/metrics.h"
@@ -389,7 +390,9 @@ awaitable<Response> healthz(ApiContext& ctx, Request& req, const Params&) {
   auto r = co_await await_call_within<int>(
       std::chrono::seconds(1), [&](auto cb) { ctx.client.library_version_async(std::move(cb)); });
   if (r && r->ok()) {
-    co_return ok_json(req, json::object{{"status", "ok"}, {"library_version", r->value()}});
+    co_return ok_json(req, json::object{{"status", "ok"},
+                                        {"version", redisched::version()},
+                                        {"library_version", r->value()}});
   }
   const std::string why = !r ? "Redis did not answer within 1 s" : r->error().what();
   co_return ok_json(req, json::object{{"status", "unavailable"}, {"error", wire::printable(why)}},

@@ -4,6 +4,8 @@
 
 #include <chrono>
 
+#include "redisched/version.h"
+
 namespace redisched::server {
 
 void Metrics::count(const std::string& event, const std::string& topic, std::uint64_t n) {
@@ -74,6 +76,10 @@ void family(std::string& out, std::string_view name, std::string_view type, std:
 
 std::string Metrics::render(const std::vector<std::pair<std::string, TopicStats>>& topics) const {
   std::string out;
+  family(out, "redisched_build_info", "gauge",
+         "1, labelled with this server's release and its Functions library version.");
+  out += fmt::format("redisched_build_info{{version=\"{}\",library_version=\"{}\"}} 1\n", version(),
+                     functions_library_version());
   family(out, "redisched_jobs", "gauge", "Jobs per topic and state, now.");
   for (const auto& [topic, s] : topics) {
     const std::pair<const char*, std::int64_t> states[] = {{"delayed", s.delayed},

@@ -4,6 +4,7 @@ source "$(dirname "$0")/../testutil/redis_fixture.sh"
 BIN="$1"
 r() { "$BIN" --redis "redis://127.0.0.1:$PORT" "$@"; }
 
+expect "version" "redisched " "$("$BIN" --version | grep -o '^redisched ')"
 expect "put" "created mail-1" "$(r put mail mail-1 'hello world' --priority 3)"
 expect "put exists exits non-zero" "1" "$(r put mail mail-1 x >/dev/null 2>&1; echo $?)"
 expect "put exists says why" "redisched: job mail-1 exists (use --replace or --upsert)" \

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <thread>
 
+#include "redisched/version.h"
 #include "serve_process.h"
 #include "testutil/wait.h"
 
@@ -247,6 +248,7 @@ TEST_F(ServerTest, HealthzAndMetrics) {
   auto h = call("GET", "/healthz");
   EXPECT_EQ(h.status, 200);
   EXPECT_EQ(parse(h.body).at("status"), "ok");
+  EXPECT_EQ(parse(h.body).at("version").as_string(), redisched::version());
   call("PUT", topic_jobs() + "/m", R"({"body":"m"})");
   // Counts come from the server's shared reading, at most a second old.
   test::HttpAnswer m;
@@ -259,6 +261,9 @@ TEST_F(ServerTest, HealthzAndMetrics) {
   EXPECT_NE(m.body.find("redisched_events_total{event=\"put\",topic=\"" + topic_ + "\"}"),
             std::string::npos);
   EXPECT_NE(m.body.find("redisched_request_seconds_bucket"), std::string::npos);
+  EXPECT_NE(m.body.find("redisched_build_info{version=\"" + std::string(redisched::version()) +
+                        "\",library_version=\""),
+            std::string::npos);
 }
 
 // The Redis delay queue's exact answers (../shared/seeds/001_...): HTTP 200

@@ -71,6 +71,8 @@ try {
     await page.fill('#put-priority', '7');
     await page.click('#put-form button[type=submit]');
     await page.waitForSelector('#put-result:has-text("created welcome_42")');
+    // The footer says which server this is.
+    assert.match(await page.textContent('#version'), /^redisched \d+\.\d+\.\d+ · Functions library version \d+$/);
     // The live list shows it scheduled.
     await page.waitForSelector('#feed li:has-text("welcome_42")');
     await page.goto(`${serve.base}/#/topic/emails`);
