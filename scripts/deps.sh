@@ -50,6 +50,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 if $with_tests; then
-  # playwright-core drives Debian's chromium in the dashboard tests.
+  # playwright-core drives Debian's chromium in the dashboard tests; the
+  # Node.js client's test uses ioredis.
   (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
+  (cd clients/node && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -1,0 +1,90 @@
+// clients/node/redisched.mjs against a real redis-server, and beside the
+// C++ side: a job put from Node is the CLI's, and the other way round.
+//   node test.mjs <lua/redisched.lua> <build/redisched>
+import assert from 'node:assert/strict';
+import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Redis from 'ioredis';
+import { Topic, loadLibrary, work, OK, EXISTS, NOT_FOUND } from './redisched.mjs';
+
+const [lua, cli] = process.argv.slice(2);
+const dir = mkdtempSync(join(tmpdir(), 'redisched-node-'));
+const sock = join(dir, 'redis.sock');
+const server = spawn('redis-server', ['--port', '0', '--unixsocket', sock, '--save', '', '--dir', dir],
+  { stdio: 'ignore' });
+let failures = 0;
+async function test(name, fn) {
+  try { await fn(); console.log(`ok: ${name}`); } catch (e) { failures++; console.log(`FAIL: ${name}\n${e.stack}`); }
+}
+const runCli = (...args) => execFileSync(cli, ['--redis', `unix://${sock}`, ...args], { encoding: 'utf8' });
+
+try {
+  for (let i = 0; i < 200 && !existsSync(sock); i++) await sleep(20);
+  const redis = new Redis({ path: sock });
+  await loadLibrary(redis, lua);
+
+  await test('put, reserve and ack with the documented keys', async () => {
+    const t = new Topic(redis, 'emails');
+    assert.equal(await t.put('welcome_42', 'Hello', { priority: 5 }), OK);
+    assert.equal(await t.put('welcome_42', 'again'), EXISTS);
+    assert.equal(await redis.exists('redisched:{emails}:jobs'), 1);
+    assert.equal((await t.get('welcome_42')).state, 'ready');
+    const r = await t.reserve(10, 30000);
+    assert.deepEqual(r.jobs.map((j) => j.id), ['welcome_42']);
+    assert.equal(r.jobs[0].body.toString(), 'Hello');
+    assert.equal(await t.ack(r.jobs[0]), OK);
+    assert.equal(await t.ack(r.jobs[0]), NOT_FOUND);
+  });
+
+  await test('priority first, failures to dead', async () => {
+    const t = new Topic(redis, 'billing');
+    await t.put('low', 'l', { priority: 1, attempts: 1 });
+    await t.put('high', 'h', { priority: 9 });
+    const r = await t.reserve(2);
+    assert.deepEqual(r.jobs.map((j) => j.id), ['high', 'low']);
+    assert.equal(await t.fail(r.jobs[1], 'card declined'), 'dead');
+    assert.equal(await t.release(r.jobs[0], 60000), OK);
+    const s = await t.stats();
+    assert.deepEqual([s.dead, s.delayed, s.ready], [1, 1, 0]);
+  });
+
+  await test('the CLI reads what Node put, and the other way', async () => {
+    const t = new Topic(redis, 'shared');
+    await t.put('from_node', 'hi from node');
+    assert.match(runCli('get', 'shared', 'from_node'), /hi from node/);
+    runCli('put', 'shared', 'from_cli', 'hi from c++');
+    assert.deepEqual((await t.reserve(5)).jobs.map((j) => j.id).sort(), ['from_cli', 'from_node']);
+  });
+
+  await test('a worker sleeps on the signal and the due time', async () => {
+    const t = new Topic(redis, 'work');
+    const ran = {};
+    const stop = new AbortController();
+    const worker = work(t, async (job) => {
+      if (job.body.toString() === 'boom') throw new Error('boom');
+      ran[job.id] = performance.now();
+    }, { signal: stop.signal });
+    await sleep(300); // idle: nothing is scheduled
+    const putAt = performance.now();
+    await t.put('now', 'x'); // the wake-up signal brings it at once
+    await t.put('later', 'y', { delayMs: 400 }); // the due time Redis gave
+    await t.put('bad', 'boom', { attempts: 1 });
+    for (let i = 0; i < 300 && Object.keys(ran).length < 2; i++) await sleep(10);
+    stop.abort();
+    await worker;
+    assert.ok(ran.now - putAt < 200, `woken by the signal, not a poll (${ran.now - putAt} ms)`);
+    assert.ok(ran.later - putAt >= 390 && ran.later - putAt < 900, `at its due time (${ran.later - putAt} ms)`);
+    const bad = await t.get('bad');
+    assert.equal(bad.state, 'dead');
+    assert.equal(bad.error, 'boom');
+  });
+  redis.disconnect();
+} finally {
+  server.kill();
+  rmSync(dir, { recursive: true, force: true });
+}
+console.log(failures ? `${failures} failed` : 'all passed');
+process.exit(failures ? 1 : 0);

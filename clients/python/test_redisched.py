@@ -1,0 +1,115 @@
+"""clients/python/redisched.py against a real redis-server, and beside the
+C++ side: a job put from Python is the CLI's, and the other way round.
+    python3 test_redisched.py <lua/redisched.lua> <build/redisched>
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import redis
+
+import redisched
+
+LUA, CLI = sys.argv[1], sys.argv[2]
+
+
+class RedischedFromPython(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp()
+        cls.sock = os.path.join(cls.dir, "redis.sock")
+        cls.server = subprocess.Popen(
+            ["redis-server", "--port", "0", "--unixsocket", cls.sock, "--save", "",
+             "--dir", cls.dir], stdout=subprocess.DEVNULL)
+        for _ in range(200):
+            if os.path.exists(cls.sock):
+                break
+            time.sleep(0.02)
+        cls.r = redis.Redis(unix_socket_path=cls.sock)
+        redisched.load_library(cls.r, LUA)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+        cls.server.wait()
+        shutil.rmtree(cls.dir)
+
+    def topic(self, name):
+        self.r.delete(*redisched.Topic(self.r, name).keys)
+        return redisched.Topic(self.r, name)
+
+    def cli(self, *args):
+        return subprocess.run([CLI, "--redis", "unix://" + self.sock, *args],
+                              capture_output=True, text=True, check=True).stdout
+
+    def test_put_reserve_ack_with_the_documented_keys(self):
+        t = self.topic("emails")
+        self.assertEqual(t.put("welcome_42", b"Hello", priority=5), redisched.OK)
+        self.assertEqual(t.put("welcome_42", b"again"), redisched.EXISTS)
+        self.assertTrue(self.r.exists("redisched:{emails}:jobs"))
+        self.assertEqual(t.get("welcome_42")["state"], b"ready")
+        r = t.reserve(10, ttr_ms=30000)
+        self.assertEqual([j.id for j in r.jobs], ["welcome_42"])
+        self.assertEqual(r.jobs[0].body, b"Hello")
+        self.assertEqual(t.ack(r.jobs[0]), redisched.OK)
+        self.assertEqual(t.ack(r.jobs[0]), redisched.NOT_FOUND)
+        self.assertIsNone(t.get("welcome_42"))
+
+    def test_priority_first_and_failures_to_dead(self):
+        t = self.topic("billing")
+        t.put("low", b"l", priority=1, attempts=1)
+        t.put("high", b"h", priority=9)
+        r = t.reserve(2)
+        self.assertEqual([j.id for j in r.jobs], ["high", "low"])
+        self.assertEqual(t.fail(r.jobs[1], "card declined"), "dead")
+        self.assertEqual(t.release(r.jobs[0], delay_ms=60000), redisched.OK)
+        s = t.stats()
+        self.assertEqual((s["dead"], s["delayed"], s["ready"]), (1, 1, 0))
+
+    def test_the_cli_reads_what_python_put_and_the_other_way(self):
+        t = self.topic("shared")
+        t.put("from_python", b"hi from python")
+        self.assertIn("hi from python", self.cli("get", "shared", "from_python"))
+        self.cli("put", "shared", "from_cli", "hi from c++")
+        jobs = t.reserve(5).jobs
+        self.assertEqual(sorted(j.id for j in jobs), ["from_cli", "from_python"])
+
+    def test_a_worker_sleeps_on_the_signal_and_the_due_time(self):
+        t = self.topic("work")
+        ran = {}
+        stop = threading.Event()
+
+        def handler(job):
+            if job.body == b"boom":
+                raise ValueError("boom")
+            ran[job.id] = time.monotonic()
+
+        worker = threading.Thread(target=redisched.work, args=(t, handler, stop.is_set))
+        worker.start()
+        try:
+            time.sleep(0.3)  # idle: nothing is scheduled
+            put_at = time.monotonic()
+            t.put("now", b"x")  # the wake-up signal brings it at once
+            t.put("later", b"y", delay_ms=400)  # the due time Redis gave
+            t.put("bad", b"boom", attempts=1)
+            deadline = time.monotonic() + 3
+            while len(ran) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        finally:
+            stop.set()
+            worker.join()
+        self.assertLess(ran["now"] - put_at, 0.2, "woken by the signal, not a poll")
+        self.assertGreaterEqual(ran["later"] - put_at, 0.39)
+        self.assertLess(ran["later"] - put_at, 0.9)
+        self.assertEqual(t.get("bad")["state"], b"dead")
+        self.assertEqual(t.get("bad")["error"], b"boom")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
