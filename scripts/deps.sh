@@ -14,6 +14,8 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools openssl
+  # the man page, written from --help, for the Debian package
+  help2man
 )
 with_tests=false
 case "${1:-}" in
@@ -30,6 +32,8 @@ if $with_tests; then
     python3-redis python3-hypothesis
     # promtool, which checks /metrics in the server tests
     prometheus
+    # systemd-analyze, which checks the package's unit file
+    systemd
   )
 fi
 missing=()
