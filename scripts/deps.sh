@@ -30,6 +30,8 @@ if $with_tests; then
     clang-14 libclang-rt-14-dev
     # the model-based test of the Functions library (run with /usr/bin/python3)
     python3-redis python3-hypothesis
+    # docs/openapi.yaml checked against the server
+    python3-yaml python3-jsonschema
     # promtool, which checks /metrics in the server tests
     prometheus
     # systemd-analyze, which checks the package's unit file

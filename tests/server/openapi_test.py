@@ -1,0 +1,228 @@
+"""docs/openapi.yaml against the server it describes.
+
+1. The routes: every path, method and query parameter of the document is a
+   route of the server's table (printed by tests/tools/route_table.cpp) and
+   the other way round; routes open without the token say `security: []`.
+2. The answers: a real `redisched serve` (its embedded Redis, a token set)
+   is sent the requests below; each answer's status must be documented for
+   its operation, and its JSON must match the documented schema.
+
+    openapi_test.py <docs/openapi.yaml> <route_table> <redisched>
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import jsonschema
+import yaml
+
+SPEC, ROUTE_TABLE, BINARY = sys.argv[1:4]
+with open(SPEC, encoding="utf-8") as f:
+    DOC = yaml.safe_load(f)
+METHODS = ("get", "put", "post", "delete")
+TOKEN = "openapi-test-token"
+
+
+def operations():
+    for path, item in DOC["paths"].items():
+        for method in METHODS:
+            if method in item:
+                yield path, method, item[method], item.get("parameters", [])
+
+
+def deref(node):
+    """The node a {"$ref": "#/..."} points at (else the node)."""
+    while isinstance(node, dict) and "$ref" in node:
+        target = DOC
+        for part in node["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        node = target
+    return node
+
+
+class Routes(unittest.TestCase):
+    def test_the_document_and_the_route_table_agree(self):
+        table = {}
+        out = subprocess.run([ROUTE_TABLE], capture_output=True, text=True, check=True).stdout
+        for line in out.splitlines():
+            method, path, query, access = line.split(" ")
+            table[(method.lower(), path)] = (query, access)
+        documented = {}
+        for path, method, op, shared in operations():
+            params = [deref(p) for p in shared + op.get("parameters", [])]
+            query = sorted(p["name"] for p in params if p["in"] == "query")
+            open_route = op.get("security", DOC.get("security")) == []
+            documented[(method, path)] = (query, open_route)
+        self.assertEqual(sorted(documented), sorted(table),
+                         "documented routes (left) against the server's (right)")
+        # The table takes query parameters per path, whatever the method.
+        doc_query_of_path = {}
+        for (method, path), (query, _) in documented.items():
+            doc_query_of_path.setdefault(path, set()).update(query)
+        for key, (query, access) in table.items():
+            if query != "*":
+                self.assertEqual(sorted(doc_query_of_path[key[1]]),
+                                 sorted(q for q in query.split(",") if q), key)
+            self.assertEqual(documented[key][1], access == "open", f"{key}: security")
+
+
+class Answers(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp()
+        cls.log = open(os.path.join(cls.dir, "serve.log"), "w+")
+        cls.serve = subprocess.Popen(
+            [BINARY, "--data-dir", os.path.join(cls.dir, "data"), "serve", "--listen",
+             "127.0.0.1:0", "--token", TOKEN], stdout=cls.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            cls.log.seek(0)
+            m = re.search(r"listening on http://[^ ]+:(\d+) ", cls.log.read())
+            if m:
+                cls.port = int(m.group(1))
+                break
+            time.sleep(0.05)
+        else:
+            raise RuntimeError("serve did not start")
+        cls.checked = set()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.serve.send_signal(signal.SIGTERM)
+        cls.serve.wait()
+        cls.log.close()
+        shutil.rmtree(cls.dir)
+        print(f"\n{len(cls.checked)} of {sum(1 for _ in operations())} operations checked "
+              f"against their documented answers", file=sys.stderr)
+
+    def call(self, method, target, body=None, token=True):
+        """Sends the request; checks the answer against the operation that
+        matches it in the document; returns (status, parsed JSON or text)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        headers = {"Authorization": f"Bearer {TOKEN}"} if token else {}
+        data = json.dumps(body) if body is not None else None
+        conn.request(method, target, body=data, headers=headers)
+        res = conn.getresponse()
+        raw = res.read()
+        conn.close()
+        path = target.split("?")[0]
+        op = self.operation(method.lower(), path)
+        self.assertIsNotNone(op, f"{method} {path} is not documented")
+        responses = op["responses"]
+        self.assertIn(str(res.status), responses,
+                      f"{method} {target} answered {res.status}, not documented: {raw[:200]!r}")
+        response = deref(responses[str(res.status)])
+        content = response.get("content", {})
+        ctype = res.getheader("Content-Type", "").split(";")[0]
+        if "application/json" in content:
+            self.assertEqual(ctype, "application/json", f"{method} {target}")
+            answer = json.loads(raw)
+            schema = dict(deref(content["application/json"]["schema"]))
+            schema["components"] = DOC["components"]  # for the $refs inside
+            jsonschema.validate(answer, schema)
+        else:
+            self.assertIn(ctype, content, f"{method} {target}: {ctype}")
+            answer = raw.decode()
+        self.checked.add((method.lower(), op["_path"]))
+        return res.status, answer
+
+    @staticmethod
+    def operation(method, path):
+        for template, item in DOC["paths"].items():
+            pattern = "^" + re.sub(r"\\{[a-z_]+\\}", "[^/]+", re.escape(template)) + "$"
+            if re.match(pattern, path) and method in item:
+                return {**item[method], "_path": template}
+        return None
+
+    def test_1_jobs(self):
+        t = "/v1/topics/api"
+        self.assertEqual(self.call("PUT", f"{t}/jobs/a", {"body": "x", "priority": 3})[0], 201)
+        self.assertEqual(self.call("PUT", f"{t}/jobs/a", {"body": "y", "mode": "upsert"})[0], 200)
+        self.assertEqual(self.call("PUT", f"{t}/jobs/a", {"body": "z"})[0], 409)
+        self.assertEqual(self.call("PUT", f"{t}/jobs/nope", {"mode": "replace"})[0], 404)
+        self.assertEqual(self.call("PUT", f"{t}/jobs/b", {"body": 1})[0], 400)
+        self.assertEqual(self.call("POST", f"{t}/jobs", {"body_base64": "//4=",  # not UTF-8
+                                                         "delay_ms": 60000})[0], 201)
+        self.assertEqual(self.call("GET", f"{t}/jobs/a")[0], 200)
+        self.assertEqual(self.call("GET", f"{t}/jobs/missing")[0], 404)
+        status, page = self.call("GET", f"{t}/jobs?state=delayed&count=10")
+        self.assertEqual(page["total"], 1)
+        self.assertIn("body_base64", page["jobs"][0])
+        self.assertEqual(self.call("GET", f"{t}/jobs?state=sideways")[0], 400)
+        self.assertEqual(self.call("DELETE", f"{t}/jobs/a")[0], 200)
+        self.assertEqual(self.call("DELETE", f"{t}/jobs/a")[0], 404)
+        self.assertEqual(self.call("GET", f"{t}/jobs/a", token=False)[0], 401)
+
+    def test_2_working(self):
+        t = "/v1/topics/work"
+        self.call("PUT", f"{t}/jobs/j", {"body": "x", "attempts": 2})
+        self.call("PUT", f"{t}/jobs/k", {"body": "y", "ttr_ms": 0})
+        status, r = self.call("POST", f"{t}/reserve", {"count": 2, "ttr_ms": 30000})
+        self.assertEqual(len(r["jobs"]), 2)
+        token = next(j["token"] for j in r["jobs"] if j["id"] == "j")
+        j = f"{t}/jobs/j"
+        self.assertEqual(self.call("GET", j)[1]["state"], "reserved")
+        self.assertEqual(self.call("POST", f"{j}/touch", {"token": token, "ttr_ms": 60000})[0], 200)
+        self.assertEqual(self.call("POST", f"{j}/ack", {"token": token + 1})[0], 409)
+        self.assertEqual(self.call("POST", f"{j}/release", {"token": token})[0], 200)
+        self.assertEqual(self.call("POST", f"{j}/release", {"token": token})[0], 409)
+        token = self.call("POST", f"{t}/reserve", {})[1]["jobs"][0]["token"]
+        self.assertEqual(self.call("POST", f"{j}/fail", {"token": token, "error": "e",
+                                                         "dead": True})[1]["state"], "dead")
+        self.assertEqual(self.call("POST", f"{t}/kick", {"ids": ["j"]})[1]["kicked"], 1)
+        token = self.call("POST", f"{t}/reserve", {"count": 1})[1]["jobs"][0]["token"]
+        self.assertEqual(self.call("POST", f"{j}/ack", {"token": token, "keep_ms": 60000})[0], 200)
+        self.assertEqual(self.call("GET", j)[1]["state"], "done")
+        self.assertEqual(self.call("POST", f"{t}/jobs/none/ack", {"token": 1})[0], 404)
+        self.call("PUT", f"{t}/jobs/p", {"body": "p"})
+        self.assertEqual(len(self.call("POST", f"{t}/pull", {"count": 5})[1]["jobs"]), 1)
+        self.assertEqual(self.call("POST", f"{t}/reserve", {"count": 0})[0], 400)
+
+    def test_3_topics_and_operations(self):
+        t = "/v1/topics/ops"
+        self.call("PUT", f"{t}/jobs/x", {"body": "x"})
+        self.assertEqual(self.call("POST", f"{t}/pause")[1], {"paused": True, "changed": True})
+        self.assertEqual(self.call("POST", f"{t}/resume")[1]["changed"], True)
+        self.assertEqual(self.call("GET", t)[1]["ready"], 1)
+        self.assertEqual(self.call("GET", "/v1/topics/bad%20topic")[0], 400)
+        topics = self.call("GET", "/v1/topics")[1]["topics"]
+        self.assertIn("ops", [x["topic"] for x in topics])
+        self.assertEqual(self.call("GET", f"{t}/webhook")[0], 404)
+        self.assertEqual(self.call("PUT", f"{t}/webhook", {"url": "http://127.0.0.1:9/h"})[0], 200)
+        self.assertEqual(self.call("GET", f"{t}/webhook")[1]["url"], "http://127.0.0.1:9/h")
+        self.assertEqual(self.call("DELETE", f"{t}/webhook")[0], 200)
+        self.assertEqual(self.call("PUT", f"{t}/webhook", {"url": "ftp://x"})[0], 400)
+        self.assertEqual(self.call("GET", "/healthz", token=False)[1]["status"], "ok")
+        self.assertIn("redisched_build_info", self.call("GET", "/metrics")[1])
+        for page in ("/", "/index.html", "/app.js", "/style.css"):
+            self.assertEqual(self.call("GET", page, token=False)[0], 200)
+
+    def test_4_the_original_interfaces(self):
+        self.assertEqual(self.call("POST", "/schedule/orig", {"id": 7, "contents": {"a": 1},
+                                                              "delay": 60})[0], 200)
+        self.assertEqual(self.call("POST", "/schedule/orig", {"delay": 1})[0], 400)
+        self.assertEqual(self.call("POST", "/cancel/orig", {"id": "7"})[1]["deleted"], 1)
+        self.assertEqual(self.call("POST", "/push", {"topic": "dq", "delay": 0, "ttr": 60,
+                                                     "body": "b"})[1]["code"], 200)
+        popped = self.call("GET", "/pop?topic=dq")[1]
+        self.assertEqual(popped["data"], "b")
+        self.assertEqual(self.call("GET", "/finish?job_id=" + popped["job_id"])[1]["code"], 200)
+        self.assertEqual(self.call("GET", "/pop?topic=dq")[1]["code"], 500)
+
+    def test_5_every_operation_was_checked(self):
+        # The event stream stays open: its route is checked by the table test.
+        expected = {(m, p) for p, m, _, _ in operations()} - {("get", "/v1/events")}
+        self.assertEqual(sorted(expected - self.checked), [], "operations no request reached")
+
+
+if __name__ == "__main__":
+    unittest.main(argv=sys.argv[:1], verbosity=2)
