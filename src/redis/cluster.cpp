@@ -78,7 +78,9 @@ bool cluster_busy(std::string_view error) {
 }
 
 bool cluster_disabled(std::string_view error) {
-  return error.find("cluster support disabled") != std::string_view::npos;
+  return error.find("cluster support disabled") != std::string_view::npos ||
+         error.starts_with("NOPERM") || error.starts_with("ERR unknown command") ||
+         error.starts_with("ERR unknown subcommand");
 }
 
 std::vector<ShardPrimary> parse_cluster_shards(const Reply& reply) {

@@ -32,7 +32,9 @@ std::optional<Redirect> parse_redirect(std::string_view error);
 // (TRYAGAIN during a slot migration, CLUSTERDOWN during a failover).
 bool cluster_busy(std::string_view error);
 
-// The answer of a node whose cluster support is off: a single node.
+// An answer to CLUSTER SHARDS that means a single node: cluster support
+// off, or CLUSTER not there or not allowed (which no cluster client can do
+// without). LOADING, BUSY and the like mean: ask again.
 bool cluster_disabled(std::string_view error);
 
 // One primary and the slot ranges it serves (inclusive).

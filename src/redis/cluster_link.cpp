@@ -47,6 +47,8 @@ struct Pending {
   Clock::time_point deadline;
   int replicas = 0;  // send_replicated's
   std::chrono::milliseconds wait_timeout{0};
+  std::size_t sent_to = 0;  // the node that will answer
+  bool asking = false;      // sent after ASKING: a TRYAGAIN is retried there
 };
 
 // A subscription, moved to the primary that owns its channel's slot.
@@ -73,8 +75,9 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   static std::shared_ptr<Cluster> make(asio::io_context& io, ConnectionConfig config,
                                        int connections, const std::vector<Endpoint>& seeds) {
     auto c = std::make_shared<Cluster>(io, std::move(config), connections);
-    c->nodes_.push_back({name_of(c->config_.endpoint), c->node_link(c->config_.endpoint)});
-    for (const auto& e : seeds) c->nodes_.push_back({name_of(e), c->node_link(e)});
+    c->nodes_.push_back(
+        {name_of(c->config_.endpoint), c->config_.endpoint, c->node_link(c->config_.endpoint)});
+    for (const auto& e : seeds) c->nodes_.push_back({name_of(e), e, c->node_link(e)});
     c->seed_ = c->nodes_.front().link.get();
     // Several seeds: commands wait for the first map (the first seed may be
     // the one that is down). One: they go to it at once, as to a single node.
@@ -109,17 +112,19 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
 
   void send_to_node(std::size_t i, std::string command, ReplyHandler done) {
     std::size_t node = 0;
+    bool gone = false;
     {
       std::lock_guard lock(mu_);
       if (mode == Mode::cluster) {
-        if (i >= primaries_.size()) {
-          Reply r;
-          r.type = Reply::Type::error;
-          r.str = "the cluster's primaries changed meanwhile";
-          return done(make_error_code(Errc::connection), std::move(r));
-        }
-        node = primaries_[i];
+        gone = i >= primaries_.size();
+        if (!gone) node = primaries_[i];
       }
+    }
+    if (gone) {  // outside the lock: the callback may ask for nodes()
+      Reply r;
+      r.type = Reply::Type::error;
+      r.str = "the cluster's primaries changed meanwhile";
+      return done(make_error_code(Errc::connection), std::move(r));
     }
     nodes_[node].link->send("", std::move(command), std::move(done));
   }
@@ -155,6 +160,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
  private:
   struct Node {
     std::string name;  // host:port
+    Endpoint endpoint;
     std::unique_ptr<Link> link;
   };
 
@@ -190,6 +196,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   void send_on(std::size_t node, std::shared_ptr<Pending> p) {
     std::string command = p->command;  // kept for a resend
     const std::string route = p->route;
+    p->sent_to = node;
     const int replicas = p->replicas;
     const auto wait_timeout = p->wait_timeout;
     ReplyHandler answer = [self = shared_from_this(), p = std::move(p)](std::error_code ec,
@@ -208,26 +215,43 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     if (!ec && reply.is_error() && !closed_) {
       if (auto to = parse_redirect(reply.str); to && p->redirects < kMaxRedirects) {
         ++p->redirects;
+        // "MOVED 3999 :6381": the host of the node that answered.
+        if (to->host.empty()) to->host = nodes_[p->sent_to].endpoint.host;
         const std::size_t node = node_for(to->host, to->port);
-        if (to->ask) {
-          nodes_[node].link->send(p->route, encode_command({"ASKING"}),
-                                  [](std::error_code, Reply) {});
-          return send_on(node, std::move(p));
-        }
+        if (to->ask) return ask(node, std::move(p));
+        p->asking = false;
         owner_[to->slot] = node;
         mode = Mode::cluster;
         refresh();
         return dispatch(std::move(p));
       }
+      // TRYAGAIN (a topic's keys half migrated) and CLUSTERDOWN (a failover)
+      // are waited out within the deadline, where they were met: after an
+      // ASK, at the importing node again.
       if (cluster_busy(reply.str) && Clock::now() + kBusyRetry < p->deadline) {
         auto timer = std::make_shared<asio::steady_timer>(io_, kBusyRetry);
-        timer->async_wait([self = shared_from_this(), timer, p = std::move(p)](
-                              boost::system::error_code) mutable { self->dispatch(std::move(p)); });
+        timer->async_wait([self = shared_from_this(), timer,
+                           p = std::move(p)](boost::system::error_code) mutable {
+          const std::size_t at = p->sent_to;  // before p is moved from
+          if (p->asking) return self->ask(at, std::move(p));
+          self->dispatch(std::move(p));
+        });
         return;
       }
     }
-    if (ec && ec == make_error_code(Errc::connection) && mode == Mode::cluster) refresh();
+    // A node that fails or does not answer: a failover, perhaps.
+    if (ec && (ec == make_error_code(Errc::connection) || ec == make_error_code(Errc::timeout)) &&
+        mode == Mode::cluster) {
+      refresh();
+    }
     p->done(ec, std::move(reply));
+  }
+
+  // ASKING, then the command, on the same connection of node.
+  void ask(std::size_t node, std::shared_ptr<Pending> p) {
+    p->asking = true;
+    nodes_[node].link->send(p->route, encode_command({"ASKING"}), [](std::error_code, Reply) {});
+    send_on(node, std::move(p));
   }
 
   std::size_t any_primary() const {
@@ -246,7 +270,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     e.kind = Endpoint::Kind::tcp;
     e.host = host;
     e.port = port;
-    nodes_.push_back({name, node_link(e)});
+    nodes_.push_back({name, e, node_link(e)});
     return nodes_.size() - 1;
   }
 
@@ -304,18 +328,17 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
       return;
     }
     if (reply.is_error()) {
-      if (mode == Mode::unknown) {
-        // Cluster support off (or CLUSTER not allowed, which no cluster
-        // client can do without): a single node, for good.
-        if (!cluster_disabled(reply.str)) {
-          spdlog::debug("redisched: CLUSTER SHARDS: {} (a single node, then)", reply.str);
-        }
+      if (mode == Mode::unknown && cluster_disabled(reply.str)) {
+        // Cluster support off: a single node, for good.
         seed_ = nodes_[source].link.get();
         owner_.fill(source);
+        move_subscriptions();
         mode = Mode::single;
         if (holding_) release_held({}, {});
         return;
       }
+      // Not an answer about the cluster (LOADING, BUSY, an ACL without
+      // CLUSTER...): asked again later; calls go on as they went.
       spdlog::warn("redisched: CLUSTER SHARDS from {}: {}", nodes_[source].name, reply.str);
       if (holding_) release_held({}, {});
       retry_later();
@@ -344,7 +367,14 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
       primaries_ = std::move(primaries);
     }
     mode = Mode::cluster;
-    // Subscriptions follow their slots (Redis ends them on a slot move).
+    next_source_ = source;  // it answers: ask it first next time
+    move_subscriptions();
+    if (holding_) release_held({}, {});
+    if (std::exchange(again_, false)) refresh();
+  }
+
+  // Subscriptions follow their slots (Redis ends them on a slot move).
+  void move_subscriptions() {
     std::vector<std::shared_ptr<Sub>> moving;
     for (const auto& [key, s] : subs_) {
       if (owner_[s->slot] != s->node) moving.push_back(s);
@@ -353,8 +383,6 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
       detach(s);
       attach(s);
     }
-    if (holding_) release_held({}, {});
-    if (std::exchange(again_, false)) refresh();
   }
 
   void retry_later() {

@@ -78,12 +78,13 @@ bool Pipeline::is_push(const Reply& r) {
          (r.elements[0].str == "smessage" || r.elements[0].str == "message");
 }
 
-void Pipeline::deliver(Reply reply) {
+void Pipeline::deliver(Reply reply, Clock::time_point now) {
   if (on_push_ && (is_push(reply) || (waiting_.empty() && is_unsubscribe(reply)))) {
     on_push_(reply);
     return;
   }
   if (waiting_.empty()) throw Error(Errc::protocol, "a reply nobody asked for");
+  last_reply_ = now;
   // Off the queue before the call: the callback may queue more.
   Waiting w = std::move(waiting_.front());
   waiting_.pop_front();
@@ -116,7 +117,7 @@ void Pipeline::fail_all(Errc code, const std::string& message) {
 
 std::optional<Pipeline::Clock::time_point> Pipeline::oldest() const {
   if (waiting_.empty()) return std::nullopt;
-  return waiting_.front().sent;
+  return std::max(waiting_.front().sent, last_reply_);
 }
 
 }  // namespace redisched::redis

@@ -46,15 +46,17 @@ class Pipeline {
   // when it is a pub/sub message, or an sunsubscribe nobody asked for
   // (Redis Cluster ends shard subscriptions of a slot that moved). Throws Error(Errc::protocol) for
   // a reply nobody waits for (the stream is out of step: end the connection).
-  void deliver(Reply reply);
+  void deliver(Reply reply, Clock::time_point now = Clock::now());
 
   // The connection ended: every waiting caller fails with code and message,
   // in order; unwritten commands are dropped.
   void fail_all(Errc code, const std::string& message);
 
   std::size_t waiting() const { return waiting_.size(); }
-  // When the oldest waiting caller's command was queued, if any (for the
-  // command timeout).
+  // Since when the oldest waiting caller waits without Redis answering
+  // anything: the later of its command's queueing and the last reply, if
+  // any caller waits (for the command timeout; a WAIT holds the commands
+  // behind it, which is progress, not a hang).
   std::optional<Clock::time_point> oldest() const;
 
   // A pub/sub message (message or smessage), as opposed to a reply.
@@ -76,6 +78,7 @@ class Pipeline {
   std::function<void(const Reply&)> on_push_;
   std::string out_;
   std::deque<Waiting> waiting_;
+  Clock::time_point last_reply_{};
   // The replicated writes queued since the last take_output, and what
   // their WAIT asks for (the most replicas and the longest timeout).
   std::vector<std::shared_ptr<Replicated>> replicated_;

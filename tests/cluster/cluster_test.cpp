@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -281,6 +282,31 @@ TEST(Cluster, ATopicWhoseSlotMovesUnderLoadLosesAndRepeatsNothing) {
   EXPECT_EQ(load.twice(), 0);
   Client client(on_cluster());
   EXPECT_EQ(client.stats(topic).ready, 0);
+}
+
+// A call on a topic whose keys all moved but whose slot is not handed over
+// yet: the old owner answers ASK, and the new one TRYAGAIN (a topic's
+// empty sets exist nowhere); the call waits there until the handover, and
+// then succeeds.
+TEST(Cluster, ACallBetweenMigrationAndHandoverWaitsAndSucceeds) {
+  const std::string topic = "handover";
+  const auto slot = redis::hash_slot(topic);
+  const int from = g_cluster->owner_port(slot);
+  const int to = other_primary(from);
+  Client client(on_cluster());
+  client.put(topic, JobSpec{.id = "before", .body = "x"});
+  const long asks = test::RedisCluster::errors_given(from, "ASK");
+  const long tryagains = test::RedisCluster::errors_given(to, "TRYAGAIN");
+  std::future<PutOutcome> during;
+  g_cluster->move_slot(slot, to, 10, 0, [&] {
+    during = client.put_async(topic, JobSpec{.id = "during", .body = "y"});
+    std::this_thread::sleep_for(400ms);
+    EXPECT_EQ(during.wait_for(0s), std::future_status::timeout) << "answered before the handover";
+  });
+  EXPECT_EQ(during.get(), PutOutcome::created);
+  EXPECT_GT(test::RedisCluster::errors_given(from, "ASK"), asks);
+  EXPECT_GT(test::RedisCluster::errors_given(to, "TRYAGAIN"), tryagains);
+  EXPECT_EQ(client.stats(topic).ready, 2);
 }
 
 // A manual failover (the replica catches up, then takes over) under load:

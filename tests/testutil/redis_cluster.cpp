@@ -1,19 +1,14 @@
 #include "testutil/redis_cluster.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
-#include <random>
 #include <stdexcept>
 #include <thread>
 
+#include "embedded/redis_cluster.h"
 #include "testutil/raw_redis.h"
 
 namespace redisched::test {
@@ -26,29 +21,6 @@ std::string field_of(const std::string& info, const std::string& name) {
   return info.substr(start, info.find_first_of("\r\n", start) - start);
 }
 
-bool port_free(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<std::uint16_t>(port));
-  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-  ::close(fd);
-  return ok;
-}
-
-// A cluster node needs its port at most 55535 and the bus port (+10000)
-// free too: ports below the kernel's ephemeral range, tried at random.
-int free_cluster_port() {
-  static std::mt19937 random(std::random_device{}());
-  std::uniform_int_distribution<int> pick(20000, 29999);
-  for (int tries = 0; tries < 1000; ++tries) {
-    const int port = pick(random);
-    if (port_free(port) && port_free(port + 10000)) return port;
-  }
-  throw std::runtime_error("no free port pair for a cluster node");
-}
-
 std::string node_id(int port) {
   RawRedis r(port);
   auto id = r.call({"CLUSTER", "MYID"});
@@ -57,38 +29,8 @@ std::string node_id(int port) {
 
 }  // namespace
 
-RedisCluster::RedisCluster(int primaries, int replicas_per_primary) {
-  const int total = primaries * (1 + replicas_per_primary);
-  for (int i = 0; i < total; ++i) {
-    embedded::RedisProcessOptions o;
-    o.die_with_parent = true;
-    o.config = {"cluster-enabled yes",
-                "cluster-config-file nodes.conf",
-                "cluster-node-timeout 1000",
-                "cluster-require-full-coverage no",
-                "cluster-allow-replica-migration no",
-                "repl-diskless-sync-delay 0"};
-    // Another process may take the port first: a few tries.
-    for (int attempt = 1;; ++attempt) {
-      o.port = free_cluster_port();
-      try {
-        nodes_.push_back(std::make_unique<embedded::RedisProcess>(o));
-        break;
-      } catch (const std::runtime_error&) {
-        if (attempt == 3) throw;
-      }
-    }
-  }
-  std::string cmd = "redis-cli --cluster create";
-  for (const auto& n : nodes_) cmd += " 127.0.0.1:" + std::to_string(n->port());
-  cmd += " --cluster-replicas " + std::to_string(replicas_per_primary) + " --cluster-yes";
-  cmd += " > " + nodes_.front()->dir() + "/create.log 2>&1";
-  if (std::system(cmd.c_str()) != 0) {
-    throw std::runtime_error("redis-cli --cluster create failed; see " + nodes_.front()->dir() +
-                             "/create.log");
-  }
-  wait_until_ok();
-}
+RedisCluster::RedisCluster(int primaries, int replicas_per_primary)
+    : nodes_(embedded::start_cluster(primaries, replicas_per_primary)) {}
 
 RedisCluster::~RedisCluster() = default;
 
@@ -104,24 +46,13 @@ std::vector<int> RedisCluster::ports() const {
 
 void RedisCluster::wait_until_ok() const {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  for (;;) {
-    bool ok = true;
-    for (const auto& n : nodes_) {
-      if (killed(n.get())) continue;
-      RawRedis r(n->port());
-      auto info = r.call({"CLUSTER", "INFO"});
-      if (field_of(info->str, "cluster_state") != "ok" ||
-          field_of(info->str, "cluster_slots_ok") != "16384" ||
-          field_of(info->str, "cluster_known_nodes") != std::to_string(nodes_.size())) {
-        ok = false;
-        break;
+  for (const auto& n : nodes_) {
+    while (!embedded::cluster_ok(n->port(), static_cast<int>(nodes_.size()))) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("the cluster did not come up in 30 s");
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    if (ok) return;
-    if (std::chrono::steady_clock::now() > deadline) {
-      throw std::runtime_error("the cluster did not come up in 30 s");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
 }
 
@@ -155,7 +86,8 @@ int RedisCluster::owner_port_as_seen_by(RawRedis& r, std::uint16_t slot) {
   throw std::runtime_error("no primary serves slot " + std::to_string(slot));
 }
 
-void RedisCluster::move_slot(std::uint16_t slot, int to_port, int batch, int pause_ms) {
+void RedisCluster::move_slot(std::uint16_t slot, int to_port, int batch, int pause_ms,
+                             const std::function<void()>& before_handover) {
   const int from_port = owner_port(slot);
   if (from_port == to_port) return;
   const std::string s = std::to_string(slot);
@@ -175,6 +107,7 @@ void RedisCluster::move_slot(std::uint16_t slot, int to_port, int batch, int pau
     if (r->type == REDIS_REPLY_ERROR) throw std::runtime_error("MIGRATE: " + std::string(r->str));
     if (pause_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
   }
+  if (before_handover) before_handover();
   // The new owner first, then the old, then everyone else (as redis-cli does).
   to.call({"CLUSTER", "SETSLOT", s, "NODE", to_id});
   from.call({"CLUSTER", "SETSLOT", s, "NODE", to_id});

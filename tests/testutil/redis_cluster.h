@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,8 +35,11 @@ class RedisCluster {
   std::vector<int> primary_ports() const;
   // Moves slot (its keys included) to the primary on to_port; keys move in
   // batches of batch, pausing pause_ms between them, so that clients meet
-  // the migration halfway.
-  void move_slot(std::uint16_t slot, int to_port, int batch = 10, int pause_ms = 0);
+  // the migration halfway. before_handover runs once every key moved and
+  // before the new owner takes the slot (clients meet ASK, then TRYAGAIN
+  // for the keys that exist nowhere).
+  void move_slot(std::uint16_t slot, int to_port, int batch = 10, int pause_ms = 0,
+                 const std::function<void()>& before_handover = {});
   // The port of a replica of the primary on primary_port.
   int replica_of(int primary_port) const;
   // A manual failover (CLUSTER FAILOVER on a replica of the primary on

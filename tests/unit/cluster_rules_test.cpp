@@ -40,6 +40,9 @@ TEST(ClusterRules, RedirectionsAreParsed) {
   EXPECT_TRUE(cluster_busy("CLUSTERDOWN The cluster is down"));
   EXPECT_FALSE(cluster_busy("ERR nope"));
   EXPECT_TRUE(cluster_disabled("ERR This instance has cluster support disabled"));
+  EXPECT_TRUE(cluster_disabled("NOPERM this user has no permissions to run the 'cluster' command"));
+  EXPECT_FALSE(cluster_disabled("LOADING Redis is loading the dataset in memory"))
+      << "a node of a cluster, restarting: ask again";
 }
 
 Reply str(std::string s) {

@@ -149,17 +149,27 @@ TEST(PipelineTest, ACallbackMayQueueMore) {
   EXPECT_EQ(got.log, std::vector<std::string>{"b 2"});
 }
 
-TEST(PipelineTest, OldestIsTheFirstWaitingCallersTime) {
+// The command timeout counts from the later of the oldest caller's command
+// and the last reply: commands held behind a blocking one (a WAIT) are not
+// a hang while Redis answers.
+TEST(PipelineTest, OldestCountsFromTheFirstWaitingCommandOrTheLastReply) {
   Pipeline p;
   const auto t0 = Pipeline::Clock::time_point(std::chrono::seconds(5));
   const auto t1 = t0 + std::chrono::seconds(1);
+  EXPECT_FALSE(p.oldest());
   p.enqueue(
       "A", [](std::error_code, Reply) {}, t0);
   p.enqueue(
       "B", [](std::error_code, Reply) {}, t1);
+  p.enqueue(
+      "C", [](std::error_code, Reply) {}, t1);
   EXPECT_EQ(p.oldest(), t0);
-  p.deliver(integer(1));
-  EXPECT_EQ(p.oldest(), t1);
+  p.deliver(integer(1), t0 + std::chrono::milliseconds(500));
+  EXPECT_EQ(p.oldest(), t1) << "B was queued after A's reply";
+  p.deliver(integer(2), t1 + std::chrono::seconds(3));
+  EXPECT_EQ(p.oldest(), t1 + std::chrono::seconds(3)) << "C waits behind B, which answered";
+  p.deliver(integer(3), t1 + std::chrono::seconds(4));
+  EXPECT_FALSE(p.oldest());
 }
 
 }  // namespace
