@@ -4,6 +4,10 @@
 
 #include <hiredis/hiredis.h>
 
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,5 +72,34 @@ int guarded_main(const char* name, int (*run)(int, char**), int argc, char** arg
 // payloads do (a constant body would measure Lua's string hashing, which
 // samples only some bytes, at its worst).
 JobSpec job(long i);
+
+// Runs total operations with window of them in flight. start(i, done)
+// begins operation i and calls done(jobs) when it completes (on the
+// client's thread), jobs being how many jobs it covered. Returns jobs/s.
+template <class Start>
+double throughput(long total, int window, Start start) {
+  std::atomic<long> next{0};
+  std::atomic<long> finished{0};
+  std::atomic<long> jobs{0};
+  std::promise<void> all_done;
+  std::function<void()> launch;
+  std::function<void(long)> on_done = [&](long n) {
+    jobs += n;
+    if (++finished == total) {
+      all_done.set_value();
+      return;
+    }
+    launch();
+  };
+  launch = [&] {
+    const long i = next++;
+    if (i < total) start(i, on_done);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int w = 0; w < window; ++w) launch();
+  all_done.get_future().wait();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return static_cast<double>(jobs.load()) / secs;
+}
 
 }  // namespace redisched::bench
