@@ -54,6 +54,10 @@ struct JobSpec {
   std::optional<int> max_attempts{};  // 1..1000
   std::optional<Backoff> backoff{};
   PutMode mode = PutMode::create;
+  // This put answers once this many replicas have it (0..16), over
+  // ClientOptions::replicas and topic_replicas; put_many waits for the most
+  // any of its jobs asks for.
+  std::optional<int> replicas{};
 };
 
 enum class PutOutcome { created, updated, exists, not_found };

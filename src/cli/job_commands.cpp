@@ -43,7 +43,7 @@ Backoff parse_backoff(const std::string& text) {
 
 struct PutArgs {
   std::string topic, id, body, backoff;
-  std::optional<std::int64_t> delay, at, ttr, attempts;
+  std::optional<std::int64_t> delay, at, ttr, attempts, replicas;
   int priority = 0;
   bool replace = false, upsert = false;
 
@@ -60,6 +60,7 @@ struct PutArgs {
     spec.priority = priority;
     if (ttr) spec.ttr = Millis(*ttr);
     if (attempts) spec.max_attempts = static_cast<int>(*attempts);
+    if (replicas) spec.replicas = static_cast<int>(*replicas);
     if (!backoff.empty()) spec.backoff = parse_backoff(backoff);
     if (replace && upsert) throw Error(Errc::invalid_argument, "give --replace or --upsert");
     if (replace) spec.mode = PutMode::replace;
@@ -150,6 +151,9 @@ void add_job_commands(CLI::App& app, Action& selected) {
   put_cmd->add_option("--attempts", p->attempts, "attempts before the job is dead")
       ->check(CLI::Range(std::int64_t{1}, limits::kAttemptsMax));
   put_cmd->add_option("--backoff", p->backoff, "fixed:MS or exponential:BASE_MS:CAP_MS");
+  put_cmd->add_option("--replicas", p->replicas,
+                      "answer once this many replicas have the job (WAIT), else fail")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{16}));
   put_cmd->add_flag("--replace", p->replace, "update an existing job only");
   put_cmd->add_flag("--upsert", p->upsert, "create or update");
   put_cmd->callback([p, &selected] { selected = [p](Session& s) { return put(s, *p); }; });

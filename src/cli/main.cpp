@@ -26,6 +26,15 @@ int main(int argc, char** argv) {
       ->envname("REDISCHED_DATA_DIR")
       ->capture_default_str();
   app.add_option("--prefix", global.prefix, "key prefix")->capture_default_str();
+  app.add_option("--replicas", global.replicas,
+                 "writes of jobs answer once this many replicas have them (WAIT); 0: once the "
+                 "primary has them")
+      ->check(CLI::Range(0, 16))
+      ->capture_default_str();
+  app.add_option("--replica-timeout", global.replica_timeout_ms,
+                 "how long a write waits for its replicas before it fails, ms")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{9999}))
+      ->capture_default_str();
   app.set_config("--config", "",
                  "read options from this TOML/INI file: global ones as key = value, serve's "
                  "under [serve]");

@@ -86,6 +86,8 @@ void add_serve_command(CLI::App& app, Action& selected) {
       r.url = s.options().redis_url;
       r.data_dir = s.options().data_dir;
       r.prefix = s.options().prefix;
+      r.replicas = s.options().replicas;
+      r.replica_timeout_ms = s.options().replica_timeout_ms;
       r.fsync = a->fsync;
       return server::serve(a->serve, r);
     };

@@ -27,6 +27,8 @@ Client& Session::client() {
     ClientOptions o;
     o.redis_url = redis_url();
     o.prefix = options_.prefix;
+    o.replicas = options_.replicas;
+    o.replica_timeout = Millis{options_.replica_timeout_ms};
     client_ = std::make_unique<Client>(o);
   }
   return *client_;

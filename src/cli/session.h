@@ -2,6 +2,7 @@
 // to, found and connected once, when the command first needs it.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -19,6 +20,8 @@ struct GlobalOptions {
   std::string redis_url;  // empty: the embedded default in data_dir
   std::string data_dir = "redisched-data";
   std::string prefix = "redisched";
+  int replicas = 0;  // ClientOptions::replicas
+  std::int64_t replica_timeout_ms = 1000;
   bool json = false;
 };
 

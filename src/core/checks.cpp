@@ -59,6 +59,15 @@ void check_backoff(const Backoff& b) {
   }
 }
 
+void check_replicas(int n, std::string_view what) {
+  constexpr int kReplicasMax = 16;  // more than any deployment has
+  if (n < 0 || n > kReplicasMax) {
+    throw Error(Errc::invalid_argument, std::string(what) + " must be from 0 to " +
+                                            std::to_string(kReplicasMax) + ", got " +
+                                            std::to_string(n));
+  }
+}
+
 void check_spec(const JobSpec& job, std::size_t max_body) {
   if (job.body.size() > max_body) {
     throw Error(Errc::invalid_argument, "body is " + std::to_string(job.body.size()) +
@@ -70,6 +79,7 @@ void check_spec(const JobSpec& job, std::size_t max_body) {
   }
   if (!job.id.empty()) check_id(job.id);  // empty: Client::add generates one
   if (job.backoff) check_backoff(*job.backoff);
+  if (job.replicas) check_replicas(*job.replicas, "replicas");
   // Everything else (id, numbers, their ranges) the library checks, once.
 }
 

@@ -24,5 +24,8 @@ void check_id(std::string_view id);
 // library checks the same.
 void check_backoff(const Backoff& b);
 void check_spec(const JobSpec& job, std::size_t max_body);
+// Replicas a write waits for (ClientOptions::replicas, JobSpec::replicas):
+// 0 to 16; what names the setting in the message.
+void check_replicas(int n, std::string_view what);
 
 }  // namespace redisched::core

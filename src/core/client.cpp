@@ -16,7 +16,8 @@ namespace asio = boost::asio;
 using redis::Reply;
 
 constexpr int kBatchMax = 1000;                   // the library's limit of jobs per call
-constexpr int kReplicasMax = 16;                  // ClientOptions::replicas
+constexpr const char* kBadReplicaTimeout =
+    "replica_timeout must be at least 1 ms and shorter than command_timeout";
 constexpr std::size_t kLibraryMaxBody = 1 << 20;  // the library's default MAXBODY
 
 // Runs an asynchronous call and waits for its Result. Not on a thread of
@@ -68,14 +69,6 @@ struct Gather {
 
 }  // namespace
 
-void check_replicas(int n, const std::string& what) {
-  if (n < 0 || n > kReplicasMax) {
-    throw Error(
-        Errc::invalid_argument,
-        what + " must be from 0 to " + std::to_string(kReplicasMax) + ", got " + std::to_string(n));
-  }
-}
-
 class Client::Impl {
  public:
   // link: where commands go; nullptr: connections to opts.redis_url, one
@@ -87,19 +80,17 @@ class Client::Impl {
     if (opts.prefix.empty() || opts.prefix.find_first_of("{}") != std::string::npos) {
       throw Error(Errc::invalid_argument, "key prefix must be non-empty and without braces");
     }
-    check_replicas(opts.replicas, "replicas");
+    core::check_replicas(opts.replicas, "replicas");
     bool waits = opts.replicas > 0;
     for (const auto& [topic, n] : opts.topic_replicas) {
       core::check_topic(topic);
-      check_replicas(n, "replicas of topic " + topic);
+      core::check_replicas(n, "replicas of topic " + topic);
       waits = waits || n > 0;
     }
-    if (waits &&
-        (opts.replica_timeout.count() < 1 ||
-         (opts.command_timeout.count() > 0 && opts.replica_timeout >= opts.command_timeout))) {
-      throw Error(Errc::invalid_argument,
-                  "replica_timeout must be at least 1 ms and shorter than command_timeout");
-    }
+    replica_timeout_ok =
+        opts.replica_timeout.count() >= 1 &&
+        (opts.command_timeout.count() == 0 || opts.replica_timeout < opts.command_timeout);
+    if (waits && !replica_timeout_ok) throw Error(Errc::invalid_argument, kBadReplicaTimeout);
     if (link) {
       links_.push_back(std::move(link));
       return;
@@ -152,10 +143,13 @@ class Client::Impl {
 
   // call, for a write of a job's state: with ClientOptions::replicas (or
   // the topic's own), answered once that many replicas have it (WAIT).
+  // replicas: the call's own count, over those.
   template <class T, class Parse>
-  void call_write(std::string_view topic, const core::Command& cmd, Parse parse, Callback<T> done) {
-    const int replicas = replicas_for(topic);
+  void call_write(std::string_view topic, const core::Command& cmd, Parse parse, Callback<T> done,
+                  std::optional<int> own_replicas = std::nullopt) {
+    const int replicas = own_replicas.value_or(replicas_for(topic));
     if (replicas == 0) return call<T>(topic, cmd, std::move(parse), std::move(done));
+    if (!replica_timeout_ok) return done(Error(Errc::invalid_argument, kBadReplicaTimeout));
     std::string resp;
     cmd.encode(resp);
     link(topic).send_replicated(topic, std::move(resp), replicas, opts.replica_timeout,
@@ -241,6 +235,7 @@ class Client::Impl {
   }
 
   ClientOptions opts;
+  bool replica_timeout_ok = true;  // a write may wait for replicas
   std::shared_ptr<Runtime> runtime;
 
  private:
@@ -289,7 +284,7 @@ void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutO
   cmd.add(job.id).add(job.body);
   core::add_put_options(cmd, job);
   impl_->add_max_body(cmd);
-  impl_->call_write<PutOutcome>(topic, cmd, core::parse_put, std::move(done));
+  impl_->call_write<PutOutcome>(topic, cmd, core::parse_put, std::move(done), job.replicas);
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -314,7 +309,7 @@ void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std:
         if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
         return r.str;
       },
-      std::move(done));
+      std::move(done), job.replicas);
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -328,12 +323,15 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
   impl_->batched<PutOutcome, JobSpec>(jobs, std::move(done), [&](auto chunk, auto cb) {
     auto cmd = impl_->fcall("putmany", topic);
     cmd.add(static_cast<std::int64_t>(chunk.size()));
+    std::optional<int> replicas;
     for (const auto& job : chunk) {
+      if (job.replicas) replicas = std::max(replicas.value_or(0), *job.replicas);
       cmd.add(job.id).add(job.body).add(std::int64_t{core::put_option_words(job)});
       core::add_put_options(cmd, job);
     }
     impl_->add_max_body(cmd);
-    impl_->call_write<std::vector<PutOutcome>>(topic, cmd, core::parse_put_many, std::move(cb));
+    impl_->call_write<std::vector<PutOutcome>>(topic, cmd, core::parse_put_many, std::move(cb),
+                                               replicas);
   });
 } catch (const Error& e) {
   impl_->refuse(done, e);
@@ -381,14 +379,14 @@ namespace {
 // a time; done gets the sorted topics.
 struct TopicScan : std::enable_shared_from_this<TopicScan> {
   std::function<void(std::size_t, std::string_view, Callback<redis::Reply>)> scan_page;
-  std::size_t nodes = 1;
+  std::vector<std::size_t> nodes;  // the primaries when the scan began
   std::size_t node = 0;
   std::string prefix;
   std::vector<std::string> found;
   Callback<std::vector<std::string>> done;
 
   void next(std::string_view cursor) {
-    scan_page(node, cursor, [self = shared_from_this()](Result<redis::Reply> r) {
+    scan_page(nodes[node], cursor, [self = shared_from_this()](Result<redis::Reply> r) {
       if (!r.ok()) return self->done(r.error());
       const Reply& page = r.value();
       if (page.type != Reply::Type::array || page.elements.size() != 2) {
@@ -399,7 +397,7 @@ struct TopicScan : std::enable_shared_from_this<TopicScan> {
         if (!topic.empty()) self->found.emplace_back(topic);
       }
       if (page.elements[0].str != "0") return self->next(page.elements[0].str);
-      if (++self->node < self->nodes) return self->next("0");
+      if (++self->node < self->nodes.size()) return self->next("0");
       std::sort(self->found.begin(), self->found.end());
       self->found.erase(std::unique(self->found.begin(), self->found.end()), self->found.end());
       self->done(std::move(self->found));
@@ -412,7 +410,6 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
   auto scan = std::make_shared<TopicScan>();
   scan->prefix = impl_->opts.prefix;
   scan->done = std::move(done);
-  scan->nodes = impl_->link().nodes();
   const std::string pattern = impl_->opts.prefix + ":{*}:meta";
   scan->scan_page = [this, pattern](std::size_t node, std::string_view cursor, Callback<Reply> cb) {
     core::Command cmd;
@@ -421,7 +418,11 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
     impl_->call_node<Reply>(
         node, cmd, [](const Reply& r) { return r; }, std::move(cb));
   };
-  scan->next("0");
+  impl_->link().primaries([scan](std::vector<std::size_t> nodes) {
+    if (nodes.empty()) return scan->done(std::vector<std::string>{});
+    scan->nodes = std::move(nodes);
+    scan->next("0");
+  });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

@@ -78,16 +78,16 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     c->nodes_.push_back(
         {name_of(c->config_.endpoint), c->config_.endpoint, c->node_link(c->config_.endpoint)});
     for (const auto& e : seeds) c->nodes_.push_back({name_of(e), e, c->node_link(e)});
-    c->seed_ = c->nodes_.front().link.get();
     // Several seeds: commands wait for the first map (the first seed may be
     // the one that is down). One: they go to it at once, as to a single node.
     c->holding_ = !seeds.empty();
+    c->seed_ = c->nodes_.front().link.get();
     return c;
   }
 
   std::atomic<Mode> mode{Mode::unknown};
 
-  // Any thread: the first node never moves.
+  // Any thread: the node of a single-node link never moves.
   Link& seed() { return *seed_; }
 
   void start() { refresh(); }
@@ -100,30 +100,31 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     p->done = std::move(done);
     p->replicas = replicas;
     p->wait_timeout = wait_timeout;
-    p->deadline = Clock::now() + (config_.command_timeout.count() > 0 ? config_.command_timeout
-                                                                      : std::chrono::hours(1));
+    p->deadline = Clock::now() + command_timeout();
     dispatch(std::move(p));
   }
 
-  std::size_t primaries() const {
-    std::lock_guard lock(mu_);
-    return mode == Mode::cluster ? primaries_.size() : 1;
+  // The primaries' ids (indexes into nodes_, which only grows), once the
+  // first map is in.
+  void primaries(std::function<void(std::vector<std::size_t>)> done) {
+    if (holding_) {
+      // Without a map the seed is all there is; its calls fail if it is down.
+      return hold(Clock::now() + command_timeout(),
+                  [self = shared_from_this(), done = std::move(done)](std::error_code ec,
+                                                                      const std::string&) {
+                    if (ec) return done({self->seed_index_});
+                    self->primaries(done);
+                  });
+    }
+    if (mode == Mode::cluster && !primaries_.empty()) return done(primaries_);
+    done({seed_index_});
   }
 
-  void send_to_node(std::size_t i, std::string command, ReplyHandler done) {
-    std::size_t node = 0;
-    bool gone = false;
-    {
-      std::lock_guard lock(mu_);
-      if (mode == Mode::cluster) {
-        gone = i >= primaries_.size();
-        if (!gone) node = primaries_[i];
-      }
-    }
-    if (gone) {  // outside the lock: the callback may ask for nodes()
+  void send_to_node(std::size_t node, std::string command, ReplyHandler done) {
+    if (node >= nodes_.size()) {
       Reply r;
       r.type = Reply::Type::error;
-      r.str = "the cluster's primaries changed meanwhile";
+      r.str = "no such node";
       return done(make_error_code(Errc::connection), std::move(r));
     }
     nodes_[node].link->send("", std::move(command), std::move(done));
@@ -164,6 +165,34 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     std::unique_ptr<Link> link;
   };
 
+  // Something that waits for the first map: go(ec) when it is in (no ec)
+  // or when no seed answered or the deadline passed (ec and why).
+  struct Held {
+    std::function<void(std::error_code, const std::string&)> go;
+    std::unique_ptr<asio::steady_timer> deadline;
+    bool gone = false;
+  };
+
+  std::chrono::milliseconds command_timeout() const {
+    return config_.command_timeout.count() > 0 ? config_.command_timeout
+                                               : std::chrono::hours(1);
+  }
+
+  void hold(Clock::time_point deadline,
+            std::function<void(std::error_code, const std::string&)> go) {
+    auto h = std::make_shared<Held>();
+    h->go = std::move(go);
+    h->deadline = std::make_unique<asio::steady_timer>(io_, deadline);
+    h->deadline->async_wait([self = shared_from_this(), h](boost::system::error_code ec) {
+      if (ec || h->gone) return;
+      h->gone = true;
+      std::erase(self->held_, h);
+      h->go(make_error_code(Errc::timeout),
+            "no seed of the cluster answered within the command timeout");
+    });
+    held_.push_back(std::move(h));
+  }
+
   static std::string name_of(const Endpoint& e) {
     return e.kind == Endpoint::Kind::unix_socket ? e.path : e.host + ":" + std::to_string(e.port);
   }
@@ -172,22 +201,24 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   void release_held(std::error_code ec, const std::string& why) {
     holding_ = false;
     auto held = std::exchange(held_, {});
-    for (auto& p : held) {
-      if (!ec) {
-        dispatch(std::move(p));
-      } else {
-        Reply r;
-        r.type = Reply::Type::error;
-        r.str = why;
-        p->done(ec, std::move(r));
-      }
+    for (auto& h : held) {
+      h->gone = true;
+      h->deadline->cancel();
+      h->go(ec, why);
     }
   }
 
   void dispatch(std::shared_ptr<Pending> p) {
     if (holding_) {
-      held_.push_back(std::move(p));
-      return;
+      const auto deadline = p->deadline;
+      return hold(deadline, [self = shared_from_this(), p = std::move(p)](
+                                std::error_code ec, const std::string& why) mutable {
+        if (!ec) return self->dispatch(std::move(p));
+        Reply r;
+        r.type = Reply::Type::error;
+        r.str = why;
+        p->done(ec, std::move(r));
+      });
     }
     const std::size_t node = p->route.empty() ? any_primary() : owner_[hash_slot(p->route)];
     send_on(node, std::move(p));
@@ -255,8 +286,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   }
 
   std::size_t any_primary() const {
-    std::lock_guard lock(mu_);
-    return mode == Mode::cluster && !primaries_.empty() ? primaries_.front() : 0;
+    return mode == Mode::cluster && !primaries_.empty() ? primaries_.front() : seed_index_;
   }
 
   // The link to host:port, made when first seen (it loads the Functions
@@ -330,6 +360,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     if (reply.is_error()) {
       if (mode == Mode::unknown && cluster_disabled(reply.str)) {
         // Cluster support off: a single node, for good.
+        seed_index_ = source;
         seed_ = nodes_[source].link.get();
         owner_.fill(source);
         move_subscriptions();
@@ -362,10 +393,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
         for (int slot = from; slot <= to; ++slot) owner_[static_cast<std::size_t>(slot)] = node;
       }
     }
-    {
-      std::lock_guard lock(mu_);
-      primaries_ = std::move(primaries);
-    }
+    primaries_ = std::move(primaries);
     mode = Mode::cluster;
     next_source_ = source;  // it answers: ask it first next time
     move_subscriptions();
@@ -399,17 +427,19 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   asio::io_context& io_;
   const ConnectionConfig config_;
   const int connections_;
-  std::vector<Node> nodes_;  // only grows; [0] is the seed
-  Link* seed_ = nullptr;
+  std::vector<Node> nodes_;  // only grows; [0] is the first seed
+  // A single node's (set before mode turns single; seed_ is read by any
+  // thread after that).
+  std::size_t seed_index_ = 0;
+  std::atomic<Link*> seed_{nullptr};
   std::array<std::size_t, kSlots> owner_{};
-  mutable std::mutex mu_;
-  std::vector<std::size_t> primaries_;  // GUARDED_BY(mu_): the nodes that serve slots
+  std::vector<std::size_t> primaries_;  // the nodes that serve slots
   std::map<const Sub*, std::shared_ptr<Sub>> subs_;
   asio::steady_timer refresh_timer_;
   Clock::time_point last_refresh_{};
   std::size_t next_source_ = 0;
   bool holding_ = false;  // commands wait for the first map
-  std::vector<std::shared_ptr<Pending>> held_;
+  std::vector<std::shared_ptr<Held>> held_;
   bool refreshing_ = false;
   bool again_ = false;
   bool closed_ = false;
@@ -447,7 +477,9 @@ class ClusterLink final : public Link {
     });
   }
 
-  std::size_t nodes() const override { return cluster_->primaries(); }
+  void primaries(std::function<void(std::vector<std::size_t>)> done) override {
+    on_io([c = cluster_, done = std::move(done)]() mutable { c->primaries(std::move(done)); });
+  }
 
   void send_to_node(std::size_t node, std::string command, ReplyHandler done) override {
     on_io([c = cluster_, node, command = std::move(command), done = std::move(done)]() mutable {

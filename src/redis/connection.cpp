@@ -100,14 +100,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void enqueue(const std::string& command, ReplyHandler done) {
-    if (closing_) return fail_later(std::move(done), Errc::closed, "the client is closed");
-    if (state_ == State::down) {
-      return fail_later(
-          std::move(done), Errc::connection,
-          "not connected to Redis at " + cfg_.endpoint.describe() + ": " + last_error_);
-    }
+    if (!accepting(done)) return;
     pipeline_.enqueue(command, std::move(done));
     wake_.try_send(boost::system::error_code{});  // a wake-up already pending is enough
+  }
+
+  // SUNSUBSCRIBE of channel (Pipeline::enqueue_unsubscribe).
+  void enqueue_unsubscribe(const std::string& command, std::string channel, ReplyHandler done) {
+    if (!accepting(done)) return;
+    pipeline_.enqueue_unsubscribe(command, std::move(channel), std::move(done));
+    wake_.try_send(boost::system::error_code{});
   }
 
   // On the I/O thread.
@@ -120,6 +122,20 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
  private:
+  // A command can be queued; else done fails soon (closed, or Redis down).
+  bool accepting(ReplyHandler& done) {
+    if (closing_) {
+      fail_later(std::move(done), Errc::closed, "the client is closed");
+      return false;
+    }
+    if (state_ == State::down) {
+      fail_later(std::move(done), Errc::connection,
+                 "not connected to Redis at " + cfg_.endpoint.describe() + ": " + last_error_);
+      return false;
+    }
+    return true;
+  }
+
   enum class State { connecting, up, down };
 
   static void fail(ReplyHandler& done, Errc code, std::string message) {
@@ -449,7 +465,12 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
     if (!c->second.empty()) return;
     channels_.erase(c);
     confirmed_.erase(channel);
-    if (up_) send(channel, "SUNSUBSCRIBE", [](std::error_code, Reply) {});
+    if (up_) {
+      const std::string_view words[] = {"SUNSUBSCRIBE", channel};
+      std::string cmd;
+      append_command(cmd, words);
+      conn_->enqueue_unsubscribe(cmd, channel, [](std::error_code, Reply) {});
+    }
   }
 
   void close() {
@@ -604,7 +625,7 @@ class NodeLink final : public Link {
     });
   }
 
-  std::size_t nodes() const override { return 1; }
+  void primaries(std::function<void(std::vector<std::size_t>)> done) override { done({0}); }
 
   void send_to_node(std::size_t, std::string command, ReplyHandler done) override {
     send("", std::move(command), std::move(done));

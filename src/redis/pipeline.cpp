@@ -10,7 +10,13 @@ Pipeline::Pipeline(std::function<void(const Reply&)> on_push) : on_push_(std::mo
 
 void Pipeline::enqueue(std::string_view command, ReplyHandler done, Clock::time_point now) {
   out_ += command;
-  waiting_.push_back({std::move(done), now});
+  waiting_.push_back({std::move(done), now, {}});
+}
+
+void Pipeline::enqueue_unsubscribe(std::string_view command, std::string channel,
+                                   ReplyHandler done, Clock::time_point now) {
+  out_ += command;
+  waiting_.push_back({std::move(done), now, std::move(channel)});
 }
 
 void Pipeline::enqueue_replicated(std::string_view command, int replicas,
@@ -22,7 +28,12 @@ void Pipeline::enqueue_replicated(std::string_view command, int replicas,
   enqueue(
       command,
       [r](std::error_code ec, Reply reply) {
-        r->ec = ec;
+        // The connection failed before the command's reply: answer now, in
+        // order with the commands around it; its WAIT, if written, fails too.
+        if (ec) {
+          r->answered = true;
+          return r->done(ec, std::move(reply));
+        }
         r->reply = std::move(reply);
       },
       now);
@@ -39,7 +50,7 @@ void Pipeline::take_output(std::string& into) {
                                                           timeout = wait_timeout_](
                                                              std::error_code ec, Reply reply) {
       for (const auto& w : writes) {
-        answer_replicated(w->ec, std::move(w->reply), w->replicas, timeout, ec, reply, w->done);
+        if (!w->answered) answer_replicated(std::move(w->reply), w->replicas, timeout, ec, reply, w->done);
       }
     });
     replicated_.clear();
@@ -50,10 +61,10 @@ void Pipeline::take_output(std::string& into) {
   into.swap(out_);
 }
 
-void answer_replicated(std::error_code ec, Reply reply, int replicas,
-                       std::chrono::milliseconds timeout, std::error_code wait_ec,
-                       const Reply& wait_reply, const ReplyHandler& done) {
-  if (ec || reply.is_error()) return done(ec, std::move(reply));
+void answer_replicated(Reply reply, int replicas, std::chrono::milliseconds timeout,
+                       std::error_code wait_ec, const Reply& wait_reply,
+                       const ReplyHandler& done) {
+  if (reply.is_error()) return done(std::error_code(), std::move(reply));
   Reply e;
   e.type = Reply::Type::error;
   if (wait_ec) {
@@ -79,7 +90,9 @@ bool Pipeline::is_push(const Reply& r) {
 }
 
 void Pipeline::deliver(Reply reply, Clock::time_point now) {
-  if (on_push_ && (is_push(reply) || (waiting_.empty() && is_unsubscribe(reply)))) {
+  if (on_push_ && (is_push(reply) || (is_unsubscribe(reply) &&
+                                      (waiting_.empty() ||
+                                       waiting_.front().unsubscribing != reply.elements[1].str)))) {
     on_push_(reply);
     return;
   }
@@ -100,10 +113,9 @@ void Pipeline::fail_all(Errc code, const std::string& message) {
   std::deque<Waiting> failing;
   failing.swap(waiting_);
   out_.clear();
-  // Replicated writes not yet written: their commands fail below (and keep
-  // the failure), and their WAIT never goes out.
-  std::vector<std::shared_ptr<Replicated>> replicated;
-  replicated.swap(replicated_);
+  // Replicated writes not yet written are among `failing` and answer there,
+  // in order; their WAIT never goes out.
+  replicated_.clear();
   wait_replicas_ = 0;
   wait_timeout_ = std::chrono::milliseconds{0};
   for (auto& w : failing) {
@@ -112,7 +124,6 @@ void Pipeline::fail_all(Errc code, const std::string& message) {
     r.str = message;
     w.done(make_error_code(code), std::move(r));
   }
-  for (const auto& w : replicated) w->done(w->ec, std::move(w->reply));
 }
 
 std::optional<Pipeline::Clock::time_point> Pipeline::oldest() const {

@@ -38,14 +38,20 @@ class Pipeline {
   // enough for it, or Errc::timeout (answer_replicated).
   void enqueue_replicated(std::string_view command, int replicas, std::chrono::milliseconds timeout,
                           ReplyHandler done, Clock::time_point now = Clock::now());
+  // The same for SUNSUBSCRIBE of channel on a subscriber connection: its
+  // reply is told apart from the sunsubscribe Redis sends unasked (a slot
+  // moved) by the channel it names.
+  void enqueue_unsubscribe(std::string_view command, std::string channel, ReplyHandler done,
+                           Clock::time_point now = Clock::now());
   bool has_output() const { return !out_.empty(); }
   // Everything queued since the last call, in order, to write at once.
   void take_output(std::string& into);
 
   // A reply read from Redis: to the oldest waiting caller, or to on_push
-  // when it is a pub/sub message, or an sunsubscribe nobody asked for
-  // (Redis Cluster ends shard subscriptions of a slot that moved). Throws Error(Errc::protocol) for
-  // a reply nobody waits for (the stream is out of step: end the connection).
+  // when it is a pub/sub message, or an sunsubscribe the oldest caller did
+  // not ask for (Redis Cluster ends shard subscriptions of a slot that
+  // moved). Throws Error(Errc::protocol) for a reply nobody waits for (the
+  // stream is out of step: end the connection).
   void deliver(Reply reply, Clock::time_point now = Clock::now());
 
   // The connection ended: every waiting caller fails with code and message,
@@ -67,12 +73,13 @@ class Pipeline {
   struct Waiting {
     ReplyHandler done;
     Clock::time_point sent;
+    std::string unsubscribing;  // the channel of an SUNSUBSCRIBE
   };
   // A write waiting for replicas: its own answer, kept until WAIT's.
   struct Replicated {
     int replicas = 0;
     ReplyHandler done;
-    std::error_code ec;
+    bool answered = false;  // its command failed with the connection
     Reply reply;
   };
   std::function<void(const Reply&)> on_push_;
@@ -86,11 +93,12 @@ class Pipeline {
   std::chrono::milliseconds wait_timeout_{0};
 };
 
-// The answer of a write that waited for replicas: its own failure or error
-// reply as it was; else its reply if WAIT counted at least `replicas`, or
-// Errc::timeout saying the write is on the primary only.
-void answer_replicated(std::error_code ec, Reply reply, int replicas,
-                       std::chrono::milliseconds timeout, std::error_code wait_ec,
-                       const Reply& wait_reply, const ReplyHandler& done);
+// The answer of a write that waited for replicas: its error reply as it
+// was; else its reply if WAIT counted at least `replicas`, or Errc::timeout
+// saying the write is on the primary only. (A WAIT asks for the most
+// replicas of its batch; each write compares the count with its own.)
+void answer_replicated(Reply reply, int replicas, std::chrono::milliseconds timeout,
+                       std::error_code wait_ec, const Reply& wait_reply,
+                       const ReplyHandler& done);
 
 }  // namespace redisched::redis

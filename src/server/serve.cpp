@@ -62,6 +62,8 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   co.redis_url = url;
   co.prefix = r.prefix;
   co.max_body = r.max_body;
+  co.replicas = r.replicas;
+  co.replica_timeout = Millis{r.replica_timeout_ms};
   co.runtime = runtime;
   Client client(co);
 

@@ -33,6 +33,8 @@ struct RedisChoice {
   std::string fsync = "everysec";
   std::string prefix = "redisched";
   std::size_t max_body = 1 << 20;
+  int replicas = 0;  // ClientOptions::replicas and replica_timeout
+  std::int64_t replica_timeout_ms = 1000;
 };
 
 // Runs the server; returns the exit status.

@@ -25,6 +25,12 @@ expect "bad topic" "redisched: topic 'no way' may hold only letters, digits, '_'
   "$(r put 'no way' a b 2>&1)"
 expect "bad priority exit" "1" "$(r put mail a b --priority 9999 >/dev/null 2>&1; echo $?)"
 # Numbers that would wrap on the way to their field are refused, not stored.
+# Durability: a Redis without replicas cannot confirm a write; it is done all the same.
+expect "put waits for replicas" "redisched: done on the primary, but only 0 of 1 replicas had it within 100 ms (a failover may lose it)" \
+  "$(r --replica-timeout 100 put mail durable b --replicas 1 2>&1)"
+expect "every write waits for replicas" "1" "$(r --replicas 1 --replica-timeout 100 put mail durable2 b >/dev/null 2>&1; echo $?)"
+expect "the write is there" "ready" "$(r get mail durable2 | grep -o ready)"
+expect "replicas out of range" "1" "$(r put mail durable3 b --replicas 17 >/dev/null 2>&1; echo $?)"
 expect "attempts that would wrap" "1" "$(r put mail wrap b --attempts 4294967301 >/dev/null 2>&1; echo $?)"
 expect "nothing stored" "redisched: no job wrap in mail" "$(r get mail wrap 2>&1)"
 # Global options go on either side of the subcommand.

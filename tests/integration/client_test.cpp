@@ -309,6 +309,18 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
   lonely.topic_replicas = {{topic_, 0}};
   Client per_topic(lonely);
   EXPECT_EQ(per_topic.put(topic_, job("b")), PutOutcome::created);
+  // A put of its own may ask for more, or for none, over both.
+  auto own = job("b2");
+  own.replicas = 1;
+  EXPECT_REDISCHED_ERROR(per_topic.put(topic_, own), Errc::timeout, "only 0 of 1 replicas");
+  EXPECT_REDISCHED_ERROR(client_.put_many(topic_, std::vector<JobSpec>{job("b3"), own}),
+                         Errc::timeout, "only 0 of 1 replicas");
+  own.id = "b4";
+  own.replicas = 0;
+  EXPECT_EQ(unconfirmed.put(topic_, own), PutOutcome::created);
+  own.replicas = 17;
+  EXPECT_REDISCHED_ERROR(client_.put(topic_, own), Errc::invalid_argument,
+                         "replicas must be from 0 to 16, got 17");
 
   // With a replica, every write of a job's state is confirmed. (No delay
   // before the replica's first sync.)
@@ -332,6 +344,11 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
   EXPECT_EQ(confirmed.ack(topic_, r.jobs[0].id, r.jobs[0].token), Outcome::ok);
   EXPECT_EQ(confirmed.put_many(topic_, std::vector<JobSpec>{job("d"), job("e")}).size(), 2u);
   EXPECT_TRUE(confirmed.remove(topic_, "d"));
+  durable.replica_timeout = Millis{200};
+  Client impatient(durable);
+  auto two = job("f");
+  two.replicas = 2;
+  EXPECT_REDISCHED_ERROR(impatient.put(topic_, two), Errc::timeout, "only 1 of 2 replicas");
 
   EXPECT_REDISCHED_ERROR(
       [&] {

@@ -133,6 +133,24 @@ TEST(ConnectionTest, AnUnresponsiveRedisTimesOut) {
   server.thaw();
 }
 
+// Several seeds that accept but never answer: the first call, waiting for
+// the map, fails within about its own timeout.
+TEST(ConnectionTest, ACallWaitingForSeedsKeepsItsDeadline) {
+  RedisServer first;
+  RedisServer second;
+  first.freeze();
+  second.freeze();
+  ClientOptions o = at(first.url() + "," + second.url());
+  o.connect_timeout = Millis(1000);
+  o.command_timeout = Millis(1000);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_THROW(Client{o}, Error);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_LT(waited, std::chrono::milliseconds(1800)) << "two seeds asked one after the other";
+  first.thaw();
+  second.thaw();
+}
+
 TEST(ConnectionTest, TlsWithTheServersCertificate) {
   RedisServer server({.append_only = false, .extra_config = "", .tls = true});
   const std::string base = "rediss://localhost:" + std::to_string(server.tls_port());

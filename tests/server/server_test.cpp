@@ -92,6 +92,20 @@ TEST_F(ServerTest, BinaryBodiesTravelAsBase64) {
   EXPECT_EQ(j.at("body_base64").as_string(), b64);
 }
 
+// A put may ask for replicas; a Redis without any cannot confirm it, and
+// the answer says that the job is there all the same.
+TEST_F(ServerTest, APutWaitsForTheReplicasItAsksFor) {
+  auto r = call("PUT", topic_jobs() + "/durable", R"({"body":"x","replicas":1})");
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("done on the primary, but only 0 of 1 replicas"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(call("GET", topic_jobs() + "/durable").status, 200);
+  EXPECT_EQ(call("PUT", topic_jobs() + "/plain", R"({"body":"x","replicas":0})").status, 201);
+  auto bad = call("PUT", topic_jobs() + "/bad", R"({"body":"x","replicas":17})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("replicas"), std::string::npos) << bad.body;
+}
+
 TEST_F(ServerTest, ReserveAckReleaseFailTouch) {
   call("PUT", topic_jobs() + "/a", R"({"body":"A","priority":9})");
   call("PUT", topic_jobs() + "/b", R"({"body":"B","attempts":1})");

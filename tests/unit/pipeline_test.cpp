@@ -97,6 +97,24 @@ TEST(PipelineTest, ReplicatedWritesOfABatchShareOneWait) {
   EXPECT_EQ(got.log.back(), "e failed: gone");
 }
 
+// Callers hear of a failed connection in the order of their commands, a
+// replicated write like any other, written or not, and each once.
+TEST(PipelineTest, AFailedConnectionAnswersReplicatedWritesInOrder) {
+  using namespace std::chrono_literals;
+  Pipeline p;
+  Got got;
+  std::string out;
+  p.enqueue_replicated("A", 1, 100ms, got.as("a"));
+  p.enqueue("B", got.as("b"));
+  p.take_output(out);  // A, B, WAIT written
+  p.enqueue_replicated("C", 1, 100ms, got.as("c"));
+  p.enqueue("D", got.as("d"));  // not written
+  p.fail_all(Errc::connection, "gone");
+  EXPECT_EQ(got.log, (std::vector<std::string>{"a failed: gone", "b failed: gone",
+                                               "c failed: gone", "d failed: gone"}));
+  EXPECT_EQ(p.waiting(), 0u);
+}
+
 TEST(PipelineTest, PubSubMessagesGoToTheirHookNotToACaller) {
   std::vector<std::string> pushed;
   Pipeline p([&](const Reply& r) { pushed.push_back(r.elements[2].str); });
@@ -107,6 +125,22 @@ TEST(PipelineTest, PubSubMessagesGoToTheirHookNotToACaller) {
   p.deliver(integer(1));
   EXPECT_EQ(pushed, std::vector<std::string>{"42"});
   EXPECT_EQ(got.log, std::vector<std::string>{"subscribe 1"});
+}
+
+// Redis Cluster ends the shard subscriptions of a slot that moved with an
+// sunsubscribe nobody asked for; the reply to our own SUNSUBSCRIBE names its
+// channel, and only that one is the caller's.
+TEST(PipelineTest, AnUnaskedSunsubscribeIsAPushEvenWhileOneIsAwaited) {
+  std::vector<std::string> pushed;
+  Pipeline p([&](const Reply& r) { pushed.push_back(r.elements[0].str + " " + r.elements[1].str); });
+  Got got;
+  p.enqueue_unsubscribe("SUNSUBSCRIBE y", "y", got.as("unsubscribe"));
+  p.deliver(message("sunsubscribe", "x", "0"));  // slot of x moved
+  EXPECT_EQ(pushed, std::vector<std::string>{"sunsubscribe x"});
+  EXPECT_TRUE(got.log.empty());
+  p.deliver(message("sunsubscribe", "y", "0"));
+  EXPECT_EQ(got.log, std::vector<std::string>{"unsubscribe 0"});
+  EXPECT_EQ(pushed.size(), 1u);
 }
 
 TEST(PipelineTest, WithoutAHookAMessageShapedReplyIsACallersReply) {
