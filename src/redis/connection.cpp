@@ -171,17 +171,35 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
+  // close() closes the socket being connected too: a connect that
+  // completes after close() must not start serving (the runtime would never
+  // run out of work).
+  template <class Socket>
+  void closes(Socket& socket) {
+    close_stream_ = [&socket] {
+      boost::system::error_code ignored;
+      socket.close(ignored);
+    };
+  }
+  struct ResetClose {
+    std::function<void()>& f;
+    ~ResetClose() { f = nullptr; }
+  };
+
   awaitable<ConnectionLost> connect_and_serve() {
     const Endpoint& e = cfg_.endpoint;
+    ResetClose reset{close_stream_};
     try {
       if (e.kind == Endpoint::Kind::unix_socket) {
         asio::local::stream_protocol::socket s(io_);
+        closes(s);
         co_await with_timeout(
             s.async_connect(asio::local::stream_protocol::endpoint(e.path), use_awaitable),
             "connect");
         co_return co_await serve(s, s);
       }
       asio::ip::tcp::socket tcp(io_);
+      closes(tcp);
       // An address needs no lookup (Asio's asynchronous lookup runs on a
       // thread of its own).
       boost::system::error_code not_address;
@@ -198,6 +216,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       tcp.set_option(asio::ip::tcp::no_delay(true));
       if (!e.tls) co_return co_await serve(tcp, tcp);
       asio::ssl::stream<asio::ip::tcp::socket> tls(std::move(tcp), ssl_);
+      closes(tls.next_layer());
       // SSL_set_tlsext_host_name, without the macro's C cast.
       if (SSL_ctrl(tls.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
                    const_cast<char*>(e.host.c_str())) != 1) {
@@ -267,14 +286,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   template <class Stream, class Socket>
   awaitable<ConnectionLost> serve(Stream& stream, Socket& socket) {
     RespReader reader;
-    close_stream_ = [&socket] {
-      boost::system::error_code ignored;
-      socket.close(ignored);
-    };
-    struct ResetClose {
-      std::function<void()>& f;
-      ~ResetClose() { f = nullptr; }
-    } reset{close_stream_};
+    closes(socket);
+    if (closing_) co_return ConnectionLost{Errc::closed, "the client is closed"};
     try {
       co_await with_timeout(handshake(stream, reader), "handshake");
       state_ = State::up;

@@ -2,7 +2,9 @@
 # build/redisched end to end against a real redis-server.
 source "$(dirname "$0")/../testutil/redis_fixture.sh"
 BIN="$1"
-r() { "$BIN" --redis "redis://127.0.0.1:$PORT" "$@"; }
+# The suite's second target: a cluster's seed (tests/tools/with_cluster).
+URL=${REDISCHED_TEST_REDIS:-redis://127.0.0.1:$PORT}
+r() { "$BIN" --redis "$URL" "$@"; }
 
 expect "version" "redisched " "$("$BIN" --version | grep -o '^redisched ')"
 expect "put" "created mail-1" "$(r put mail mail-1 'hello world' --priority 3)"
@@ -34,7 +36,7 @@ expect "replicas out of range" "1" "$(r put mail durable3 b --replicas 17 >/dev/
 expect "attempts that would wrap" "1" "$(r put mail wrap b --attempts 4294967301 >/dev/null 2>&1; echo $?)"
 expect "nothing stored" "redisched: no job wrap in mail" "$(r get mail wrap 2>&1)"
 # Global options go on either side of the subcommand.
-expect "global option after the subcommand" "mail" "$("$BIN" topics --redis "redis://127.0.0.1:$PORT")"
+expect "global option after the subcommand" "mail" "$("$BIN" topics --redis "$URL")"
 
 # export and import: every state, schedule, attempts and errors come back.
 r put bk broken 'x' --attempts 1 > /dev/null

@@ -19,9 +19,9 @@ namespace {
 using test::shared_redis;
 using test::unique_topic;
 
-ClientOptions options_for(const test::RedisServer& server) {
+ClientOptions options_for() {
   ClientOptions o;
-  o.redis_url = server.url();
+  o.redis_url = test::target_url();
   return o;
 }
 
@@ -34,7 +34,7 @@ class ClientTest : public ::testing::Test {
     return s;
   }
 
-  Client client_{options_for(shared_redis())};
+  Client client_{options_for()};
   std::string topic_ = unique_topic();
 };
 
@@ -296,9 +296,26 @@ TEST_F(ClientTest, AsynchronousCallsWithFuturesAndCallbacks) {
 
 // ClientOptions::replicas: writes answer once a replica has them (WAIT on
 // the connection that wrote), and say so when none did in time.
+// The suite runs on the target it names: with REDISCHED_TEST_TARGET=cluster,
+// its topics land on every primary of a cluster.
+TEST_F(ClientTest, RunsOnTheTargetItNames) {
+  for (int i = 0; i < 24; ++i) client_.put(topic_ + "_" + std::to_string(i), job("a"));
+  const auto ports = test::target_ports();
+  EXPECT_EQ(ports.size(), test::on_cluster() ? 3u : 1u);
+  for (int port : ports) {
+    auto info = test::RawRedis(port).call({"INFO", "cluster"});
+    EXPECT_NE(
+        std::string(info->str).find(test::on_cluster() ? "cluster_enabled:1" : "cluster_enabled:0"),
+        std::string::npos);
+    auto keys = test::RawRedis(port).call({"KEYS", "*" + topic_ + "_*"});
+    EXPECT_GT(keys->elements, 0u) << "no topic on the node at port " << port;
+  }
+}
+
 TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
+  SKIP_ON_CLUSTER("it adds a replica to the single server (the cluster's: tests/cluster)");
   // The shared server has no replica: the write is done, but not confirmed.
-  ClientOptions lonely = options_for(shared_redis());
+  ClientOptions lonely = options_for();
   lonely.replicas = 1;
   lonely.replica_timeout = Millis{100};
   Client unconfirmed(lonely);
@@ -327,7 +344,7 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
   test::RawRedis(shared_redis().port()).call({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
   test::RedisServer replica(
       {.extra_config = "replicaof 127.0.0.1 " + std::to_string(shared_redis().port())});
-  ClientOptions durable = options_for(shared_redis());
+  ClientOptions durable = options_for();
   durable.replicas = 1;
   durable.replica_timeout = Millis{5000};
   Client confirmed(durable);
@@ -352,14 +369,14 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
 
   EXPECT_REDISCHED_ERROR(
       [&] {
-        ClientOptions bad = options_for(shared_redis());
+        ClientOptions bad = options_for();
         bad.replicas = 17;
         Client c(bad);
       }(),
       Errc::invalid_argument, "replicas must be from 0 to 16");
   EXPECT_REDISCHED_ERROR(
       [&] {
-        ClientOptions bad = options_for(shared_redis());
+        ClientOptions bad = options_for();
         bad.topic_replicas["t"] = 1;
         bad.replica_timeout = bad.command_timeout;
         Client c(bad);
@@ -392,7 +409,7 @@ TEST_F(ClientTest, ConcurrentWorkersAckEveryJobExactlyOnce) {
   }
   for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([&] {
-      Client own(options_for(shared_redis()));  // a worker of its own, as a process would
+      Client own(options_for());  // a worker of its own, as a process would
       while (acked.load() < kJobs) {
         auto r = own.reserve(topic_, 50, Millis(60000));
         if (r.jobs.empty()) {

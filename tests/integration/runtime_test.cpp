@@ -20,12 +20,11 @@
 namespace redisched {
 namespace {
 
-using test::shared_redis;
 using test::unique_topic;
 
 ClientOptions on(const std::shared_ptr<Runtime>& rt) {
   ClientOptions o;
-  o.redis_url = shared_redis().url();
+  o.redis_url = test::target_url();
   o.runtime = rt;
   return o;
 }

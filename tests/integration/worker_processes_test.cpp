@@ -31,7 +31,7 @@ class WorkerProcesses : public ::testing::Test {
  protected:
   void SetUp() override {
     ClientOptions o;
-    o.redis_url = test::shared_redis().url();
+    o.redis_url = test::target_url();
     client_ = std::make_unique<Client>(o);
     dir_ = fs::temp_directory_path() / ("redisched-procs-" + topic_);
     fs::create_directories(dir_);
@@ -51,8 +51,8 @@ class WorkerProcesses : public ::testing::Test {
   void spawn_workers(int concurrency, int handler_micros) {
     for (int i = 0; i < kProcesses; ++i) {
       std::vector<std::string> args = {
-          REDISCHED_WORKER_PROC,       test::shared_redis().url(),     topic_,
-          std::to_string(concurrency), std::to_string(handler_micros), out_file(i)};
+          REDISCHED_WORKER_PROC,          test::target_url(), topic_, std::to_string(concurrency),
+          std::to_string(handler_micros), out_file(i)};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);

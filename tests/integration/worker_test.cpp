@@ -20,13 +20,12 @@ namespace redisched {
 namespace {
 
 using namespace std::chrono_literals;
-using test::shared_redis;
 using test::unique_topic;
 using test::wait_until;
 
-WorkerOptions options_for(const test::RedisServer& server) {
+WorkerOptions options_for(const std::string& url = test::target_url()) {
   WorkerOptions o;
-  o.client.redis_url = server.url();
+  o.client.redis_url = url;
   return o;
 }
 
@@ -45,7 +44,7 @@ class WorkerTest : public ::testing::Test {
     return s.delayed + s.ready + s.reserved + s.dead == 0;
   }
 
-  Worker worker_{options_for(shared_redis())};
+  Worker worker_{options_for()};
   std::string topic_ = unique_topic();
 };
 
@@ -316,7 +315,7 @@ TEST_F(WorkerTest, AHandlerThatIgnoresCancelKeepsItsJobFromOtherWorkers) {
   worker_.handle(topic_, {}, handler);
   worker_.run();
   ASSERT_TRUE(wait_until([&] { return runs.load() == 1; }));
-  Worker other(options_for(test::shared_redis()));
+  Worker other(options_for());
   other.handle(topic_, {}, handler);
   other.run();
   worker_.cancel();  // at once: the first handler is still sleeping
@@ -502,7 +501,7 @@ TEST_F(WorkerTest, OneBackoffRuleForHandlersAndJobs) {
   s.id = "bad";
   s.backoff = bad;
   EXPECT_REDISCHED_ERROR(client().put(topic_, s), Errc::invalid_argument, "cap");
-  Worker w(options_for(test::shared_redis()));
+  Worker w(options_for());
   EXPECT_REDISCHED_ERROR(w.handle(topic_, {.backoff = bad}, [](JobContext&) {}),
                          Errc::invalid_argument, "cap");
 }
@@ -525,7 +524,7 @@ TEST(WorkerRestart, CarriesOnWhenRedisRestartsWithItsAppendOnlyFile) {
   test::RedisServer::Options ro;
   ro.append_only = true;
   test::RedisServer server(ro);
-  WorkerOptions o = options_for(server);
+  WorkerOptions o = options_for(server.url());
   Worker worker(o);
   const std::string topic = "restarts";
   std::mutex mu;
@@ -565,7 +564,7 @@ TEST(WorkerRestart, PendingAcksGoBeforeTheNextReserveAfterAReconnect) {
   ro.append_only = true;
   ro.extra_config = "appendfsync always";
   test::RedisServer server(ro);
-  Worker worker(options_for(server));
+  Worker worker(options_for(server.url()));
   const std::string topic = "acks_first";
   std::atomic<int> runs{0};
   std::atomic<bool> go{false};

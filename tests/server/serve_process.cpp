@@ -20,6 +20,8 @@
 #include <regex>
 #include <stdexcept>
 
+#include "testutil/redis_server.h"
+
 extern char** environ;
 
 namespace redisched::test {
@@ -122,6 +124,13 @@ ServeProcess::ServeProcess(std::vector<std::string> args, std::string data_dir,
   }
   std::vector<std::string> full = {binary(), "--data-dir", dir_ + "/data"};
   full.insert(full.end(), global_args.begin(), global_args.end());
+  // The suites' second target: serve on the shared cluster, not on a Redis
+  // of its own.
+  if (on_cluster() &&
+      std::find(global_args.begin(), global_args.end(), "--redis") == global_args.end()) {
+    full.emplace_back("--redis");
+    full.emplace_back(target_url());
+  }
   full.emplace_back("serve");
   if (std::find(args.begin(), args.end(), "--listen") == args.end()) {
     full.emplace_back("--listen");

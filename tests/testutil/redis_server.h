@@ -4,7 +4,10 @@
 // end.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
+#include <vector>
 
 #include "embedded/redis_process.h"
 
@@ -47,8 +50,22 @@ class RedisServer {
   embedded::RedisProcess process_;
 };
 
-// The server every test of this binary shares (started by tests/testutil/main.cpp).
+// The Redis the suites run against, started by tests/testutil/main.cpp for
+// the binary: one redis-server, or with REDISCHED_TEST_TARGET=cluster in the
+// environment a Redis Cluster of 3 primaries (the same tests, two targets).
+bool on_cluster();
+// Its URL (on a cluster, a seed).
+std::string target_url();
+// The ports of its nodes that hold keys (one, or the cluster's primaries).
+std::vector<int> target_ports();
+// The single server: for tests that look at one node's keys, restart it or
+// replicate it; they skip on a cluster (SKIP_ON_CLUSTER) and say why.
 RedisServer& shared_redis();
+
+#define SKIP_ON_CLUSTER(why)                                    \
+  do {                                                          \
+    if (::redisched::test::on_cluster()) GTEST_SKIP() << (why); \
+  } while (0)
 
 // A topic name no other test uses: <test name>_<n>.
 std::string unique_topic();

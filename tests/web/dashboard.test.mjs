@@ -14,9 +14,19 @@ if (!binary || !artifacts) throw new Error('usage: dashboard.test.mjs <redisched
 mkdirSync(artifacts, { recursive: true });
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 
+// The second target: a cluster's seed (tests/tools/with_cluster), each
+// serve with a key prefix of its own; else each its own embedded Redis.
+let serves = 0;
+function redisOf(dir) {
+  const url = process.env.REDISCHED_TEST_REDIS;
+  serves += 1;
+  return url ? ['--redis', url, '--prefix', `dash${serves}`] : ['--data-dir', join(dir, 'data')];
+}
+
 async function startServe(args = []) {
   const dir = mkdtempSync(join(tmpdir(), 'redisched-web-'));
-  const proc = spawn(binary, ['--data-dir', join(dir, 'data'), 'serve', '--listen', '127.0.0.1:0', ...args]);
+  const target = redisOf(dir);
+  const proc = spawn(binary, [...target, 'serve', '--listen', '127.0.0.1:0', ...args]);
   const port = await new Promise((resolve, reject) => {
     let out = '';
     const timer = setTimeout(() => reject(new Error(`serve did not start: ${out}`)), 20000);
@@ -30,7 +40,7 @@ async function startServe(args = []) {
   const base = `http://127.0.0.1:${port}`;
   return {
     base, dir,
-    cli: (...a) => execFileSync(binary, ['--data-dir', join(dir, 'data'), ...a]).toString(),
+    cli: (...a) => execFileSync(binary, [...target, ...a]).toString(),
     api: async (method, path, body, token) => {
       const headers = token ? { Authorization: `Bearer ${token}` } : {};
       const r = await fetch(base + path, { method, headers, body: body && JSON.stringify(body) });
