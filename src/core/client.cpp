@@ -1,5 +1,6 @@
 #include "redisched/client.h"
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <charconv>
@@ -15,7 +16,7 @@ namespace {
 namespace asio = boost::asio;
 using redis::Reply;
 
-constexpr int kBatchMax = 1000;                   // the library's limit of jobs per call
+constexpr int kBatchMax = 1000;  // the library's limit of jobs per call
 constexpr const char* kBadReplicaTimeout =
     "replica_timeout must be at least 1 ms and shorter than command_timeout";
 constexpr std::size_t kLibraryMaxBody = 1 << 20;  // the library's default MAXBODY
@@ -149,7 +150,7 @@ class Client::Impl {
                   std::optional<int> own_replicas = std::nullopt) {
     const int replicas = own_replicas.value_or(replicas_for(topic));
     if (replicas == 0) return call<T>(topic, cmd, std::move(parse), std::move(done));
-    if (!replica_timeout_ok) return done(Error(Errc::invalid_argument, kBadReplicaTimeout));
+    if (!replica_timeout_ok) return refuse(done, Error(Errc::invalid_argument, kBadReplicaTimeout));
     std::string resp;
     cmd.encode(resp);
     link(topic).send_replicated(topic, std::move(resp), replicas, opts.replica_timeout,
@@ -323,9 +324,15 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
   impl_->batched<PutOutcome, JobSpec>(jobs, std::move(done), [&](auto chunk, auto cb) {
     auto cmd = impl_->fcall("putmany", topic);
     cmd.add(static_cast<std::int64_t>(chunk.size()));
+    // The most any job asks for, its own or the topic's.
     std::optional<int> replicas;
+    const bool own = std::any_of(chunk.begin(), chunk.end(),
+                                 [](const JobSpec& j) { return j.replicas.has_value(); });
     for (const auto& job : chunk) {
-      if (job.replicas) replicas = std::max(replicas.value_or(0), *job.replicas);
+      if (own) {
+        replicas =
+            std::max(replicas.value_or(0), job.replicas.value_or(impl_->replicas_for(topic)));
+      }
       cmd.add(job.id).add(job.body).add(std::int64_t{core::put_option_words(job)});
       core::add_put_options(cmd, job);
     }
@@ -418,7 +425,9 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
     impl_->call_node<Reply>(
         node, cmd, [](const Reply& r) { return r; }, std::move(cb));
   };
-  impl_->link().primaries([scan](std::vector<std::size_t> nodes) {
+  impl_->link().primaries([scan](std::error_code ec, std::vector<std::size_t> nodes) {
+    // No map (closed, or no seed answered in time): no partial listing.
+    if (ec) return scan->done(Error(static_cast<Errc>(ec.value()), "no map of the cluster"));
     if (nodes.empty()) return scan->done(std::vector<std::string>{});
     scan->nodes = std::move(nodes);
     scan->next("0");

@@ -106,18 +106,17 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
 
   // The primaries' ids (indexes into nodes_, which only grows), once the
   // first map is in.
-  void primaries(std::function<void(std::vector<std::size_t>)> done) {
+  void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) {
     if (holding_) {
-      // Without a map the seed is all there is; its calls fail if it is down.
       return hold(Clock::now() + command_timeout(),
                   [self = shared_from_this(), done = std::move(done)](std::error_code ec,
                                                                       const std::string&) {
-                    if (ec) return done({self->seed_index_});
+                    if (ec) return done(ec, {});
                     self->primaries(done);
                   });
     }
-    if (mode == Mode::cluster && !primaries_.empty()) return done(primaries_);
-    done({seed_index_});
+    if (mode == Mode::cluster && !primaries_.empty()) return done({}, primaries_);
+    done({}, {seed_index_});
   }
 
   void send_to_node(std::size_t node, std::string command, ReplyHandler done) {
@@ -174,8 +173,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   };
 
   std::chrono::milliseconds command_timeout() const {
-    return config_.command_timeout.count() > 0 ? config_.command_timeout
-                                               : std::chrono::hours(1);
+    return config_.command_timeout.count() > 0 ? config_.command_timeout : std::chrono::hours(1);
   }
 
   void hold(Clock::time_point deadline,
@@ -477,7 +475,7 @@ class ClusterLink final : public Link {
     });
   }
 
-  void primaries(std::function<void(std::vector<std::size_t>)> done) override {
+  void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) override {
     on_io([c = cluster_, done = std::move(done)]() mutable { c->primaries(std::move(done)); });
   }
 

@@ -181,6 +181,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       socket.close(ignored);
     };
   }
+  void stop_if_closing() const {
+    if (closing_) throw ConnectionLost{Errc::closed, "the client is closed"};
+  }
   struct ResetClose {
     std::function<void()>& f;
     ~ResetClose() { f = nullptr; }
@@ -211,6 +214,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
         asio::ip::tcp::resolver resolver(io_);
         auto endpoints = co_await with_timeout(
             resolver.async_resolve(e.host, std::to_string(e.port), use_awaitable), "resolve");
+        stop_if_closing();  // a lookup is not cancelled by close()
         co_await with_timeout(asio::async_connect(tcp, endpoints, use_awaitable), "connect");
       }
       tcp.set_option(asio::ip::tcp::no_delay(true));
@@ -225,6 +229,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (e.tls_verify) tls.set_verify_callback(asio::ssl::host_name_verification(e.host));
       co_await with_timeout(tls.async_handshake(asio::ssl::stream_base::client, use_awaitable),
                             "TLS handshake");
+      stop_if_closing();
       co_return co_await serve(tls, tls.next_layer());
     } catch (const ConnectionLost& lost) {
       co_return lost;
@@ -287,7 +292,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   awaitable<ConnectionLost> serve(Stream& stream, Socket& socket) {
     RespReader reader;
     closes(socket);
-    if (closing_) co_return ConnectionLost{Errc::closed, "the client is closed"};
+    stop_if_closing();
     try {
       co_await with_timeout(handshake(stream, reader), "handshake");
       state_ = State::up;
@@ -638,7 +643,9 @@ class NodeLink final : public Link {
     });
   }
 
-  void primaries(std::function<void(std::vector<std::size_t>)> done) override { done({0}); }
+  void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) override {
+    done({}, {0});
+  }
 
   void send_to_node(std::size_t, std::string command, ReplyHandler done) override {
     send("", std::move(command), std::move(done));

@@ -60,8 +60,10 @@ class Link {
   // The nodes that hold keys now, for commands every one of them must run
   // (SCAN for topics): done gets their ids, a snapshot that stays valid for
   // send_to_node while the primaries change (a cluster's first map is
-  // waited for). Any thread; done runs on the link's I/O thread or inline.
-  virtual void primaries(std::function<void(std::vector<std::size_t>)> done) = 0;
+  // waited for; ec when it did not come: closed, or no seed answered within
+  // the command timeout). Any thread; done runs on the link's I/O thread or
+  // inline.
+  virtual void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) = 0;
   virtual void send_to_node(std::size_t node, std::string command, ReplyHandler done) = 0;
 
   // Subscribes to a shard channel (SSUBSCRIBE, on the node that owns it).

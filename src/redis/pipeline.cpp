@@ -13,8 +13,8 @@ void Pipeline::enqueue(std::string_view command, ReplyHandler done, Clock::time_
   waiting_.push_back({std::move(done), now, {}});
 }
 
-void Pipeline::enqueue_unsubscribe(std::string_view command, std::string channel,
-                                   ReplyHandler done, Clock::time_point now) {
+void Pipeline::enqueue_unsubscribe(std::string_view command, std::string channel, ReplyHandler done,
+                                   Clock::time_point now) {
   out_ += command;
   waiting_.push_back({std::move(done), now, std::move(channel)});
 }
@@ -46,13 +46,14 @@ void Pipeline::take_output(std::string& into) {
   if (!replicated_.empty()) {
     const std::string replicas = std::to_string(wait_replicas_);
     const std::string timeout = std::to_string(wait_timeout_.count());
-    enqueue(encode_command({"WAIT", replicas, timeout}), [writes = std::move(replicated_),
-                                                          timeout = wait_timeout_](
-                                                             std::error_code ec, Reply reply) {
-      for (const auto& w : writes) {
-        if (!w->answered) answer_replicated(std::move(w->reply), w->replicas, timeout, ec, reply, w->done);
-      }
-    });
+    enqueue(encode_command({"WAIT", replicas, timeout}),
+            [writes = std::move(replicated_), timeout = wait_timeout_](std::error_code ec,
+                                                                       Reply reply) {
+              for (const auto& w : writes) {
+                if (!w->answered)
+                  answer_replicated(std::move(w->reply), w->replicas, timeout, ec, reply, w->done);
+              }
+            });
     replicated_.clear();
     wait_replicas_ = 0;
     wait_timeout_ = std::chrono::milliseconds{0};
@@ -62,8 +63,7 @@ void Pipeline::take_output(std::string& into) {
 }
 
 void answer_replicated(Reply reply, int replicas, std::chrono::milliseconds timeout,
-                       std::error_code wait_ec, const Reply& wait_reply,
-                       const ReplyHandler& done) {
+                       std::error_code wait_ec, const Reply& wait_reply, const ReplyHandler& done) {
   if (reply.is_error()) return done(std::error_code(), std::move(reply));
   Reply e;
   e.type = Reply::Type::error;
@@ -90,9 +90,9 @@ bool Pipeline::is_push(const Reply& r) {
 }
 
 void Pipeline::deliver(Reply reply, Clock::time_point now) {
-  if (on_push_ && (is_push(reply) || (is_unsubscribe(reply) &&
-                                      (waiting_.empty() ||
-                                       waiting_.front().unsubscribing != reply.elements[1].str)))) {
+  if (on_push_ && (is_push(reply) ||
+                   (is_unsubscribe(reply) && (waiting_.empty() || waiting_.front().unsubscribing !=
+                                                                      reply.elements[1].str)))) {
     on_push_(reply);
     return;
   }

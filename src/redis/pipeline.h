@@ -98,7 +98,6 @@ class Pipeline {
 // saying the write is on the primary only. (A WAIT asks for the most
 // replicas of its batch; each write compares the count with its own.)
 void answer_replicated(Reply reply, int replicas, std::chrono::milliseconds timeout,
-                       std::error_code wait_ec, const Reply& wait_reply,
-                       const ReplyHandler& done);
+                       std::error_code wait_ec, const Reply& wait_reply, const ReplyHandler& done);
 
 }  // namespace redisched::redis

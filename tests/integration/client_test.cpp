@@ -335,6 +335,11 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
   own.id = "b4";
   own.replicas = 0;
   EXPECT_EQ(unconfirmed.put(topic_, own), PutOutcome::created);
+  // A batch waits for the most any job asks for, the client's for a job
+  // without a count of its own.
+  own.id = "b5";
+  EXPECT_REDISCHED_ERROR(unconfirmed.put_many(topic_, std::vector<JobSpec>{own, job("b6")}),
+                         Errc::timeout, "only 0 of 1 replicas");
   own.replicas = 17;
   EXPECT_REDISCHED_ERROR(client_.put(topic_, own), Errc::invalid_argument,
                          "replicas must be from 0 to 16, got 17");

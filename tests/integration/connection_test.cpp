@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <optional>
 #include <thread>
 
 #include "redisched/client.h"
@@ -148,6 +149,28 @@ TEST(ConnectionTest, ACallWaitingForSeedsKeepsItsDeadline) {
   EXPECT_REDISCHED_ERROR(Client{o}, Errc::timeout, "no seed of the cluster answered");
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_LT(waited, std::chrono::milliseconds(3000)) << "held until the connect timed out";
+}
+
+// A topic listing while no seed answers fails, rather than list the first
+// seed's topics as if it were the whole cluster.
+TEST(ConnectionTest, ATopicListingWithoutAMapFails) {
+  test::BlackHole first;
+  test::BlackHole second;
+  boost::asio::io_context io;
+  ClientOptions o = at(first.url() + "," + second.url());
+  o.connect_timeout = Millis(6000);
+  o.command_timeout = Millis(500);
+  o.runtime = std::make_shared<Runtime>(io);
+  Client client(o);
+  std::optional<Result<std::vector<std::string>>> got;
+  client.topics_async([&](Result<std::vector<std::string>> r) {
+    got = std::move(r);
+    io.stop();
+  });
+  io.run_for(std::chrono::seconds(3));
+  ASSERT_TRUE(got) << "no answer within 3 s";
+  ASSERT_FALSE(got->ok());
+  EXPECT_EQ(got->error().code(), Errc::timeout) << got->error().what();
 }
 
 // A Client dropped while its connection is still connecting: the socket is

@@ -20,7 +20,9 @@ class FakeLink : public redis::Link {
   // The command, then WAIT (answered as the fake has it).
   void send_replicated(std::string_view route_key, std::string command, int replicas,
                        std::chrono::milliseconds timeout, redis::ReplyHandler done) override;
-  void primaries(std::function<void(std::vector<std::size_t>)> done) override { done({0}); }
+  void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) override {
+    done({}, {0});
+  }
   void send_to_node(std::size_t, std::string command, redis::ReplyHandler done) override {
     send("", std::move(command), std::move(done));
   }

@@ -7,6 +7,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
     }
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0) {
+      if (errno != EINTR) {
+        std::perror("waitpid");
+        return 1;
+      }
     }
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   } catch (const std::exception& e) {
