@@ -5,6 +5,12 @@
 // settings, no persistence) in a temp dir, so every figure comes from the
 // same fresh server. The ceiling is redis-benchmark -P 16 -c 50 running
 // EVALSHA of a minimal put script (one HSET and one ZADD NX of a new id).
+//
+// --backlogs 1000,1000000,10000000 adds the single-call figures with that
+// many jobs already waiting in the topic (half ready, half delayed, at a
+// lower priority than the measured jobs, so the backlog stays in place while
+// the measured jobs come and go on top of it), each as a ratio to the
+// first backlog's, and the memory per waiting job at each size.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -58,6 +64,11 @@ int run(int argc, char** argv) {
                  "writes wait for this many replicas (ClientOptions::replicas); without "
                  "--redis, that many replicas of the benchmark's Redis are started")
       ->capture_default_str();
+  std::vector<long> backlogs;
+  app.add_option("--backlogs", backlogs,
+                 "also measure single calls with this many jobs waiting, e.g. "
+                 "1000,1000000,10000000")
+      ->delimiter(',');
   CLI11_PARSE(app, argc, argv);
 
   std::unique_ptr<OwnRedis> own;
@@ -151,6 +162,50 @@ int run(int argc, char** argv) {
   };
   const double mem_ready = memory_per_job(false);
   const double mem_delayed = memory_per_job(true);
+
+  // The same single calls over a backlog of each size.
+  struct Backlog {
+    long size;
+    double put, reserve, bytes;
+  };
+  std::vector<Backlog> over;
+  for (const long size : backlogs) {
+    admin.str("FLUSHALL");
+    const long long before = admin.used_memory();
+    std::vector<JobSpec> specs;
+    for (long i = 0; i < size; ++i) {
+      specs.push_back(job(i));
+      specs.back().id = fmt::format("backlog-{:08}", i);
+      if (i % 2 == 1) specs.back().delay = redisched::Millis(3600000 + i);
+      if (specs.size() == 1000) {
+        client.put_many(topic, specs);
+        specs.clear();
+      }
+    }
+    if (!specs.empty()) client.put_many(topic, specs);
+    const double bytes =
+        static_cast<double>(admin.used_memory() - before) / static_cast<double>(size);
+    const double put = throughput(jobs, window, [&](long i, auto& done) {
+      JobSpec s = job(i);
+      s.priority = 1;  // above the backlog: reserve takes these first
+      client.put_async(topic, s, [&done](auto r) {
+        r.value();
+        done(1);
+      });
+    });
+    const double reserve = throughput(jobs, window, [&](long, auto& done) {
+      client.reserve_async(topic, 1, redisched::Millis(60000), [&](auto r) {
+        auto& res = r.value();
+        if (res.jobs.empty()) throw std::runtime_error("ran out of jobs");
+        client.ack_async(topic, res.jobs[0].id, res.jobs[0].token, redisched::Millis{0},
+                         [&done](auto a) {
+                           a.value();
+                           done(1);
+                         });
+      });
+    });
+    over.push_back({size, put, reserve, bytes});
+  }
   admin.str("FLUSHALL");
 
   fmt::print(
@@ -169,5 +224,15 @@ int run(int argc, char** argv) {
   row(fmt::format("reserve+ack, batched ({} per call)", batch).c_str(), reserve_batched);
   fmt::print("\nRedis used_memory per waiting job, {} jobs, 100-byte bodies:\n", memory_jobs);
   fmt::print("  ready   {:>8.1f} bytes\n  delayed {:>8.1f} bytes\n", mem_ready, mem_delayed);
+  if (!over.empty()) {
+    fmt::print(
+        "\nSingle calls over a backlog (half ready, half delayed; ratios to the first row):\n");
+    fmt::print("{:>10} {:>12} {:>7} {:>12} {:>7} {:>14}\n", "waiting", "put/s", "ratio",
+               "res+ack/s", "ratio", "bytes per job");
+    for (const auto& b : over) {
+      fmt::print("{:>10} {:>12.0f} {:>7.2f} {:>12.0f} {:>7.2f} {:>14.1f}\n", b.size, b.put,
+                 b.put / over.front().put, b.reserve, b.reserve / over.front().reserve, b.bytes);
+    }
+  }
   return 0;
 }
