@@ -161,13 +161,16 @@ TEST(ConnectionTest, ATopicListingWithoutAMapFails) {
   o.connect_timeout = Millis(6000);
   o.command_timeout = Millis(500);
   o.runtime = std::make_shared<Runtime>(io);
-  Client client(o);
   std::optional<Result<std::vector<std::string>>> got;
-  client.topics_async([&](Result<std::vector<std::string>> r) {
-    got = std::move(r);
-    io.stop();
-  });
-  io.run_for(std::chrono::seconds(3));
+  {
+    Client client(o);
+    client.topics_async([&](Result<std::vector<std::string>> r) { got = std::move(r); });
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    while (!got && std::chrono::steady_clock::now() < deadline) {
+      io.run_one_for(std::chrono::milliseconds(100));
+    }
+  }
+  io.run();  // the Client's close, then nothing left
   ASSERT_TRUE(got) << "no answer within 3 s";
   ASSERT_FALSE(got->ok());
   EXPECT_EQ(got->error().code(), Errc::timeout) << got->error().what();
