@@ -484,10 +484,7 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
     channels_.erase(c);
     confirmed_.erase(channel);
     if (up_) {
-      const std::string_view words[] = {"SUNSUBSCRIBE", channel};
-      std::string cmd;
-      append_command(cmd, words);
-      conn_->enqueue_unsubscribe(cmd, channel, [](std::error_code, Reply) {});
+      send(channel, "SUNSUBSCRIBE", [](std::error_code, Reply) {});
     }
   }
 
@@ -521,10 +518,13 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
     for (const auto& [channel, watchers] : channels_) send_subscribe(channel);
   }
 
+  // SSUBSCRIBE or SUNSUBSCRIBE of channel; the reply to the latter is told
+  // apart from the one Redis sends unasked (Pipeline::enqueue_unsubscribe).
   void send(const std::string& channel, std::string_view verb, ReplyHandler done) {
     const std::string_view words[] = {verb, channel};
     std::string cmd;
     append_command(cmd, words);
+    if (verb == "SUNSUBSCRIBE") return conn_->enqueue_unsubscribe(cmd, channel, std::move(done));
     conn_->enqueue(cmd, std::move(done));
   }
 
