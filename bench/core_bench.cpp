@@ -87,15 +87,24 @@ int run(int argc, char** argv) {
   options.replica_timeout = redisched::Millis{20000};
   options.command_timeout = redisched::Millis{60000};
   Client client(options);
+  // The same single calls, each sent as itself: what coalescing adds.
+  auto alone_options = options;
+  alone_options.coalesce = false;
+  Client alone(alone_options);
   const std::string topic = "bench";
   admin.str("FLUSHALL");
 
-  const double put_single = throughput(jobs, window, [&](long i, auto& done) {
-    client.put_async(topic, job(i), [&done](auto r) {
-      r.value();
-      done(1);
-    });
-  });
+  auto put_one = [&](Client& c) {
+    return [&](long i, auto& done) {
+      c.put_async(topic, job(i), [&done](auto r) {
+        r.value();
+        done(1);
+      });
+    };
+  };
+  const double put_single = throughput(jobs, window, put_one(client));
+  admin.str("FLUSHALL");
+  const double put_alone = throughput(jobs, window, put_one(alone));
   admin.str("FLUSHALL");
   const long batches = jobs / batch;
   const double put_batched = throughput(batches * 5, 8, [&](long b, auto& done) {
@@ -112,22 +121,26 @@ int run(int argc, char** argv) {
   admin.str("FLUSHALL");
   {
     std::vector<JobSpec> specs;
-    for (long i = 0; i < jobs; ++i) specs.push_back(job(i));
+    for (long i = 0; i < jobs + jobs / 2; ++i) specs.push_back(job(i));
     client.put_many(topic, specs);
   }
   // One reservation and its ack, then done(1).
-  auto reserve_ack_one = [&](long, auto& done) {
-    client.reserve_async(topic, 1, redisched::Millis(60000), [&](auto r) {
-      auto& res = r.value();
-      if (res.jobs.empty()) throw std::runtime_error("ran out of jobs");
-      client.ack_async(topic, res.jobs[0].id, res.jobs[0].token, redisched::Millis{0},
-                       [&done](auto a) {
-                         a.value();
-                         done(1);
-                       });
-    });
+  auto reserve_ack_with = [&](Client& c) {
+    return [&](long, auto& done) {
+      c.reserve_async(topic, 1, redisched::Millis(60000), [&](auto r) {
+        auto& res = r.value();
+        if (res.jobs.empty()) throw std::runtime_error("ran out of jobs");
+        c.ack_async(topic, res.jobs[0].id, res.jobs[0].token, redisched::Millis{0},
+                    [&done](auto a) {
+                      a.value();
+                      done(1);
+                    });
+      });
+    };
   };
+  auto reserve_ack_one = reserve_ack_with(client);
   const double reserve_single = throughput(jobs, window, reserve_ack_one);
+  const double reserve_alone = throughput(jobs / 2, window, reserve_ack_with(alone));
   admin.str("FLUSHALL");
   {
     std::vector<JobSpec> specs;
@@ -211,8 +224,10 @@ int run(int argc, char** argv) {
     fmt::print("{:<44} {:>12.0f} {:>10.2f}\n", name, v, v / ceiling);
   };
   row("put, single calls", put_single);
+  row("put, single calls, none coalesced", put_alone);
   row(fmt::format("put, batched ({} per call)", batch).c_str(), put_batched);
   row("reserve+ack, single calls", reserve_single);
+  row("reserve+ack, single calls, none coalesced", reserve_alone);
   row(fmt::format("reserve+ack, batched ({} per call)", batch).c_str(), reserve_batched);
   fmt::print("\nRedis used_memory per waiting job, {} jobs, 100-byte bodies:\n", memory_jobs);
   fmt::print("  ready   {:>8.1f} bytes\n  delayed {:>8.1f} bytes\n", mem_ready, mem_delayed);

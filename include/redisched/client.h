@@ -57,6 +57,12 @@ struct ClientOptions {
   std::size_t max_body = 1 << 20;
   // Pipelined connections to share the calls (at least 1).
   int connections = 1;
+  // Coalescing: single puts, adds, acks and reserves of one job that are
+  // queued one after another on a connection for the same topic go to Redis
+  // as one batched call (putmany, ackmany, reserve of many), each caller
+  // getting its own answer, in order. Nothing waits to be coalesced: a call
+  // queued alone goes alone. Off: every call as itself.
+  bool coalesce = true;
   // How long the constructor waits for the first connection.
   Millis connect_timeout{5000};
   // A call unanswered this long fails with Errc::timeout and the connection

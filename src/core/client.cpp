@@ -5,6 +5,7 @@
 #include <boost/asio/post.hpp>
 #include <charconv>
 
+#include "core/coalesce.h"
 #include "core/codec.h"
 #include "core/keys.h"
 #include "redis/connection.h"
@@ -157,6 +158,23 @@ class Client::Impl {
                                 answer<T>(std::move(parse), std::move(done)));
   }
 
+  // call_write, for a call the pipeline may coalesce with calls of its
+  // kind queued beside it (core/coalesce.h): single is the call alone, part
+  // and tail its words in a batched call. A call that waits for replicas
+  // goes alone (own_replicas 0: a call that writes no job's state).
+  template <class T, class Parse>
+  void call_coalescable(std::string_view topic, const redis::BatchKind& kind,
+                        const core::Command& single, const core::Command& part,
+                        const core::Command& tail, Parse parse, Callback<T> done,
+                        std::optional<int> own_replicas = std::nullopt) {
+    const int replicas = own_replicas.value_or(replicas_for(topic));
+    if (!opts.coalesce || replicas > 0) {
+      return call_write<T>(topic, single, std::move(parse), std::move(done), replicas);
+    }
+    link(topic).send_batchable(topic, core::batchable(kind, opts.prefix, topic, single, part, tail),
+                               answer<T>(std::move(parse), std::move(done)));
+  }
+
   int replicas_for(std::string_view topic) const {
     if (opts.topic_replicas.empty()) return opts.replicas;
     const auto it = opts.topic_replicas.find(topic);
@@ -215,6 +233,11 @@ class Client::Impl {
     if (opts.max_body != kLibraryMaxBody) {
       cmd.add("MAXBODY").add(static_cast<std::int64_t>(opts.max_body));
     }
+  }
+  core::Command max_body_tail() const {
+    core::Command tail;
+    add_max_body(tail);
+    return tail;
   }
 
   // The link a call goes out on: the calling thread's shard (the answer
@@ -279,13 +302,29 @@ void Client::validate_topic(std::string_view topic) { core::check_topic(topic); 
 
 // ---------------------------------------------------------------- put
 
+namespace {
+// A job's words in a putmany: id body nopts [options...].
+void add_putmany_part(core::Command& cmd, std::string_view id, const JobSpec& job) {
+  cmd.add(id).add(job.body).add(std::int64_t{core::put_option_words(job)});
+  core::add_put_options(cmd, job);
+}
+
+core::Command putmany_part(std::string_view id, const JobSpec& job) {
+  core::Command part;
+  add_putmany_part(part, id, job);
+  return part;
+}
+}  // namespace
+
 void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done) try {
   core::check_spec(job, impl_->opts.max_body);
   auto cmd = impl_->fcall("put", topic);
   cmd.add(job.id).add(job.body);
   core::add_put_options(cmd, job);
   impl_->add_max_body(cmd);
-  impl_->call_write<PutOutcome>(topic, cmd, core::parse_put, std::move(done), job.replicas);
+  impl_->call_coalescable<PutOutcome>(topic, core::put_kind(), cmd, putmany_part(job.id, job),
+                                      impl_->max_body_tail(), core::parse_put, std::move(done),
+                                      job.replicas);
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -304,8 +343,8 @@ void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std:
   cmd.add("*").add(job.body);  // "*": the library generates the id
   core::add_put_options(cmd, job);
   impl_->add_max_body(cmd);
-  impl_->call_write<std::string>(
-      topic, cmd,
+  impl_->call_coalescable<std::string>(
+      topic, core::put_kind(), cmd, putmany_part("*", job), impl_->max_body_tail(),
       [](const Reply& r) {
         if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
         return r.str;
@@ -333,8 +372,7 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
         replicas =
             std::max(replicas.value_or(0), job.replicas.value_or(impl_->replicas_for(topic)));
       }
-      cmd.add(job.id).add(job.body).add(std::int64_t{core::put_option_words(job)});
-      core::add_put_options(cmd, job);
+      add_putmany_part(cmd, job.id, job);
     }
     impl_->add_max_body(cmd);
     impl_->call_write<std::vector<PutOutcome>>(topic, cmd, core::parse_put_many, std::move(cb),
@@ -486,9 +524,16 @@ void Client::reserve_async(std::string_view topic, int count, Millis ttr,
                            Callback<ReserveResult> done) try {
   auto cmd = impl_->fcall("reserve", topic);
   cmd.add(std::int64_t{count});
-  if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
-  impl_->call<ReserveResult>(
-      topic, cmd, [](const Reply& r) { return core::parse_reserve(r, true); }, std::move(done));
+  core::Command tail;
+  if (ttr.count() > 0) {
+    cmd.add("TTR").add(ttr.count());
+    tail.add("TTR").add(ttr.count());
+  }
+  auto parse = [](const Reply& r) { return core::parse_reserve(r, true); };
+  if (count != 1) return impl_->call<ReserveResult>(topic, cmd, parse, std::move(done));
+  // Reserves of one job each, queued together, go as one reserve of many.
+  impl_->call_coalescable<ReserveResult>(topic, core::reserve_kind(), cmd, core::Command{}, tail,
+                                         parse, std::move(done), 0);
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -511,8 +556,15 @@ REDISCHED_WRAP(ReserveResult, pull, (std::string_view topic, int count),
 void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
                        Millis keep, Callback<Outcome> done) try {
   auto cmd = impl_->held("ack", topic, id, token);
-  if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
-  impl_->call_write<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+  core::Command part;
+  part.add(id).add(static_cast<std::int64_t>(token));
+  core::Command tail;
+  if (keep.count() > 0) {
+    cmd.add("KEEP").add(keep.count());
+    tail.add("KEEP").add(keep.count());
+  }
+  impl_->call_coalescable<Outcome>(topic, core::ack_kind(), cmd, part, tail, core::parse_outcome,
+                                   std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

@@ -109,12 +109,18 @@ PutOutcome to_put_outcome(std::int64_t code) {
 Command& Command::fcall(std::string_view op, std::string_view prefix, std::string_view topic) {
   add("FCALL");
   add_owned("redisched_" + std::string(op));
+  return add_keys(prefix, topic);
+}
+
+Command& Command::add_keys(std::string_view prefix, std::string_view topic) {
   add(static_cast<std::int64_t>(kKeyNames.size()));
   for (auto& k : topic_keys(prefix, topic)) add_owned(std::move(k));
   return *this;
 }
 
 void Command::encode(std::string& out) const { redis::append_command(out, words_); }
+
+void Command::encode_words(std::string& out) const { redis::append_words(out, words_); }
 
 int put_option_words(const JobSpec& job) {
   int n = 0;

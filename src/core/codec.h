@@ -38,8 +38,13 @@ class Command {
   Command& add(std::int64_t n) { return add_owned(std::to_string(n)); }
   // FCALL redisched_<op> <number of keys> <the topic's keys>
   Command& fcall(std::string_view op, std::string_view prefix, std::string_view topic);
+  // <number of keys> <the topic's keys>
+  Command& add_keys(std::string_view prefix, std::string_view topic);
   // Appends the RESP encoding to out.
   void encode(std::string& out) const;
+  // The same, of words that are part of a command (no array header).
+  void encode_words(std::string& out) const;
+  int size() const { return static_cast<int>(words_.size()); }
 
  private:
   std::vector<std::string_view> words_;

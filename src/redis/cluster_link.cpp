@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "redis/cluster.h"
 #include "redis/command.h"
@@ -42,6 +43,7 @@ enum class Mode { unknown, single, cluster };
 struct Pending {
   std::string route;
   std::string command;
+  std::optional<Batchable> batch;  // instead of command: a call that may be coalesced
   ReplyHandler done;
   int redirects = 0;
   Clock::time_point deadline;
@@ -100,6 +102,15 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     p->done = std::move(done);
     p->replicas = replicas;
     p->wait_timeout = wait_timeout;
+    p->deadline = Clock::now() + command_timeout();
+    dispatch(std::move(p));
+  }
+
+  void send_batchable(std::string route, Batchable call, ReplyHandler done) {
+    auto p = std::make_shared<Pending>();
+    p->route = std::move(route);
+    p->batch = std::move(call);
+    p->done = std::move(done);
     p->deadline = Clock::now() + command_timeout();
     dispatch(std::move(p));
   }
@@ -224,6 +235,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
 
   void send_on(std::size_t node, std::shared_ptr<Pending> p) {
     std::string command = p->command;  // kept for a resend
+    std::optional<Batchable> batch = p->batch;
     const std::string route = p->route;
     p->sent_to = node;
     const int replicas = p->replicas;
@@ -232,7 +244,9 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
                                                                         Reply reply) mutable {
       self->on_reply(std::move(p), ec, std::move(reply));
     };
-    if (replicas > 0) {
+    if (batch) {
+      nodes_[node].link->send_batchable(route, std::move(*batch), std::move(answer));
+    } else if (replicas > 0) {
       nodes_[node].link->send_replicated(route, std::move(command), replicas, wait_timeout,
                                          std::move(answer));
     } else {
@@ -460,6 +474,16 @@ class ClusterLink final : public Link {
     on_io([c = cluster_, route = std::string(route), command = std::move(command),
            done = std::move(done)]() mutable {
       c->send(std::move(route), std::move(command), std::move(done));
+    });
+  }
+
+  void send_batchable(std::string_view route, Batchable call, ReplyHandler done) override {
+    if (cluster_->mode == Mode::single) {
+      return cluster_->seed().send_batchable(route, std::move(call), std::move(done));
+    }
+    on_io([c = cluster_, route = std::string(route), call = std::move(call),
+           done = std::move(done)]() mutable {
+      c->send_batchable(std::move(route), std::move(call), std::move(done));
     });
   }
 

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <vector>
 
 namespace redisched::redis {
@@ -23,6 +24,19 @@ void append_command(std::string& out, std::span<const std::string_view> args) {
   if (n < 0 || formatted == nullptr) throw std::bad_alloc();
   out.append(formatted, static_cast<size_t>(n));
   std::free(formatted);  // NOLINT(cppcoreguidelines-no-malloc): hiredis allocates with malloc
+}
+
+void append_words(std::string& out, std::span<const std::string_view> args) {
+  if (args.empty()) return;
+  std::string whole;
+  append_command(whole, args);
+  out.append(whole, whole.find('\n') + 1);  // past "*<n>\r\n"
+}
+
+void append_array_header(std::string& out, std::size_t words) {
+  out += '*';
+  out += std::to_string(words);
+  out += "\r\n";
 }
 
 std::string encode_command(std::initializer_list<std::string_view> args) {

@@ -105,6 +105,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     wake_.try_send(boost::system::error_code{});  // a wake-up already pending is enough
   }
 
+  // A call that may go out coalesced (Pipeline::enqueue_batchable).
+  void enqueue_batchable(Batchable call, ReplyHandler done) {
+    if (!accepting(done)) return;
+    pipeline_.enqueue_batchable(std::move(call), std::move(done));
+    wake_.try_send(boost::system::error_code{});
+  }
+
   // SUNSUBSCRIBE of channel (Pipeline::enqueue_unsubscribe).
   void enqueue_unsubscribe(const std::string& command, std::string channel, ReplyHandler done) {
     if (!accepting(done)) return;
@@ -370,6 +377,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (reply->is_error()) reload_if_lost(reply->str);
         pipeline_.deliver(std::move(*reply));  // throws for a reply nobody asked for
       }
+      // A batched call Redis refused is queued again call by call.
+      if (pipeline_.has_output()) wake_.try_send(boost::system::error_code{});
     }
   }
 
@@ -628,6 +637,17 @@ class NodeLink final : public Link {
     }
     asio::post(io_, [c = conns_[i], command = std::move(command),
                      done = std::move(done)]() mutable { c->enqueue(command, std::move(done)); });
+  }
+
+  void send_batchable(std::string_view route_key, Batchable call, ReplyHandler done) override {
+    const size_t i = std::hash<std::string_view>{}(route_key) % conns_.size();
+    if (io_.get_executor().running_in_this_thread()) {
+      conns_[i]->enqueue_batchable(std::move(call), std::move(done));
+      return;
+    }
+    asio::post(io_, [c = conns_[i], call = std::move(call), done = std::move(done)]() mutable {
+      c->enqueue_batchable(std::move(call), std::move(done));
+    });
   }
 
   void send_replicated(std::string_view route_key, std::string command, int replicas,

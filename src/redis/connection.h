@@ -11,6 +11,7 @@
 #include <system_error>
 #include <vector>
 
+#include "redis/batch.h"
 #include "redis/reply.h"
 #include "redis/url.h"
 
@@ -49,6 +50,13 @@ class Link {
   // of sends from one thread. route_key names a key of the command (its
   // node); empty for a command any node may answer.
   virtual void send(std::string_view route_key, std::string command, ReplyHandler done) = 0;
+
+  // send, for a call that may go out coalesced with calls of its kind
+  // queued right before or after it on the same connection (redis/batch.h).
+  // Without coalescing (a link that answers from memory), the call alone.
+  virtual void send_batchable(std::string_view route_key, Batchable call, ReplyHandler done) {
+    send(route_key, std::move(call.single), std::move(done));
+  }
 
   // send, and WAIT right behind it on the same connection: done gets the
   // command's reply once `replicas` replicas have its writes, or

@@ -1,6 +1,7 @@
 #include "redis/pipeline.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "redis/command.h"
 
@@ -9,12 +10,14 @@ namespace redisched::redis {
 Pipeline::Pipeline(std::function<void(const Reply&)> on_push) : on_push_(std::move(on_push)) {}
 
 void Pipeline::enqueue(std::string_view command, ReplyHandler done, Clock::time_point now) {
+  seal();
   out_ += command;
   waiting_.push_back({std::move(done), now, {}});
 }
 
 void Pipeline::enqueue_unsubscribe(std::string_view command, std::string channel, ReplyHandler done,
                                    Clock::time_point now) {
+  seal();
   out_ += command;
   waiting_.push_back({std::move(done), now, std::move(channel)});
 }
@@ -42,7 +45,86 @@ void Pipeline::enqueue_replicated(std::string_view command, int replicas,
   wait_timeout_ = std::max(wait_timeout_, timeout);
 }
 
+bool Pipeline::joins(const Open& open, const Batchable& call) {
+  return !open.dones.empty() && open.kind == call.kind && open.dones.size() < kMaxCoalesced &&
+         open.head == call.head && open.tail == call.tail;
+}
+
+void Pipeline::enqueue_batchable(Batchable call, ReplyHandler done, Clock::time_point now) {
+  if (!joins(open_, call)) {
+    seal();
+    open_.kind = call.kind;
+    open_.head = std::move(call.head);
+    open_.head_words = call.head_words;
+    open_.tail = std::move(call.tail);
+    open_.tail_words = call.tail_words;
+    open_.since = now;
+  }
+  open_.parts += call.part;
+  open_.part_words += call.part_words;
+  open_.singles.push_back(std::move(call.single));
+  open_.dones.push_back(std::move(done));
+}
+
+// The callers of one batched call, waiting for its reply.
+struct Pipeline::Coalesced {
+  const BatchKind* kind = nullptr;
+  std::vector<std::string> singles;  // to send one by one if Redis refuses the batch
+  std::vector<ReplyHandler> dones;
+};
+
+void Pipeline::seal() {
+  if (open_.dones.empty()) return;
+  Open o = std::exchange(open_, Open{});
+  if (o.dones.size() == 1) {
+    out_ += o.singles.front();
+    waiting_.push_back({std::move(o.dones.front()), o.since, {}});
+    return;
+  }
+  const std::size_t n = o.dones.size();
+  const std::string count = std::to_string(n);
+  const std::string_view call[] = {"FCALL", o.kind->function()};
+  const std::string_view counted[] = {count};
+  append_array_header(out_, 2 + o.head_words + 1 + o.part_words + o.tail_words);
+  append_words(out_, call);
+  out_ += o.head;
+  append_words(out_, counted);
+  out_ += o.parts;
+  out_ += o.tail;
+  auto c = std::make_shared<Coalesced>();
+  c->kind = o.kind;
+  c->singles = std::move(o.singles);
+  c->dones = std::move(o.dones);
+  waiting_.push_back(
+      {[this, c](std::error_code ec, Reply reply) { answer(*c, ec, std::move(reply)); },
+       o.since,
+       {}});
+}
+
+void Pipeline::answer(Coalesced& c, std::error_code ec, Reply reply) {
+  const std::size_t n = c.dones.size();
+  if (ec) {
+    for (auto& done : c.dones) done(ec, reply);
+    return;
+  }
+  if (reply.is_error()) {
+    // Refused as a whole (one call's bad argument, say): each call alone.
+    for (std::size_t i = 0; i < n; ++i) enqueue(c.singles[i], std::move(c.dones[i]));
+    return;
+  }
+  std::vector<Reply> parts;
+  if (!c.kind->split(std::move(reply), n, parts) || parts.size() != n) {
+    Reply e;
+    e.type = Reply::Type::error;
+    e.str = "unexpected reply to a batched " + std::string(c.kind->function());
+    for (auto& done : c.dones) done(make_error_code(Errc::protocol), e);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) c.dones[i](std::error_code(), std::move(parts[i]));
+}
+
 void Pipeline::take_output(std::string& into) {
+  seal();
   if (!replicated_.empty()) {
     const std::string replicas = std::to_string(wait_replicas_);
     const std::string timeout = std::to_string(wait_timeout_.count());
@@ -110,6 +192,7 @@ bool Pipeline::is_unsubscribe(const Reply& r) {
 }
 
 void Pipeline::fail_all(Errc code, const std::string& message) {
+  seal();
   std::deque<Waiting> failing;
   failing.swap(waiting_);
   out_.clear();
@@ -127,7 +210,10 @@ void Pipeline::fail_all(Errc code, const std::string& message) {
 }
 
 std::optional<Pipeline::Clock::time_point> Pipeline::oldest() const {
-  if (waiting_.empty()) return std::nullopt;
+  if (waiting_.empty()) {
+    if (open_.dones.empty()) return std::nullopt;
+    return std::max(open_.since, last_reply_);
+  }
   return std::max(waiting_.front().sent, last_reply_);
 }
 

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "redis/batch.h"
 #include "redis/reply.h"
 #include "redisched/error.h"
 
@@ -29,6 +30,9 @@ class Pipeline {
   // on_push gets the pub/sub messages (a subscriber connection); without it
   // every reply is a command's.
   explicit Pipeline(std::function<void(const Reply&)> on_push = {});
+  // Callers of a batched call refer to it: it stays where it is.
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
 
   // Queues an encoded command for the next write, and its caller.
   void enqueue(std::string_view command, ReplyHandler done, Clock::time_point now = Clock::now());
@@ -43,7 +47,14 @@ class Pipeline {
   // moved) by the channel it names.
   void enqueue_unsubscribe(std::string_view command, std::string channel, ReplyHandler done,
                            Clock::time_point now = Clock::now());
-  bool has_output() const { return !out_.empty(); }
+  // Queues a call that may go out coalesced with the ones of its kind queued
+  // right before or after it (redis/batch.h). Any other command queued in
+  // between ends the batch, so commands keep their order. A batched call
+  // that Redis refuses as a whole (an error reply) is sent again call by
+  // call, each behind what was queued meanwhile, so each caller gets its own
+  // answer.
+  void enqueue_batchable(Batchable call, ReplyHandler done, Clock::time_point now = Clock::now());
+  bool has_output() const { return !out_.empty() || !open_.dones.empty(); }
   // Everything queued since the last call, in order, to write at once.
   void take_output(std::string& into);
 
@@ -82,7 +93,28 @@ class Pipeline {
     bool answered = false;  // its command failed with the connection
     Reply reply;
   };
+  // The batch still open for more calls: the calls queued last, all of one
+  // kind, not yet written.
+  struct Open {
+    const BatchKind* kind = nullptr;
+    std::string head;
+    int head_words = 0;
+    std::string tail;
+    int tail_words = 0;
+    std::string parts;
+    int part_words = 0;
+    std::vector<std::string> singles;
+    std::vector<ReplyHandler> dones;
+    Clock::time_point since;
+  };
+  // Ends the open batch: into the output as one command.
+  void seal();
+  struct Coalesced;  // the callers of a batched call
+  void answer(Coalesced& batch, std::error_code ec, Reply reply);
+  static bool joins(const Open& open, const Batchable& call);
+
   std::function<void(const Reply&)> on_push_;
+  Open open_;
   std::string out_;
   std::deque<Waiting> waiting_;
   Clock::time_point last_reply_{};

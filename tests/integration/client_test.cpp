@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "redisched/runtime.h"
 #include "testutil/expect_error.h"
 #include "testutil/raw_redis.h"
 #include "testutil/redis_server.h"
@@ -292,6 +295,134 @@ TEST_F(ClientTest, AsynchronousCallsWithFuturesAndCallbacks) {
   std::vector<std::string> none = {"nobody"};
   EXPECT_EQ(client_.kick_async(topic_, none).get(), 0);
   EXPECT_TRUE(client_.remove_async(topic_, held[4].id).get());
+}
+
+// FCALLs Redis ran so far, on every node of the target.
+long fcalls_run() {
+  long n = 0;
+  for (const int port : test::target_ports()) {
+    auto info = test::RawRedis(port).call({"INFO", "commandstats"});
+    const std::string text(info->str, info->len);
+    const auto at = text.find("cmdstat_fcall:calls=");
+    if (at != std::string::npos) n += std::stol(text.substr(at + 20));
+  }
+  return n;
+}
+
+// Coalescing: single calls queued together on a connection reach Redis as
+// batched calls (far fewer FCALLs than calls), and each caller still gets
+// the answer it would have got alone, in order: a put of a taken id, a put
+// Redis refuses, adds, reserves beyond the ready jobs, a stale ack.
+TEST_F(ClientTest, SingleCallsQueuedTogetherGoAsBatchesEachWithItsOwnAnswer) {
+  client_.put(topic_, job("taken"));
+  constexpr int kPuts = 200;
+  std::mutex mu;
+  std::vector<std::string> answers(kPuts + 2);
+  std::atomic<int> answered{0};
+  auto record = [&](int i, std::string what) {
+    std::lock_guard lock(mu);
+    answers[i] = std::move(what);
+    ++answered;
+  };
+  const long before = fcalls_run();
+  // On the runtime's thread, all queued before the connection writes.
+  boost::asio::post(client_.runtime().shard(0), [&] {
+    for (int i = 0; i < kPuts; ++i) {
+      JobSpec s = job(i == 7 ? "taken" : "c" + std::to_string(i));
+      client_.put_async(topic_, s, [&, i](Result<PutOutcome> r) {
+        record(i, !r.ok()                            ? "error: " + std::string(r.error().what())
+                  : r.value() == PutOutcome::created ? "created"
+                                                     : "exists");
+      });
+    }
+    client_.add_async(topic_, job(""),
+                      [&](Result<std::string> r) { record(kPuts, r.ok() ? r.value() : "error"); });
+    client_.add_async(topic_, job(""), [&](Result<std::string> r) {
+      record(kPuts + 1, r.ok() ? r.value() : "error");
+    });
+  });
+  ASSERT_TRUE(test::wait_until([&] { return answered.load() == kPuts + 2; }));
+  const long used = fcalls_run() - before;
+  EXPECT_LT(used, 20) << "200 puts and 2 adds went as " << used << " FCALLs";
+  for (int i = 0; i < kPuts; ++i) {
+    EXPECT_EQ(answers[i], i == 7 ? "exists" : "created") << i;
+  }
+  EXPECT_NE(answers[kPuts], answers[kPuts + 1]);
+  EXPECT_TRUE(client_.get(topic_, answers[kPuts])) << "the generated id is the job's";
+  EXPECT_EQ(client_.stats(topic_).ready, kPuts - 1 + 2 + 1);
+
+  // A put the library refuses (not the Client) fails alone.
+  answered = 0;
+  boost::asio::post(client_.runtime().shard(0), [&] {
+    for (int i = 0; i < 3; ++i) {
+      JobSpec s = job("r" + std::to_string(i));
+      if (i == 1) s.priority = 5000;
+      client_.put_async(topic_, s, [&, i](Result<PutOutcome> r) {
+        record(i, r.ok() ? "created" : std::string(r.error().what()));
+      });
+    }
+  });
+  ASSERT_TRUE(test::wait_until([&] { return answered.load() == 3; }));
+  EXPECT_EQ(answers[0], "created");
+  EXPECT_NE(answers[1].find("PRIORITY"), std::string::npos) << answers[1];
+  EXPECT_EQ(answers[2], "created");
+  EXPECT_FALSE(client_.get(topic_, "r1"));
+
+  // Reserves of one job each, more than there are ready jobs: the first
+  // get them in order, the others none and when to look again.
+  const std::string few = unique_topic();
+  for (int i = 0; i < 3; ++i) {
+    JobSpec s = job("j" + std::to_string(i));
+    s.priority = i;
+    client_.put(few, s);
+  }
+  std::vector<Result<ReserveResult>> reserved;
+  std::atomic<int> got{0};
+  reserved.reserve(5);
+  const long before_reserves = fcalls_run();
+  boost::asio::post(client_.runtime().shard(0), [&] {
+    for (int i = 0; i < 5; ++i) {
+      client_.reserve_async(few, 1, Millis(0), [&](Result<ReserveResult> r) {
+        reserved.push_back(std::move(r));  // on the runtime's thread, in order
+        ++got;
+      });
+    }
+  });
+  ASSERT_TRUE(test::wait_until([&] { return got.load() == 5; }));
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(reserved[i].ok());
+    const auto& r = reserved[i].value();
+    if (i < 3) {
+      ASSERT_EQ(r.jobs.size(), 1u) << i;
+      EXPECT_EQ(r.jobs[0].id, "j" + std::to_string(2 - i)) << "the highest priority first";
+      EXPECT_EQ(r.next_ms, 0) << "as a reserve of one that got its job";
+    } else {
+      EXPECT_TRUE(r.jobs.empty());
+      EXPECT_GT(r.next_ms, r.now_ms) << "when the first reservation lapses";
+    }
+  }
+
+  // Acks of them, one with a stale token.
+  std::vector<Result<Outcome>> acked(3, Result<Outcome>(Outcome::not_found));
+  std::atomic<int> acks{0};
+  boost::asio::post(client_.runtime().shard(0), [&] {
+    for (int i = 0; i < 3; ++i) {
+      const auto& j = reserved[i].value().jobs[0];
+      client_.ack_async(few, j.id, i == 1 ? j.token + 1000 : j.token, Millis(0),
+                        [&, i](Result<Outcome> r) {
+                          acked[i] = std::move(r);
+                          ++acks;
+                        });
+    }
+  });
+  ASSERT_TRUE(test::wait_until([&] { return acks.load() == 3; }));
+  EXPECT_EQ(acked[0].value(), Outcome::ok);
+  EXPECT_EQ(acked[1].value(), Outcome::stale_token);
+  EXPECT_EQ(acked[2].value(), Outcome::ok);
+  EXPECT_EQ(client_.stats(few).reserved, 1);
+  const long reserves_and_acks = fcalls_run() - before_reserves;
+  EXPECT_LT(reserves_and_acks, 10)
+      << "8 reserves and acks went as " << reserves_and_acks << " FCALLs";
 }
 
 // ClientOptions::replicas: writes answer once a replica has them (WAIT on

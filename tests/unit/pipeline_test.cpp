@@ -7,12 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "redis/command.h"
 #include "testutil/replies.h"
 
 namespace redisched::redis {
 namespace {
 
+using test::array;
 using test::integer;
+using test::text;
 
 Reply message(const std::string& kind, const std::string& channel, const std::string& payload) {
   Reply r;
@@ -110,8 +113,8 @@ TEST(PipelineTest, AFailedConnectionAnswersReplicatedWritesInOrder) {
   p.enqueue_replicated("C", 1, 100ms, got.as("c"));
   p.enqueue("D", got.as("d"));  // not written
   p.fail_all(Errc::connection, "gone");
-  EXPECT_EQ(got.log, (std::vector<std::string>{"a failed: gone", "b failed: gone",
-                                               "c failed: gone", "d failed: gone"}));
+  EXPECT_EQ(got.log, (std::vector<std::string>{"a failed: gone", "b failed: gone", "c failed: gone",
+                                               "d failed: gone"}));
   EXPECT_EQ(p.waiting(), 0u);
 }
 
@@ -132,7 +135,8 @@ TEST(PipelineTest, PubSubMessagesGoToTheirHookNotToACaller) {
 // channel, and only that one is the caller's.
 TEST(PipelineTest, AnUnaskedSunsubscribeIsAPushEvenWhileOneIsAwaited) {
   std::vector<std::string> pushed;
-  Pipeline p([&](const Reply& r) { pushed.push_back(r.elements[0].str + " " + r.elements[1].str); });
+  Pipeline p(
+      [&](const Reply& r) { pushed.push_back(r.elements[0].str + " " + r.elements[1].str); });
   Got got;
   p.enqueue_unsubscribe("SUNSUBSCRIBE y", "y", got.as("unsubscribe"));
   p.deliver(message("sunsubscribe", "x", "0"));  // slot of x moved
@@ -204,6 +208,140 @@ TEST(PipelineTest, OldestCountsFromTheFirstWaitingCommandOrTheLastReply) {
   EXPECT_EQ(p.oldest(), t1 + std::chrono::seconds(3)) << "C waits behind B, which answered";
   p.deliver(integer(3), t1 + std::chrono::seconds(4));
   EXPECT_FALSE(p.oldest());
+}
+
+// Coalescing (redis/batch.h): a kind whose batched reply is one reply per call.
+class EachItsOwn final : public BatchKind {
+ public:
+  std::string_view function() const override { return "many"; }
+  bool split(Reply reply, std::size_t n, std::vector<Reply>& parts) const override {
+    if (reply.type != Reply::Type::array || reply.elements.size() != n) return false;
+    parts = std::move(reply.elements);
+    return true;
+  }
+};
+const EachItsOwn kEachItsOwn;
+
+std::string words(std::initializer_list<std::string_view> w) {
+  std::string out;
+  append_words(out, std::span<const std::string_view>(w.begin(), w.size()));
+  return out;
+}
+
+// A call "one <head> <arg> <tail>" alone, "many <head> <n> <arg>... <tail>" batched.
+Batchable call(const std::string& arg, const std::string& head = "h",
+               const std::string& tail = "t") {
+  Batchable b;
+  b.kind = &kEachItsOwn;
+  b.single = encode_command({"FCALL", "one", head, arg, tail});
+  b.head = words({head});
+  b.head_words = 1;
+  b.part = words({arg});
+  b.part_words = 1;
+  b.tail = words({tail});
+  b.tail_words = 1;
+  return b;
+}
+
+TEST(PipelineTest, CallsOfOneKindQueuedTogetherGoOutAsOneBatchedCall) {
+  Pipeline p;
+  Got got;
+  p.enqueue_batchable(call("x"), got.as("x"));
+  p.enqueue_batchable(call("y"), got.as("y"));
+  p.enqueue_batchable(call("z"), got.as("z"));
+  EXPECT_TRUE(p.has_output());
+  std::string out;
+  p.take_output(out);
+  EXPECT_EQ(out, encode_command({"FCALL", "many", "h", "3", "x", "y", "z", "t"}));
+  EXPECT_EQ(p.waiting(), 1u) << "one command, one reply";
+  p.deliver(array({integer(1), integer(2), integer(3)}));
+  EXPECT_EQ(got.log, (std::vector<std::string>{"x 1", "y 2", "z 3"}));
+}
+
+TEST(PipelineTest, ACallQueuedAloneGoesOutAsItself) {
+  Pipeline p;
+  Got got;
+  p.enqueue_batchable(call("x"), got.as("x"));
+  std::string out;
+  p.take_output(out);
+  EXPECT_EQ(out, encode_command({"FCALL", "one", "h", "x", "t"}));
+  p.enqueue_batchable(call("y"), got.as("y"));
+  p.take_output(out);
+  EXPECT_EQ(out, encode_command({"FCALL", "one", "h", "y", "t"}))
+      << "a call already written does not wait for company";
+  p.deliver(integer(1));
+  p.deliver(integer(2));
+  EXPECT_EQ(got.log, (std::vector<std::string>{"x 1", "y 2"}));
+}
+
+// Commands keep their order: a batch takes only calls queued one right after
+// another, with the same head and tail.
+TEST(PipelineTest, AnyOtherCommandInBetweenEndsTheBatch) {
+  Pipeline p;
+  Got got;
+  p.enqueue_batchable(call("a"), got.as("a"));
+  p.enqueue_batchable(call("b"), got.as("b"));
+  p.enqueue("GET\r\n", got.as("get"));
+  p.enqueue_batchable(call("c"), got.as("c"));
+  p.enqueue_batchable(call("d", "other"), got.as("d"));
+  p.enqueue_batchable(call("e", "other", "t2"), got.as("e"));
+  std::string out;
+  p.take_output(out);
+  EXPECT_EQ(out, encode_command({"FCALL", "many", "h", "2", "a", "b", "t"}) + "GET\r\n" +
+                     encode_command({"FCALL", "one", "h", "c", "t"}) +
+                     encode_command({"FCALL", "one", "other", "d", "t"}) +
+                     encode_command({"FCALL", "one", "other", "e", "t2"}));
+  p.deliver(array({integer(1), integer(2)}));
+  for (int i = 3; i <= 6; ++i) p.deliver(integer(i));
+  EXPECT_EQ(got.log, (std::vector<std::string>{"a 1", "b 2", "get 3", "c 4", "d 5", "e 6"}));
+}
+
+TEST(PipelineTest, ABatchHoldsAtMostTheLimitOfCalls) {
+  Pipeline p;
+  Got got;
+  const std::size_t n = kMaxCoalesced + 3;
+  for (std::size_t i = 0; i < n; ++i) p.enqueue_batchable(call("x"), got.as("x"));
+  std::string out;
+  p.take_output(out);
+  EXPECT_EQ(p.waiting(), 2u);
+  EXPECT_EQ(out.rfind(encode_command({"FCALL", "many", "h", "3", "x", "x", "x", "t"})),
+            out.size() - encode_command({"FCALL", "many", "h", "3", "x", "x", "x", "t"}).size());
+}
+
+// Redis refuses a batched call as a whole (one call's bad argument): each
+// call goes again alone, and only the bad one gets the error.
+TEST(PipelineTest, ARefusedBatchIsSentAgainCallByCall) {
+  Pipeline p;
+  Got got;
+  p.enqueue_batchable(call("good"), got.as("good"));
+  p.enqueue_batchable(call("bad"), got.as("bad"));
+  std::string out;
+  p.take_output(out);
+  p.deliver(text("ERR job 2: bad", Reply::Type::error));
+  EXPECT_TRUE(got.log.empty());
+  ASSERT_TRUE(p.has_output());
+  p.take_output(out);
+  EXPECT_EQ(out, encode_command({"FCALL", "one", "h", "good", "t"}) +
+                     encode_command({"FCALL", "one", "h", "bad", "t"}));
+  p.deliver(integer(1));
+  p.deliver(text("ERR bad", Reply::Type::error));
+  EXPECT_EQ(got.log, (std::vector<std::string>{"good 1", "bad error: ERR bad"}));
+}
+
+TEST(PipelineTest, ABatchedCallFailsForEachOfItsCallers) {
+  Pipeline p;
+  Got got;
+  p.enqueue_batchable(call("a"), got.as("a"));
+  p.enqueue_batchable(call("b"), got.as("b"));
+  std::string out;
+  p.take_output(out);
+  p.enqueue_batchable(call("c"), got.as("c"));  // not yet written
+  p.deliver(array({integer(1)}));               // not one reply per call
+  p.fail_all(Errc::connection, "gone");
+  EXPECT_EQ(got.log, (std::vector<std::string>{"a failed: unexpected reply to a batched many",
+                                               "b failed: unexpected reply to a batched many",
+                                               "c failed: gone"}));
+  EXPECT_FALSE(p.has_output());
 }
 
 }  // namespace
