@@ -160,15 +160,16 @@ class Client::Impl {
 
   // call_write, for a call the pipeline may coalesce with calls of its
   // kind queued beside it (core/coalesce.h): single is the call alone, part
-  // and tail its words in a batched call. A call that waits for replicas
-  // goes alone (own_replicas 0: a call that writes no job's state).
+  // and tail its words in a batched call. A call the library would refuse
+  // (!takes), or that waits for replicas, goes alone (own_replicas 0: a
+  // call that writes no job's state).
   template <class T, class Parse>
-  void call_coalescable(std::string_view topic, const redis::BatchKind& kind,
+  void call_coalescable(std::string_view topic, const redis::BatchKind& kind, bool takes,
                         const core::Command& single, const core::Command& part,
                         const core::Command& tail, Parse parse, Callback<T> done,
                         std::optional<int> own_replicas = std::nullopt) {
     const int replicas = own_replicas.value_or(replicas_for(topic));
-    if (!opts.coalesce || replicas > 0) {
+    if (!opts.coalesce || !takes || replicas > 0) {
       return call_write<T>(topic, single, std::move(parse), std::move(done), replicas);
     }
     link(topic).send_batchable(topic, core::batchable(kind, opts.prefix, topic, single, part, tail),
@@ -322,9 +323,9 @@ void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutO
   cmd.add(job.id).add(job.body);
   core::add_put_options(cmd, job);
   impl_->add_max_body(cmd);
-  impl_->call_coalescable<PutOutcome>(topic, core::put_kind(), cmd, putmany_part(job.id, job),
-                                      impl_->max_body_tail(), core::parse_put, std::move(done),
-                                      job.replicas);
+  impl_->call_coalescable<PutOutcome>(topic, core::put_kind(), core::put_takes(job.id, job), cmd,
+                                      putmany_part(job.id, job), impl_->max_body_tail(),
+                                      core::parse_put, std::move(done), job.replicas);
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -344,7 +345,8 @@ void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std:
   core::add_put_options(cmd, job);
   impl_->add_max_body(cmd);
   impl_->call_coalescable<std::string>(
-      topic, core::put_kind(), cmd, putmany_part("*", job), impl_->max_body_tail(),
+      topic, core::put_kind(), core::put_takes("*", job), cmd, putmany_part("*", job),
+      impl_->max_body_tail(),
       [](const Reply& r) {
         if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
         return r.str;
@@ -532,8 +534,8 @@ void Client::reserve_async(std::string_view topic, int count, Millis ttr,
   auto parse = [](const Reply& r) { return core::parse_reserve(r, true); };
   if (count != 1) return impl_->call<ReserveResult>(topic, cmd, parse, std::move(done));
   // Reserves of one job each, queued together, go as one reserve of many.
-  impl_->call_coalescable<ReserveResult>(topic, core::reserve_kind(), cmd, core::Command{}, tail,
-                                         parse, std::move(done), 0);
+  impl_->call_coalescable<ReserveResult>(topic, core::reserve_kind(), true, cmd, core::Command{},
+                                         tail, parse, std::move(done), 0);
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -563,8 +565,8 @@ void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_
     cmd.add("KEEP").add(keep.count());
     tail.add("KEEP").add(keep.count());
   }
-  impl_->call_coalescable<Outcome>(topic, core::ack_kind(), cmd, part, tail, core::parse_outcome,
-                                   std::move(done));
+  impl_->call_coalescable<Outcome>(topic, core::ack_kind(), core::ack_takes(id, token), cmd, part,
+                                   tail, core::parse_outcome, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

@@ -1,7 +1,10 @@
 #include "core/coalesce.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
+
+#include "core/limits.h"
 
 namespace redisched::core {
 namespace {
@@ -71,6 +74,30 @@ const redis::BatchKind& ack_kind() {
 const redis::BatchKind& reserve_kind() {
   static const Reserve kind;
   return kind;
+}
+
+bool put_takes(std::string_view id, const JobSpec& job) {
+  const auto within = [](std::int64_t v, std::int64_t lo, std::int64_t hi) {
+    return v >= lo && v <= hi;
+  };
+  return !id.empty() && !(job.delay && job.due_at_ms) &&
+         (!job.delay || within(job.delay->count(), 0, limits::kDelayMax)) &&
+         (!job.due_at_ms || within(*job.due_at_ms, 0, limits::kMsMax)) &&
+         within(job.priority, 0, limits::kPrioMax) &&
+         (!job.ttr || within(job.ttr->count(), 0, limits::kTtrMax)) &&
+         (!job.max_attempts || within(*job.max_attempts, 1, limits::kAttemptsMax));
+  // The id's length and characters, the body's size and the backoff:
+  // check_spec.
+}
+
+bool ack_takes(std::string_view id, std::uint64_t token) {
+  const auto control = [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7F;
+  };
+  return !id.empty() && id.size() <= static_cast<std::size_t>(limits::kIdMax) &&
+         std::none_of(id.begin(), id.end(), control) &&
+         token <= static_cast<std::uint64_t>(limits::kSeqMax);
 }
 
 redis::Batchable batchable(const redis::BatchKind& kind, std::string_view prefix,

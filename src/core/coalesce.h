@@ -3,6 +3,7 @@
 // ackmany, reserves of one job as one reserve of many.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 #include "core/codec.h"
@@ -13,6 +14,13 @@ namespace redisched::core {
 const redis::BatchKind& put_kind();
 const redis::BatchKind& ack_kind();
 const redis::BatchKind& reserve_kind();
+
+// Whether the library takes a call as given: the ids and ranges it checks
+// itself. A call it would refuse goes alone, not coalesced: a batched call
+// is refused as a whole, and every caller would get that one's error.
+// put_takes assumes check_spec passed.
+bool put_takes(std::string_view id, const JobSpec& job);
+bool ack_takes(std::string_view id, std::uint64_t token);
 
 // A call of kind on topic's keys. single: the call alone; part: its words
 // in the batched call; tail: the words after the parts, which every call of

@@ -47,5 +47,8 @@ struct Batchable {
 // both busy (put, single calls, 512 in flight: 150,000/s with 1000,
 // 250,000/s with 256; bench/README.md).
 inline constexpr std::size_t kMaxCoalesced = 256;
+// Nor more than this many bytes of parts (a call larger goes alone): Redis
+// runs a batched call in one go, and large bodies gain nothing by it.
+inline constexpr std::size_t kMaxCoalescedBytes = 1 << 20;
 
 }  // namespace redisched::redis

@@ -377,8 +377,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
         if (reply->is_error()) reload_if_lost(reply->str);
         pipeline_.deliver(std::move(*reply));  // throws for a reply nobody asked for
       }
-      // A batched call Redis refused is queued again call by call.
-      if (pipeline_.has_output()) wake_.try_send(boost::system::error_code{});
     }
   }
 

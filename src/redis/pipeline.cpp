@@ -47,7 +47,8 @@ void Pipeline::enqueue_replicated(std::string_view command, int replicas,
 
 bool Pipeline::joins(const Open& open, const Batchable& call) {
   return !open.dones.empty() && open.kind == call.kind && open.dones.size() < kMaxCoalesced &&
-         open.head == call.head && open.tail == call.tail;
+         open.parts.size() + call.part.size() <= kMaxCoalescedBytes && open.head == call.head &&
+         open.tail == call.tail;
 }
 
 void Pipeline::enqueue_batchable(Batchable call, ReplyHandler done, Clock::time_point now) {
@@ -59,17 +60,16 @@ void Pipeline::enqueue_batchable(Batchable call, ReplyHandler done, Clock::time_
     open_.tail = std::move(call.tail);
     open_.tail_words = call.tail_words;
     open_.since = now;
+    open_.single = std::move(call.single);
   }
   open_.parts += call.part;
   open_.part_words += call.part_words;
-  open_.singles.push_back(std::move(call.single));
   open_.dones.push_back(std::move(done));
 }
 
 // The callers of one batched call, waiting for its reply.
 struct Pipeline::Coalesced {
   const BatchKind* kind = nullptr;
-  std::vector<std::string> singles;  // to send one by one if Redis refuses the batch
   std::vector<ReplyHandler> dones;
 };
 
@@ -77,7 +77,7 @@ void Pipeline::seal() {
   if (open_.dones.empty()) return;
   Open o = std::exchange(open_, Open{});
   if (o.dones.size() == 1) {
-    out_ += o.singles.front();
+    out_ += o.single;
     waiting_.push_back({std::move(o.dones.front()), o.since, {}});
     return;
   }
@@ -93,12 +93,9 @@ void Pipeline::seal() {
   out_ += o.tail;
   auto c = std::make_shared<Coalesced>();
   c->kind = o.kind;
-  c->singles = std::move(o.singles);
   c->dones = std::move(o.dones);
   waiting_.push_back(
-      {[this, c](std::error_code ec, Reply reply) { answer(*c, ec, std::move(reply)); },
-       o.since,
-       {}});
+      {[c](std::error_code ec, Reply reply) { answer(*c, ec, std::move(reply)); }, o.since, {}});
 }
 
 void Pipeline::answer(Coalesced& c, std::error_code ec, Reply reply) {
@@ -108,8 +105,10 @@ void Pipeline::answer(Coalesced& c, std::error_code ec, Reply reply) {
     return;
   }
   if (reply.is_error()) {
-    // Refused as a whole (one call's bad argument, say): each call alone.
-    for (std::size_t i = 0; i < n; ++i) enqueue(c.singles[i], std::move(c.dones[i]));
+    // Refused as a whole: the Client sends alone what the library would
+    // refuse (core/coalesce.h), so this is every call's answer (the node
+    // moved, is read-only, out of memory...).
+    for (auto& done : c.dones) done(std::error_code(), reply);
     return;
   }
   std::vector<Reply> parts;

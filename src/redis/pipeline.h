@@ -30,7 +30,7 @@ class Pipeline {
   // on_push gets the pub/sub messages (a subscriber connection); without it
   // every reply is a command's.
   explicit Pipeline(std::function<void(const Reply&)> on_push = {});
-  // Callers of a batched call refer to it: it stays where it is.
+  // One connection's callers: not to be copied.
   Pipeline(const Pipeline&) = delete;
   Pipeline& operator=(const Pipeline&) = delete;
 
@@ -49,10 +49,9 @@ class Pipeline {
                            Clock::time_point now = Clock::now());
   // Queues a call that may go out coalesced with the ones of its kind queued
   // right before or after it (redis/batch.h). Any other command queued in
-  // between ends the batch, so commands keep their order. A batched call
-  // that Redis refuses as a whole (an error reply) is sent again call by
-  // call, each behind what was queued meanwhile, so each caller gets its own
-  // answer.
+  // between ends the batch, so commands keep their order. An error reply to
+  // a batched call is every caller's answer: the caller sends alone what
+  // Redis could refuse for one call only.
   void enqueue_batchable(Batchable call, ReplyHandler done, Clock::time_point now = Clock::now());
   bool has_output() const { return !out_.empty() || !open_.dones.empty(); }
   // Everything queued since the last call, in order, to write at once.
@@ -103,14 +102,14 @@ class Pipeline {
     int tail_words = 0;
     std::string parts;
     int part_words = 0;
-    std::vector<std::string> singles;
+    std::string single;  // the first call alone, if it stays alone
     std::vector<ReplyHandler> dones;
     Clock::time_point since;
   };
   // Ends the open batch: into the output as one command.
   void seal();
   struct Coalesced;  // the callers of a batched call
-  void answer(Coalesced& batch, std::error_code ec, Reply reply);
+  static void answer(Coalesced& batch, std::error_code ec, Reply reply);
   static bool joins(const Open& open, const Batchable& call);
 
   std::function<void(const Reply&)> on_push_;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "core/coalesce.h"
+#include "core/limits.h"
 #include "testutil/replies.h"
 
 namespace redisched::core {
@@ -14,6 +16,46 @@ using test::integer;
 // A string (or, with t, a status or error) reply.
 Reply str(std::string s, Reply::Type t = Reply::Type::string) {
   return test::text(std::move(s), t);
+}
+
+// A call the library would refuse is not coalesced (its refusal would be
+// the whole batch's): the library's limits, at their edges.
+TEST(CodecTest, OnlyCallsTheLibraryTakesAreCoalesced) {
+  JobSpec j;
+  j.id = "a";
+  EXPECT_TRUE(put_takes("a", j));
+  EXPECT_FALSE(put_takes("", j)) << "an empty id";
+  j.priority = static_cast<int>(limits::kPrioMax);
+  EXPECT_TRUE(put_takes("a", j));
+  j.priority = static_cast<int>(limits::kPrioMax) + 1;
+  EXPECT_FALSE(put_takes("a", j));
+  j.priority = -1;
+  EXPECT_FALSE(put_takes("a", j));
+  j.priority = 0;
+  j.delay = Millis(limits::kDelayMax + 1);
+  EXPECT_FALSE(put_takes("a", j));
+  j.delay = Millis(5);
+  j.due_at_ms = 5;
+  EXPECT_FALSE(put_takes("a", j)) << "DELAY and AT";
+  j.delay.reset();
+  j.due_at_ms = limits::kMsMax + 1;
+  EXPECT_FALSE(put_takes("a", j));
+  j.due_at_ms.reset();
+  j.ttr = Millis(0);
+  EXPECT_TRUE(put_takes("a", j)) << "TTR 0: at most once";
+  j.ttr = Millis(limits::kTtrMax + 1);
+  EXPECT_FALSE(put_takes("a", j));
+  j.ttr.reset();
+  j.max_attempts = 0;
+  EXPECT_FALSE(put_takes("a", j));
+  j.max_attempts = static_cast<int>(limits::kAttemptsMax);
+  EXPECT_TRUE(put_takes("a", j));
+
+  EXPECT_TRUE(ack_takes("a", 1));
+  EXPECT_FALSE(ack_takes("", 1));
+  EXPECT_FALSE(ack_takes("a\tb", 1));
+  EXPECT_FALSE(ack_takes(std::string(limits::kIdMax + 1, 'a'), 1));
+  EXPECT_FALSE(ack_takes("a", static_cast<std::uint64_t>(limits::kSeqMax) + 1));
 }
 
 TEST(CodecTest, PutCodes) {

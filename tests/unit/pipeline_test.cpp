@@ -308,24 +308,35 @@ TEST(PipelineTest, ABatchHoldsAtMostTheLimitOfCalls) {
             out.size() - encode_command({"FCALL", "many", "h", "3", "x", "x", "x", "t"}).size());
 }
 
-// Redis refuses a batched call as a whole (one call's bad argument): each
-// call goes again alone, and only the bad one gets the error.
-TEST(PipelineTest, ARefusedBatchIsSentAgainCallByCall) {
+// An error reply to a batched call (the node moved, is read-only, ...) is
+// every caller's answer; nothing is sent again.
+TEST(PipelineTest, AnErrorReplyToABatchedCallIsEachCallersAnswer) {
   Pipeline p;
   Got got;
-  p.enqueue_batchable(call("good"), got.as("good"));
-  p.enqueue_batchable(call("bad"), got.as("bad"));
+  p.enqueue_batchable(call("a"), got.as("a"));
+  p.enqueue_batchable(call("b"), got.as("b"));
   std::string out;
   p.take_output(out);
-  p.deliver(text("ERR job 2: bad", Reply::Type::error));
-  EXPECT_TRUE(got.log.empty());
-  ASSERT_TRUE(p.has_output());
+  p.deliver(text("MOVED 1 :7001", Reply::Type::error));
+  EXPECT_EQ(got.log,
+            (std::vector<std::string>{"a error: MOVED 1 :7001", "b error: MOVED 1 :7001"}));
+  EXPECT_FALSE(p.has_output());
+}
+
+// A batch holds at most 1 MiB of parts: a call that would pass it starts
+// the next one.
+TEST(PipelineTest, ABatchHoldsAtMostAMebibyteOfCalls) {
+  Pipeline p;
+  Got got;
+  const std::string big(600 * 1024, 'x');
+  p.enqueue_batchable(call("a"), got.as("a"));
+  p.enqueue_batchable(call(big), got.as("big1"));
+  p.enqueue_batchable(call(big), got.as("big2"));
+  p.enqueue_batchable(call("b"), got.as("b"));
+  std::string out;
   p.take_output(out);
-  EXPECT_EQ(out, encode_command({"FCALL", "one", "h", "good", "t"}) +
-                     encode_command({"FCALL", "one", "h", "bad", "t"}));
-  p.deliver(integer(1));
-  p.deliver(text("ERR bad", Reply::Type::error));
-  EXPECT_EQ(got.log, (std::vector<std::string>{"good 1", "bad error: ERR bad"}));
+  EXPECT_EQ(out, encode_command({"FCALL", "many", "h", "2", "a", big, "t"}) +
+                     encode_command({"FCALL", "many", "h", "2", big, "b", "t"}));
 }
 
 TEST(PipelineTest, ABatchedCallFailsForEachOfItsCallers) {
