@@ -10,11 +10,12 @@ Every function takes the same eight keys of one topic T, in this order
   KEYS[1] P:{T}:jobs      hash  id -> packed job record (body and metadata)
   KEYS[2] P:{T}:delayed   zset  M -> due time (ms)
   KEYS[3] P:{T}:ready     zset  M -> (1000 - priority) * 2^43 + due time (ms);
-                                while paused also NUL "paused" -> -inf
+                                while paused also NUL "paused" -> -inf, while
+                                limited (redisched_limit) NUL "limited" -> -inf
   KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms)
   KEYS[5] P:{T}:dead      zset  id -> time it died (ms)
   KEYS[6] P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
-  KEYS[7] P:{T}:meta      hash  seq (counter), totals
+  KEYS[7] P:{T}:meta      hash  seq (counter), totals, limits
   KEYS[8] P:{T}:leases    hash  id -> "token:reserved_at:ttr" of its reservation
 where M, a job's member in delayed and ready, is its put sequence (7 bytes,
 big-endian), its priority (2 bytes) and its id: jobs due in the same
@@ -55,7 +56,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 10 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 11 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -86,6 +87,13 @@ local OK, UPDATED, MISSING, EXISTS, WRONG_STATE, STALE = 1, 2, 0, -1, -2, -3
 -- that short) with the lowest score, so the ZPOPMIN that hands out jobs
 -- finds the pause without a call of its own.
 local PAUSED_MARK = '\0paused'
+-- A limited topic's (redisched_limit) ready set holds this one, also with
+-- the lowest score and before the pause mark ('\0l' < '\0p'), so a topic
+-- without limits pays nothing for them.
+local LIMIT_MARK = '\0limited'
+local RATE_MAX = 1000000         -- jobs per window
+local WINDOW_MAX = 86400000      -- a day
+local CONCURRENCY_MAX = 1000000
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
 local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases' }
@@ -522,6 +530,15 @@ end
 
 local function paused(k)
   return redis.call('ZSCORE', k.ready, PAUSED_MARK) ~= false
+end
+
+-- The marks at the head of the ready set: how many, and whether the topic
+-- is paused.
+local function marks(k)
+  local m = redis.call('ZRANGEBYSCORE', k.ready, '-inf', '-inf')
+  local p = false
+  for _, v in ipairs(m) do p = p or v == PAUSED_MARK end
+  return #m, p
 end
 
 -- Where job j (id) is, read only: {state, key, member, score[, token,
@@ -980,7 +997,7 @@ local function list(keys, args)
   local set = k[state]
   local entries, total -- entries: {member, score, state}
   if state == 'ready' then
-    local skip = paused(k) and 1 or 0 -- the pause mark comes first
+    local skip = marks(k) -- the marks come first
     local nready = redis.call('ZCARD', k.ready) - skip
     local ndue = backlog and redis.call('ZCOUNT', k.delayed, '-inf', now) or 0
     total, entries = nready + ndue, {}
@@ -1046,18 +1063,27 @@ local function stats(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_NOW)
   local now = clock(o)
-  local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total')
-  local is_paused = paused(k)
+  local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total',
+                           'limit_rate', 'limit_window', 'limit_concurrency', 'limit_start', 'limit_used')
+  local nmarks, is_paused = marks(k)
+  local rate = tonumber(meta[4] or 0)
+  local used = 0
+  if rate > 0 then
+    local window = tonumber(meta[5])
+    if tonumber(meta[7] or -1) == now - now % window then used = tonumber(meta[8] or 0) end
+  end
   local due = redis.call('ZCOUNT', k.delayed, '-inf', now)
   local next_due = redis.call('ZRANGEBYSCORE', k.delayed, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   return {
     'delayed', redis.call('ZCARD', k.delayed) - due,
-    'ready', redis.call('ZCARD', k.ready) - (is_paused and 1 or 0) + due,
+    'ready', redis.call('ZCARD', k.ready) - nmarks + due,
     'reserved', redis.call('ZCARD', k.reserved), 'dead', redis.call('ZCARD', k.dead),
     'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
     'next_due', next_due[2] and tonumber(next_due[2]) or -1,
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
     'lapsed_total', tonumber(meta[3] or 0),
+    'limit_rate', rate, 'limit_window', tonumber(meta[5] or 0),
+    'limit_concurrency', tonumber(meta[6] or 0), 'limit_used', used,
   }
 end
 
@@ -1070,25 +1096,74 @@ local function put_back(k, popped)
   redis.call('ZADD', k.ready, unpack(back))
 end
 
+-- How many jobs a limited topic may hand out now, at most n. Returns that
+-- room and {opens = when the rate's next window opens (nil when the rate
+-- left room), start, used = the window's accounting for started()}.
+local function limit_room(k, now, n)
+  local l = redis.call('HMGET', k.meta, 'limit_rate', 'limit_window', 'limit_concurrency',
+                       'limit_start', 'limit_used')
+  local rate, cap = tonumber(l[1] or 0), tonumber(l[3] or 0)
+  local room, lim = n, {}
+  if rate > 0 then
+    local window = tonumber(l[2])
+    lim.start = now - now % window
+    lim.used = tonumber(l[4] or -1) == lim.start and tonumber(l[5] or 0) or 0
+    if rate - lim.used < room then
+      room = math.max(rate - lim.used, 0)
+      lim.opens = lim.start + window
+    end
+  end
+  if cap > 0 then
+    room = math.max(math.min(room, cap - redis.call('ZCARD', k.reserved)), 0)
+  end
+  return room, lim
+end
+
+-- n jobs of a limited topic were handed out: counted in the rate's window.
+local function started(k, lim, n)
+  if lim and lim.start and n > 0 then
+    redis.call('HSET', k.meta, 'limit_start', lim.start, 'limit_used', lim.used + n)
+  end
+end
+
+-- Pops up to n ready jobs: {member, score, ...}, and for a limited topic
+-- its limits (limit_room); nil when the topic is paused.
+local function pop(k, now, n)
+  local popped = redis.call('ZPOPMIN', k.ready, n)
+  local first = popped[1]
+  if first ~= LIMIT_MARK and first ~= PAUSED_MARK then return popped end
+  put_back(k, popped) -- the marks and whatever came out behind them
+  if first == PAUSED_MARK or paused(k) then return nil end
+  local room, lim = limit_room(k, now, n)
+  if room == 0 then return {}, lim end
+  -- Rank 0 is the limit mark; the jobs follow it.
+  popped = redis.call('ZRANGE', k.ready, 1, room, 'WITHSCORES')
+  if #popped > 0 then
+    local members = {}
+    for i = 1, #popped, 2 do members[#members + 1] = popped[i] end
+    redis.call('ZREM', k.ready, unpack(members))
+  end
+  return popped, lim
+end
+
 -- The start of reserve and pull: due jobs made ready (at most a batch), then
--- up to count of them popped. With recover, when fewer than count are
--- ready, lapsed reservations (up to REQUEUE_INLINE) are requeued first and
--- the pop is made again. In a backlog, popped jobs that fell due after the
--- first job still in delayed go back. Returns paused (true), the popped
--- {member, score, ...} left to hand out, and the backlog (nil if none).
+-- up to count of them popped (no more than a limited topic's limits allow).
+-- With recover, when fewer than count are ready, lapsed reservations (up to
+-- REQUEUE_INLINE) are requeued first and the pop is made again. In a
+-- backlog, popped jobs that fell due after the first job still in delayed
+-- go back. Returns paused (true), the popped {member, score, ...} left to
+-- hand out, the backlog (nil if none) and the limits (nil if none).
 local function take(k, now, count, recover)
   local backlog = promote(k, now)
-  local popped = redis.call('ZPOPMIN', k.ready, count)
-  if popped[1] == PAUSED_MARK then
-    put_back(k, popped) -- the mark and whatever came out behind it
-    return true
-  end
+  local popped, lim = pop(k, now, count)
+  if not popped then return true end
   if recover and #popped < 2 * count then
     local lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
     if #lapsed > 0 then
       if #popped > 0 then put_back(k, popped) end
       requeue_members(k, lapsed, now)
-      popped = redis.call('ZPOPMIN', k.ready, count)
+      popped, lim = pop(k, now, count)
+      if not popped then return true end
     end
   end
   if backlog and #popped > 0 then
@@ -1104,13 +1179,15 @@ local function take(k, now, count, recover)
     if #held > 0 then put_back(k, held) end
     popped = keep
   end
-  return false, popped, backlog
+  return false, popped, backlog, lim
 end
 
 -- reserve's and pull's next: 0 when the caller should call again at once,
 -- otherwise the earliest time a delayed job falls due (and for reserve, a
 -- reservation lapses), -1 when nothing is scheduled.
-local function next_time(k, now, handed, count, backlog, lapses)
+local function next_time(k, now, handed, count, backlog, lapses, lim)
+  -- The rate is used up: nothing more before its next window.
+  if lim and lim.opens and handed < count then return lim.opens end
   if handed >= count or backlog then return 0 end
   local t = earliest(k.delayed)
   if lapses then
@@ -1144,7 +1221,7 @@ local function reserve(keys, args)
   local o = options(args, 2, #args, OPT_TTR_NOW)
   local ttr_arg = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
   local now = clock(o)
-  local is_paused, popped, backlog = take(k, now, count, true)
+  local is_paused, popped, backlog, lim = take(k, now, count, true)
   if is_paused then return { now, -1, 1 } end
   local out = { now, 0, 0 }
   local n = #popped / 2
@@ -1183,7 +1260,8 @@ local function reserve(keys, args)
     end
     if once then redis.call('HDEL', k.jobs, unpack(once)) end
   end
-  out[2] = next_time(k, now, #out - 3, count, backlog, true)
+  started(k, lim, #out - 3)
+  out[2] = next_time(k, now, #out - 3, count, backlog, true, lim)
   return out
 end
 
@@ -1199,7 +1277,7 @@ local function pull(keys, args)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local o = options(args, 2, #args, OPT_NOW)
   local now = clock(o)
-  local is_paused, popped, backlog = take(k, now, count, false)
+  local is_paused, popped, backlog, lim = take(k, now, count, false)
   if is_paused then return { now, -1, 1 } end
   local out = { now, 0, 0 }
   local n = #popped / 2
@@ -1215,7 +1293,8 @@ local function pull(keys, args)
     end
     redis.call('HDEL', k.jobs, unpack(ids))
   end
-  out[2] = next_time(k, now, #out - 3, count, backlog, false)
+  started(k, lim, #out - 3)
+  out[2] = next_time(k, now, #out - 3, count, backlog, false, lim)
   return out
 end
 
@@ -1512,6 +1591,60 @@ local function kickall(keys, args)
   return revive(k, redis.call('ZRANGE', k.dead, 0, limit - 1), now)
 end
 
+--[[ redisched_limit: a topic's limits, for all its workers together.
+ARGV: [RATE n window-ms] [CONCURRENCY k] [NOW ms]
+  RATE: at most n jobs handed out (by reserve and pull) in each window of
+  window-ms, the windows aligned to multiples of window-ms of the server's
+  clock (fixed windows: a span of window-ms across two windows may see up
+  to 2n). n 0..1000000 (0: no rate limit), window-ms 1..86400000.
+  CONCURRENCY: at most k jobs reserved at once (k 0..1000000, 0: no cap);
+  jobs of TTR 0, taken for good, hold no reservation and are not counted.
+  A limit not named stays as it was; without arguments, nothing changes.
+  A limited reserve or pull hands out what the limits leave room for, and
+  its next says when to look again: when the rate's next window opens, or
+  (concurrency) when the first reservation lapses. A worker whose job ends
+  looks again at once: the slot it freed is its own to take.
+Output: {rate, window-ms, concurrency} as they now are (0: none).
+]]
+local function limit(keys, args)
+  local k = check_keys(keys)
+  local o = options(args, 1, #args, { RATE = 2, CONCURRENCY = 1, NOW = 1 })
+  now_arg(o)
+  local rate, window, cap
+  if o.RATE then
+    rate = int_arg(o.RATE[1], 'RATE', 0, RATE_MAX)
+    window = int_arg(o.RATE[2], 'RATE window', 1, WINDOW_MAX)
+  end
+  if o.CONCURRENCY then cap = int_arg(o.CONCURRENCY, 'CONCURRENCY', 0, CONCURRENCY_MAX) end
+  local cur = redis.call('HMGET', k.meta, 'limit_rate', 'limit_window', 'limit_concurrency')
+  if rate then
+    if rate > 0 then
+      redis.call('HSET', k.meta, 'limit_rate', rate, 'limit_window', window)
+    else
+      redis.call('HDEL', k.meta, 'limit_rate', 'limit_window')
+    end
+    redis.call('HDEL', k.meta, 'limit_start', 'limit_used')
+  else
+    rate, window = tonumber(cur[1] or 0), tonumber(cur[2] or 0)
+  end
+  if cap then
+    if cap > 0 then
+      redis.call('HSET', k.meta, 'limit_concurrency', cap)
+    else
+      redis.call('HDEL', k.meta, 'limit_concurrency')
+    end
+  else
+    cap = tonumber(cur[3] or 0)
+  end
+  if rate > 0 or cap > 0 then
+    redis.call('ZADD', k.ready, 'NX', '-inf', LIMIT_MARK)
+  elseif redis.call('ZREM', k.ready, LIMIT_MARK) == 1 then
+    wake(clock(o)) -- no longer held back: look again
+  end
+  if rate == 0 then window = 0 end
+  return { rate, window, cap }
+end
+
 --[[ redisched_pause / redisched_resume: a paused topic hands out nothing
 (reserve and pull return no jobs, paused = 1); puts and the rest still work.
 ARGV: pause: none; resume: [NOW ms] (the time its wake-up signal carries)
@@ -1576,6 +1709,7 @@ register('delete', delete)
 register('requeue', requeue)
 register('kick', kick)
 register('kickall', kickall)
+register('limit', limit)
 register('pause', pause)
 register('resume', resume)
 register('version', version, RO)

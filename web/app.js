@@ -110,6 +110,7 @@ function route() {
     if (state.topic !== topic) { state.topic = topic; state.jobsOffset = 0; state.jobState = 'ready'; }
     show('topic');
     loadJobs();
+    loadLimits();
   } else if (hash === '#/send') {
     show('send');
   } else {
@@ -227,6 +228,29 @@ function jobRow(j) {
     el('td', {}, el('div', { class: 'actions' }, actions)));
 }
 
+function describeLimits(l) {
+  const parts = [];
+  if (l.rate) parts.push(`${l.rate} per ${l.window_ms} ms`);
+  if (l.concurrency) parts.push(`${l.concurrency} at once`);
+  return parts.length ? `Limited: ${parts.join(', ')}` : 'No limits';
+}
+
+function showLimits(l) {
+  $('limit-rate').value = l.rate || '';
+  $('limit-window').value = l.window_ms || 1000;
+  $('limit-concurrency').value = l.concurrency || '';
+  $('limits-now').textContent = describeLimits(l);
+}
+
+async function loadLimits() {
+  if (!state.topic) return;
+  try {
+    showLimits(await api('GET', topicPath('limits')));
+  } catch (e) {
+    $('limits-now').textContent = e.message;
+  }
+}
+
 function topicPath(what) { return `/v1/topics/${encodeURIComponent(state.topic)}/${what}`; }
 function jobPath(id) { return `${topicPath('jobs')}/${encodeURIComponent(id)}`; }
 
@@ -297,6 +321,18 @@ document.addEventListener('DOMContentLoaded', () => {
   $('filter').addEventListener('input', (ev) => { state.filter = ev.target.value; state.topicsPage = 0; renderOverview(); });
   $('pause').addEventListener('click', () => act(() => api('POST', topicPath(current().paused ? 'resume' : 'pause')), current().paused ? 'resumed' : 'paused'));
   $('kick-all').addEventListener('click', () => act(() => api('POST', topicPath('kick'), { all: true }), 'kicked every dead job'));
+  $('limits').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const want = { rate: Number($('limit-rate').value || 0), concurrency: Number($('limit-concurrency').value || 0) };
+    if (want.rate) want.window_ms = Number($('limit-window').value || 1000);
+    try {
+      const l = await api('PUT', topicPath('limits'), want);
+      showLimits(l);
+      $('topic-message').textContent = 'limits set';
+    } catch (e) {
+      $('topic-message').textContent = e.message;
+    }
+  });
   $('find').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     try {

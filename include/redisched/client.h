@@ -195,6 +195,11 @@ class Client {
   // A paused topic hands out nothing. True when the state changed.
   bool pause(std::string_view topic);
   bool resume(std::string_view topic);
+  // A topic's limits, held in Redis for all its workers together
+  // (TopicLimits): set_limits replaces both (zeros: none) and returns them
+  // as they now are; limits reads them.
+  TopicLimits set_limits(std::string_view topic, const TopicLimits& limits);
+  TopicLimits limits(std::string_view topic);
   // Puts back a job as get or list returned it, with its state, creation
   // time, attempts and last error (export/import). A reserved job comes
   // back ready, a done one is not restored (false). With replace, an
@@ -289,6 +294,11 @@ class Client {
   std::future<bool> pause_async(std::string_view topic);
   void resume_async(std::string_view topic, Callback<bool> done);
   std::future<bool> resume_async(std::string_view topic);
+  void set_limits_async(std::string_view topic, const TopicLimits& limits,
+                        Callback<TopicLimits> done);
+  std::future<TopicLimits> set_limits_async(std::string_view topic, const TopicLimits& limits);
+  void limits_async(std::string_view topic, Callback<TopicLimits> done);
+  std::future<TopicLimits> limits_async(std::string_view topic);
 
  private:
   class Impl;

@@ -130,11 +130,28 @@ struct TouchResult {
   std::int64_t deadline_ms = 0;  // the new deadline, when ok
 };
 
+// A topic's limits (Client::set_limits), held in Redis for every worker and
+// server together: reserve and pull hand out no more than they leave room
+// for, and say when to look again.
+struct TopicLimits {
+  // At most rate jobs handed out in each window (fixed windows, aligned to
+  // multiples of window on Redis's clock); 0: no rate limit.
+  int rate = 0;         // 0..1000000
+  Millis window{1000};  // 1 ms..1 day
+  // At most this many jobs reserved at once (jobs of TTR 0, taken for
+  // good, are not counted); 0: no cap.
+  int concurrency = 0;  // 0..1000000
+
+  friend bool operator==(const TopicLimits&, const TopicLimits&) = default;
+};
+
 struct TopicStats {
   std::int64_t delayed = 0, ready = 0, reserved = 0, dead = 0, done = 0;
   bool paused = false;
   std::int64_t next_due_ms = -1;  // earliest due delayed job, -1 if none
   std::int64_t failed_total = 0, dead_total = 0, lapsed_total = 0;
+  TopicLimits limits;           // window 0 without a rate limit
+  std::int64_t limit_used = 0;  // jobs handed out in the rate's current window
 };
 
 struct ListPage {

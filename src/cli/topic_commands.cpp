@@ -1,9 +1,11 @@
 // What concerns a topic as a whole: stats, topics, list, kick, pause,
-// resume, requeue.
+// resume, limit, requeue.
 #include <boost/json/object.hpp>
 #include <future>
 #include <iostream>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "cli/commands.h"
@@ -72,6 +74,42 @@ int kick(Session& s, const TopicArgs& a) {
   return 0;
 }
 
+struct LimitArgs {
+  std::string topic;
+  std::optional<int> rate, concurrency;
+  std::optional<std::int64_t> window;
+  bool clear = false;
+};
+
+// Shows a topic's limits, or changes the ones named (the others stay).
+int limit(Session& s, const LimitArgs& a) {
+  auto& client = s.client();
+  TopicLimits l = client.limits(a.topic);
+  const bool changing = a.clear || a.rate || a.concurrency || a.window;
+  if (a.clear && (a.rate || a.concurrency || a.window)) {
+    throw Error(Errc::invalid_argument, "give --clear or limits, not both");
+  }
+  if (a.window && !a.rate && l.rate == 0) {
+    throw Error(Errc::invalid_argument, "--window goes with a --rate");
+  }
+  if (a.clear) l = TopicLimits{};
+  if (a.rate) l.rate = *a.rate;
+  if (a.window) l.window = Millis(*a.window);
+  if (a.concurrency) l.concurrency = *a.concurrency;
+  if (changing) l = client.set_limits(a.topic, l);
+  if (s.json()) {
+    print_json(wire::limits_json(l));
+  } else {
+    std::cout << a.topic << "\trate "
+              << (l.rate > 0
+                      ? std::to_string(l.rate) + " per " + std::to_string(l.window.count()) + " ms"
+                      : std::string("none"))
+              << "\tconcurrency "
+              << (l.concurrency > 0 ? std::to_string(l.concurrency) : std::string("none")) << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_topic_commands(CLI::App& app, Action& selected) {
@@ -135,6 +173,23 @@ void add_topic_commands(CLI::App& app, Action& selected) {
       };
     });
   }
+
+  auto lim = std::make_shared<LimitArgs>();
+  auto* limit_cmd = app.add_subcommand(
+      "limit", "show a topic's limits, or change the ones named, for all its workers together");
+  limit_cmd->add_option("topic", lim->topic)->required();
+  limit_cmd
+      ->add_option("--rate", lim->rate, "at most this many jobs handed out per window (0: none)")
+      ->check(CLI::Range(std::int64_t{0}, limits::kRateMax));
+  limit_cmd->add_option("--window", lim->window, "the rate's window, ms (default 1000)")
+      ->check(CLI::Range(std::int64_t{1}, limits::kWindowMax));
+  limit_cmd
+      ->add_option("--concurrency", lim->concurrency,
+                   "at most this many reserved at once (0: none)")
+      ->check(CLI::Range(std::int64_t{0}, limits::kConcurrencyMax));
+  limit_cmd->add_flag("--clear", lim->clear, "no limits");
+  limit_cmd->callback(
+      [lim, &selected] { selected = [lim](Session& s) { return limit(s, *lim); }; });
 
   auto r = std::make_shared<TopicArgs>();
   auto* requeue = app.add_subcommand("requeue", "lapsed reservations back to ready");

@@ -737,6 +737,28 @@ void Client::resume_async(std::string_view topic, Callback<bool> done) try {
 }
 REDISCHED_WRAP(bool, resume, (std::string_view topic), (topic, std::move(cb)))
 
+void Client::set_limits_async(std::string_view topic, const TopicLimits& limits,
+                              Callback<TopicLimits> done) try {
+  auto cmd = impl_->fcall("limit", topic);
+  // Without a rate its window is not used, but the library checks it.
+  const std::int64_t window = limits.rate == 0 ? 1 : limits.window.count();
+  cmd.add("RATE").add(std::int64_t{limits.rate}).add(window);
+  cmd.add("CONCURRENCY").add(std::int64_t{limits.concurrency});
+  impl_->call<TopicLimits>(topic, cmd, core::parse_limits, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(TopicLimits, set_limits, (std::string_view topic, const TopicLimits& limits),
+               (topic, limits, std::move(cb)))
+
+void Client::limits_async(std::string_view topic, Callback<TopicLimits> done) try {
+  impl_->call<TopicLimits>(topic, impl_->fcall("limit", topic), core::parse_limits,
+                           std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(TopicLimits, limits, (std::string_view topic), (topic, std::move(cb)))
+
 #undef REDISCHED_WRAP
 
 }  // namespace redisched

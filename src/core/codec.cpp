@@ -235,6 +235,15 @@ TouchResult parse_touch(const Reply& r) {
   return {parse_outcome_code(v), 0};
 }
 
+TopicLimits parse_limits(const Reply& r) {
+  as_array(r, 3, "limits");
+  TopicLimits l;
+  l.rate = static_cast<int>(to_int(r.elements[0]));
+  l.window = Millis(to_int(r.elements[1]));
+  l.concurrency = static_cast<int>(to_int(r.elements[2]));
+  return l;
+}
+
 TopicStats parse_stats(const Reply& r) {
   if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("stats");
   TopicStats s;
@@ -255,6 +264,14 @@ TopicStats parse_stats(const Reply& r) {
       s.paused = v != 0;
     else if (f == "next_due")
       s.next_due_ms = v;
+    else if (f == "limit_rate")
+      s.limits.rate = static_cast<int>(v);
+    else if (f == "limit_window")
+      s.limits.window = Millis(v);
+    else if (f == "limit_concurrency")
+      s.limits.concurrency = static_cast<int>(v);
+    else if (f == "limit_used")
+      s.limit_used = v;
     else if (f == "failed_total")
       s.failed_total = v;
     else if (f == "dead_total")

@@ -330,6 +330,33 @@ awaitable<Response> resume(ApiContext& ctx, Request& req, const Params& p) {
   return pause_or_resume(ctx, req, p, false);
 }
 
+awaitable<Response> get_limits(ApiContext& ctx, Request& req, const Params& p) {
+  auto l = co_await await_call<TopicLimits>(
+      [&](auto cb) { ctx.client.limits_async(p.topic, std::move(cb)); });
+  co_return ok_json(req, wire::limits_json(l));
+}
+
+// PUT sets both limits (a field left out: none); DELETE clears them.
+awaitable<Response> put_limits(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"rate", "window_ms", "concurrency"});
+  TopicLimits want;
+  want.rate = static_cast<int>(int_field(body, "rate", 0, limits::kRateMax).value_or(0));
+  want.window = Millis(int_field(body, "window_ms", 1, limits::kWindowMax).value_or(1000));
+  want.concurrency =
+      static_cast<int>(int_field(body, "concurrency", 0, limits::kConcurrencyMax).value_or(0));
+  if (body.contains("window_ms") && want.rate == 0) bad_request("\"window_ms\" goes with \"rate\"");
+  auto l = co_await await_call<TopicLimits>(
+      [&](auto cb) { ctx.client.set_limits_async(p.topic, want, std::move(cb)); });
+  co_return ok_json(req, wire::limits_json(l));
+}
+
+awaitable<Response> delete_limits(ApiContext& ctx, Request& req, const Params& p) {
+  auto l = co_await await_call<TopicLimits>(
+      [&](auto cb) { ctx.client.set_limits_async(p.topic, TopicLimits{}, std::move(cb)); });
+  co_return ok_json(req, wire::limits_json(l));
+}
+
 // ---- webhooks
 
 json::object subscription_json(const std::string& topic, const Subscription& s) {
@@ -445,6 +472,10 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/kick", {{verb::post, kick}}, false, &kNoQuery},
       {"/v1/topics/{topic}/pause", {{verb::post, pause}}, false, &kNoQuery},
       {"/v1/topics/{topic}/resume", {{verb::post, resume}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/limits",
+       {{verb::get, get_limits}, {verb::put, put_limits}, {verb::delete_, delete_limits}},
+       false,
+       &kNoQuery},
       {"/v1/topics/{topic}/webhook",
        {{verb::get, get_webhook}, {verb::put, put_webhook}, {verb::delete_, delete_webhook}},
        false,

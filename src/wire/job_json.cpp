@@ -184,7 +184,15 @@ json::object stats_json(std::string_view topic, const TopicStats& s) {
                       {"next_due", s.next_due_ms},
                       {"failed_total", s.failed_total},
                       {"dead_total", s.dead_total},
-                      {"lapsed_total", s.lapsed_total}};
+                      {"lapsed_total", s.lapsed_total},
+                      {"limits", limits_json(s.limits)},
+                      {"limit_used", s.limit_used}};
+}
+
+json::object limits_json(const TopicLimits& l) {
+  return json::object{{"rate", l.rate},
+                      {"window_ms", l.rate > 0 ? l.window.count() : 0},
+                      {"concurrency", l.concurrency}};
 }
 
 json::object reservation_json(const Reservation& j, bool reserved) {

@@ -57,6 +57,15 @@ expect "import bad line" "redisched: line 1: the job has no \"state\" (nothing w
 { head -2 "$DIR/bk.jsonl"; echo '{"id":"y","state":"ready","body":"b","priority":4294967301}'; } > "$DIR/bad.jsonl"
 expect "import bad last line" "1" "$(r import bk4 "$DIR/bad.jsonl" >/dev/null 2>&1; echo $?)"
 expect "import wrote nothing" "" "$(r topics | grep -x bk4)"
+# Limits: shown, the named ones changed (the others stay), honoured, cleared.
+expect "limit none" "lim	rate none	concurrency none" "$(r limit lim)"
+expect "limit rate" "lim	rate 2 per 60000 ms	concurrency none" "$(r limit lim --rate 2 --window 60000)"
+expect "limit keeps the rate" "lim	rate 2 per 60000 ms	concurrency 5" "$(r limit lim --concurrency 5)"
+for i in 1 2 3; do r put lim "l$i" x >/dev/null; done
+expect "limited reserve" "2" "$(r --json reserve lim --count 3 | grep -c '"id"')"
+expect "limit used" '"limit_used":2' "$(r --json stats lim | grep -o '"limit_used":[0-9]*')"
+expect "limit json" '{"rate":0,"window_ms":0,"concurrency":0}' "$(r --json limit lim --clear)"
+expect "limit refused" "1" "$(r limit lim --rate -1 >/dev/null 2>&1; echo $?)"
 expect "bench" "3" "$(r --json bench --jobs 1000 | grep -o '_[a-z]*":[0-9]' | wc -l | tr -d ' ')"
 expect "bench leaves no job" "redisched-bench	0	0	0	0	0	no" "$(r stats redisched-bench | tail -1)"
 expect "no redis" "1" "$("$BIN" --redis redis://127.0.0.1:1 stats mail >/dev/null 2>&1; echo $?)"

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -323,6 +325,73 @@ TEST_F(WorkerTest, AHandlerThatIgnoresCancelKeepsItsJobFromOtherWorkers) {
   other.cancel();
   EXPECT_EQ(overlap.load(), 0);
   EXPECT_EQ(runs.load(), 2);
+}
+
+// TopicLimits: a rate per window for three workers together. Each job's
+// hand-out time is Redis's, from its deadline (the handler's TTR is fixed),
+// so the count per window is exact. Printed: the achieved rate.
+TEST_F(WorkerTest, ARateLimitHoldsForEveryWorkerTogether) {
+  constexpr int kJobs = 100, kRate = 20;
+  constexpr Millis kWindow{200}, kTtr{10000};
+  client().set_limits(topic_, {.rate = kRate, .window = kWindow});
+  for (int i = 0; i < kJobs; ++i) client().put(topic_, job("r" + std::to_string(i)));
+  std::mutex mu;
+  std::map<std::int64_t, int> per_window;
+  auto handler = [&](JobContext& ctx) {
+    std::lock_guard lock(mu);
+    ++per_window[(ctx.job().deadline_ms - kTtr.count()) / kWindow.count()];
+  };
+  Worker second(options_for()), third(options_for());
+  const auto t0 = std::chrono::steady_clock::now();
+  for (Worker* w : {&worker_, &second, &third}) {
+    w->handle(topic_, {.concurrency = 8, .ttr = kTtr}, handler);
+    w->run();
+  }
+  auto acked = [&] { return worker_.stats().acked + second.stats().acked + third.stats().acked; };
+  ASSERT_TRUE(wait_until([&] { return acked() == kJobs; }, 10s)) << acked() << " acked";
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (Worker* w : {&worker_, &second, &third}) w->cancel();
+  int total = 0;
+  for (const auto& [window, n] : per_window) {
+    EXPECT_LE(n, kRate) << "window " << window;
+    total += n;
+  }
+  EXPECT_EQ(total, kJobs);
+  EXPECT_GE(per_window.size(), static_cast<std::size_t>(kJobs / kRate));
+  // Workers wake when the next window opens: no window is skipped idle.
+  EXPECT_LT(secs, 3.0);
+  std::printf(
+      "rate limit %d per %lld ms (%.0f jobs/s): %d jobs in %.2f s = %.0f jobs/s over %zu windows\n",
+      kRate, static_cast<long long>(kWindow.count()), kRate * 1000.0 / kWindow.count(), kJobs, secs,
+      kJobs / secs, per_window.size());
+}
+
+// TopicLimits: at most three jobs reserved at once across three workers of
+// twelve handlers; a worker whose job ends takes the slot it freed.
+TEST_F(WorkerTest, AConcurrencyCapHoldsForEveryWorkerTogether) {
+  constexpr int kJobs = 30, kCap = 3;
+  client().set_limits(topic_, {.concurrency = kCap});
+  for (int i = 0; i < kJobs; ++i) client().put(topic_, job("c" + std::to_string(i)));
+  std::atomic<int> running{0}, most{0};
+  auto handler = [&](JobContext&) {
+    const int now = ++running;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(20ms);
+    --running;
+  };
+  Worker second(options_for()), third(options_for());
+  for (Worker* w : {&worker_, &second, &third}) {
+    w->handle(topic_, {.concurrency = 4}, handler);
+    w->run();
+  }
+  auto acked = [&] { return worker_.stats().acked + second.stats().acked + third.stats().acked; };
+  ASSERT_TRUE(wait_until([&] { return acked() == kJobs; }, 10s)) << acked() << " acked";
+  for (Worker* w : {&worker_, &second, &third}) w->cancel();
+  EXPECT_LE(most.load(), kCap);
+  EXPECT_GE(most.load(), 2) << "the cap, not one worker, set the pace";
+  EXPECT_EQ(client().stats(topic_).reserved, 0);
 }
 
 TEST_F(WorkerTest, KeepFinishedShowsJobsDoneAndRefusesTheirIdAgain) {

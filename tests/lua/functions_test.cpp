@@ -438,6 +438,68 @@ TEST_F(FunctionsTest, PausedTopicHandsOutNothing) {
   EXPECT_EQ(ids(reserve(5, 1000)), (Args{"x", "y"}));
 }
 
+// redisched_limit: a rate per fixed window and a cap on reservations, for
+// every worker together; the mark that finds them is no job.
+TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
+  for (int i = 0; i < 10; ++i) put("j" + std::to_string(i), 1000);
+  auto limits = [&](Args args) {
+    auto r = call("limit", args);
+    EXPECT_EQ(r->type, REDIS_REPLY_ARRAY) << (r->str ? r->str : "");
+    std::vector<long long> out;
+    for (size_t i = 0; i < r->elements; ++i) out.push_back(r->element[i]->integer);
+    return out;
+  };
+  EXPECT_EQ(limits({}), (std::vector<long long>{0, 0, 0})) << "none at first";
+  EXPECT_EQ(limits({"RATE", "3", "1000", "NOW", "1000"}), (std::vector<long long>{3, 1000, 0}));
+  EXPECT_EQ(stat("ready", 1000), 10) << "the mark is not a job";
+  EXPECT_EQ(stat("limit_rate", 1000), 3);
+
+  // Window [1000, 2000): three jobs, in order, then nothing until 2000.
+  auto r = reserve(2, 1000);
+  EXPECT_EQ(ids(r), (Args{"j0", "j1"}));
+  r = reserve(5, 1500);
+  EXPECT_EQ(ids(r), (Args{"j2"}));
+  EXPECT_EQ(r.next, 2000) << "the rate's next window";
+  EXPECT_EQ(stat("limit_used", 1500), 3);
+  r = reserve(1, 1999);
+  EXPECT_TRUE(r.jobs.empty());
+  EXPECT_EQ(r.next, 2000);
+  EXPECT_EQ(call("pull", {"1", "NOW", "1999"})->elements, 3u) << "pull counts too";
+  auto listed = call("list", {"ready", "0", "1", "NOW", "1999"});
+  EXPECT_EQ(listed->element[0]->integer, 7);
+  EXPECT_EQ(std::string(listed->element[1]->element[1]->str), "j3") << "list skips the mark";
+  r = reserve(5, 2000);
+  EXPECT_EQ(ids(r), (Args{"j3", "j4", "j5"}));
+  EXPECT_EQ(stat("limit_used", 2000), 3);
+
+  // A cap of four reservations: six are held, so none until two end.
+  EXPECT_EQ(limits({"RATE", "0", "1", "CONCURRENCY", "4"}), (std::vector<long long>{0, 0, 4}));
+  EXPECT_TRUE(reserve(5, 2000).jobs.empty());
+  auto held = r.jobs;
+  EXPECT_EQ(integer("ack", {held[0].id, std::to_string(held[0].token), "NOW", "2000"}), 1);
+  EXPECT_EQ(integer("ack", {held[1].id, std::to_string(held[1].token), "NOW", "2000"}), 1);
+  EXPECT_EQ(integer("ack", {held[2].id, std::to_string(held[2].token), "NOW", "2000"}), 1);
+  r = reserve(5, 2000);
+  EXPECT_EQ(ids(r), (Args{"j6"})) << "3 of the first 6 still held, 1 slot left of 4";
+  EXPECT_GT(r.next, 2000) << "when the first reservation lapses";
+
+  // Paused and limited: paused wins; resumed, the limits hold again.
+  EXPECT_EQ(integer("pause", {}), 1);
+  EXPECT_EQ(reserve(5, 2000).paused, 1);
+  EXPECT_EQ(stat("ready", 2000), 3) << "neither mark is a job";
+  EXPECT_EQ(integer("resume", {"NOW", "2000"}), 1);
+  EXPECT_TRUE(reserve(5, 2000).jobs.empty());
+
+  // No limits: the mark goes, and everything left is handed out.
+  EXPECT_EQ(limits({"CONCURRENCY", "0"}), (std::vector<long long>{0, 0, 0}));
+  EXPECT_EQ(ids(reserve(5, 2000)), (Args{"j7", "j8", "j9"}));
+  EXPECT_EQ(redis_.call({"ZCARD", "redisched:{" + topic_ + "}:ready"})->integer, 0);
+
+  EXPECT_NE(error("limit", {"RATE", "5"}).find("RATE"), std::string::npos);
+  EXPECT_NE(error("limit", {"RATE", "5", "0"}).find("RATE window"), std::string::npos);
+  EXPECT_NE(error("limit", {"CONCURRENCY", "-1"}).find("CONCURRENCY"), std::string::npos);
+}
+
 TEST_F(FunctionsTest, KickBringsDeadJobsBackWithFreshAttempts) {
   for (const char* id : {"a", "b", "c"}) {
     put(id, 1000, {"ATTEMPTS", "1"});

@@ -169,6 +169,22 @@ try {
     await page.screenshot({ path: join(artifacts, 'topic.png'), fullPage: true });
     await page.click('#pause');
     await page.waitForSelector('#pause:has-text("Pause")');
+    // Limits: set from the form, shown, and held in Redis for every worker.
+    await page.fill('#limit-rate', '50');
+    await page.fill('#limit-window', '2000');
+    await page.fill('#limit-concurrency', '4');
+    await page.click('#limits button[type=submit]');
+    await page.waitForSelector('#limits-now:has-text("Limited: 50 per 2000 ms, 4 at once")', { timeout: 5000 });
+    assert.deepEqual((await serve.api('GET', '/v1/topics/billing/limits')).json,
+      { rate: 50, window_ms: 2000, concurrency: 4 });
+    await page.screenshot({ path: join(artifacts, 'topic-limits.png'), fullPage: true });
+    await page.reload();
+    await page.waitForSelector('#limits-now:has-text("Limited: 50 per 2000 ms")', { timeout: 5000 });
+    assert.equal(await page.inputValue('#limit-concurrency'), '4');
+    await page.fill('#limit-rate', '');
+    await page.fill('#limit-concurrency', '');
+    await page.click('#limits button[type=submit]');
+    await page.waitForSelector('#limits-now:has-text("No limits")', { timeout: 5000 });
   });
 
   await test('keyboard: tab to the form and put with Enter; phone width', async () => {
