@@ -1097,31 +1097,30 @@ local function put_back(k, popped)
 end
 
 -- How many jobs a limited topic may hand out now, at most n. Returns that
--- room and {opens = when the rate's next window opens (nil when the rate
--- left room), start, used = the window's accounting for started()}.
+-- room and the limits: {rate, start, window, used = the rate's window and
+-- its count so far (for started() and next_time), capped = the cap left
+-- less room than n}.
 local function limit_room(k, now, n)
   local l = redis.call('HMGET', k.meta, 'limit_rate', 'limit_window', 'limit_concurrency',
                        'limit_start', 'limit_used')
   local rate, cap = tonumber(l[1] or 0), tonumber(l[3] or 0)
   local room, lim = n, {}
   if rate > 0 then
-    local window = tonumber(l[2])
-    lim.start = now - now % window
+    lim.rate, lim.window = rate, tonumber(l[2])
+    lim.start = now - now % lim.window
     lim.used = tonumber(l[4] or -1) == lim.start and tonumber(l[5] or 0) or 0
-    if rate - lim.used < room then
-      room = math.max(rate - lim.used, 0)
-      lim.opens = lim.start + window
-    end
+    room = math.max(math.min(room, rate - lim.used), 0)
   end
   if cap > 0 then
-    room = math.max(math.min(room, cap - redis.call('ZCARD', k.reserved)), 0)
+    local free = cap - redis.call('ZCARD', k.reserved)
+    if free < room then room, lim.capped = math.max(free, 0), true end
   end
   return room, lim
 end
 
 -- n jobs of a limited topic were handed out: counted in the rate's window.
 local function started(k, lim, n)
-  if lim and lim.start and n > 0 then
+  if lim and lim.rate and n > 0 then
     redis.call('HSET', k.meta, 'limit_start', lim.start, 'limit_used', lim.used + n)
   end
 end
@@ -1187,10 +1186,14 @@ end
 -- reservation lapses), -1 when nothing is scheduled.
 local function next_time(k, now, handed, count, backlog, lapses, lim)
   -- The rate is used up: nothing more before its next window.
-  if lim and lim.opens and handed < count then return lim.opens end
+  if lim and lim.rate and handed < count and lim.used + handed >= lim.rate then
+    return lim.start + lim.window
+  end
   if handed >= count or backlog then return 0 end
   local t = earliest(k.delayed)
-  if lapses then
+  -- Held by the cap: room comes when a reservation ends (a worker looks
+  -- again when its own ack is in) or lapses.
+  if lapses or (lim and lim.capped) then
     local d = earliest(k.reserved)
     if d >= 0 and (t < 0 or d < t) then t = d end
   end
@@ -1600,16 +1603,19 @@ ARGV: [RATE n window-ms] [CONCURRENCY k] [NOW ms]
   CONCURRENCY: at most k jobs reserved at once (k 0..1000000, 0: no cap);
   jobs of TTR 0, taken for good, hold no reservation and are not counted.
   A limit not named stays as it was; without arguments, nothing changes.
+  Setting the rate it already has keeps the window's count. Any change
+  publishes the wake-up signal, so waiting workers look again.
   A limited reserve or pull hands out what the limits leave room for, and
-  its next says when to look again: when the rate's next window opens, or
-  (concurrency) when the first reservation lapses. A worker whose job ends
-  looks again at once: the slot it freed is its own to take.
+  its next says when to look again: when the rate's next window opens
+  (once the window's count is reached), or under the cap when the first
+  reservation lapses. A worker looks again when its own acks are in: the
+  slots it freed are its own to take.
 Output: {rate, window-ms, concurrency} as they now are (0: none).
 ]]
 local function limit(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, { RATE = 2, CONCURRENCY = 1, NOW = 1 })
-  now_arg(o)
+  local now = clock(o)
   local rate, window, cap
   if o.RATE then
     rate = int_arg(o.RATE[1], 'RATE', 0, RATE_MAX)
@@ -1617,31 +1623,36 @@ local function limit(keys, args)
   end
   if o.CONCURRENCY then cap = int_arg(o.CONCURRENCY, 'CONCURRENCY', 0, CONCURRENCY_MAX) end
   local cur = redis.call('HMGET', k.meta, 'limit_rate', 'limit_window', 'limit_concurrency')
-  if rate then
+  local was_rate, was_window, was_cap = tonumber(cur[1] or 0), tonumber(cur[2] or 0), tonumber(cur[3] or 0)
+  if rate == 0 then window = 0 end
+  if not rate then rate, window = was_rate, was_window end
+  cap = cap or was_cap
+  if rate == was_rate and window == was_window and cap == was_cap then
+    return { rate, window, cap }
+  end
+  if rate ~= was_rate or window ~= was_window then
+    -- A new rate starts its count afresh; the same rate keeps it, so that
+    -- no window hands out more than the rate.
     if rate > 0 then
       redis.call('HSET', k.meta, 'limit_rate', rate, 'limit_window', window)
     else
       redis.call('HDEL', k.meta, 'limit_rate', 'limit_window')
     end
     redis.call('HDEL', k.meta, 'limit_start', 'limit_used')
-  else
-    rate, window = tonumber(cur[1] or 0), tonumber(cur[2] or 0)
   end
-  if cap then
+  if cap ~= was_cap then
     if cap > 0 then
       redis.call('HSET', k.meta, 'limit_concurrency', cap)
     else
       redis.call('HDEL', k.meta, 'limit_concurrency')
     end
-  else
-    cap = tonumber(cur[3] or 0)
   end
   if rate > 0 or cap > 0 then
     redis.call('ZADD', k.ready, 'NX', '-inf', LIMIT_MARK)
-  elseif redis.call('ZREM', k.ready, LIMIT_MARK) == 1 then
-    wake(clock(o)) -- no longer held back: look again
+  else
+    redis.call('ZREM', k.ready, LIMIT_MARK)
   end
-  if rate == 0 then window = 0 end
+  wake(now) -- the limits changed: waiting workers look again
   return { rate, window, cap }
 end
 

@@ -239,7 +239,7 @@ TopicLimits parse_limits(const Reply& r) {
   as_array(r, 3, "limits");
   TopicLimits l;
   l.rate = static_cast<int>(to_int(r.elements[0]));
-  l.window = Millis(to_int(r.elements[1]));
+  if (l.rate > 0) l.window = Millis(to_int(r.elements[1]));  // else TopicLimits' default
   l.concurrency = static_cast<int>(to_int(r.elements[2]));
   return l;
 }
@@ -266,7 +266,7 @@ TopicStats parse_stats(const Reply& r) {
       s.next_due_ms = v;
     else if (f == "limit_rate")
       s.limits.rate = static_cast<int>(v);
-    else if (f == "limit_window")
+    else if (f == "limit_window" && v > 0)  // 0 without a rate: TopicLimits' default stays
       s.limits.window = Millis(v);
     else if (f == "limit_concurrency")
       s.limits.concurrency = static_cast<int>(v);

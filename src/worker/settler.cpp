@@ -91,6 +91,7 @@ void Settler::flush() {
                        calls_.topic(), r.error().what());
         }
         flush();
+        if (on_acked_) on_acked_();
       });
 }
 

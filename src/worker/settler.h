@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,12 +25,18 @@ class Settler {
   void flush();
   // Gives back a reservation the worker will not run.
   void release_now(const Reservation& job);
+  // Acks kept for the next ackmany (one is in flight): a reserve sent now
+  // goes out before them.
+  bool holding() const { return !acks_.empty(); }
+  // Runs after each ackmany's answer, once the acks kept meanwhile are sent.
+  void on_acked(std::function<void()> f) { on_acked_ = std::move(f); }
 
  private:
   TopicCalls& calls_;
   const HandlerOptions opts_;
   std::vector<std::pair<std::string, std::uint64_t>> acks_;  // waiting for ackmany
   bool acking_ = false;
+  std::function<void()> on_acked_;
 };
 
 // The delay before a failed job's next attempt under the handler's backoff.

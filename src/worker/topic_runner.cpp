@@ -28,6 +28,14 @@ TopicRunner::TopicRunner(Shared& shared, std::string topic, HandlerOptions optio
     sweeper_.retries_done();
     look();
   });
+  // A reserve that went out ahead of acks kept for the next ackmany did not
+  // see the slots they free under a concurrency cap (TopicLimits): once
+  // those acks are sent, look again behind them.
+  settler_.on_acked([this] {
+    if (!reserved_ahead_of_acks_ || stopping_) return;
+    reserved_ahead_of_acks_ = false;
+    look();
+  });
 }
 
 void TopicRunner::start() { pool_.start(); }
@@ -57,6 +65,7 @@ void TopicRunner::look() {
 
 void TopicRunner::fetch(int count) {
   count = std::min(count, kReserveMax);
+  if (settler_.holding()) reserved_ahead_of_acks_ = true;
   ++reserves_;
   requested_ += count;
   ++calls_.shared().stats.reserve_calls;

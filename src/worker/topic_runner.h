@@ -65,11 +65,12 @@ class TopicRunner {
   Heartbeats heartbeats_;
   LapseSweeper sweeper_;
 
-  int held_ = 0;             // reserved and not yet settled here (queued or running)
-  int reserves_ = 0;         // reserve calls in flight
-  int requested_ = 0;        // the jobs they asked for
-  bool busy_ = false;        // the last reserve left jobs behind
-  bool look_again_ = false;  // a wake-up came while a reserve was in flight
+  int held_ = 0;                         // reserved and not yet settled here (queued or running)
+  int reserves_ = 0;                     // reserve calls in flight
+  int requested_ = 0;                    // the jobs they asked for
+  bool busy_ = false;                    // the last reserve left jobs behind
+  bool look_again_ = false;              // a wake-up came while a reserve was in flight
+  bool reserved_ahead_of_acks_ = false;  // a reserve went out before acks kept back
   bool stopping_ = false;
   boost::asio::steady_timer due_timer_;
   std::int64_t due_at_ = -1;  // what due_timer_ aims at (Redis ms), -1 none

@@ -65,6 +65,7 @@ for i in 1 2 3; do r put lim "l$i" x >/dev/null; done
 expect "limited reserve" "2" "$(r --json reserve lim --count 3 | grep -c '"id"')"
 expect "limit used" '"limit_used":2' "$(r --json stats lim | grep -o '"limit_used":[0-9]*')"
 expect "limit json" '{"rate":0,"window_ms":0,"concurrency":0}' "$(r --json limit lim --clear)"
+expect "limit default window" "lim2	rate 5 per 1000 ms	concurrency none" "$(r limit lim2 --rate 5)"
 expect "limit refused" "1" "$(r limit lim --rate -1 >/dev/null 2>&1; echo $?)"
 expect "bench" "3" "$(r --json bench --jobs 1000 | grep -o '_[a-z]*":[0-9]' | wc -l | tr -d ' ')"
 expect "bench leaves no job" "redisched-bench	0	0	0	0	0	no" "$(r stats redisched-bench | tail -1)"

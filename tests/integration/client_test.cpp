@@ -297,6 +297,23 @@ TEST_F(ClientTest, AsynchronousCallsWithFuturesAndCallbacks) {
   EXPECT_TRUE(client_.remove_async(topic_, held[4].id).get());
 }
 
+// TopicLimits through the Client: set, read, shown in stats, refused when
+// out of range, cleared.
+TEST_F(ClientTest, LimitsRoundTrip) {
+  EXPECT_EQ(client_.limits(topic_), TopicLimits{});
+  const TopicLimits want{.rate = 7, .window = Millis(250), .concurrency = 2};
+  EXPECT_EQ(client_.set_limits(topic_, want), want);
+  EXPECT_EQ(client_.limits(topic_), want);
+  EXPECT_EQ(client_.stats(topic_).limits, want);
+  EXPECT_REDISCHED_ERROR(client_.set_limits(topic_, {.rate = 2000000}), Errc::invalid_argument,
+                         "RATE must be from 0 to 1000000");
+  EXPECT_REDISCHED_ERROR(client_.set_limits(topic_, {.rate = 1, .window = Millis(0)}),
+                         Errc::invalid_argument, "RATE window");
+  EXPECT_EQ(client_.limits(topic_), want) << "a refused change changes nothing";
+  EXPECT_EQ(client_.set_limits(topic_, TopicLimits{}), TopicLimits{});
+  EXPECT_EQ(client_.stats(topic_).limits, TopicLimits{});
+}
+
 // FCALLs Redis ran so far, on every node of the target.
 long fcalls_run() {
   long n = 0;

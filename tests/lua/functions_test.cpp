@@ -468,9 +468,16 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
   auto listed = call("list", {"ready", "0", "1", "NOW", "1999"});
   EXPECT_EQ(listed->element[0]->integer, 7);
   EXPECT_EQ(std::string(listed->element[1]->element[1]->str), "j3") << "list skips the mark";
+  // Setting the rate it has keeps the window's count: no window hands out
+  // more than the rate, however often the limits are set.
+  EXPECT_EQ(limits({"RATE", "3", "1000", "NOW", "2000"}), (std::vector<long long>{3, 1000, 0}));
   r = reserve(5, 2000);
   EXPECT_EQ(ids(r), (Args{"j3", "j4", "j5"}));
   EXPECT_EQ(stat("limit_used", 2000), 3);
+  EXPECT_EQ(limits({"RATE", "3", "1000", "CONCURRENCY", "0", "NOW", "2001"}),
+            (std::vector<long long>{3, 1000, 0}));
+  EXPECT_TRUE(reserve(5, 2001).jobs.empty()) << "the count was kept";
+  EXPECT_EQ(stat("limit_used", 2001), 3);
 
   // A cap of four reservations: six are held, so none until two end.
   EXPECT_EQ(limits({"RATE", "0", "1", "CONCURRENCY", "4"}), (std::vector<long long>{0, 0, 4}));
@@ -483,6 +490,11 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
   EXPECT_EQ(ids(r), (Args{"j6"})) << "3 of the first 6 still held, 1 slot left of 4";
   EXPECT_GT(r.next, 2000) << "when the first reservation lapses";
 
+  // Under a full cap a pull says when a reservation lapses, too.
+  auto pulled = call("pull", {"1", "NOW", "2000"});
+  ASSERT_EQ(pulled->elements, 3u);
+  EXPECT_GT(pulled->element[1]->integer, 2000);
+
   // Paused and limited: paused wins; resumed, the limits hold again.
   EXPECT_EQ(integer("pause", {}), 1);
   EXPECT_EQ(reserve(5, 2000).paused, 1);
@@ -494,6 +506,14 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
   EXPECT_EQ(limits({"CONCURRENCY", "0"}), (std::vector<long long>{0, 0, 0}));
   EXPECT_EQ(ids(reserve(5, 2000)), (Args{"j7", "j8", "j9"}));
   EXPECT_EQ(redis_.call({"ZCARD", "redisched:{" + topic_ + "}:ready"})->integer, 0);
+
+  // A rate with room left: a reserve that finds fewer jobs than it asks for
+  // gets the usual next (here the first lapse), not the window's end.
+  EXPECT_EQ(limits({"RATE", "10", "1000"}), (std::vector<long long>{10, 1000, 0}));
+  put("late", 3000);
+  r = reserve(5, 3000);
+  EXPECT_EQ(ids(r), (Args{"late"}));
+  EXPECT_EQ(r.next, 31000) << "the first reservation's lapse, not 4000";
 
   EXPECT_NE(error("limit", {"RATE", "5"}).find("RATE"), std::string::npos);
   EXPECT_NE(error("limit", {"RATE", "5", "0"}).find("RATE window"), std::string::npos);
