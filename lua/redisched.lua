@@ -208,7 +208,7 @@ local OPT_TTR_NOW = { TTR = 1, NOW = 1 }
 local OPT_KEEP_NOW = { KEEP = 1, NOW = 1 }
 -- put's per-job words (a single put also takes putmany's call-wide ones).
 local PUT_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
-                      REPLACE = 0, UPSERT = 0 }
+                      REPLACE = 0, UPSERT = 0, DEBOUNCE = 0 }
 
 -- MAXBODY, or the default limit of a body.
 local function body_limit(o)
@@ -673,7 +673,9 @@ local function parse_job(id, body, o, now, body_max, id_checked)
   if body == nil then bad('body is missing') end
   if #body > body_max then bad('body is ' .. #body .. ' bytes, over the limit of ' .. body_max) end
   if o.DELAY and o.AT then bad('give DELAY or AT, not both') end
-  if o.REPLACE and o.UPSERT then bad('give REPLACE or UPSERT, not both') end
+  if (o.REPLACE and 1 or 0) + (o.UPSERT and 1 or 0) + (o.DEBOUNCE and 1 or 0) > 1 then
+    bad('give one of REPLACE, UPSERT and DEBOUNCE')
+  end
   p.due = now
   if o.DELAY then p.due = after(now, int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX)) end
   if o.AT then
@@ -698,9 +700,10 @@ local function parse_job(id, body, o, now, body_max, id_checked)
     local d = DEFAULT_BACKOFF
     if kind ~= d[1] or base ~= d[2] or cap ~= d[3] then p.backoff = { kind, base, cap } end
   end
-  p.mode = (o.REPLACE and 'replace') or (o.UPSERT and 'upsert') or 'create'
+  p.mode = (o.REPLACE and 'replace') or (o.UPSERT and 'upsert') or (o.DEBOUNCE and 'debounce')
+    or 'create'
   if p.id == GENERATE and p.mode ~= 'create' then
-    bad('a generated id (*) cannot go with REPLACE or UPSERT')
+    bad('a generated id (*) cannot go with REPLACE, UPSERT or DEBOUNCE')
   end
   return p
 end
@@ -725,7 +728,7 @@ end
 
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
 ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
-      [BACKOFF fixed|exponential base-ms cap-ms] [REPLACE | UPSERT]
+      [BACKOFF fixed|exponential base-ms cap-ms] [REPLACE | UPSERT | DEBOUNCE]
       [MAXBODY bytes] [NOW ms]
   DELAY/AT: when it is due (default now; an AT in the past means now).
   PRIORITY: higher runs first (0). TTR: time-to-run of a reservation (none:
@@ -733,11 +736,17 @@ ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
   the job for good). ATTEMPTS: tries before dead (5).
   BACKOFF: delay after a failure (exponential 1000 600000).
   REPLACE: update an existing job only; UPSERT: create or update.
+  DEBOUNCE: create, or update a job that is still waiting (delayed or
+  ready): its body and options become this put's and its due time this
+  put's (with DELAY 5000, "run once, 5 s after the last put"); a job
+  reserved, dead or done is left as it is (-1).
   MAXBODY: the largest body accepted (1048576).
-  id "*": a generated id, "<created ms>-<n>" (not with REPLACE or UPSERT).
-Output: 1 created, 2 updated, -1 the id exists (neither flag), 0 no such job
-  (REPLACE); for "*" the generated id (a string). An update keeps created,
-  resets attempts, and ends a reservation. -1 and 0 change nothing.
+  id "*": a generated id, "<created ms>-<n>" (not with REPLACE, UPSERT or
+  DEBOUNCE).
+Output: 1 created, 2 updated, -1 the id exists (no flag; DEBOUNCE: not
+  waiting), 0 no such job (REPLACE); for "*" the generated id (a string).
+  An update keeps created, resets attempts, and ends a reservation. -1 and
+  0 change nothing.
 ]]
 local function put(keys, args)
   local k = check_keys(keys)
@@ -765,6 +774,7 @@ local function put(keys, args)
     -- afresh and ends any reservation (the holder's token goes stale).
     old = decode(old)
     where = locate(k, id, old)
+    if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then return EXISTS end
   end
   local j = new_job(p, take_seq(k, 1), old and old.created or now)
   if where then unplace(k, id, where) end
@@ -869,6 +879,13 @@ local function putmany(keys, args)
   local olds = redis.call('HMGET', k.jobs, unpack(ids))
   local codes, present, before, latest = {}, {}, {}, {}
   local stored = 0
+  -- DEBOUNCE updates only a job still waiting: this call's own version
+  -- is; a stored one is if it is in delayed or ready.
+  local function waiting(id)
+    if latest[id] then return true end
+    local st = locate(k, id, decode(before[id]))[1]
+    return st == 'delayed' or st == 'ready'
+  end
   for i = 1, count do
     local id, p = ids[i], parsed[i]
     local mode = p and p.mode or 'create'
@@ -881,6 +898,7 @@ local function putmany(keys, args)
       end
       if present[id] and mode == 'create' then codes[i] = EXISTS
       elseif not present[id] and mode == 'replace' then codes[i] = MISSING
+      elseif present[id] and mode == 'debounce' and not waiting(id) then codes[i] = EXISTS
       else
         codes[i] = present[id] and UPDATED or OK
         present[id] = true

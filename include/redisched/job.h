@@ -36,6 +36,11 @@ enum class PutMode {
   create,   // refuse: the outcome is PutOutcome::exists
   replace,  // update an existing job only: PutOutcome::not_found otherwise
   upsert,   // create or update
+  // Debounce: create, or update a job still waiting (delayed or ready) to
+  // this put's body, options and due time ("run once, 5 s after the last
+  // put" with delay 5 s); a job reserved, dead or done is left as it is:
+  // PutOutcome::exists.
+  debounce,
 };
 
 // A job to put. Unset options take the defaults of docs/redis-api.md:

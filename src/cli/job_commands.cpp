@@ -45,7 +45,7 @@ struct PutArgs {
   std::string topic, id, body, backoff;
   std::optional<std::int64_t> delay, at, ttr, attempts, replicas;
   int priority = 0;
-  bool replace = false, upsert = false;
+  bool replace = false, upsert = false, debounce = false;
 
   JobSpec spec() const {
     JobSpec spec;
@@ -62,9 +62,12 @@ struct PutArgs {
     if (attempts) spec.max_attempts = static_cast<int>(*attempts);
     if (replicas) spec.replicas = static_cast<int>(*replicas);
     if (!backoff.empty()) spec.backoff = parse_backoff(backoff);
-    if (replace && upsert) throw Error(Errc::invalid_argument, "give --replace or --upsert");
+    if (int{replace} + int{upsert} + int{debounce} > 1) {
+      throw Error(Errc::invalid_argument, "give one of --replace, --upsert and --debounce");
+    }
     if (replace) spec.mode = PutMode::replace;
     if (upsert) spec.mode = PutMode::upsert;
+    if (debounce) spec.mode = PutMode::debounce;
     return spec;
   }
 };
@@ -89,7 +92,10 @@ int put(Session& s, const PutArgs& a) {
   } else if (o == PutOutcome::created || o == PutOutcome::updated) {
     std::cout << name << " " << spec.id << "\n";
   }
-  if (o == PutOutcome::exists) {
+  if (o == PutOutcome::exists && spec.mode == PutMode::debounce) {
+    std::cerr << "redisched: job " << spec.id
+              << " is not waiting (reserved, dead or done): left as it is\n";
+  } else if (o == PutOutcome::exists) {
     std::cerr << "redisched: job " << spec.id << " exists (use --replace or --upsert)\n";
   }
   if (o == PutOutcome::not_found) std::cerr << "redisched: no job " << spec.id << "\n";
@@ -151,11 +157,14 @@ void add_job_commands(CLI::App& app, Action& selected) {
   put_cmd->add_option("--attempts", p->attempts, "attempts before the job is dead")
       ->check(CLI::Range(std::int64_t{1}, limits::kAttemptsMax));
   put_cmd->add_option("--backoff", p->backoff, "fixed:MS or exponential:BASE_MS:CAP_MS");
-  put_cmd->add_option("--replicas", p->replicas,
-                      "answer once this many replicas have the job (WAIT), else fail")
+  put_cmd
+      ->add_option("--replicas", p->replicas,
+                   "answer once this many replicas have the job (WAIT), else fail")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{16}));
   put_cmd->add_flag("--replace", p->replace, "update an existing job only");
   put_cmd->add_flag("--upsert", p->upsert, "create or update");
+  put_cmd->add_flag("--debounce", p->debounce,
+                    "create, or update a job still waiting to this body and due time");
   put_cmd->callback([p, &selected] { selected = [p](Session& s) { return put(s, *p); }; });
 
   struct Named {

@@ -148,6 +148,7 @@ void add_put_options(Command& cmd, const JobSpec& job) {
   }
   if (job.mode == PutMode::replace) cmd.add("REPLACE");
   if (job.mode == PutMode::upsert) cmd.add("UPSERT");
+  if (job.mode == PutMode::debounce) cmd.add("DEBOUNCE");
 }
 
 Error error_from_reply(const std::string& text) {

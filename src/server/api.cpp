@@ -99,6 +99,10 @@ awaitable<Response> put_job(ApiContext& ctx, Request& req, const Params& p) {
                         created ? Status::created : Status::ok);
     }
     case PutOutcome::exists:
+      if (s.mode == PutMode::debounce) {
+        refuse(Status::conflict, "exists",
+               "job " + p.id + " is not waiting (reserved, dead or done): left as it is");
+      }
       refuse(
           Status::conflict, "exists",
           "job " + p.id + " exists; put it with \"mode\": \"replace\" or \"upsert\" to update it");

@@ -237,8 +237,10 @@ JobSpec job_spec(const json::object& o) {
     s.mode = PutMode::replace;
   } else if (mode == "upsert") {
     s.mode = PutMode::upsert;
+  } else if (mode == "debounce") {
+    s.mode = PutMode::debounce;
   } else if (mode != "create") {
-    bad_request("\"mode\" must be create, replace or upsert");
+    bad_request("\"mode\" must be create, replace, upsert or debounce");
   }
   return s;
 }

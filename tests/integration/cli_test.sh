@@ -57,6 +57,15 @@ expect "import bad line" "redisched: line 1: the job has no \"state\" (nothing w
 { head -2 "$DIR/bk.jsonl"; echo '{"id":"y","state":"ready","body":"b","priority":4294967301}'; } > "$DIR/bad.jsonl"
 expect "import bad last line" "1" "$(r import bk4 "$DIR/bad.jsonl" >/dev/null 2>&1; echo $?)"
 expect "import wrote nothing" "" "$(r topics | grep -x bk4)"
+# Debounce: a waiting job takes the last put; a running one is left alone.
+expect "debounce creates" "created ev-1" "$(r put deb ev-1 first --delay 60000 --debounce)"
+expect "debounce updates" "updated ev-1" "$(r put deb ev-1 second --delay 60000 --debounce)"
+expect "debounce body" '"body":"second"' "$(r --json get deb ev-1 | grep -o '"body":"second"')"
+r put deb ev-2 now --debounce >/dev/null
+r reserve deb >/dev/null
+expect "debounce leaves a running job" "redisched: job ev-2 is not waiting (reserved, dead or done): left as it is" \
+  "$(r put deb ev-2 again --debounce 2>&1)"
+expect "debounce with upsert refused" "1" "$(r put deb ev-3 x --debounce --upsert >/dev/null 2>&1; echo $?)"
 # Limits: shown, the named ones changed (the others stay), honoured, cleared.
 expect "limit none" "lim	rate none	concurrency none" "$(r limit lim)"
 expect "limit rate" "lim	rate 2 per 60000 ms	concurrency none" "$(r limit lim --rate 2 --window 60000)"

@@ -394,6 +394,46 @@ TEST_F(WorkerTest, AConcurrencyCapHoldsForEveryWorkerTogether) {
   EXPECT_EQ(client().stats(topic_).reserved, 0);
 }
 
+// PutMode::debounce: three producers send a burst of the same event for
+// 300 ms, each put due 150 ms later; the burst runs once, after the last put.
+TEST_F(WorkerTest, ABurstOfDebouncedPutsRunsOnceAfterTheLast) {
+  std::mutex mu;
+  std::vector<std::string> bodies;
+  std::atomic<std::int64_t> ran_at{0};
+  worker_.handle(topic_, {.concurrency = 4}, [&](JobContext& ctx) {
+    ran_at = client().now_ms();
+    std::lock_guard lock(mu);
+    bodies.push_back(ctx.job().body);
+  });
+  worker_.run();
+  std::atomic<std::int64_t> last_put{0};
+  std::vector<std::thread> producers;
+  for (int t = 0; t < 3; ++t) {
+    producers.emplace_back([&, t] {
+      Client own(options_for().client);
+      for (int i = 0; i < 30; ++i) {
+        JobSpec s = job("settings-changed", "t" + std::to_string(t) + "-" + std::to_string(i));
+        s.delay = 150ms;
+        s.mode = PutMode::debounce;
+        const auto o = own.put(topic_, s);
+        EXPECT_TRUE(o == PutOutcome::created || o == PutOutcome::updated);
+        std::int64_t now = own.now_ms(), seen = last_put.load();
+        while (now > seen && !last_put.compare_exchange_weak(seen, now)) {
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+    });
+  }
+  for (auto& p : producers) p.join();
+  ASSERT_TRUE(wait_until([&] { return worker_.stats().acked >= 1; }));
+  std::this_thread::sleep_for(300ms);  // nothing more comes
+  worker_.cancel();
+  std::lock_guard lock(mu);
+  ASSERT_EQ(bodies.size(), 1u) << "the burst ran once";
+  EXPECT_GE(ran_at.load(), last_put.load() + 150 - 5) << "150 ms after the last put";
+  EXPECT_EQ(bodies[0].substr(bodies[0].find('-')), "-29") << "the last put's body";
+}
+
 TEST_F(WorkerTest, KeepFinishedShowsJobsDoneAndRefusesTheirIdAgain) {
   client().put(topic_, job("once"));
   worker_.handle(topic_, {.keep_finished = 60s}, [](JobContext&) {});

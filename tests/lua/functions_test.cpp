@@ -520,6 +520,39 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
   EXPECT_NE(error("limit", {"CONCURRENCY", "-1"}).find("CONCURRENCY"), std::string::npos);
 }
 
+// DEBOUNCE: a waiting job takes the last put's body and due time; a running
+// one is left alone.
+TEST_F(FunctionsTest, DebounceMovesAWaitingJobAndLeavesARunningOne) {
+  auto put_d = [&](const std::string& body, long long now) {
+    return integer("put", {"ev", body, "DELAY", "100", "DEBOUNCE", "NOW", std::to_string(now)});
+  };
+  EXPECT_EQ(put_d("first", 1000), 1);
+  EXPECT_EQ(put_d("second", 1050), 2);
+  EXPECT_EQ(field("ev", "body"), "second");
+  EXPECT_EQ(field("ev", "due"), "1150");
+  EXPECT_TRUE(reserve(1, 1149).jobs.empty()) << "the first due time was moved";
+  auto r = reserve(1, 1150);
+  ASSERT_EQ(ids(r), (Args{"ev"}));
+  EXPECT_EQ(r.jobs[0].body, "second");
+  EXPECT_EQ(put_d("third", 1160), -1) << "running: left alone";
+  EXPECT_EQ(state("ev"), "reserved");
+  EXPECT_EQ(integer("ack", {"ev", std::to_string(r.jobs[0].token), "NOW", "1170"}), 1);
+  EXPECT_EQ(put_d("fourth", 1180), 1) << "gone: a new one";
+
+  // In one putmany: the second finds the first's version waiting.
+  auto many = call("putmany", {"2", "m", "a", "3", "DELAY", "5", "DEBOUNCE", "m", "b", "3", "DELAY",
+                               "9", "DEBOUNCE", "NOW", "2000"});
+  ASSERT_EQ(many->elements, 2u);
+  EXPECT_EQ(many->element[0]->integer, 1);
+  EXPECT_EQ(many->element[1]->integer, 2);
+  EXPECT_EQ(field("m", "due"), "2009");
+  EXPECT_EQ(field("m", "body"), "b");
+
+  EXPECT_NE(error("put", {"x", "b", "DEBOUNCE", "UPSERT"}).find("one of REPLACE, UPSERT"),
+            std::string::npos);
+  EXPECT_NE(error("put", {"*", "b", "DEBOUNCE"}).find("DEBOUNCE"), std::string::npos);
+}
+
 TEST_F(FunctionsTest, KickBringsDeadJobsBackWithFreshAttempts) {
   for (const char* id : {"a", "b", "c"}) {
     put(id, 1000, {"ATTEMPTS", "1"});

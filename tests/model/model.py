@@ -149,7 +149,8 @@ def options(args, spec):
 
 
 PUT_WORDS = {'DELAY': 1, 'AT': 1, 'PRIORITY': 1, 'TTR': 1, 'ATTEMPTS': 1, 'BACKOFF': 3,
-             'REPLACE': 0, 'UPSERT': 0}
+             'REPLACE': 0, 'UPSERT': 0, 'DEBOUNCE': 0}
+WAITING = ('delayed', 'ready')  # the states DEBOUNCE updates
 
 
 class Put:
@@ -166,7 +167,7 @@ def parse_job(id_, body, o, now, body_max):
         raise Refused()
     if 'DELAY' in o and 'AT' in o:
         raise Refused()
-    if 'REPLACE' in o and 'UPSERT' in o:
+    if sum(m in o for m in ('REPLACE', 'UPSERT', 'DEBOUNCE')) > 1:
         raise Refused()
     p.due, p.at = now, None
     if 'DELAY' in o:
@@ -190,7 +191,8 @@ def parse_job(id_, body, o, now, body_max):
         if kind == 'exponential' and cap < base:
             raise Refused()
         p.backoff = (kind, base, cap)
-    p.mode = 'replace' if 'REPLACE' in o else 'upsert' if 'UPSERT' in o else 'create'
+    p.mode = ('replace' if 'REPLACE' in o else 'upsert' if 'UPSERT' in o
+              else 'debounce' if 'DEBOUNCE' in o else 'create')
     if p.id == b'*' and p.mode != 'create':
         raise Refused()
     return p
@@ -360,6 +362,8 @@ class Topic:
             return -1
         if old is None and p.mode == 'replace':
             return 0
+        if old is not None and p.mode == 'debounce' and old.state not in WAITING:
+            return -1
         seq = self.take_seq(1)
         self.place(self.new_job(p, p.id, seq, old.created if old else now), now)
         return 2 if old else 1
@@ -386,7 +390,7 @@ class Topic:
         now = self.now_opt(g)
         parsed = [parse_job(i, bd, o, now, body_max) for i, bd, o in jobs]
         # Decide in order.
-        codes, present, stored = [], {}, []
+        codes, present, stored, mine = [], {}, [], set()
         for i, p in enumerate(parsed):
             if p.id == b'*':
                 codes.append(None)
@@ -398,9 +402,13 @@ class Topic:
                 codes.append(-1)
             elif not present[p.id] and p.mode == 'replace':
                 codes.append(0)
+            elif (present[p.id] and p.mode == 'debounce' and p.id not in mine
+                  and self.jobs[p.id].state not in WAITING):
+                codes.append(-1)
             else:
                 codes.append(2 if present[p.id] else 1)
                 present[p.id] = True
+                mine.add(p.id)
                 stored.append(i)
         if not stored:
             return codes

@@ -90,7 +90,7 @@ OPTS = st.fixed_dictionaries({}, optional={
     'ATTEMPTS': st.sampled_from([1, 2, 3, 5]),
     'BACKOFF': st.tuples(st.sampled_from(['fixed', 'exponential']), st.integers(0, 8),
                          st.integers(8, 30)),
-    'MODE': st.sampled_from(['REPLACE', 'UPSERT']),
+    'MODE': st.sampled_from(['REPLACE', 'UPSERT', 'DEBOUNCE']),
 })
 JOB = st.tuples(st.sampled_from(['held', 'held', 'any']), st.integers(0, 15))
 TOK = st.tuples(st.sampled_from(['cur', 'cur', 'cur', 'old', 'any', 'next']), st.integers(0, 40))
@@ -114,6 +114,8 @@ BAD = [
     ('put', lambda n, x: ['a', 'b', 'PRIORITY', '1', 'PRIORITY', '2', 'NOW', n]),
     ('put', lambda n, x: ['a', 'b', 'BACKOFF', 'fixed', '5000000000000', '0', 'NOW', n]),
     ('put', lambda n, x: ['*', 'b', 'UPSERT', 'NOW', n]),
+    ('put', lambda n, x: ['*', 'b', 'DEBOUNCE', 'NOW', n]),
+    ('put', lambda n, x: ['a', 'b', 'DEBOUNCE', 'REPLACE', 'NOW', n]),
     ('put', lambda n, x: ['a', 'xxxxxx', 'MAXBODY', '3', 'NOW', n]),
     ('put', lambda n, x: ['a', 'NOW', n]),
     ('putmany', lambda n, x: ['2', 'a', 'b', '0', 'c', 'd', '2', 'PRIORITY', '5000', 'NOW', n]),
@@ -726,6 +728,9 @@ MUTANTS = [
      "redis.call('ZCARD', k.ready) - nmarks + due,",
      "redis.call('ZCARD', k.ready) - nmarks,"),
     ('touch ignores its TTR', 'now + (ttr or lease_ttr)', 'now + lease_ttr'),
+    ('debounce replaces a running job',
+     "if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then return EXISTS end",
+     ''),
     ('reserve\'s TTR overrides the job\'s', 'j.ttr or ttr_arg or DEFAULT_TTR',
      'ttr_arg or j.ttr or DEFAULT_TTR'),
     ('reserve pops before it recovers lapsed reservations',

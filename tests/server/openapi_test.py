@@ -196,6 +196,11 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", "/v1/topics/bad%20topic")[0], 400)
         topics = self.call("GET", "/v1/topics")[1]["topics"]
         self.assertIn("ops", [x["topic"] for x in topics])
+        self.assertEqual(self.call("PUT", f"{t}/jobs/deb", {"body": "a", "delay_ms": 60000,
+                                                             "mode": "debounce"})[0], 201)
+        self.assertEqual(self.call("PUT", f"{t}/jobs/deb", {"body": "b", "delay_ms": 60000,
+                                                             "mode": "debounce"})[1]["outcome"],
+                         "updated")
         limits = {"rate": 10, "window_ms": 500, "concurrency": 3}
         self.assertEqual(self.call("PUT", f"{t}/limits", limits)[1], limits)
         self.assertEqual(self.call("GET", f"{t}/limits")[1], limits)
