@@ -177,7 +177,8 @@ function renderOverview() {
       el('td', { class: 'n' }, t.delayed), el('td', { class: 'n' }, t.ready),
       el('td', { class: 'n' }, t.reserved), el('td', { class: 'n' }, t.dead),
       el('td', {}, sparkline(t.topic)),
-      el('td', {}, el('span', { class: t.paused ? 'tag paused' : 'tag' }, t.paused ? 'paused' : 'running'))));
+      el('td', {}, el('span', { class: t.paused ? 'tag paused' : 'tag' }, t.paused ? 'paused' : 'running'),
+        limited(t) ? el('span', { class: 'tag limited', title: describeLimits(t.limits) }, 'limited') : '')));
   $('topics').tBodies[0].replaceChildren(...rows);
   $('topics-empty').hidden = state.topics.length > 0;
   pager($('topics-pager'), state.topicsPage, pages, list.length, 'topics', (p) => { state.topicsPage = p; renderOverview(); });
@@ -227,6 +228,8 @@ function jobRow(j) {
     el('td', {}, j.deadline ? when(j.deadline) : ''),
     el('td', {}, el('div', { class: 'actions' }, actions)));
 }
+
+function limited(t) { return t.limits && (t.limits.rate > 0 || t.limits.concurrency > 0); }
 
 function describeLimits(l) {
   const parts = [];

@@ -264,13 +264,18 @@ TEST_F(ServerTest, HealthzAndMetrics) {
   EXPECT_EQ(parse(h.body).at("status"), "ok");
   EXPECT_EQ(parse(h.body).at("version").as_string(), redisched::version());
   call("PUT", topic_jobs() + "/m", R"({"body":"m"})");
+  EXPECT_EQ(call("PUT", "/v1/topics/" + topic_ + "/limits", R"({"concurrency":6})").status, 200);
   // Counts come from the server's shared reading, at most a second old.
   test::HttpAnswer m;
   EXPECT_TRUE(wait_until([&] {
     m = call("GET", "/metrics");
     return m.body.find("redisched_jobs{topic=\"" + topic_ + "\",state=\"ready\"} 1") !=
-           std::string::npos;
-  }));
+               std::string::npos &&
+           m.body.find("redisched_topic_limit_concurrency{topic=\"" + topic_ + "\"} 6") !=
+               std::string::npos;
+  })) << m.body;
+  EXPECT_NE(m.body.find("redisched_topic_limit_rate{topic=\"" + topic_ + "\"} 0"),
+            std::string::npos);
   EXPECT_EQ(m.status, 200);
   EXPECT_NE(m.body.find("redisched_events_total{event=\"put\",topic=\"" + topic_ + "\"}"),
             std::string::npos);

@@ -178,6 +178,9 @@ try {
     assert.deepEqual((await serve.api('GET', '/v1/topics/billing/limits')).json,
       { rate: 50, window_ms: 2000, concurrency: 4 });
     await page.screenshot({ path: join(artifacts, 'topic-limits.png'), fullPage: true });
+    await page.goto(`${serve.base}/#/`);
+    await page.waitForSelector('#topics tr[data-topic="billing"] .tag.limited', { timeout: 5000 });
+    await page.goto(`${serve.base}/#/topic/billing`);
     await page.reload();
     await page.waitForSelector('#limits-now:has-text("Limited: 50 per 2000 ms")', { timeout: 5000 });
     assert.equal(await page.inputValue('#limit-concurrency'), '4');
