@@ -8,11 +8,44 @@ string(REGEX MATCH "local LIBRARY_VERSION = ([0-9]+)" _ "${code}")
 if(NOT CMAKE_MATCH_1)
   message(FATAL_ERROR "${SOURCE} does not declare LIBRARY_VERSION")
 endif()
+set(version "${CMAKE_MATCH_1}")
+# The code in pieces of whole lines, each under 32 KiB: a string literal over
+# 64 KiB is beyond what compilers must support (clang: -Woverlength-strings).
+string(LENGTH "${code}" left)
+set(pieces "")
+set(rest "${code}")
+while(left GREATER 0)
+  string(SUBSTRING "${rest}" 0 30000 piece)
+  string(LENGTH "${piece}" taken)
+  if(taken LESS left)
+    string(FIND "${piece}" "\n" cut REVERSE)
+    if(cut LESS 0)
+      message(FATAL_ERROR "${SOURCE} has a line over 30000 bytes")
+    endif()
+    math(EXPR taken "${cut} + 1")
+    string(SUBSTRING "${rest}" 0 ${taken} piece)
+  endif()
+  string(APPEND pieces "    R\"redisched_lua(${piece})redisched_lua\",\n")
+  string(SUBSTRING "${rest}" ${taken} -1 rest)
+  math(EXPR left "${left} - ${taken}")
+endwhile()
 file(WRITE "${OUTPUT}.tmp" "// Generated from ${SOURCE}; do not edit.
+#include <string>
+
 #include \"redis/library.h\"
 namespace redisched::redis {
-const std::string_view kLibraryCode = R\"redisched_lua(${code})redisched_lua\";
-const int kLibraryVersion = ${CMAKE_MATCH_1};
+namespace {
+const char* const kPieces[] = {
+${pieces}};
+std::string joined() {
+  std::string code;
+  for (const char* piece : kPieces) code += piece;
+  return code;
+}
+const std::string kJoined = joined();
+}  // namespace
+const std::string_view kLibraryCode = kJoined;
+const int kLibraryVersion = ${version};
 }  // namespace redisched::redis
 ")
 file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
