@@ -1213,6 +1213,9 @@ local function next_time(k, now, handed, count, backlog, lapses, lim)
   -- again when its own ack is in) or lapses.
   if lapses or (lim and lim.capped) then
     local d = earliest(k.reserved)
+    -- A pull recovers no lapsed reservation: one past its deadline is no
+    -- time to look again (a reserve, requeue or sweeper brings it back).
+    if not lapses and d >= 0 and d <= now then d = -1 end
     if d >= 0 and (t < 0 or d < t) then t = d end
   end
   if t >= 0 and t <= now then return 0 end
@@ -1290,8 +1293,9 @@ end
 ARGV: count [NOW ms]
   As reserve, but lapsed reservations are not recovered (requeue does that).
 Output: {now, next, paused, job, job...} as reserve (next counts only delayed
-  jobs), each job {id, body, attempt, max_attempts, priority, created, due};
-  the jobs are gone.
+  jobs, and under a full concurrency cap the first reservation to lapse),
+  each job {id, body, attempt, max_attempts, priority, created, due}; the
+  jobs are gone.
 ]]
 local function pull(keys, args)
   local k = check_keys(keys)
@@ -1621,8 +1625,9 @@ ARGV: [RATE n window-ms] [CONCURRENCY k] [NOW ms]
   CONCURRENCY: at most k jobs reserved at once (k 0..1000000, 0: no cap);
   jobs of TTR 0, taken for good, hold no reservation and are not counted.
   A limit not named stays as it was; without arguments, nothing changes.
-  Setting the rate it already has keeps the window's count. Any change
-  publishes the wake-up signal, so waiting workers look again.
+  Within the same window the count stays when the rate changes (no window
+  hands out more than its rate); a new window starts it afresh. Any
+  change publishes the wake-up signal, so waiting workers look again.
   A limited reserve or pull hands out what the limits leave room for, and
   its next says when to look again: when the rate's next window opens
   (once the window's count is reached), or under the cap when the first
@@ -1645,18 +1650,17 @@ local function limit(keys, args)
   if rate == 0 then window = 0 end
   if not rate then rate, window = was_rate, was_window end
   cap = cap or was_cap
-  if rate == was_rate and window == was_window and cap == was_cap then
-    return { rate, window, cap }
-  end
+  local changed = false
   if rate ~= was_rate or window ~= was_window then
-    -- A new rate starts its count afresh; the same rate keeps it, so that
-    -- no window hands out more than the rate.
     if rate > 0 then
       redis.call('HSET', k.meta, 'limit_rate', rate, 'limit_window', window)
     else
       redis.call('HDEL', k.meta, 'limit_rate', 'limit_window')
     end
-    redis.call('HDEL', k.meta, 'limit_start', 'limit_used')
+    -- A new window starts its count afresh; within the same window the
+    -- count stays, so that no window hands out more than its rate.
+    if window ~= was_window then redis.call('HDEL', k.meta, 'limit_start', 'limit_used') end
+    changed = true
   end
   if cap ~= was_cap then
     if cap > 0 then
@@ -1664,13 +1668,16 @@ local function limit(keys, args)
     else
       redis.call('HDEL', k.meta, 'limit_concurrency')
     end
+    changed = true
   end
+  -- The mark follows the limits (set again even when they did not change,
+  -- which repairs a ready set restored apart from its meta).
   if rate > 0 or cap > 0 then
-    redis.call('ZADD', k.ready, 'NX', '-inf', LIMIT_MARK)
+    changed = redis.call('ZADD', k.ready, 'NX', '-inf', LIMIT_MARK) == 1 or changed
   else
-    redis.call('ZREM', k.ready, LIMIT_MARK)
+    changed = redis.call('ZREM', k.ready, LIMIT_MARK) == 1 or changed
   end
-  wake(now) -- the limits changed: waiting workers look again
+  if changed then wake(now) end -- waiting workers look again
   return { rate, window, cap }
 end
 

@@ -128,6 +128,7 @@ void TopicRunner::on_reserved(Result<ReserveResult> r) {
   }
   if (stopping_) return;
   busy_ = res.next_ms == 0;
+  if (busy_) reserved_ahead_of_acks_ = false;  // it filled up: no slot was missed
   if (res.next_ms == 0 || look_again_) {
     look();
   } else if (res.next_ms > 0) {

@@ -478,6 +478,15 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
             (std::vector<long long>{3, 1000, 0}));
   EXPECT_TRUE(reserve(5, 2001).jobs.empty()) << "the count was kept";
   EXPECT_EQ(stat("limit_used", 2001), 3);
+  EXPECT_EQ(limits({"RATE", "2", "1000", "NOW", "2002"}), (std::vector<long long>{2, 1000, 0}));
+  EXPECT_EQ(stat("limit_used", 2002), 3) << "a new rate in the same window keeps the count";
+  EXPECT_TRUE(reserve(5, 2002).jobs.empty());
+  // The mark lost apart from the meta (a restore of one key): setting the
+  // limits again puts it back.
+  const std::string ready_key = "redisched:{" + topic_ + "}:ready";
+  EXPECT_EQ(redis_.call({"ZREM", ready_key, std::string("\0limited", 8)})->integer, 1);
+  EXPECT_EQ(limits({"RATE", "2", "1000", "NOW", "2002"}), (std::vector<long long>{2, 1000, 0}));
+  EXPECT_TRUE(reserve(5, 2002).jobs.empty()) << "limited again";
 
   // A cap of four reservations: six are held, so none until two end.
   EXPECT_EQ(limits({"RATE", "0", "1", "CONCURRENCY", "4"}), (std::vector<long long>{0, 0, 4}));
@@ -490,10 +499,14 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
   EXPECT_EQ(ids(r), (Args{"j6"})) << "3 of the first 6 still held, 1 slot left of 4";
   EXPECT_GT(r.next, 2000) << "when the first reservation lapses";
 
-  // Under a full cap a pull says when a reservation lapses, too.
+  // Under a full cap a pull says when a reservation lapses, too; once it
+  // has lapsed (pull does not recover it), not "at once" over and over.
   auto pulled = call("pull", {"1", "NOW", "2000"});
   ASSERT_EQ(pulled->elements, 3u);
   EXPECT_GT(pulled->element[1]->integer, 2000);
+  pulled = call("pull", {"1", "NOW", "40000"});
+  ASSERT_EQ(pulled->elements, 3u);
+  EXPECT_NE(pulled->element[1]->integer, 0);
 
   // Paused and limited: paused wins; resumed, the limits hold again.
   EXPECT_EQ(integer("pause", {}), 1);
