@@ -94,6 +94,7 @@ local LIMIT_MARK = '\0limited'
 local RATE_MAX = 1000000         -- jobs per window
 local WINDOW_MAX = 86400000      -- a day
 local CONCURRENCY_MAX = 1000000
+local AGING_MAX = 86400000       -- ms of waiting a level of priority is worth, at most
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
 local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases' }
@@ -1082,7 +1083,8 @@ local function stats(keys, args)
   local o = options(args, 1, #args, OPT_NOW)
   local now = clock(o)
   local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total',
-                           'limit_rate', 'limit_window', 'limit_concurrency', 'limit_start', 'limit_used')
+                           'limit_rate', 'limit_window', 'limit_concurrency', 'limit_start', 'limit_used',
+                           'limit_aging')
   local nmarks, is_paused = marks(k)
   local rate = tonumber(meta[4] or 0)
   local used = 0
@@ -1102,6 +1104,7 @@ local function stats(keys, args)
     'lapsed_total', tonumber(meta[3] or 0),
     'limit_rate', rate, 'limit_window', tonumber(meta[5] or 0),
     'limit_concurrency', tonumber(meta[6] or 0), 'limit_used', used,
+    'limit_aging', tonumber(meta[9] or 0),
   }
 end
 
@@ -1120,9 +1123,10 @@ end
 -- less room than n}.
 local function limit_room(k, now, n)
   local l = redis.call('HMGET', k.meta, 'limit_rate', 'limit_window', 'limit_concurrency',
-                       'limit_start', 'limit_used')
+                       'limit_start', 'limit_used', 'limit_aging')
   local rate, cap = tonumber(l[1] or 0), tonumber(l[3] or 0)
   local room, lim = n, {}
+  if l[6] then lim.aging = tonumber(l[6]) end
   if rate > 0 then
     lim.rate, lim.window = rate, tonumber(l[2])
     lim.start = now - now % lim.window
@@ -1143,6 +1147,36 @@ local function started(k, lim, n)
   end
 end
 
+-- Priority aging (redisched_limit AGING): up to n ready jobs, highest
+-- effective priority first: priority + (now - due) / age, so that each
+-- level of priority counts as age ms of waiting (ties: the usual order).
+-- One priority's jobs sit in the ready set in due order, so the first n of
+-- each priority present are all that can win: two calls per priority.
+local function aged(k, now, n, age)
+  local cands, from = {}, '(-inf' -- the marks hold -inf
+  while true do
+    local first = redis.call('ZRANGEBYSCORE', k.ready, from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    if #first == 0 then break end
+    local band = math.floor(tonumber(first[2]) / TIME_SPAN)
+    local top = (band + 1) * TIME_SPAN
+    local got = redis.call('ZRANGEBYSCORE', k.ready, first[2], '(' .. fmt(top), 'WITHSCORES', 'LIMIT', 0, n)
+    for i = 1, #got, 2 do
+      local score = tonumber(got[i + 1])
+      cands[#cands + 1] = { m = got[i], s = got[i + 1], score = score,
+                            key = (PRIO_MAX - band) * age - score % TIME_SPAN }
+    end
+    from = fmt(top)
+  end
+  table.sort(cands, function(a, b)
+    if a.key ~= b.key then return a.key > b.key end
+    if a.score ~= b.score then return a.score < b.score end
+    return a.m < b.m
+  end)
+  local out = {}
+  for i = 1, math.min(n, #cands) do out[2 * i - 1], out[2 * i] = cands[i].m, cands[i].s end
+  return out
+end
+
 -- Pops up to n ready jobs: {member, score, ...}, and for a limited topic
 -- its limits (limit_room); nil when the topic is paused.
 local function pop(k, now, n)
@@ -1153,8 +1187,12 @@ local function pop(k, now, n)
   if first == PAUSED_MARK or paused(k) then return nil end
   local room, lim = limit_room(k, now, n)
   if room == 0 then return {}, lim end
-  -- Rank 0 is the limit mark; the jobs follow it.
-  popped = redis.call('ZRANGE', k.ready, 1, room, 'WITHSCORES')
+  if lim.aging then
+    popped = aged(k, now, room, lim.aging)
+  else
+    -- Rank 0 is the limit mark; the jobs follow it.
+    popped = redis.call('ZRANGE', k.ready, 1, room, 'WITHSCORES')
+  end
   if #popped > 0 then
     local members = {}
     for i = 1, #popped, 2 do members[#members + 1] = popped[i] end
@@ -1617,7 +1655,7 @@ local function kickall(keys, args)
 end
 
 --[[ redisched_limit: a topic's limits, for all its workers together.
-ARGV: [RATE n window-ms] [CONCURRENCY k] [NOW ms]
+ARGV: [RATE n window-ms] [CONCURRENCY k] [AGING ms] [NOW ms]
   RATE: at most n jobs handed out (by reserve and pull) in each window of
   window-ms, the windows aligned to multiples of window-ms of the server's
   clock (fixed windows: a span of window-ms across two windows may see up
@@ -1633,20 +1671,30 @@ ARGV: [RATE n window-ms] [CONCURRENCY k] [NOW ms]
   (once the window's count is reached), or under the cap when the first
   reservation lapses. A worker looks again when its own acks are in: the
   slots it freed are its own to take.
-Output: {rate, window-ms, concurrency} as they now are (0: none).
+  AGING: priority aging, ms 0..86400000 (0: none). Reserve and pull then
+  hand out the ready jobs of highest effective priority, priority + (ms
+  since due) / AGING, instead of the highest priority: each level of
+  priority counts as AGING ms of waiting, so a job waits at most (p - q) *
+  AGING behind jobs of priority p due after it, q being its own. Costs a
+  limited reserve two calls per priority present (list keeps the plain
+  order).
+Output: {rate, window-ms, concurrency, aging} as they now are (0: none).
 ]]
 local function limit(keys, args)
   local k = check_keys(keys)
-  local o = options(args, 1, #args, { RATE = 2, CONCURRENCY = 1, NOW = 1 })
+  local o = options(args, 1, #args, { RATE = 2, CONCURRENCY = 1, AGING = 1, NOW = 1 })
   local now = clock(o)
-  local rate, window, cap
+  local rate, window, cap, age
   if o.RATE then
     rate = int_arg(o.RATE[1], 'RATE', 0, RATE_MAX)
     window = int_arg(o.RATE[2], 'RATE window', 1, WINDOW_MAX)
   end
   if o.CONCURRENCY then cap = int_arg(o.CONCURRENCY, 'CONCURRENCY', 0, CONCURRENCY_MAX) end
-  local cur = redis.call('HMGET', k.meta, 'limit_rate', 'limit_window', 'limit_concurrency')
+  if o.AGING then age = int_arg(o.AGING, 'AGING', 0, AGING_MAX) end
+  local cur = redis.call('HMGET', k.meta, 'limit_rate', 'limit_window', 'limit_concurrency', 'limit_aging')
   local was_rate, was_window, was_cap = tonumber(cur[1] or 0), tonumber(cur[2] or 0), tonumber(cur[3] or 0)
+  local was_age = tonumber(cur[4] or 0)
+  age = age or was_age
   if rate == 0 then window = 0 end
   if not rate then rate, window = was_rate, was_window end
   cap = cap or was_cap
@@ -1662,23 +1710,22 @@ local function limit(keys, args)
     if window ~= was_window then redis.call('HDEL', k.meta, 'limit_start', 'limit_used') end
     changed = true
   end
-  if cap ~= was_cap then
-    if cap > 0 then
-      redis.call('HSET', k.meta, 'limit_concurrency', cap)
-    else
-      redis.call('HDEL', k.meta, 'limit_concurrency')
+  -- A limit of 0 is no field at all.
+  for _, f in ipairs({ { 'limit_concurrency', cap, was_cap }, { 'limit_aging', age, was_age } }) do
+    if f[2] ~= f[3] then
+      if f[2] > 0 then redis.call('HSET', k.meta, f[1], f[2]) else redis.call('HDEL', k.meta, f[1]) end
+      changed = true
     end
-    changed = true
   end
   -- The mark follows the limits (set again even when they did not change,
   -- which repairs a ready set restored apart from its meta).
-  if rate > 0 or cap > 0 then
+  if rate > 0 or cap > 0 or age > 0 then
     changed = redis.call('ZADD', k.ready, 'NX', '-inf', LIMIT_MARK) == 1 or changed
   else
     changed = redis.call('ZREM', k.ready, LIMIT_MARK) == 1 or changed
   end
   if changed then wake(now) end -- waiting workers look again
-  return { rate, window, cap }
+  return { rate, window, cap, age }
 end
 
 --[[ redisched_pause / redisched_resume: a paused topic hands out nothing

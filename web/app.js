@@ -229,12 +229,13 @@ function jobRow(j) {
     el('td', {}, el('div', { class: 'actions' }, actions)));
 }
 
-function limited(t) { return t.limits && (t.limits.rate > 0 || t.limits.concurrency > 0); }
+function limited(t) { return t.limits && (t.limits.rate > 0 || t.limits.concurrency > 0 || t.limits.aging_ms > 0); }
 
 function describeLimits(l) {
   const parts = [];
   if (l.rate) parts.push(`${l.rate} per ${l.window_ms} ms`);
   if (l.concurrency) parts.push(`${l.concurrency} at once`);
+  if (l.aging_ms) parts.push(`priority ages a level per ${l.aging_ms} ms`);
   return parts.length ? `Limited: ${parts.join(', ')}` : 'No limits';
 }
 
@@ -242,6 +243,7 @@ function showLimits(l) {
   $('limit-rate').value = l.rate || '';
   $('limit-window').value = l.window_ms || 1000;
   $('limit-concurrency').value = l.concurrency || '';
+  $('limit-aging').value = l.aging_ms || '';
   $('limits-now').textContent = describeLimits(l);
 }
 
@@ -326,7 +328,8 @@ document.addEventListener('DOMContentLoaded', () => {
   $('kick-all').addEventListener('click', () => act(() => api('POST', topicPath('kick'), { all: true }), 'kicked every dead job'));
   $('limits').addEventListener('submit', async (ev) => {
     ev.preventDefault();
-    const want = { rate: Number($('limit-rate').value || 0), concurrency: Number($('limit-concurrency').value || 0) };
+    const want = { rate: Number($('limit-rate').value || 0), concurrency: Number($('limit-concurrency').value || 0),
+      aging_ms: Number($('limit-aging').value || 0) };
     if (want.rate) want.window_ms = Number($('limit-window').value || 1000);
     try {
       const l = await api('PUT', topicPath('limits'), want);

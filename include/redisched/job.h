@@ -146,6 +146,11 @@ struct TopicLimits {
   // At most this many jobs reserved at once (jobs of TTR 0, taken for
   // good, are not counted); 0: no cap.
   int concurrency = 0;  // 0..1000000
+  // Priority aging: each level of priority counts as this much waiting, so
+  // reserve hands out the highest priority + (time since due) / aging, and a
+  // job waits at most (p - q) * aging behind jobs of priority p due after
+  // it (q its own). 0: plain priority order. Up to a day.
+  Millis aging{0};
 
   friend bool operator==(const TopicLimits&, const TopicLimits&) = default;
 };

@@ -77,6 +77,7 @@ int kick(Session& s, const TopicArgs& a) {
 struct LimitArgs {
   std::string topic;
   std::optional<int> rate, concurrency;
+  std::optional<std::int64_t> aging;
   std::optional<std::int64_t> window;
   bool clear = false;
 };
@@ -85,8 +86,8 @@ struct LimitArgs {
 int limit(Session& s, const LimitArgs& a) {
   auto& client = s.client();
   TopicLimits l = client.limits(a.topic);
-  const bool changing = a.clear || a.rate || a.concurrency || a.window;
-  if (a.clear && (a.rate || a.concurrency || a.window)) {
+  const bool changing = a.clear || a.rate || a.concurrency || a.window || a.aging;
+  if (a.clear && (a.rate || a.concurrency || a.window || a.aging)) {
     throw Error(Errc::invalid_argument, "give --clear or limits, not both");
   }
   if (a.window && !a.rate && l.rate == 0) {
@@ -96,6 +97,7 @@ int limit(Session& s, const LimitArgs& a) {
   if (a.rate) l.rate = *a.rate;
   if (a.window) l.window = Millis(*a.window);
   if (a.concurrency) l.concurrency = *a.concurrency;
+  if (a.aging) l.aging = Millis(*a.aging);
   if (changing) l = client.set_limits(a.topic, l);
   if (s.json()) {
     print_json(wire::limits_json(l));
@@ -105,7 +107,11 @@ int limit(Session& s, const LimitArgs& a) {
                       ? std::to_string(l.rate) + " per " + std::to_string(l.window.count()) + " ms"
                       : std::string("none"))
               << "\tconcurrency "
-              << (l.concurrency > 0 ? std::to_string(l.concurrency) : std::string("none")) << "\n";
+              << (l.concurrency > 0 ? std::to_string(l.concurrency) : std::string("none"))
+              << "\taging "
+              << (l.aging.count() > 0 ? std::to_string(l.aging.count()) + " ms a level"
+                                      : std::string("none"))
+              << "\n";
   }
   return 0;
 }
@@ -187,6 +193,10 @@ void add_topic_commands(CLI::App& app, Action& selected) {
       ->add_option("--concurrency", lim->concurrency,
                    "at most this many reserved at once (0: none)")
       ->check(CLI::Range(std::int64_t{0}, limits::kConcurrencyMax));
+  limit_cmd
+      ->add_option("--aging", lim->aging,
+                   "priority aging: ms of waiting a level of priority is worth (0: none)")
+      ->check(CLI::Range(std::int64_t{0}, limits::kAgingMax));
   limit_cmd->add_flag("--clear", lim->clear, "no limits");
   limit_cmd->callback(
       [lim, &selected] { selected = [lim](Session& s) { return limit(s, *lim); }; });

@@ -744,6 +744,7 @@ void Client::set_limits_async(std::string_view topic, const TopicLimits& limits,
   const std::int64_t window = limits.rate == 0 ? 1 : limits.window.count();
   cmd.add("RATE").add(std::int64_t{limits.rate}).add(window);
   cmd.add("CONCURRENCY").add(std::int64_t{limits.concurrency});
+  cmd.add("AGING").add(limits.aging.count());
   impl_->call<TopicLimits>(topic, cmd, core::parse_limits, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);

@@ -242,6 +242,7 @@ TopicLimits parse_limits(const Reply& r) {
   l.rate = static_cast<int>(to_int(r.elements[0]));
   if (l.rate > 0) l.window = Millis(to_int(r.elements[1]));  // else TopicLimits' default
   l.concurrency = static_cast<int>(to_int(r.elements[2]));
+  if (r.elements.size() > 3) l.aging = Millis(to_int(r.elements[3]));
   return l;
 }
 
@@ -271,6 +272,8 @@ TopicStats parse_stats(const Reply& r) {
       s.limits.window = Millis(v);
     else if (f == "limit_concurrency")
       s.limits.concurrency = static_cast<int>(v);
+    else if (f == "limit_aging")
+      s.limits.aging = Millis(v);
     else if (f == "limit_used")
       s.limit_used = v;
     else if (f == "failed_total")

@@ -340,15 +340,16 @@ awaitable<Response> get_limits(ApiContext& ctx, Request& req, const Params& p) {
   co_return ok_json(req, wire::limits_json(l));
 }
 
-// PUT sets both limits (a field left out: none); DELETE clears them.
+// PUT sets every limit (a field left out: none); DELETE clears them.
 awaitable<Response> put_limits(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
-  only_fields(body, {"rate", "window_ms", "concurrency"});
+  only_fields(body, {"rate", "window_ms", "concurrency", "aging_ms"});
   TopicLimits want;
   want.rate = static_cast<int>(int_field(body, "rate", 0, limits::kRateMax).value_or(0));
   want.window = Millis(int_field(body, "window_ms", 1, limits::kWindowMax).value_or(1000));
   want.concurrency =
       static_cast<int>(int_field(body, "concurrency", 0, limits::kConcurrencyMax).value_or(0));
+  want.aging = Millis(int_field(body, "aging_ms", 0, limits::kAgingMax).value_or(0));
   if (body.contains("window_ms") && want.rate == 0) bad_request("\"window_ms\" goes with \"rate\"");
   auto l = co_await await_call<TopicLimits>(
       [&](auto cb) { ctx.client.set_limits_async(p.topic, want, std::move(cb)); });

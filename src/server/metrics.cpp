@@ -97,19 +97,24 @@ std::string Metrics::render(const std::vector<std::pair<std::string, TopicStats>
     out +=
         fmt::format("redisched_topic_paused{{topic=\"{}\"}} {}\n", label(topic), s.paused ? 1 : 0);
   }
+  // The limits, in base units (promtool refuses abbreviated ones).
   const std::pair<const char*, const char*> limit_gauges[] = {
       {"redisched_topic_limit_rate", "Jobs the topic hands out per window at most (0: no limit)."},
-      {"redisched_topic_limit_window_ms", "The window of the topic's rate limit (0: none)."},
+      {"redisched_topic_limit_window_seconds", "The window of the topic's rate limit (0: none)."},
       {"redisched_topic_limit_concurrency",
        "Jobs of the topic reserved at once at most (0: no cap)."},
-      {"redisched_topic_limit_used", "Jobs handed out in the rate's current window."}};
+      {"redisched_topic_limit_used", "Jobs handed out in the rate's current window."},
+      {"redisched_topic_limit_aging_seconds",
+       "Waiting a level of priority is worth under priority aging (0: none)."}};
   for (std::size_t g = 0; g < std::size(limit_gauges); ++g) {
     family(out, limit_gauges[g].first, "gauge", limit_gauges[g].second);
     for (const auto& [topic, s] : topics) {
-      const std::int64_t v = g == 0   ? s.limits.rate
-                             : g == 1 ? (s.limits.rate > 0 ? s.limits.window.count() : 0)
-                             : g == 2 ? s.limits.concurrency
-                                      : s.limit_used;
+      const double v =
+          g == 0   ? s.limits.rate
+          : g == 1 ? (s.limits.rate > 0 ? static_cast<double>(s.limits.window.count()) / 1000 : 0)
+          : g == 2 ? s.limits.concurrency
+          : g == 3 ? static_cast<double>(s.limit_used)
+                   : static_cast<double>(s.limits.aging.count()) / 1000;
       out += fmt::format("{}{{topic=\"{}\"}} {}\n", limit_gauges[g].first, label(topic), v);
     }
   }

@@ -192,7 +192,8 @@ json::object stats_json(std::string_view topic, const TopicStats& s) {
 json::object limits_json(const TopicLimits& l) {
   return json::object{{"rate", l.rate},
                       {"window_ms", l.rate > 0 ? l.window.count() : 0},
-                      {"concurrency", l.concurrency}};
+                      {"concurrency", l.concurrency},
+                      {"aging_ms", l.aging.count()}};
 }
 
 json::object reservation_json(const Reservation& j, bool reserved) {

@@ -301,7 +301,7 @@ TEST_F(ClientTest, AsynchronousCallsWithFuturesAndCallbacks) {
 // out of range, cleared.
 TEST_F(ClientTest, LimitsRoundTrip) {
   EXPECT_EQ(client_.limits(topic_), TopicLimits{});
-  const TopicLimits want{.rate = 7, .window = Millis(250), .concurrency = 2};
+  const TopicLimits want{.rate = 7, .window = Millis(250), .concurrency = 2, .aging = Millis(40)};
   EXPECT_EQ(client_.set_limits(topic_, want), want);
   EXPECT_EQ(client_.limits(topic_), want);
   EXPECT_EQ(client_.stats(topic_).limits, want);

@@ -449,8 +449,8 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
     for (size_t i = 0; i < r->elements; ++i) out.push_back(r->element[i]->integer);
     return out;
   };
-  EXPECT_EQ(limits({}), (std::vector<long long>{0, 0, 0})) << "none at first";
-  EXPECT_EQ(limits({"RATE", "3", "1000", "NOW", "1000"}), (std::vector<long long>{3, 1000, 0}));
+  EXPECT_EQ(limits({}), (std::vector<long long>{0, 0, 0, 0})) << "none at first";
+  EXPECT_EQ(limits({"RATE", "3", "1000", "NOW", "1000"}), (std::vector<long long>{3, 1000, 0, 0}));
   EXPECT_EQ(stat("ready", 1000), 10) << "the mark is not a job";
   EXPECT_EQ(stat("limit_rate", 1000), 3);
 
@@ -470,26 +470,26 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
   EXPECT_EQ(std::string(listed->element[1]->element[1]->str), "j3") << "list skips the mark";
   // Setting the rate it has keeps the window's count: no window hands out
   // more than the rate, however often the limits are set.
-  EXPECT_EQ(limits({"RATE", "3", "1000", "NOW", "2000"}), (std::vector<long long>{3, 1000, 0}));
+  EXPECT_EQ(limits({"RATE", "3", "1000", "NOW", "2000"}), (std::vector<long long>{3, 1000, 0, 0}));
   r = reserve(5, 2000);
   EXPECT_EQ(ids(r), (Args{"j3", "j4", "j5"}));
   EXPECT_EQ(stat("limit_used", 2000), 3);
   EXPECT_EQ(limits({"RATE", "3", "1000", "CONCURRENCY", "0", "NOW", "2001"}),
-            (std::vector<long long>{3, 1000, 0}));
+            (std::vector<long long>{3, 1000, 0, 0}));
   EXPECT_TRUE(reserve(5, 2001).jobs.empty()) << "the count was kept";
   EXPECT_EQ(stat("limit_used", 2001), 3);
-  EXPECT_EQ(limits({"RATE", "2", "1000", "NOW", "2002"}), (std::vector<long long>{2, 1000, 0}));
+  EXPECT_EQ(limits({"RATE", "2", "1000", "NOW", "2002"}), (std::vector<long long>{2, 1000, 0, 0}));
   EXPECT_EQ(stat("limit_used", 2002), 3) << "a new rate in the same window keeps the count";
   EXPECT_TRUE(reserve(5, 2002).jobs.empty());
   // The mark lost apart from the meta (a restore of one key): setting the
   // limits again puts it back.
   const std::string ready_key = "redisched:{" + topic_ + "}:ready";
   EXPECT_EQ(redis_.call({"ZREM", ready_key, std::string("\0limited", 8)})->integer, 1);
-  EXPECT_EQ(limits({"RATE", "2", "1000", "NOW", "2002"}), (std::vector<long long>{2, 1000, 0}));
+  EXPECT_EQ(limits({"RATE", "2", "1000", "NOW", "2002"}), (std::vector<long long>{2, 1000, 0, 0}));
   EXPECT_TRUE(reserve(5, 2002).jobs.empty()) << "limited again";
 
   // A cap of four reservations: six are held, so none until two end.
-  EXPECT_EQ(limits({"RATE", "0", "1", "CONCURRENCY", "4"}), (std::vector<long long>{0, 0, 4}));
+  EXPECT_EQ(limits({"RATE", "0", "1", "CONCURRENCY", "4"}), (std::vector<long long>{0, 0, 4, 0}));
   EXPECT_TRUE(reserve(5, 2000).jobs.empty());
   auto held = r.jobs;
   EXPECT_EQ(integer("ack", {held[0].id, std::to_string(held[0].token), "NOW", "2000"}), 1);
@@ -516,13 +516,13 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
   EXPECT_TRUE(reserve(5, 2000).jobs.empty());
 
   // No limits: the mark goes, and everything left is handed out.
-  EXPECT_EQ(limits({"CONCURRENCY", "0"}), (std::vector<long long>{0, 0, 0}));
+  EXPECT_EQ(limits({"CONCURRENCY", "0"}), (std::vector<long long>{0, 0, 0, 0}));
   EXPECT_EQ(ids(reserve(5, 2000)), (Args{"j7", "j8", "j9"}));
   EXPECT_EQ(redis_.call({"ZCARD", "redisched:{" + topic_ + "}:ready"})->integer, 0);
 
   // A rate with room left: a reserve that finds fewer jobs than it asks for
   // gets the usual next (here the first lapse), not the window's end.
-  EXPECT_EQ(limits({"RATE", "10", "1000"}), (std::vector<long long>{10, 1000, 0}));
+  EXPECT_EQ(limits({"RATE", "10", "1000"}), (std::vector<long long>{10, 1000, 0, 0}));
   put("late", 3000);
   r = reserve(5, 3000);
   EXPECT_EQ(ids(r), (Args{"late"}));
@@ -535,6 +535,34 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
 
 // DEBOUNCE: a waiting job takes the last put's body and due time; a running
 // one is left alone.
+// AGING: with a steady stream of priority-5 jobs, a priority-0 job still
+// runs within 5 levels * 100 ms of its due time; without aging it starves.
+TEST_F(FunctionsTest, PriorityAgingBoundsTheWaitOfALowPriorityJob) {
+  auto run = [&](bool aging) {
+    const std::string saved = topic_;
+    topic_ = unique_topic();
+    if (aging) {
+      auto r = call("limit", {"AGING", "100", "NOW", "1000"});
+      EXPECT_EQ(r->type, REDIS_REPLY_ARRAY);
+      EXPECT_EQ(r->element[3]->integer, 100);
+    }
+    put("low", 1000);
+    long long ran = -1;
+    for (long long t = 1000; t < 2000 && ran < 0; t += 2) {
+      // A high-priority job comes every 2 ms, and one job is taken.
+      put("h" + std::to_string(t), t, {"PRIORITY", "5"});
+      auto r = reserve(1, t + 1);
+      if (!r.jobs.empty() && r.jobs[0].id == "low") ran = t + 1;
+    }
+    topic_ = saved;
+    return ran;
+  };
+  const long long with = run(true);
+  EXPECT_GE(with, 1000 + 5 * 100 - 2) << "not before its effective priority passes theirs";
+  EXPECT_LE(with, 1000 + 5 * 100 + 4) << "the bound: (5 - 0) levels * 100 ms";
+  EXPECT_EQ(run(false), -1) << "without aging the stream starves it";
+}
+
 TEST_F(FunctionsTest, DebounceMovesAWaitingJobAndLeavesARunningOne) {
   auto put_d = [&](const std::string& body, long long now) {
     return integer("put", {"ev", body, "DELAY", "100", "DEBOUNCE", "NOW", std::to_string(now)});

@@ -496,7 +496,8 @@ class Topic:
                 b'failed_total', self.failed_total, b'dead_total', self.dead_total,
                 b'lapsed_total', self.lapsed_total,
                 # redisched_limit is not modelled: no topic here has limits.
-                b'limit_rate', 0, b'limit_window', 0, b'limit_concurrency', 0, b'limit_used', 0]
+                b'limit_rate', 0, b'limit_window', 0, b'limit_concurrency', 0, b'limit_used', 0,
+                b'limit_aging', 0]
 
     def op_list(self, args):
         state = s(args[0]).lower() if args else None

@@ -201,13 +201,13 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("PUT", f"{t}/jobs/deb", {"body": "b", "delay_ms": 60000,
                                                              "mode": "debounce"})[1]["outcome"],
                          "updated")
-        limits = {"rate": 10, "window_ms": 500, "concurrency": 3}
+        limits = {"rate": 10, "window_ms": 500, "concurrency": 3, "aging_ms": 200}
         self.assertEqual(self.call("PUT", f"{t}/limits", limits)[1], limits)
         self.assertEqual(self.call("GET", f"{t}/limits")[1], limits)
         self.assertEqual(self.call("GET", t)[1]["limits"], limits)
         self.assertEqual(self.call("PUT", f"{t}/limits", {"rate": -1})[0], 400)
         self.assertEqual(self.call("DELETE", f"{t}/limits")[1],
-                         {"rate": 0, "window_ms": 0, "concurrency": 0})
+                         {"rate": 0, "window_ms": 0, "concurrency": 0, "aging_ms": 0})
         self.assertEqual(self.call("GET", f"{t}/webhook")[0], 404)
         self.assertEqual(self.call("PUT", f"{t}/webhook", {"url": "http://127.0.0.1:9/h"})[0], 200)
         self.assertEqual(self.call("GET", f"{t}/webhook")[1]["url"], "http://127.0.0.1:9/h")

@@ -176,7 +176,7 @@ try {
     await page.click('#limits button[type=submit]');
     await page.waitForSelector('#limits-now:has-text("Limited: 50 per 2000 ms, 4 at once")', { timeout: 5000 });
     assert.deepEqual((await serve.api('GET', '/v1/topics/billing/limits')).json,
-      { rate: 50, window_ms: 2000, concurrency: 4 });
+      { rate: 50, window_ms: 2000, concurrency: 4, aging_ms: 0 });
     await page.screenshot({ path: join(artifacts, 'topic-limits.png'), fullPage: true });
     await page.goto(`${serve.base}/#/`);
     await page.waitForSelector('#topics tr[data-topic="billing"] .tag.limited', { timeout: 5000 });
