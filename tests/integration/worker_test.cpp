@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -392,6 +393,58 @@ TEST_F(WorkerTest, AConcurrencyCapHoldsForEveryWorkerTogether) {
   EXPECT_LE(most.load(), kCap);
   EXPECT_GE(most.load(), 2) << "the cap, not one worker, set the pace";
   EXPECT_EQ(client().stats(topic_).reserved, 0);
+}
+
+// TopicLimits::aging: two workers fall behind a stream of priority-4 jobs;
+// a priority-0 job still runs long before the stream ends, and no
+// priority-4 job that fell due more than 4 levels * 50 ms after it runs
+// before it (the rule; without aging every one of them would).
+TEST_F(WorkerTest, PriorityAgingLetsALowPriorityJobThroughAStream) {
+  client().set_limits(topic_, {.aging = Millis(50)});
+  std::mutex mu;
+  std::vector<std::pair<std::string, std::int64_t>> ran;  // id, due, in start order
+  auto handler = [&](JobContext& ctx) {
+    {
+      std::lock_guard lock(mu);
+      ran.emplace_back(ctx.job().id, ctx.job().due_ms);
+    }
+    std::this_thread::sleep_for(5ms);  // two workers: about 400 jobs/s
+  };
+  Worker second(options_for());
+  for (Worker* w : {&worker_, &second}) {
+    w->handle(topic_, {.concurrency = 1}, handler);
+    w->run();
+  }
+  std::atomic<bool> streaming{true};
+  std::thread producer([&] {
+    Client own(options_for().client);
+    for (int i = 0; streaming; ++i) {  // about 500 jobs/s: more than the workers take
+      JobSpec s = job("high" + std::to_string(i));
+      s.priority = 4;
+      own.put(topic_, s);
+      std::this_thread::sleep_for(2ms);
+    }
+  });
+  std::this_thread::sleep_for(100ms);  // a backlog of priority-4 jobs
+  client().put(topic_, job("low"));
+  auto low_ran = [&] {
+    std::lock_guard lock(mu);
+    return std::any_of(ran.begin(), ran.end(), [](const auto& r) { return r.first == "low"; });
+  };
+  const bool done = wait_until(low_ran, 3s);
+  streaming = false;
+  producer.join();
+  for (Worker* w : {&worker_, &second}) w->cancel();
+  ASSERT_TRUE(done) << "starved behind the stream";
+  std::lock_guard lock(mu);
+  std::size_t at = 0;
+  while (ran[at].first != "low") ++at;
+  const std::int64_t low_due = ran[at].second;
+  for (std::size_t i = 0; i < at; ++i) {
+    EXPECT_LE(ran[i].second, low_due + 4 * 50) << ran[i].first << " overtook the aged job";
+  }
+  std::printf("priority aging 50 ms a level: the priority-0 job ran after %zu priority-4 jobs\n",
+              at);
 }
 
 // PutMode::debounce: three producers send a burst of the same event for
