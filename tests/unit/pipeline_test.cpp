@@ -308,15 +308,20 @@ TEST(PipelineTest, ABatchHoldsAtMostTheLimitOfCalls) {
             out.size() - encode_command({"FCALL", "many", "h", "3", "x", "x", "x", "t"}).size());
 }
 
+// Calls a and b, written as one batched call.
+void write_a_batch_of_two(Pipeline& p, Got& got) {
+  p.enqueue_batchable(call("a"), got.as("a"));
+  p.enqueue_batchable(call("b"), got.as("b"));
+  std::string out;
+  p.take_output(out);
+}
+
 // An error reply to a batched call (the node moved, is read-only, ...) is
 // every caller's answer; nothing is sent again.
 TEST(PipelineTest, AnErrorReplyToABatchedCallIsEachCallersAnswer) {
   Pipeline p;
   Got got;
-  p.enqueue_batchable(call("a"), got.as("a"));
-  p.enqueue_batchable(call("b"), got.as("b"));
-  std::string out;
-  p.take_output(out);
+  write_a_batch_of_two(p, got);
   p.deliver(text("MOVED 1 :7001", Reply::Type::error));
   EXPECT_EQ(got.log,
             (std::vector<std::string>{"a error: MOVED 1 :7001", "b error: MOVED 1 :7001"}));
@@ -342,10 +347,7 @@ TEST(PipelineTest, ABatchHoldsAtMostAMebibyteOfCalls) {
 TEST(PipelineTest, ABatchedCallFailsForEachOfItsCallers) {
   Pipeline p;
   Got got;
-  p.enqueue_batchable(call("a"), got.as("a"));
-  p.enqueue_batchable(call("b"), got.as("b"));
-  std::string out;
-  p.take_output(out);
+  write_a_batch_of_two(p, got);
   p.enqueue_batchable(call("c"), got.as("c"));  // not yet written
   p.deliver(array({integer(1)}));               // not one reply per call
   p.fail_all(Errc::connection, "gone");
