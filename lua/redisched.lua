@@ -40,6 +40,13 @@ ready key, P:{T}:ready (same slot), once per call. Idle workers listen there
 and aim a timer at the earliest due time instead of polling (promotion of
 due delayed jobs publishes nothing: waiting workers already know that time).
 
+Finished signal: a call that finishes jobs someone may wait for (an ack
+with KEEP, a job gone dead, a waiting job deleted) publishes their ids,
+separated by newlines, with SPUBLISH on P:{T}:done, once per call. A
+producer waiting for a job listens there, then reads the job with get
+(docs/redis-api.md, "Waiting for a job"). An ack without KEEP publishes
+nothing: its job is gone, and the common path pays for no signal.
+
 Time is the Redis server's clock in milliseconds, from 0 to MS_MAX (2^43 - 1,
 in the year 2248). Every function that reads the clock accepts "NOW <ms>" for
 tests that need to control time (but kick, whose arguments are all ids).
@@ -56,7 +63,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 11 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 12 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -101,16 +108,17 @@ local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'met
 
 -- Record layout, format 2 (docs/redis-api.md, "Stored format"): a flags byte
 -- (128 set), an optional second flags byte, created (6 bytes), the put
--- sequence (7 bytes), the optional fields the flags name, in flag order, then
--- the body. Format 1 (library version 8 and before) is still read; a record
+-- sequence (7 bytes), the optional fields the flags name (in the order
+-- decode reads them), then the body. Format 1 (library version 8 and before) is still read; a record
 -- is rewritten in format 2 when its job next moves.
 local V2 = 128
 local F_PRIO, F_DUE, F_MADE, F_ERROR, F_EXT, F_PLACE, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 64
-local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_UNKNOWN = 1, 2, 4, 8, 240
+local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_UNKNOWN = 1, 2, 4, 8, 16, 32, 192
 -- Format 1: flags 1 priority, 2 due, 8 made, 16 error, 32 second byte; the
 -- stamp created * 4096 + put sequence mod 4096 in 7 bytes (as its top 32 and
 -- low 24 bits); ttr, backoff base and cap in 4 bytes.
 local V1_PRIO, V1_DUE, V1_MADE, V1_ERROR, V1_EXT, V1_UNKNOWN = 1, 2, 8, 16, 32, 196
+local V1_X_UNKNOWN = 240
 local TICKS = 4096
 
 -- (bit and struct are only reachable inside calls, not while loading.)
@@ -207,9 +215,10 @@ local OPT_NOBODY_NOW = { NOBODY = 0, NOW = 1 }
 local OPT_NOW = { NOW = 1 }
 local OPT_TTR_NOW = { TTR = 1, NOW = 1 }
 local OPT_KEEP_NOW = { KEEP = 1, NOW = 1 }
+local OPT_ACK = { KEEP = 1, RESULT = 1, MAXBODY = 1, NOW = 1 }
 -- put's per-job words (a single put also takes putmany's call-wide ones).
 local PUT_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
-                      REPLACE = 0, UPSERT = 0, DEBOUNCE = 0 }
+                      KEEP = 1, REPLACE = 0, UPSERT = 0, DEBOUNCE = 0 }
 
 -- MAXBODY, or the default limit of a body.
 local function body_limit(o)
@@ -257,7 +266,7 @@ local function decode_v1(rec, flags)
   local pos = 2
   local ext = 0
   if band(flags, V1_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
-  if band(flags, V1_UNKNOWN) ~= 0 or band(ext, X_UNKNOWN) ~= 0 then
+  if band(flags, V1_UNKNOWN) ~= 0 or band(ext, V1_X_UNKNOWN) ~= 0 then
     error({ bad = 'BADFORMAT a stored job has a format this library version does not read' })
   end
   local hi, lo
@@ -274,12 +283,7 @@ local function decode_v1(rec, flags)
     j.backoff = { kind, base, cap }
   end
   if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, V1_ERROR) ~= 0 then
-    local len
-    len, pos = struct.unpack('>I2', rec, pos)
-    j.err = rec:sub(pos, pos + len - 1)
-    pos = pos + len
-  end
+  if band(flags, V1_ERROR) ~= 0 then j.err, pos = struct.unpack('>I2c0', rec, pos) end
   j.due = j.due or j.created
   j.body = rec:sub(pos)
   return j
@@ -315,12 +319,10 @@ local function decode(rec)
     j.backoff = { kind, base, cap }
   end
   if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, F_ERROR) ~= 0 then
-    local len
-    len, pos = struct.unpack('>I2', rec, pos)
-    j.err = rec:sub(pos, pos + len - 1)
-    pos = pos + len
-  end
+  if band(ext, X_KEEP) ~= 0 then j.keep, pos = struct.unpack('>I6', rec, pos) end
+  -- (c0: a string of the length read just before it, which is not returned.)
+  if band(flags, F_ERROR) ~= 0 then j.err, pos = struct.unpack('>I2c0', rec, pos) end
+  if band(ext, X_RESULT) ~= 0 then j.result, pos = struct.unpack('>I4c0', rec, pos) end
   j.due = j.due or j.created
   j.body = rec:sub(pos)
   return j
@@ -331,7 +333,8 @@ local function encode(j)
   local store_due = j.due ~= j.created
   local place = j.place ~= j.seq and j.place
   if j.prio == 0 and not store_due and not j.made and not place and not j.ttr
-      and not j.max and not j.backoff and not j.finished and not j.err then
+      and not j.max and not j.backoff and not j.finished and not j.err and not j.keep
+      and not j.result then
     return struct.pack('>BI6I7', V2, j.created, j.seq) .. j.body -- the common case, kept fast
   end
   local flags, ext, opt = V2, 0, {}
@@ -346,7 +349,9 @@ local function encode(j)
     opt[#opt + 1] = struct.pack('>BI6I6', j.backoff[1], j.backoff[2], j.backoff[3])
   end
   if j.finished then ext = ext + X_FINISHED; opt[#opt + 1] = struct.pack('>I6', j.finished) end
+  if j.keep then ext = ext + X_KEEP; opt[#opt + 1] = struct.pack('>I6', j.keep) end
   if j.err then flags = flags + F_ERROR; opt[#opt + 1] = struct.pack('>I2', #j.err) .. j.err end
+  if j.result then ext = ext + X_RESULT; opt[#opt + 1] = struct.pack('>I4', #j.result) .. j.result end
   local head
   if ext ~= 0 then head = struct.pack('>BBI6I7', flags + F_EXT, ext, j.created, j.seq)
   else head = struct.pack('>BI6I7', flags, j.created, j.seq) end
@@ -410,6 +415,13 @@ end
 local wake_at = nil
 local function wake(at)
   if not wake_at or at < wake_at then wake_at = at end
+end
+
+-- The jobs this call finished (acked with KEEP, dead, or deleted): api()
+-- publishes their ids, one message per call, on P:{T}:done for waiters.
+local finished_ids = {}
+local function finished(id)
+  finished_ids[#finished_ids + 1] = id
 end
 
 -- Moves up to PROMOTE_BATCH due delayed jobs to ready, in order of due time
@@ -606,6 +618,7 @@ local function requeue_members(k, members, now)
       redis.call('HSET', k.jobs, id, encode(j))
       dead[#dead + 1], dead[#dead + 2] = now, id
       buried = buried + 1
+      finished(id)
     elseif j then
       renew(j, seq)
       seq = seq + 1
@@ -654,6 +667,9 @@ local function job_fields(id, j, state, score)
   -- Last, so that readers of version 9's arrays keep working: whether ttr is
   -- the job's own (put with TTR) or the default (reserve's TTR applies).
   f[#f + 1] = 'own_ttr'; f[#f + 1] = j.ttr and 1 or 0
+  -- Version 12: the retention put asked for, and an acked job's result.
+  if j.keep then f[#f + 1] = 'keep'; f[#f + 1] = j.keep end
+  if j.result then f[#f + 1] = 'result'; f[#f + 1] = j.result end
   return f
 end
 
@@ -701,6 +717,11 @@ local function parse_job(id, body, o, now, body_max, id_checked)
     local d = DEFAULT_BACKOFF
     if kind ~= d[1] or base ~= d[2] or cap ~= d[3] then p.backoff = { kind, base, cap } end
   end
+  -- KEEP: the retention its ack should give it (reserve reports it).
+  if o.KEEP then
+    local keep = int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX)
+    if keep > 0 then p.keep = keep end
+  end
   p.mode = (o.REPLACE and 'replace') or (o.UPSERT and 'upsert') or (o.DEBOUNCE and 'debounce')
     or 'create'
   if p.id == GENERATE and p.mode ~= 'create' then
@@ -712,7 +733,7 @@ end
 -- A new job from a validated put; seq is its put sequence.
 local function new_job(p, seq, created)
   return { prio = p.prio, seq = seq, created = created, due = p.due, ttr = p.ttr, max = p.max,
-           backoff = p.backoff, body = p.body }
+           backoff = p.backoff, keep = p.keep, body = p.body }
 end
 
 -- Picks a generated id for put sequence seq; in the rare case that a job
@@ -729,13 +750,16 @@ end
 
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
 ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
-      [BACKOFF fixed|exponential base-ms cap-ms] [REPLACE | UPSERT | DEBOUNCE]
-      [MAXBODY bytes] [NOW ms]
+      [BACKOFF fixed|exponential base-ms cap-ms] [KEEP ms]
+      [REPLACE | UPSERT | DEBOUNCE] [MAXBODY bytes] [NOW ms]
   DELAY/AT: when it is due (default now; an AT in the past means now).
   PRIORITY: higher runs first (0). TTR: time-to-run of a reservation (none:
   reserve's TTR, else 30000); TTR 0: delivered at most once (reserve takes
   the job for good). ATTEMPTS: tries before dead (5).
   BACKOFF: delay after a failure (exponential 1000 600000).
+  KEEP: once acked, keep the job (and its result) this long, so that its
+  producer can wait for it and read it; reserve reports it to the worker,
+  whose ack gives it (0: not kept).
   REPLACE: update an existing job only; UPSERT: create or update.
   DEBOUNCE: create, or update a job that is still waiting (delayed or
   ready): its body and options become this put's and its due time this
@@ -786,14 +810,15 @@ end
 --[[ redisched_restore: put back a job as an export wrote it (backups and
 migrations): its state, creation time, attempts and last error as they were.
 ARGV: id body state created attempts [AT due-ms] [PRIORITY n] [TTR ms]
-      [ATTEMPTS n] [BACKOFF kind base cap] [ERROR text] [DIED ms] [REPLACE] [NOW ms]
+      [ATTEMPTS n] [BACKOFF kind base cap] [KEEP ms] [ERROR text] [DIED ms]
+      [REPLACE] [NOW ms]
   state: delayed, ready or dead (a reserved job comes back ready; its
   reservation belonged to the old place). A delayed or ready job goes to
   delayed or ready by its due time, AT (default created), kept as given.
 Output: 1 restored, -1 the id exists (without REPLACE; nothing changes).
 ]]
-local RESTORE_OPTIONS = { AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3, ERROR = 1,
-                          DIED = 1, REPLACE = 0, NOW = 1 }
+local RESTORE_OPTIONS = { AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3, KEEP = 1,
+                          ERROR = 1, DIED = 1, REPLACE = 0, NOW = 1 }
 local function restore(keys, args)
   local k = check_keys(keys)
   if #args < 5 then bad('expected id body state created attempts, got ' .. #args .. ' argument(s)') end
@@ -1272,8 +1297,9 @@ Output: {now, next, paused, job, job...}
   earliest time (ms) a delayed job falls due or a reservation (this call's
   included) lapses.
   paused: 1 when the topic is paused (no jobs are handed out; next is -1).
-  job: {id, body, token, attempt, max_attempts, priority, created, due, deadline}
-  The token must accompany ack, release, fail and touch of that job. A job
+  job: {id, body, token, attempt, max_attempts, priority, created, due, deadline, keep}
+  The token must accompany ack, release, fail and touch of that job. keep:
+  the retention the job was put with (KEEP; 0 if none), for its ack's KEEP. A job
   put with TTR 0 is delivered at most once: it is removed by this call (as
   pull removes it), with token 0 and deadline 0 and no reservation.
 ]]
@@ -1303,7 +1329,7 @@ local function reserve(keys, args)
         if ttr == 0 then
           once = once or {}
           once[#once + 1] = id
-          out[#out + 1] = { id, j.body, 0, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, 0 }
+          out[#out + 1] = { id, j.body, 0, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, 0, 0 }
         else
           local token
           if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN -- version 8's ready sequence
@@ -1312,7 +1338,8 @@ local function reserve(keys, args)
           leases[w + 1], leases[w + 2] = id, lease_value(token, now, ttr)
           zadd[w + 1], zadd[w + 2] = deadline, lease_member(id, token)
           w = w + 2
-          out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, deadline }
+          out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due,
+                            deadline, j.keep or 0 }
         end
       end
     end
@@ -1379,7 +1406,7 @@ end
 
 -- Acks pairs {id, token} in turn (a repeated id answers as an ack after the
 -- first one would: 0, or -2 with KEEP); returns their codes.
-local function settle_acks(k, pairs_, keep, now)
+local function settle_acks(k, pairs_, keep, now, result)
   local members = {}
   for i, p in ipairs(pairs_) do members[i] = lease_member(p[1], p[2]) end
   local found = redis.call('ZMSCORE', k.reserved, unpack(members))
@@ -1414,9 +1441,10 @@ local function settle_acks(k, pairs_, keep, now)
       local j = jobs[i]
       if j then
         if j.legacy then renew(j, seq); seq = seq + 1 end
-        j.finished = now
+        j.finished, j.result = now, result
         redis.call('HSET', k.jobs, id, encode(j))
         zadd[#zadd + 1], zadd[#zadd + 2] = now + keep, id
+        finished(id)
       end
     end
     if #zadd > 0 then redis.call('ZADD', k.done, unpack(zadd)) end
@@ -1428,17 +1456,29 @@ local function settle_acks(k, pairs_, keep, now)
 end
 
 --[[ redisched_ack: a reserved job is done.
-ARGV: id token [KEEP ms] [NOW ms]
-  KEEP: keep the job, state done, this long (for lookups and to refuse puts
-  of the same id); default 0: the job is removed at once. An ack with KEEP
-  also drops up to 100 retained jobs whose window has ended.
+ARGV: id token [KEEP ms] [RESULT bytes] [MAXBODY bytes] [NOW ms]
+  KEEP: keep the job, state done, this long (for lookups, for waiters, and
+  to refuse puts of the same id); default 0: the job is removed at once.
+  Give the keep reserve reported for a job put with KEEP. An ack with KEEP
+  publishes the id on P:{T}:done ("Waiting for a job") and drops up to 100
+  retained jobs whose window has ended.
+  RESULT: the handler's result, kept with the job (get shows it); needs
+  KEEP; at most MAXBODY bytes (1048576), as a body.
 Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 ]]
 local function ack(keys, args)
   local k = check_keys(keys)
   local id, token = id_arg(args[1]), token_arg(args[2])
-  local o = options(args, 3, #args, OPT_KEEP_NOW)
+  local o = options(args, 3, #args, OPT_ACK)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
+  local result = o.RESULT
+  if result then
+    if keep == 0 then bad('RESULT needs KEEP: a result is kept with its finished job') end
+    local max = body_limit(o)
+    if #result > max then bad('RESULT is ' .. #result .. ' bytes, over the limit of ' .. max) end
+  elseif o.MAXBODY then
+    body_limit(o)
+  end
   now_arg(o)
   if keep == 0 then
     -- The common case in three calls: the ZREM checks and ends the lease.
@@ -1449,13 +1489,15 @@ local function ack(keys, args)
     end
     return not_held(k, id)
   end
-  return settle_acks(k, { { id, token } }, keep, clock(o))[1]
+  return settle_acks(k, { { id, token } }, keep, clock(o), result)[1]
 end
 
 --[[ redisched_ackmany: many reserved jobs are done.
 ARGV: count id token [id token...] [KEEP ms] [NOW ms]    (count: 1..1000)
 Output: an array of ack's codes, one per job, in order, as if acked one by
-  one (an id repeated after its ack answers 0, or -2 with KEEP).
+  one (an id repeated after its ack answers 0, or -2 with KEEP). With KEEP,
+  the acked ids go out in one message on P:{T}:done. No RESULT: results are
+  per job (ack them one by one).
 ]]
 local function ackmany(keys, args)
   local k = check_keys(keys)
@@ -1496,6 +1538,8 @@ ARGV: id token error [DEAD] [DELAY ms] [ATTEMPTS n] [NOW ms]
   DELAY: retry after this long instead of the job's own backoff.
   ATTEMPTS: the handler's max attempts (1..1000): stored on the job as its
   max_attempts before the call decides (dead when the attempts made reach it).
+  A job that goes dead is published on P:{T}:done, as lapsed ones that go
+  dead are (requeue, reserve).
 Output: a code as ack, or on success the state it went to: 'delayed',
   'ready' (a zero backoff) or 'dead' (a status string).
 ]]
@@ -1530,6 +1574,7 @@ local function fail_job(keys, args)
     redis.call('HSET', k.jobs, id, encode(j))
     redis.call('ZADD', k.dead, now, id)
     redis.call('HINCRBY', k.meta, 'dead_total', 1)
+    finished(id)
   end
   return { ok = to }
 end
@@ -1559,6 +1604,8 @@ end
 
 --[[ redisched_delete: remove a job in any state.
 ARGV: id [id...]   (at most 1000; an id given twice counts once)
+  The ids of removed jobs that had not finished (not done, not dead) are
+  published on P:{T}:done: their waiters learn they are gone.
 Output: the number of jobs removed (for one id: 1 removed, 0 absent).
 ]]
 local function delete(keys, args)
@@ -1575,7 +1622,10 @@ local function delete(keys, args)
   end
   if #gone == 0 then return 0 end
   redis.call('HDEL', k.jobs, unpack(gone))
-  for i, id in ipairs(gone) do unplace(k, id, where[i]) end
+  for i, id in ipairs(gone) do
+    unplace(k, id, where[i])
+    if where[i][1] ~= 'done' and where[i][1] ~= 'dead' then finished(id) end
+  end
   return #gone
 end
 
@@ -1760,9 +1810,11 @@ end
 local function api(fn)
   return function(keys, args)
     wake_at = nil
+    if #finished_ids > 0 then finished_ids = {} end
     local ok, res = pcall(fn, keys, args)
     if ok then
       if wake_at then redis.call('SPUBLISH', keys[3], wake_at) end
+      if #finished_ids > 0 then redis.call('SPUBLISH', keys[6], table.concat(finished_ids, '\n')) end
       return res
     end
     if type(res) == 'table' and res.bad then return redis.error_reply(res.bad) end

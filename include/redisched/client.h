@@ -159,9 +159,14 @@ class Client {
   // Hands out up to count (1..1000) ready jobs for their time-to-run (ttr
   // applies to jobs put without one; 0 = the default).
   ReserveResult reserve(std::string_view topic, int count = 1, Millis ttr = Millis{0});
-  // keep > 0 keeps the finished job (state done) that long.
+  // keep > 0 keeps the finished job (state done) that long (give at least
+  // the Reservation's keep: its producer may wait for it).
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token,
               Millis keep = Millis{0});
+  // The same, with the handler's result, kept with the job (keep > 0; get
+  // and wait return it as Job::result). At most max_body bytes.
+  Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
+              std::string_view result);
   // keep > 0 keeps the finished jobs (state done) that long, as ack does.
   std::vector<Outcome> ack_many(std::string_view topic,
                                 std::span<const std::pair<std::string, std::uint64_t>> jobs,
@@ -207,6 +212,13 @@ class Client {
   bool restore(std::string_view topic, const Job& job, bool replace = false);
   // Every topic that has ever had a job (SCAN; for tools, not hot paths).
   std::vector<std::string> topics();
+  // Waits until the job has finished (done, or dead) and returns it, with
+  // its result or last error; at timeout returns it as it is then (state
+  // delayed, ready or reserved). nullopt: there is no such job (never put,
+  // removed, or finished without being kept: give JobSpec::keep to wait for
+  // a job). Woken by the topic's finished signal (docs/redis-api.md,
+  // "Waiting for a job"), not by polling.
+  std::optional<Job> wait(std::string_view topic, std::string_view id, Millis timeout);
   // The Redis server's clock.
   std::int64_t now_ms();
   // Listens to a topic's wake-up signal (docs/redis-api.md, "Wake-up
@@ -248,6 +260,10 @@ class Client {
                  Callback<Outcome> done);
   std::future<Outcome> ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
                                  Millis keep = Millis{0});
+  void ack_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
+                 std::string_view result, Callback<Outcome> done);
+  std::future<Outcome> ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                                 Millis keep, std::string_view result);
   void ack_many_async(std::string_view topic,
                       std::span<const std::pair<std::string, std::uint64_t>> jobs, Millis keep,
                       Callback<std::vector<Outcome>> done);
@@ -299,6 +315,10 @@ class Client {
   std::future<TopicLimits> set_limits_async(std::string_view topic, const TopicLimits& limits);
   void limits_async(std::string_view topic, Callback<TopicLimits> done);
   std::future<TopicLimits> limits_async(std::string_view topic);
+  void wait_async(std::string_view topic, std::string_view id, Millis timeout,
+                  Callback<std::optional<Job>> done);
+  std::future<std::optional<Job>> wait_async(std::string_view topic, std::string_view id,
+                                             Millis timeout);
 
  private:
   class Impl;

@@ -58,6 +58,11 @@ struct JobSpec {
   std::optional<Millis> ttr{};
   std::optional<int> max_attempts{};  // 1..1000
   std::optional<Backoff> backoff{};
+  // Once acked, keep the job (state done) and its result this long, so that
+  // its producer can wait for it (Client::wait) and read the result; reserve
+  // reports it (Reservation::keep) and the Worker's ack gives it. 0: the ack
+  // decides (removed at once unless it keeps the job). Up to ten years.
+  Millis keep{0};
   PutMode mode = PutMode::create;
   // This put answers once this many replicas have it (0..16), over
   // ClientOptions::replicas and topic_replicas; put_many waits for the most
@@ -80,7 +85,9 @@ struct Job {
   Millis ttr{0};        // 0: delivered at most once (JobSpec::ttr)
   bool own_ttr = true;  // ttr is the job's own; false: reserve's TTR, or the default, applies
   Backoff backoff;
-  std::optional<std::string> error;  // the last failure's text
+  Millis keep{0};                     // JobSpec::keep
+  std::optional<std::string> error;   // the last failure's text
+  std::optional<std::string> result;  // state == done: what its handler returned
   // state == reserved:
   std::uint64_t token = 0;
   std::int64_t reserved_at_ms = 0;
@@ -105,6 +112,8 @@ struct Reservation {
   std::int64_t created_ms = 0;
   std::int64_t due_ms = 0;
   std::int64_t deadline_ms = 0;  // reserve only
+  // The retention the job was put with (JobSpec::keep): give it to ack.
+  Millis keep{0};
 };
 
 struct ReserveResult {

@@ -52,9 +52,11 @@ struct HandlerOptions {
   std::optional<Backoff> backoff{};
   Overrun overrun = Overrun::heartbeat;
   // Keep each acknowledged job this long (state done): get() shows it
-  // finished (koda's Finished), and a put of its id meanwhile is refused as
-  // existing, so a producer that retries a put whose answer it lost does not
-  // make the job again. 0 = removed at once.
+  // finished (koda's Finished) with its result (JobContext::set_result), and
+  // a put of its id meanwhile is refused as existing, so a producer that
+  // retries a put whose answer it lost does not make the job again. A job
+  // put with a longer JobSpec::keep is kept that long. 0 = removed at once
+  // (unless the job asks to be kept).
   Millis keep_finished{0};
 };
 
@@ -84,6 +86,12 @@ class JobContext {
   // Reports progress (0..100, and a note): kept for Worker::running() and
   // counted as a heartbeat.
   virtual void progress(int percent, std::string_view note = {}) = 0;
+  // The job's result, stored with it when it is acked and kept (its
+  // JobSpec::keep, or HandlerOptions::keep_finished; without either it is
+  // not stored): get() and Client::wait() return it as Job::result. At most
+  // the Client's max_body bytes; a larger one fails the job (its error says
+  // why).
+  virtual void set_result(std::string_view result) = 0;
   // After the handler returns, put the job back (not an attempt), due after
   // delay, instead of acknowledging it.
   virtual void release(Millis delay = Millis{0}) = 0;

@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <charconv>
+#include <mutex>
+#include <unordered_set>
 
 #include "core/coalesce.h"
 #include "core/codec.h"
@@ -69,6 +72,88 @@ struct Gather {
   Callback<std::vector<T>> done;
 };
 
+// One Client::wait: listens on the topic's finished channel, reads the job
+// when it is named (and once the subscription is in place, which covers a
+// job that finished before), and answers once it has finished, is gone, or
+// the timeout passed. Its mutex orders the reads, the timer and the end.
+struct Waiter : std::enable_shared_from_this<Waiter> {
+  Waiter(asio::io_context& io, Client& owner, std::string_view topic_name, std::string_view job_id)
+      : client(owner), topic(topic_name), id(job_id), timer(io) {}
+
+  Client& client;
+  std::string topic, id;
+  Callback<std::optional<Job>> done;
+  asio::steady_timer timer;
+  redis::Link* link = nullptr;
+  std::optional<std::uint64_t> subscription;
+  std::function<void(std::shared_ptr<Waiter>)> forget;  // from the Client's set
+
+  std::mutex mu;
+  bool ended = false;
+  bool reading = false, read_again = false, timed_out = false;
+
+  // A read of the job; one at a time, another one after it when asked for
+  // meanwhile.
+  void check() {
+    std::lock_guard lock(mu);
+    if (ended) return;
+    if (reading) {
+      read_again = true;
+      return;
+    }
+    reading = true;
+    // Issued under the lock: the Client's destructor ends waiters under it.
+    client.get_async(topic, id, [self = shared_from_this()](Result<std::optional<Job>> r) {
+      self->checked(std::move(r));
+    });
+  }
+
+  void checked(Result<std::optional<Job>> r) {
+    Callback<std::optional<Job>> answer;
+    bool again = false;
+    {
+      std::lock_guard lock(mu);
+      reading = false;
+      if (ended) return;
+      const bool over = !r.ok() || !r.value() || r.value()->state == JobState::done ||
+                        r.value()->state == JobState::dead || timed_out;
+      if (over) {
+        end_locked();
+        answer = std::exchange(done, nullptr);
+      } else {
+        again = std::exchange(read_again, false);
+      }
+    }
+    if (answer) return answer(std::move(r));
+    if (again) check();
+  }
+
+  // The timeout: one last read, whose answer is the job as it is.
+  void expire() {
+    {
+      std::lock_guard lock(mu);
+      if (ended) return;
+      timed_out = true;
+    }
+    check();
+  }
+
+  void message(const std::string& payload) {
+    for (std::size_t at = 0; at <= payload.size();) {
+      const std::size_t end = std::min(payload.find('\n', at), payload.size());
+      if (std::string_view(payload).substr(at, end - at) == id) return check();
+      at = end + 1;
+    }
+  }
+
+  void end_locked() {
+    ended = true;
+    timer.cancel();
+    if (subscription && link) link->unsubscribe(*subscription);
+    if (forget) std::exchange(forget, nullptr)(shared_from_this());
+  }
+};
+
 }  // namespace
 
 class Client::Impl {
@@ -111,8 +196,25 @@ class Client::Impl {
   }
 
   ~Impl() {
-    // Calls in flight fail with Errc::closed. A runtime of the Client's own
-    // runs their callbacks before it ends; a shared one runs them later.
+    // Waits end with Errc::closed, then calls in flight. A runtime of the
+    // Client's own runs their callbacks before it ends; a shared one runs
+    // them later.
+    std::unordered_set<std::shared_ptr<Waiter>> waiting;
+    {
+      std::lock_guard lock(waiters_mu);
+      waiting.swap(waiters);
+    }
+    for (const auto& w : waiting) {
+      std::lock_guard lock(w->mu);
+      if (w->ended) continue;
+      w->forget = nullptr;
+      w->end_locked();
+      if (w->done) {
+        asio::post(runtime->shard(0), [done = std::exchange(w->done, nullptr)] {
+          done(Error(Errc::closed, "the client is closed"));
+        });
+      }
+    }
     for (auto& l : links_) l->close();
     links_.clear();
     runtime.reset();
@@ -262,6 +364,8 @@ class Client::Impl {
   ClientOptions opts;
   bool replica_timeout_ok = true;  // a write may wait for replicas
   std::shared_ptr<Runtime> runtime;
+  std::mutex waiters_mu;
+  std::unordered_set<std::shared_ptr<Waiter>> waiters;  // Client::wait in progress
 
  private:
   std::vector<std::unique_ptr<redis::Link>> links_;
@@ -574,6 +678,30 @@ REDISCHED_WRAP(Outcome, ack,
                (std::string_view topic, std::string_view id, std::uint64_t token, Millis keep),
                (topic, id, token, keep, std::move(cb)))
 
+// An ack with a result goes alone: ackmany takes no results.
+void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                       Millis keep, std::string_view result, Callback<Outcome> done) try {
+  if (keep.count() <= 0) {
+    throw Error(Errc::invalid_argument,
+                "a result needs keep > 0: it is kept with the finished job");
+  }
+  if (result.size() > impl_->opts.max_body) {
+    throw Error(Errc::invalid_argument, "result is " + std::to_string(result.size()) +
+                                            " bytes, over the limit of " +
+                                            std::to_string(impl_->opts.max_body));
+  }
+  auto cmd = impl_->held("ack", topic, id, token);
+  cmd.add("KEEP").add(keep.count()).add("RESULT").add(result);
+  impl_->add_max_body(cmd);
+  impl_->call_write<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(Outcome, ack,
+               (std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
+                std::string_view result),
+               (topic, id, token, keep, result, std::move(cb)))
+
 void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
                             Millis keep, Callback<std::vector<Outcome>> done) try {
@@ -670,6 +798,7 @@ void Client::restore_async(std::string_view topic, const Job& job, bool replace,
       .add(job.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential")
       .add(job.backoff.base.count())
       .add(job.backoff.cap.count());
+  if (job.keep.count() > 0) cmd.add("KEEP").add(job.keep.count());
   if (job.error) cmd.add("ERROR").add(*job.error);
   if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
   if (replace) cmd.add("REPLACE");
@@ -759,6 +888,55 @@ void Client::limits_async(std::string_view topic, Callback<TopicLimits> done) tr
   impl_->refuse(done, e);
 }
 REDISCHED_WRAP(TopicLimits, limits, (std::string_view topic), (topic, std::move(cb)))
+
+// ---------------------------------------------------------------- wait
+
+void Client::wait_async(std::string_view topic, std::string_view id, Millis timeout,
+                        Callback<std::optional<Job>> done) try {
+  core::check_topic(topic);
+  core::check_id(id);
+  if (timeout.count() < 0) throw Error(Errc::invalid_argument, "timeout must not be negative");
+  auto& link = impl_->link(topic);
+  auto w = std::make_shared<Waiter>(impl_->runtime->shard(impl_->runtime->shard_of(topic)), *this,
+                                    topic, id);
+  w->done = std::move(done);
+  w->link = &link;
+  {
+    std::lock_guard lock(impl_->waiters_mu);
+    impl_->waiters.insert(w);
+  }
+  w->forget = [impl = impl_.get()](const std::shared_ptr<Waiter>& self) {
+    std::lock_guard lock(impl->waiters_mu);
+    impl->waiters.erase(self);
+  };
+  std::weak_ptr<Waiter> weak = w;
+  const auto sub = link.subscribe(
+      core::finished_channel(impl_->opts.prefix, topic),
+      [weak](const std::string& payload) {
+        if (auto self = weak.lock()) self->message(payload);
+      },
+      [weak] {
+        if (auto self = weak.lock()) self->check();
+      });
+  {
+    std::lock_guard lock(w->mu);
+    w->subscription = sub;
+    if (w->ended) {
+      link.unsubscribe(sub);
+      return;
+    }
+    w->timer.expires_after(timeout);
+    w->timer.async_wait([weak](boost::system::error_code ec) {
+      if (ec) return;
+      if (auto self = weak.lock()) self->expire();
+    });
+  }
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(std::optional<Job>, wait,
+               (std::string_view topic, std::string_view id, Millis timeout),
+               (topic, id, timeout, std::move(cb)))
 
 #undef REDISCHED_WRAP
 

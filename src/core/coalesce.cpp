@@ -85,7 +85,8 @@ bool put_takes(std::string_view id, const JobSpec& job) {
          (!job.due_at_ms || within(*job.due_at_ms, 0, limits::kMsMax)) &&
          within(job.priority, 0, limits::kPrioMax) &&
          (!job.ttr || within(job.ttr->count(), 0, limits::kTtrMax)) &&
-         (!job.max_attempts || within(*job.max_attempts, 1, limits::kAttemptsMax));
+         (!job.max_attempts || within(*job.max_attempts, 1, limits::kAttemptsMax)) &&
+         within(job.keep.count(), 0, limits::kDelayMax);
   // The id's length and characters, the body's size and the backoff:
   // check_spec.
 }

@@ -72,6 +72,10 @@ Job job_from_fields(const Reply& r) {
       j.backoff.cap = Millis(to_int(v));
     else if (f == "error")
       j.error = v.str;
+    else if (f == "result")
+      j.result = v.str;
+    else if (f == "keep")
+      j.keep = Millis(to_int(v));
     else if (f == "token")
       j.token = static_cast<std::uint64_t>(to_int(v));
     else if (f == "reserved_at")
@@ -130,6 +134,7 @@ int put_option_words(const JobSpec& job) {
   if (job.ttr) n += 2;
   if (job.max_attempts) n += 2;
   if (job.backoff) n += 4;
+  if (job.keep.count() != 0) n += 2;
   if (job.mode != PutMode::create) n += 1;
   return n;
 }
@@ -146,6 +151,7 @@ void add_put_options(Command& cmd, const JobSpec& job) {
         .add(job.backoff->base.count())
         .add(job.backoff->cap.count());
   }
+  if (job.keep.count() != 0) cmd.add("KEEP").add(job.keep.count());
   if (job.mode == PutMode::replace) cmd.add("REPLACE");
   if (job.mode == PutMode::upsert) cmd.add("UPSERT");
   if (job.mode == PutMode::debounce) cmd.add("DEBOUNCE");
@@ -195,6 +201,7 @@ ReserveResult parse_reserve(const Reply& r, bool reserved) {
     j.created_ms = to_int(e.elements[f++]);
     j.due_ms = to_int(e.elements[f++]);
     if (reserved) j.deadline_ms = to_int(e.elements[f++]);
+    if (reserved && f < e.elements.size()) j.keep = Millis(to_int(e.elements[f]));  // version 12
     out.jobs.push_back(std::move(j));
   }
   return out;

@@ -26,4 +26,8 @@ std::string wake_channel(std::string_view prefix, std::string_view topic) {
   return topic_keys(prefix, topic)[2];
 }
 
+std::string finished_channel(std::string_view prefix, std::string_view topic) {
+  return topic_keys(prefix, topic)[5];
+}
+
 }  // namespace redisched::core

@@ -18,6 +18,9 @@ std::array<std::string, 8> topic_keys(std::string_view prefix, std::string_view 
 // The topic's wake-up channel (docs/redis-api.md, "Wake-up signal"): named
 // like its ready key, so it lives in the topic's cluster slot.
 std::string wake_channel(std::string_view prefix, std::string_view topic);
+// Its finished channel (docs/redis-api.md, "Waiting for a job"): named like
+// its done key.
+std::string finished_channel(std::string_view prefix, std::string_view topic);
 
 // The topic of a key of that shape, or empty when the key is not one.
 std::string_view topic_of_key(std::string_view prefix, std::string_view key);

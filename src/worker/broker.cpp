@@ -16,6 +16,11 @@ class ClientBroker final : public Broker {
                 Callback<std::vector<Outcome>> done) override {
     c_.ack_many_async(topic, jobs, keep, std::move(done));
   }
+  void ack(const std::string& topic, const std::string& id, std::uint64_t token, Millis keep,
+           const std::optional<std::string>& result, Callback<Outcome> done) override {
+    if (result) return c_.ack_async(topic, id, token, keep, *result, std::move(done));
+    c_.ack_async(topic, id, token, keep, std::move(done));
+  }
   void release(const std::string& topic, const std::string& id, std::uint64_t token, Millis delay,
                Callback<Outcome> done) override {
     c_.release_async(topic, id, token, delay, std::nullopt, std::move(done));

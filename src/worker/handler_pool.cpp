@@ -48,6 +48,8 @@ class HandlerPool::Context final : public AsyncJob {
     if (pool_.opts_.overrun == Overrun::heartbeat) touch(Millis{0});
   }
 
+  void set_result(std::string_view result) override { result_.emplace(result); }
+
   void release(Millis delay) override {
     verdict_ = Verdict::release;
     delay_ = delay;
@@ -66,7 +68,8 @@ class HandlerPool::Context final : public AsyncJob {
 
   void done() override {
     if (finished_.exchange(true)) return;
-    pool_.finish(Finished{std::move(job_), verdict_, std::move(error_), delay_, false, key_});
+    pool_.finish(Finished{std::move(job_), verdict_, std::move(error_), delay_, std::move(result_),
+                          false, key_});
   }
 
   // Runs the handler; a throw fails the job with its text.
@@ -89,6 +92,7 @@ class HandlerPool::Context final : public AsyncJob {
   Verdict verdict_ = Verdict::ack;
   std::string error_;
   Millis delay_{0};
+  std::optional<std::string> result_;
   std::uint64_t key_;
   std::atomic<bool> finished_{false};
 };

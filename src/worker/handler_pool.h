@@ -27,11 +27,12 @@ namespace redisched::worker {
 enum class Verdict { ack, fail, bury, release };
 
 struct Finished {
-  Reservation job;
+  Reservation job{};
   Verdict verdict = Verdict::ack;
-  std::string error;
+  std::string error{};
   Millis delay{0};
-  bool dropped = false;  // not the pool's to settle (it no longer ran the job)
+  std::optional<std::string> result{};  // JobContext::set_result
+  bool dropped = false;                 // not the pool's to settle (it no longer ran the job)
   std::uint64_t key = 0;
 };
 

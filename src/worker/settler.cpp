@@ -24,9 +24,42 @@ void Settler::settle(Finished f) {
     return;
   }
   switch (f.verdict) {
-    case Verdict::ack:
-      acks_.emplace_back(job.id, job.token);
+    case Verdict::ack: {
+      // The handler's keep, or the job's own when longer (its producer may
+      // wait for it). The usual ack goes in the next ackmany; one with a
+      // result, or a keep of its own, goes alone.
+      const Millis keep = std::max(opts_.keep_finished, job.keep);
+      if (!f.result || keep.count() == 0) {
+        if (keep == opts_.keep_finished) {
+          acks_.emplace_back(job.id, job.token);
+          return;
+        }
+        f.result.reset();
+      }
+      calls_.retried<Outcome>(
+          [this, job, keep, result = std::move(f.result)](Callback<Outcome> cb) {
+            calls_.broker().ack(calls_.topic(), job.id, job.token, keep, result, std::move(cb));
+          },
+          [this, job, &stats](Result<Outcome> r) {
+            if (!r.ok() && r.error().code() == Errc::invalid_argument) {
+              // A result over the size limit: the job fails, saying why.
+              Finished refused{.job = job, .verdict = Verdict::fail};
+              refused.error = std::string("the result was refused: ") + r.error().what();
+              return settle(std::move(refused));
+            }
+            if (r.ok() && r.value() == Outcome::ok) {
+              ++stats.acked;
+            } else {
+              if (!r.ok()) {
+                spdlog::warn("redisched worker: an ack on topic {} failed: {}", calls_.topic(),
+                             r.error().what());
+              }
+              ++stats.stale;
+            }
+            if (on_acked_) on_acked_();
+          });
       return;
+    }
     case Verdict::release:
       calls_.retried<Outcome>(
           [this, job, delay = f.delay](Callback<Outcome> cb) {

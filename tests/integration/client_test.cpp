@@ -141,6 +141,83 @@ TEST_F(ClientTest, ReserveAckRemovesTheJob) {
   EXPECT_EQ(client_.ack(topic_, "a", r.jobs[0].token), Outcome::not_found);
 }
 
+// A job put with keep: reserve reports it, the ack keeps the job with its
+// result, and a producer's wait returns it as soon as it is acked.
+TEST_F(ClientTest, WaitReturnsTheResultOnceTheJobIsAcked) {
+  JobSpec s = job("report");
+  s.keep = Millis(60000);
+  client_.put(topic_, s);
+  EXPECT_EQ(client_.get(topic_, "report")->keep, Millis(60000));
+  auto waiting = client_.wait_async(topic_, "report", Millis(10000));
+  EXPECT_EQ(waiting.wait_for(std::chrono::milliseconds(100)), std::future_status::timeout)
+      << "a waiting job does not end the wait";
+  auto r = client_.reserve(topic_);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(r.jobs[0].keep, Millis(60000));
+  EXPECT_REDISCHED_ERROR(client_.ack(topic_, "report", r.jobs[0].token, Millis(0), "x"),
+                         Errc::invalid_argument, "needs keep");
+  const auto acked_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(client_.ack(topic_, "report", r.jobs[0].token, r.jobs[0].keep, "42 rows"), Outcome::ok);
+  ASSERT_EQ(waiting.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  const auto woke_after = std::chrono::steady_clock::now() - acked_at;
+  auto done = waiting.get();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->state, JobState::done);
+  EXPECT_EQ(done->result, "42 rows");
+  EXPECT_LT(woke_after, std::chrono::milliseconds(500)) << "woken by the signal, not a poll";
+  // Finished already: at once.
+  EXPECT_EQ(client_.wait(topic_, "report", Millis(10000))->result, "42 rows");
+}
+
+TEST_F(ClientTest, WaitEndsOnDeadOnRemovalAndAtItsTimeout) {
+  JobSpec s = job("doomed");
+  s.max_attempts = 1;
+  client_.put(topic_, s);
+  client_.put(topic_, job("removed"));
+  client_.put(topic_, job("slow"));
+  auto dead = client_.wait_async(topic_, "doomed", Millis(10000));
+  auto removed = client_.wait_async(topic_, "removed", Millis(10000));
+  auto r = client_.reserve(topic_);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  client_.fail(topic_, "doomed", r.jobs[0].token, "no luck");
+  auto d = dead.get();
+  ASSERT_TRUE(d);
+  EXPECT_EQ(d->state, JobState::dead);
+  EXPECT_EQ(d->error, "no luck");
+  EXPECT_TRUE(client_.remove(topic_, "removed"));
+  EXPECT_FALSE(removed.get()) << "gone: no such job";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto slow = client_.wait(topic_, "slow", Millis(300));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));
+  ASSERT_TRUE(slow);
+  EXPECT_EQ(slow->state, JobState::ready) << "at the timeout, as it is";
+  EXPECT_FALSE(client_.wait(topic_, "never-put", Millis(5000))) << "no such job: at once";
+  EXPECT_REDISCHED_ERROR(client_.wait(topic_, "slow", Millis(-1)), Errc::invalid_argument,
+                         "timeout");
+}
+
+// Many waits on one topic share its subscription; each ends with its job.
+TEST_F(ClientTest, ManyWaitsOnOneTopicEachEndWithTheirJob) {
+  constexpr int kJobs = 50;
+  std::vector<std::future<std::optional<Job>>> waits;
+  for (int i = 0; i < kJobs; ++i) {
+    JobSpec s = job("w" + std::to_string(i));
+    s.keep = Millis(60000);
+    client_.put(topic_, s);
+    waits.push_back(client_.wait_async(topic_, s.id, Millis(20000)));
+  }
+  std::vector<std::pair<std::string, std::uint64_t>> acks;
+  for (const auto& j : client_.reserve(topic_, kJobs).jobs) acks.emplace_back(j.id, j.token);
+  ASSERT_EQ(acks.size(), static_cast<std::size_t>(kJobs));
+  for (auto o : client_.ack_many(topic_, acks, Millis(60000))) EXPECT_EQ(o, Outcome::ok);
+  for (int i = 0; i < kJobs; ++i) {
+    auto j = waits[static_cast<std::size_t>(i)].get();
+    ASSERT_TRUE(j);
+    EXPECT_EQ(j->id, "w" + std::to_string(i));
+    EXPECT_EQ(j->state, JobState::done);
+  }
+}
+
 TEST_F(ClientTest, EmptyReserveSaysWhenToLookAgain) {
   auto none = client_.reserve(topic_);
   EXPECT_TRUE(none.jobs.empty());

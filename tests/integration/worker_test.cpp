@@ -500,6 +500,39 @@ TEST_F(WorkerTest, KeepFinishedShowsJobsDoneAndRefusesTheirIdAgain) {
   EXPECT_EQ(client().put(topic_, job("once")), PutOutcome::exists);
 }
 
+// A producer puts jobs that ask to be kept and waits for their results;
+// the handler's set_result comes back with each, and a failing one comes
+// back dead with its error. A result over max_body fails its job.
+TEST_F(WorkerTest, AProducerWaitsForTheResultsItsHandlersSet) {
+  worker_.handle(topic_, {.concurrency = 4, .max_attempts = 1}, [](JobContext& ctx) {
+    if (ctx.body() == "boom") throw std::runtime_error("it broke");
+    if (ctx.body() == "huge") {
+      ctx.set_result(std::string(2 << 20, 'x'));
+      return;
+    }
+    ctx.set_result("done: " + std::string(ctx.body()));
+  });
+  worker_.run();
+  std::vector<std::future<std::optional<Job>>> waits;
+  for (const std::string body : {"a", "b", "boom", "huge"}) {
+    JobSpec s = job("job_" + body, body);
+    s.keep = 60s;
+    client().put(topic_, s);
+    waits.push_back(client().wait_async(topic_, s.id, 10s));
+  }
+  auto a = waits[0].get(), b = waits[1].get(), boom = waits[2].get(), huge = waits[3].get();
+  worker_.cancel();
+  ASSERT_TRUE(a && b && boom && huge);
+  EXPECT_EQ(a->state, JobState::done);
+  EXPECT_EQ(a->result, "done: a");
+  EXPECT_EQ(b->result, "done: b");
+  EXPECT_EQ(boom->state, JobState::dead);
+  EXPECT_EQ(boom->error, "it broke");
+  EXPECT_EQ(huge->state, JobState::dead);
+  EXPECT_NE(huge->error.value_or("").find("result was refused"), std::string::npos)
+      << huge->error.value_or("");
+}
+
 TEST_F(WorkerTest, AnEarlierDelayedJobWakesAWorkerSleepingOnALaterOne) {
   JobSpec later = job("in_an_hour");
   later.delay = 1h;

@@ -621,6 +621,65 @@ TEST_F(FunctionsTest, AckWithKeepRetainsTheJobAsDoneThenDropsIt) {
   EXPECT_EQ(state("x"), "absent");
 }
 
+TEST_F(FunctionsTest, KeepAndResultGoWithTheJobAndFinishedJobsAreSignalled) {
+  RawRedis sub(shared_redis().port());
+  const std::string channel = "redisched:{" + topic_ + "}:done";
+  ASSERT_EQ(sub.call({"SSUBSCRIBE", channel})->type, REDIS_REPLY_ARRAY);
+  // The next message: the ids it names.
+  const auto message = [&] {
+    auto m = sub.next();
+    EXPECT_EQ(std::string(m->element[0]->str), "smessage");
+    return std::string(m->element[2]->str, m->element[2]->len);
+  };
+
+  put("k", 1000, {"KEEP", "60000"});
+  EXPECT_EQ(field("k", "keep"), "60000");
+  auto r = call("reserve", {"1", "NOW", "1000"});
+  ASSERT_EQ(r->element[3]->elements, 10u);
+  EXPECT_EQ(r->element[3]->element[9]->integer, 60000) << "reserve reports the keep";
+  const std::string token = std::to_string(r->element[3]->element[2]->integer);
+  EXPECT_NE(error("ack", {"k", token, "RESULT", "r"}).find("RESULT needs KEEP"), std::string::npos);
+  EXPECT_NE(error("ack", {"k", token, "KEEP", "5", "RESULT", "12345", "MAXBODY", "4"})
+                .find("RESULT is 5 bytes"),
+            std::string::npos);
+  EXPECT_EQ(state("k"), "reserved") << "refused acks change nothing";
+  EXPECT_EQ(integer("ack",
+                    {"k", token, "KEEP", "60000", "RESULT", std::string("r\0s", 3), "NOW", "1010"}),
+            1);
+  EXPECT_EQ(message(), "k");
+  EXPECT_EQ(state("k"), "done");
+  EXPECT_EQ(field("k", "result"), std::string("r\0s", 3));
+  EXPECT_EQ(field("k", "expires"), "61010");
+
+  // Dead, by fail and by a lapse; deleted while waiting; acked many with KEEP.
+  put("f", 1000, {"ATTEMPTS", "1"});
+  put("l", 1000, {"ATTEMPTS", "1", "TTR", "10"});
+  put("d", 1000);
+  put("m1", 1000);
+  put("m2", 1000);
+  auto two = reserve(2, 1000);
+  ASSERT_EQ(ids(two), (Args{"f", "l"}));
+  call("fail", {"f", std::to_string(two.jobs[0].token), "no", "NOW", "1000"});
+  EXPECT_EQ(message(), "f");
+  call("requeue", {"NOW", "1010"});
+  EXPECT_EQ(message(), "l");
+  EXPECT_EQ(integer("delete", {"d", "k"}), 2);
+  EXPECT_EQ(message(), "d") << "a finished job's deletion is not signalled again";
+  auto ms = reserve(2, 1100);
+  ASSERT_EQ(ids(ms), (Args{"m1", "m2"}));
+  call("ackmany", {"2", "m1", std::to_string(ms.jobs[0].token), "m2",
+                   std::to_string(ms.jobs[1].token), "KEEP", "10", "NOW", "1100"});
+  EXPECT_EQ(message(), "m1\nm2") << "one message per call";
+  // An ack without KEEP publishes nothing: the next message is the put's.
+  put("q", 1200);
+  auto q = reserve(1, 1200);
+  EXPECT_EQ(integer("ack", {"q", std::to_string(q.jobs[0].token), "NOW", "1200"}), 1);
+  EXPECT_EQ(integer("delete", {"nothing-here"}), 0);
+  put("z", 1300);
+  EXPECT_EQ(integer("delete", {"z"}), 1);
+  EXPECT_EQ(message(), "z");
+}
+
 TEST_F(FunctionsTest, ListAndStatsShowDueJobsAsReady) {
   put("soon", 1000, {"DELAY", "100"});
   EXPECT_EQ(stat("delayed", 1050), 1);

@@ -181,7 +181,7 @@ def decode_record(rec):
         if flags & 16:
             ext = rec[pos]
             pos += 1
-        assert not flags & 64 and not ext & 0xF0, 'reserved flag bits set: %r' % rec[:2]
+        assert not flags & 64 and not ext & 0xC0, 'reserved flag bits set: %r' % rec[:2]
         j['format'] = 2
         j['created'] = int.from_bytes(rec[pos:pos + 6], 'big')
         j['seq'] = int.from_bytes(rec[pos + 6:pos + 13], 'big')
@@ -199,10 +199,17 @@ def decode_record(rec):
         if ext & 8:
             j['finished'] = int.from_bytes(rec[pos:pos + 6], 'big')
             pos += 6
+        if ext & 16:
+            j['keep'] = int.from_bytes(rec[pos:pos + 6], 'big')
+            pos += 6
         if flags & 8:
             n = int.from_bytes(rec[pos:pos + 2], 'big')
             j['err'] = rec[pos + 2:pos + 2 + n]
             pos += 2 + n
+        if ext & 32:
+            n = int.from_bytes(rec[pos:pos + 4], 'big')
+            j['result'] = rec[pos + 4:pos + 4 + n]
+            pos += 4 + n
         j.setdefault('due', j['created'])
         j.setdefault('place', j['seq'])
         j['body'] = rec[pos:]

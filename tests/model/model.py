@@ -81,6 +81,8 @@ class Job:
     backoff: Optional[tuple] = None
     err: Optional[bytes] = None
     finished: Optional[int] = None
+    keep: Optional[int] = None    # put's KEEP (> 0)
+    result: Optional[bytes] = None  # ack's RESULT
     token: Optional[int] = None
     reserved_at: Optional[int] = None
     deadline: Optional[int] = None
@@ -149,7 +151,7 @@ def options(args, spec):
 
 
 PUT_WORDS = {'DELAY': 1, 'AT': 1, 'PRIORITY': 1, 'TTR': 1, 'ATTEMPTS': 1, 'BACKOFF': 3,
-             'REPLACE': 0, 'UPSERT': 0, 'DEBOUNCE': 0}
+             'KEEP': 1, 'REPLACE': 0, 'UPSERT': 0, 'DEBOUNCE': 0}
 WAITING = ('delayed', 'ready')  # the states DEBOUNCE updates
 
 
@@ -191,6 +193,8 @@ def parse_job(id_, body, o, now, body_max):
         if kind == 'exponential' and cap < base:
             raise Refused()
         p.backoff = (kind, base, cap)
+    p.keep = int_arg(o['KEEP'], 0, DELAY_MAX) if 'KEEP' in o else None
+    p.keep = p.keep or None  # KEEP 0: not kept
     p.mode = ('replace' if 'REPLACE' in o else 'upsert' if 'UPSERT' in o
               else 'debounce' if 'DEBOUNCE' in o else 'create')
     if p.id == b'*' and p.mode != 'create':
@@ -210,6 +214,7 @@ class Topic:
         self.failed_total = self.dead_total = self.lapsed_total = 0
         self.paused = False
         self.wake = None      # the wake-up signal of the last call, if any
+        self.finished = []    # the ids the last call published on the finished channel
         self.kick_now = None  # the server's clock during a kick (set by the test)
 
     # ------------------------------------------------------------ helpers
@@ -285,6 +290,7 @@ class Topic:
                 j.state, j.died = 'dead', now
                 j.token = j.reserved_at = j.deadline = j.lease_ttr = None
                 buried += 1
+                self.finished.append(j.id)
             else:
                 j.place, seq = seq, seq + 1
                 j.due = now
@@ -320,7 +326,11 @@ class Topic:
             f += [b'died', j.died]
         elif state == 'done':
             f += [b'finished', j.finished, b'expires', j.expires]
-        f += [b'own_ttr', int(j.ttr is not None)]  # last: older readers stop before it
+        f += [b'own_ttr', int(j.ttr is not None)]  # older readers stop before it
+        if j.keep:
+            f += [b'keep', j.keep]
+        if j.result is not None:
+            f += [b'result', j.result]
         return f
 
     def now_opt(self, o):
@@ -333,6 +343,7 @@ class Topic:
     def call(self, op, args):
         """The reply of FCALL redisched_<op> with these arguments."""
         self.wake = None
+        self.finished = []
         snapshot = (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
                     {k: dataclasses.replace(v) for k, v in self.jobs.items()})
         try:
@@ -341,6 +352,7 @@ class Topic:
             (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
              self.jobs) = snapshot
             self.wake = None
+            self.finished = []
             return Error(e.code)
 
     def op_put(self, args):
@@ -370,7 +382,7 @@ class Topic:
 
     def new_job(self, p, id_, seq, created):
         return Job(id=id_, body=p.body, prio=p.prio, created=created, due=p.due, seq=seq,
-                   place=seq, state='new', max=p.max, ttr=p.ttr, backoff=p.backoff)
+                   place=seq, state='new', max=p.max, ttr=p.ttr, backoff=p.backoff, keep=p.keep)
 
     def op_putmany(self, args):
         count = int_arg(args[0] if args else None, 1, BATCH_MAX)
@@ -442,7 +454,7 @@ class Topic:
         if len(args) < 5:
             raise Refused()
         o = options(args[5:], {'AT': 1, 'PRIORITY': 1, 'TTR': 1, 'ATTEMPTS': 1, 'BACKOFF': 3,
-                               'ERROR': 1, 'DIED': 1, 'REPLACE': 0, 'NOW': 1})
+                               'KEEP': 1, 'ERROR': 1, 'DIED': 1, 'REPLACE': 0, 'NOW': 1})
         state = s(args[2])
         if state not in ('delayed', 'ready', 'dead'):
             raise Refused()
@@ -572,13 +584,13 @@ class Topic:
                 # At most once: gone as pull takes it; token 0, deadline 0.
                 del self.jobs[j.id]
                 out.append([j.id, j.body, 0, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
-                            j.created, j.due, 0])
+                            j.created, j.due, 0, 0])
                 continue
             j.state, j.token, j.reserved_at = 'reserved', j.place, now
             j.lease_ttr = j.ttr if j.ttr is not None else ttr or DEFAULT_TTR
             j.deadline = now + j.lease_ttr
             out.append([j.id, j.body, j.token, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
-                        j.created, j.due, j.deadline])
+                        j.created, j.due, j.deadline, j.keep or 0])
         out[1] = self.next_time(now, len(handed), count, backlog, True)
         return out
 
@@ -597,13 +609,13 @@ class Topic:
         out[1] = self.next_time(now, len(handed), count, backlog, False)
         return out
 
-    def settle(self, pairs, keep, now):
-        codes, acked = [], set()
+    def settle(self, pairs, keep, now, result=None):
+        codes, acked = [], []
         for id_, token in pairs:
             if id_ in acked:
                 codes.append(-2 if keep > 0 else 0)
             elif self.held(id_, token):
-                acked.add(id_)
+                acked.append(id_)
                 codes.append(1)
             else:
                 codes.append(self.not_held(id_))
@@ -611,7 +623,9 @@ class Topic:
             j = self.jobs[id_]
             if keep > 0:
                 j.state, j.finished, j.expires = 'done', now, now + keep
+                j.result = result
                 j.token = j.reserved_at = j.deadline = j.lease_ttr = None
+                self.finished.append(id_)
             else:
                 del self.jobs[id_]
         if acked and keep > 0:
@@ -621,10 +635,14 @@ class Topic:
     def op_ack(self, args):
         id_ = id_arg(args[0] if args else None)
         token = int_arg(args[1] if len(args) > 1 else None, 0, SEQ_MAX)
-        o = options(args[2:], {'KEEP': 1, 'NOW': 1})
+        o = options(args[2:], {'KEEP': 1, 'RESULT': 1, 'MAXBODY': 1, 'NOW': 1})
         keep = int_arg(o['KEEP'], 0, DELAY_MAX) if 'KEEP' in o else 0
+        body_max = int_arg(o['MAXBODY'], 0, BODY_MAX_LIMIT) if 'MAXBODY' in o else BODY_MAX_DEFAULT
+        result = o.get('RESULT')
+        if result is not None and (keep == 0 or len(result) > body_max):
+            raise Refused()
         now = self.now_opt(o)
-        return self.settle([(id_, token)], keep, now)[0]
+        return self.settle([(id_, token)], keep, now, result)[0]
 
     def op_ackmany(self, args):
         count = int_arg(args[0] if args else None, 1, BATCH_MAX)
@@ -682,6 +700,7 @@ class Topic:
         j.state, j.died = 'dead', now
         j.token = j.reserved_at = j.deadline = j.lease_ttr = None
         self.dead_total += 1
+        self.finished.append(id_)
         return Status('dead')
 
     def op_touch(self, args):
@@ -705,6 +724,8 @@ class Topic:
         n = 0
         for id_ in dict.fromkeys(self.ids_arg(args)):
             if id_ in self.jobs:
+                if self.jobs[id_].state not in ('done', 'dead'):
+                    self.finished.append(id_)
                 del self.jobs[id_]
                 n += 1
         return n

@@ -55,8 +55,9 @@ class Env:
 
     @classmethod
     def messages(cls):
-        """Wake-up signals published since the last look (the PING's answer
-        comes after every message sent before it)."""
+        """Wake-up and finished signals published since the last look, as
+        (channel, payload) (the PING's answer comes after every message sent
+        before it)."""
         cls.sub.sock.sendall(harness.encode(['PING']))
         out = []
         while True:
@@ -64,14 +65,15 @@ class Env:
             if r == [b'pong', b'']:
                 return out
             if isinstance(r, list) and r and r[0] == b'smessage':
-                out.append(r[2])
+                out.append((r[1], r[2]))
 
 
 def subscribe(port, keys):
     sub = Conn(port)
-    sub.sock.sendall(harness.encode(['SSUBSCRIBE', keys[2]]))
-    r = sub.read()
-    assert r[0] == b'ssubscribe', r
+    sub.sock.sendall(harness.encode(['SSUBSCRIBE', keys[2], keys[5]]))
+    for _ in range(2):
+        r = sub.read()
+        assert r[0] == b'ssubscribe', r
     return sub
 
 
@@ -91,6 +93,7 @@ OPTS = st.fixed_dictionaries({}, optional={
     'BACKOFF': st.tuples(st.sampled_from(['fixed', 'exponential']), st.integers(0, 8),
                          st.integers(8, 30)),
     'MODE': st.sampled_from(['REPLACE', 'UPSERT', 'DEBOUNCE']),
+    'KEEP': st.sampled_from([0, 5, 30]),
 })
 JOB = st.tuples(st.sampled_from(['held', 'held', 'any']), st.integers(0, 15))
 TOK = st.tuples(st.sampled_from(['cur', 'cur', 'cur', 'old', 'any', 'next']), st.integers(0, 40))
@@ -131,6 +134,8 @@ BAD = [
     ('ack', lambda n, x: [x[0], x[1], 'NOW', 'abc']),
     ('ack', lambda n, x: [x[0], 'notanumber', 'NOW', n]),
     ('ack', lambda n, x: [x[0], x[1], 'KEEP', '-1', 'NOW', n]),
+    ('ack', lambda n, x: [x[0], x[1], 'RESULT', 'r', 'NOW', n]),
+    ('ack', lambda n, x: [x[0], x[1], 'KEEP', '5', 'RESULT', 'toolong', 'MAXBODY', '3', 'NOW', n]),
     ('ackmany', lambda n, x: ['3', x[0], x[1], 'NOW', n]),
     ('ackmany', lambda n, x: ['1', x[0], x[1], 'NOW', 'x']),
     ('release', lambda n, x: [x[0], x[1], 'PRIORITY', '2000', 'NOW', n]),
@@ -170,8 +175,9 @@ OPS = st.one_of(
     st.tuples(st.just('work'), st.integers(1, 3), MAYBE(st.sampled_from([3, 30000])),
               st.sampled_from(['ack', 'ack', 'fail', 'fail', 'fail_n', 'release', 'touch', 'keep']),
               st.integers(0, 12)),
-    st.tuples(st.just('ack'), JOB, TOK, MAYBE(st.integers(0, 20))),
-    st.tuples(st.just('ack'), JOB, TOK, st.none()),
+    st.tuples(st.just('ack'), JOB, TOK, MAYBE(st.integers(0, 20)),
+              MAYBE(st.sampled_from([b'', b'ok', b'12345678']))),
+    st.tuples(st.just('ack'), JOB, TOK, st.none(), st.none()),
     st.tuples(st.just('ackmany'), st.lists(st.tuples(JOB, TOK), min_size=1, max_size=4),
               MAYBE(st.integers(0, 20))),
     st.tuples(st.just('release'), JOB, TOK, MAYBE(st.integers(0, 20)),
@@ -201,7 +207,7 @@ def opt_words(o, now, modes=True):
     if 'WHEN' in o:
         kind, v = o['WHEN']
         w += [kind, v if kind == 'DELAY' else max(0, now + v)]
-    for k in ('PRIORITY', 'TTR', 'ATTEMPTS'):
+    for k in ('PRIORITY', 'TTR', 'ATTEMPTS', 'KEEP'):
         if k in o:
             w += [k, o[k]]
     if 'BACKOFF' in o:
@@ -357,6 +363,8 @@ class TopicMachine(RuleBasedStateMachine):
         if kind == 'ack':
             id_ = self.pick(op[1])
             args = [id_, self.token(id_, op[2])] + (['KEEP', op[3]] if op[3] is not None else [])
+            if op[4] is not None:  # a result; over MAXBODY 4 when long
+                args += ['RESULT', op[4]] + (['MAXBODY', 4] if len(op[4]) > 4 else [])
             return 'ack', args + ['NOW', n]
         if kind == 'ackmany':
             args = [len(op[1])]
@@ -427,9 +435,11 @@ class TopicMachine(RuleBasedStateMachine):
         Env.outcomes[(op, outcome(op, want))] += 1
         self.expect(real == want, 'reply of %s\n   library: %r\n   model:   %r' % (op, real, want))
         signals = Env.messages()
-        expected = [b(self.model.wake)] if self.model.wake is not None else []
+        expected = [(b(keys[2]), b(self.model.wake))] if self.model.wake is not None else []
+        if self.model.finished:
+            expected.append((b(keys[5]), b'\n'.join(self.model.finished)))
         self.expect(signals == expected,
-                    'wake-up signals of %s: %r, the model says %r' % (op, signals, expected))
+                    'signals of %s: %r, the model says %r' % (op, signals, expected))
         if is_refusal(op, want):
             self.expect(dump(Env.conn, keys) == before, 'a refused %s changed a key' % op)
         if op in ('reserve',) and isinstance(real, list):

@@ -355,7 +355,8 @@ class Version10(Case):
         self.assertEqual(self.field('once', 'ttr'), 0)
         r = self.f('reserve', 5, 'TTR', 60000, 'NOW', 1000)
         # token 0, deadline 0: no reservation; nothing scheduled after it.
-        self.assertEqual(r, [1000, -1, 0, [b'once', b'hello', 0, 1, 5, 0, 1000, 1000, 0]])
+        # (Version 12 appends the job's keep to each job.)
+        self.assertEqual(r[:3] + [r[3][:9]], [1000, -1, 0, [b'once', b'hello', 0, 1, 5, 0, 1000, 1000, 0]])
         self.assertIsNone(self.f('get', 'once'))
         for op, args in [('ack', []), ('ack', ['KEEP', 100]), ('release', []), ('fail', ['e']),
                          ('fail', ['e', 'ATTEMPTS', 3]), ('touch', [])]:

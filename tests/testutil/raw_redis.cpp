@@ -28,6 +28,14 @@ ReplyPtr RawRedis::call(const std::vector<std::string>& args) {
   return ReplyPtr(static_cast<redisReply*>(r));
 }
 
+ReplyPtr RawRedis::next() {
+  void* r = nullptr;
+  if (redisGetReply(ctx_, &r) != REDIS_OK || r == nullptr) {
+    throw std::runtime_error(std::string("redis: ") + ctx_->errstr);
+  }
+  return ReplyPtr(static_cast<redisReply*>(r));
+}
+
 ReplyPtr RawRedis::fcall(const std::string& op, const std::string& topic,
                          const std::vector<std::string>& args) {
   const auto keys = core::topic_keys("redisched", topic);

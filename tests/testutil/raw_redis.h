@@ -28,6 +28,9 @@ class RawRedis {
   // FCALL redisched_<op> <the topic's keys, from core/keys.h> args...
   ReplyPtr fcall(const std::string& op, const std::string& topic,
                  const std::vector<std::string>& args);
+  // The next reply the server sends: on a subscribed connection, its next
+  // message (blocks until one comes).
+  ReplyPtr next();
 
  private:
   redisContext* ctx_;

@@ -75,6 +75,11 @@ class FakeBroker : public Broker {
     answer(std::move(done),
            Result<std::vector<Outcome>>(std::vector<Outcome>(jobs.size(), Outcome::ok)));
   }
+  void ack(const std::string&, const std::string& id, std::uint64_t, Millis,
+           const std::optional<std::string>&, Callback<Outcome> done) override {
+    record("ack", 1, id);
+    answer(std::move(done), Result<Outcome>(Outcome::ok));
+  }
   void release(const std::string&, const std::string& id, std::uint64_t, Millis delay,
                Callback<Outcome> done) override {
     record("release", 1, id).delay = delay;
