@@ -213,6 +213,13 @@ function bodyCell(j) {
   return el('span', { class: 'body' }, j.body.length > 300 ? `${j.body.slice(0, 300)}…` : j.body);
 }
 
+// A done job's result (text, or base64 for bytes), else its last error.
+function outcomeCell(j) {
+  if ('result' in j) return el('td', { class: 'result' }, j.result.length > 300 ? `${j.result.slice(0, 300)}…` : j.result);
+  if ('result_base64' in j) return el('td', { class: 'result', title: 'binary result, shown as base64' }, `base64: ${j.result_base64}`);
+  return el('td', { class: 'bad' }, j.error || '');
+}
+
 function jobRow(j) {
   const actions = [];
   if (j.state === 'dead') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => act(() => api('POST', topicPath('kick'), { ids: [j.id] }), `kicked ${j.id}`) }, 'Kick'));
@@ -224,7 +231,7 @@ function jobRow(j) {
     el('td', { class: 'n' }, j.priority),
     el('td', {}, when(j.due)),
     el('td', { class: 'n' }, `${j.attempts} / ${j.max_attempts}`),
-    el('td', { class: 'bad' }, j.error || ''),
+    outcomeCell(j),
     el('td', {}, j.deadline ? when(j.deadline) : ''),
     el('td', {}, el('div', { class: 'actions' }, actions)));
 }
@@ -276,6 +283,7 @@ async function loadJobs() {
 async function runNow(j) {
   const spec = { mode: 'replace', priority: j.priority, ttr_ms: j.ttr, attempts: j.max_attempts,
     backoff: { kind: j.backoff.kind, base_ms: j.backoff.base, cap_ms: j.backoff.cap } };
+  if (j.keep) spec.keep_ms = j.keep;
   if ('body_base64' in j) spec.body_base64 = j.body_base64; else spec.body = j.body;
   return api('PUT', jobPath(j.id), spec);
 }

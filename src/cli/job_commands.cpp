@@ -43,7 +43,7 @@ Backoff parse_backoff(const std::string& text) {
 
 struct PutArgs {
   std::string topic, id, body, backoff;
-  std::optional<std::int64_t> delay, at, ttr, attempts, replicas;
+  std::optional<std::int64_t> delay, at, ttr, attempts, replicas, keep;
   int priority = 0;
   bool replace = false, upsert = false, debounce = false;
 
@@ -61,6 +61,7 @@ struct PutArgs {
     if (ttr) spec.ttr = Millis(*ttr);
     if (attempts) spec.max_attempts = static_cast<int>(*attempts);
     if (replicas) spec.replicas = static_cast<int>(*replicas);
+    if (keep) spec.keep = Millis(*keep);
     if (!backoff.empty()) spec.backoff = parse_backoff(backoff);
     if (int{replace} + int{upsert} + int{debounce} > 1) {
       throw Error(Errc::invalid_argument, "give one of --replace, --upsert and --debounce");
@@ -116,6 +117,27 @@ int get(Session& s, const std::string& topic, const std::string& id) {
   return 0;
 }
 
+// Waits for the job to finish. Exit status: 0 done, 1 no such job, 3 dead,
+// 4 not finished when the timeout came (the job is printed as it is).
+int wait(Session& s, const std::string& topic, const std::string& id, std::int64_t timeout) {
+  auto job = s.client().wait(topic, id, Millis(timeout));
+  if (!job) {
+    std::cerr << "redisched: no job " << id << " in " << topic
+              << " (never put, deleted, or finished without --keep)\n";
+    return 1;
+  }
+  if (s.json()) {
+    print_json(wire::job_json(*job));
+  } else {
+    print_job_text(*job);
+  }
+  if (job->state == JobState::done) return 0;
+  if (job->state == JobState::dead) return 3;
+  std::cerr << "redisched: job " << id << " is still " << to_string(job->state) << " after "
+            << timeout << " ms\n";
+  return 4;
+}
+
 // Every id's delete goes out at once on the pipeline (one round trip), and
 // each is reported.
 int remove(Session& s, const std::string& topic, const std::vector<std::string>& ids) {
@@ -161,6 +183,10 @@ void add_job_commands(CLI::App& app, Action& selected) {
       ->add_option("--replicas", p->replicas,
                    "answer once this many replicas have the job (WAIT), else fail")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{16}));
+  put_cmd
+      ->add_option("--keep", p->keep,
+                   "once acked, keep the job and its result this many ms (for wait)")
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
   put_cmd->add_flag("--replace", p->replace, "update an existing job only");
   put_cmd->add_flag("--upsert", p->upsert, "create or update");
   put_cmd->add_flag("--debounce", p->debounce,
@@ -177,6 +203,24 @@ void add_job_commands(CLI::App& app, Action& selected) {
   get_cmd->add_option("id", g->id)->required();
   get_cmd->callback(
       [g, &selected] { selected = [g](Session& s) { return get(s, g->topic, g->id); }; });
+
+  struct Waiting {
+    std::string topic, id;
+    std::int64_t timeout = 30000;
+  };
+  auto w = std::make_shared<Waiting>();
+  auto* wait_cmd =
+      app.add_subcommand("wait",
+                         "wait for a job to finish and show it with its result "
+                         "(exit status 0 done, 1 no such job, 3 dead, 4 not finished in time)");
+  wait_cmd->add_option("topic", w->topic)->required();
+  wait_cmd->add_option("id", w->id)->required();
+  wait_cmd->add_option("--timeout", w->timeout, "ms")
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax))
+      ->capture_default_str();
+  wait_cmd->callback([w, &selected] {
+    selected = [w](Session& s) { return wait(s, w->topic, w->id, w->timeout); };
+  });
 
   auto d = std::make_shared<Named>();
   auto* del = app.add_subcommand("delete", "delete jobs in any state");

@@ -27,6 +27,8 @@ void print_job_text(const Job& j) {
             << "attempts:     " << j.attempts << " of " << j.max_attempts << "\n"
             << "ttr:          " << j.ttr.count() << " ms\n";
   if (j.error) std::cout << "error:        " << *j.error << "\n";
+  if (j.keep.count() > 0) std::cout << "keep:         " << j.keep.count() << " ms\n";
+  if (j.result) std::cout << "result:       " << printable(*j.result) << "\n";
   if (j.state == JobState::reserved) {
     std::cout << "token:        " << j.token << "\n"
               << "deadline:     " << j.deadline_ms << "\n";
@@ -48,6 +50,7 @@ void print_taken(const ReserveResult& r, const Session& s, bool reserved) {
   for (const auto& j : r.jobs) {
     std::cout << j.id;
     if (reserved) std::cout << "\ttoken " << j.token;
+    if (j.keep.count() > 0) std::cout << "\tkeep " << j.keep.count();
     std::cout << "\tattempt " << j.attempt << "/" << j.max_attempts << "\t" << printable(j.body)
               << "\n";
   }

@@ -22,6 +22,7 @@ struct Taking {
 // The arguments of a call on a reservation.
 struct Held {
   std::string topic, id, error;
+  std::optional<std::string> result;
   std::uint64_t token = 0;
   std::optional<std::int64_t> keep, delay, ttr;
   std::optional<int> priority;
@@ -87,12 +88,16 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
 
   auto a = std::make_shared<Held>();
   auto* ack = add_held(app, "ack", "a reserved job is done", *a);
-  ack->add_option("--keep", a->keep, "keep the finished job this many ms")
+  ack->add_option("--keep", a->keep,
+                  "keep the finished job this many ms (at least the keep reserve showed)")
       ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  ack->add_option("--result", a->result, "the result, kept with the job (needs --keep)");
   ack->callback([a, &selected] {
     selected = [a](Session& s) {
-      return report(s.client().ack(a->topic, a->id, a->token, Millis(a->keep.value_or(0))), "acked",
-                    a->id, s);
+      const Millis keep(a->keep.value_or(0));
+      return report(a->result ? s.client().ack(a->topic, a->id, a->token, keep, *a->result)
+                              : s.client().ack(a->topic, a->id, a->token, keep),
+                    "acked", a->id, s);
     };
   });
 

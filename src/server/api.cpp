@@ -121,9 +121,18 @@ awaitable<Response> add_job(ApiContext& ctx, Request& req, const Params& p) {
   co_return ok_json(req, json::object{{"id", id}, {"outcome", "created"}}, Status::created);
 }
 
+// With ?wait_ms=N, a long-poll: answers once the job has finished (done or
+// dead), is gone, or N ms have passed (then as it is), woken by the
+// topic's finished signal (Client::wait).
 awaitable<Response> get_job(ApiContext& ctx, Request& req, const Params& p) {
-  auto j = co_await await_call<std::optional<Job>>(
-      [&](auto cb) { ctx.client.get_async(p.topic, p.id, std::move(cb)); });
+  const auto wait = query_int(p, "wait_ms", 0, 0, ctx.max_wait_ms);
+  auto j = co_await await_call<std::optional<Job>>([&](auto cb) {
+    if (wait > 0 && !ctx.stopping) {
+      ctx.client.wait_async(p.topic, p.id, Millis{wait}, std::move(cb));
+    } else {
+      ctx.client.get_async(p.topic, p.id, std::move(cb));
+    }
+  });
   if (!j) refuse(Status::not_found, "not_found", "no job " + p.id + " in topic " + p.topic);
   co_return ok_json(req, wire::job_json(*j));
 }
@@ -210,11 +219,22 @@ awaitable<Response> pull(ApiContext& ctx, Request& req, const Params& p) {
 
 awaitable<Response> ack(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
-  only_fields(body, {"token", "keep_ms"});
+  only_fields(body, {"token", "keep_ms", "result", "result_base64"});
   const auto token = token_field(body);
   const Millis keep{int_field(body, "keep_ms", 0, limits::kDelayMax).value_or(0)};
-  auto o = co_await await_call<Outcome>(
-      [&](auto cb) { ctx.client.ack_async(p.topic, p.id, token, keep, std::move(cb)); });
+  auto result = string_field(body, "result");
+  if (auto b64 = string_field(body, "result_base64")) {
+    if (result) bad_request("give \"result\" or \"result_base64\", not both");
+    result = wire::base64_decode(*b64);
+    if (!result) bad_request("\"result_base64\" is not base64 (RFC 4648, with its padding)");
+  }
+  if (result && keep.count() == 0) {
+    bad_request("a \"result\" needs \"keep_ms\" > 0: it is kept with the finished job");
+  }
+  auto o = co_await await_call<Outcome>([&](auto cb) {
+    if (result) return ctx.client.ack_async(p.topic, p.id, token, keep, *result, std::move(cb));
+    ctx.client.ack_async(p.topic, p.id, token, keep, std::move(cb));
+  });
   if (o == Outcome::ok) ctx.metrics.job_event("acked", p.topic, p.id);
   co_return outcome_response(req, o, p.id);
 }
@@ -448,6 +468,7 @@ using http::verb;
 const std::vector<std::string_view> kNoQuery{};
 const std::vector<std::string_view> kListQuery{"state", "offset", "count"};
 const std::vector<std::string_view> kEventsQuery{"token"};
+const std::vector<std::string_view> kJobQuery{"wait_ms"};
 
 const std::vector<Route>& table() {
   static const std::vector<Route> routes = {
@@ -467,7 +488,7 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/jobs/{id}",
        {{verb::get, get_job}, {verb::put, put_job}, {verb::delete_, delete_job}},
        false,
-       &kNoQuery},
+       &kJobQuery},
       {"/v1/topics/{topic}/jobs/{id}/ack", {{verb::post, ack}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/release", {{verb::post, release}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/fail", {{verb::post, fail}}, false, &kNoQuery},

@@ -187,7 +187,7 @@ std::optional<std::int64_t> seconds_field(const json::object& o, std::string_vie
 
 JobSpec job_spec(const json::object& o) {
   only_fields(o, {"body", "body_base64", "delay_ms", "due_at_ms", "priority", "ttr_ms", "attempts",
-                  "backoff", "mode", "replicas"});
+                  "backoff", "keep_ms", "mode", "replicas"});
   JobSpec s;
   auto text = string_field(o, "body");
   auto b64 = string_field(o, "body_base64");
@@ -208,6 +208,7 @@ JobSpec job_spec(const json::object& o) {
     s.max_attempts = static_cast<int>(*a);
   }
   if (auto r = int_field(o, "replicas", 0, 16)) s.replicas = static_cast<int>(*r);
+  if (auto k = int_field(o, "keep_ms", 0, limits::kDelayMax)) s.keep = Millis{*k};
   if (auto it = o.find("backoff"); it != o.end() && !it->value().is_null()) {
     if (!it->value().is_object()) {
       bad_request("\"backoff\" must be an object {kind, base_ms, cap_ms}");

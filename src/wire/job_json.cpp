@@ -53,13 +53,15 @@ std::optional<std::string> base64_decode(std::string_view s) {
   return out;
 }
 
-void put_body(json::object& o, std::string_view body) {
-  if (valid_utf8(body)) {
-    o["body"] = body;
+void put_bytes(json::object& o, std::string_view name, std::string_view bytes) {
+  if (valid_utf8(bytes)) {
+    o[name] = bytes;
   } else {
-    o["body_base64"] = base64_encode(body);
+    o[std::string(name) + "_base64"] = base64_encode(bytes);
   }
 }
+
+void put_body(json::object& o, std::string_view body) { put_bytes(o, "body", body); }
 
 json::object job_json(const Job& j) {
   json::object o;
@@ -78,6 +80,8 @@ json::object job_json(const Job& j) {
                    {"base", j.backoff.base.count()},
                    {"cap", j.backoff.cap.count()}};
   if (j.error) o["error"] = printable(*j.error);
+  if (j.keep.count() > 0) o["keep"] = j.keep.count();
+  if (j.result) put_bytes(o, "result", *j.result);
   if (j.state == JobState::reserved) {
     o["token"] = j.token;
     o["reserved_at"] = j.reserved_at_ms;
@@ -170,6 +174,7 @@ Job job_from_json(const json::object& o) {
     }
   }
   if (o.contains("died")) j.died_ms = integer("died", 0, limits::kMsMax);
+  if (o.contains("keep")) j.keep = Millis{integer("keep", 0, limits::kDelayMax)};
   return j;
 }
 
@@ -207,6 +212,7 @@ json::object reservation_json(const Reservation& j, bool reserved) {
   o["created"] = j.created_ms;
   o["due"] = j.due_ms;
   if (reserved) o["deadline"] = j.deadline_ms;
+  if (reserved && j.keep.count() > 0) o["keep"] = j.keep.count();
   return o;
 }
 

@@ -21,6 +21,8 @@ std::optional<std::string> base64_decode(std::string_view s);
 
 // Sets "body" or "body_base64".
 void put_body(boost::json::object& o, std::string_view body);
+// The same for any bytes: name, or name + "_base64".
+void put_bytes(boost::json::object& o, std::string_view name, std::string_view bytes);
 
 boost::json::object job_json(const Job& j);
 // The inverse of job_json (for import); throws std::runtime_error naming

@@ -57,6 +57,25 @@ expect "import bad line" "redisched: line 1: the job has no \"state\" (nothing w
 { head -2 "$DIR/bk.jsonl"; echo '{"id":"y","state":"ready","body":"b","priority":4294967301}'; } > "$DIR/bad.jsonl"
 expect "import bad last line" "1" "$(r import bk4 "$DIR/bad.jsonl" >/dev/null 2>&1; echo $?)"
 expect "import wrote nothing" "" "$(r topics | grep -x bk4)"
+# Results: a job put with --keep, acked with a result, waited for.
+r put res report-1 'count rows' --keep 60000 >/dev/null
+line=$(r --json reserve res)
+expect "reserve shows the keep" '"keep":60000' "$(echo "$line" | grep -o '"keep":60000')"
+token=$(echo "$line" | sed 's/.*"token":\([0-9]*\).*/\1/')
+( sleep 0.3; r ack res report-1 "$token" --keep 60000 --result '42 rows' >/dev/null ) &
+acker=$!
+expect "wait shows the result" "result:       42 rows" "$(r wait res report-1 --timeout 10000 | grep '^result')"
+wait "$acker"
+expect "wait on a finished job" "0" "$(r wait res report-1 >/dev/null; echo $?)"
+expect "result needs keep" "1" "$(r ack res x 1 --result r >/dev/null 2>&1; echo $?)"
+r put res slow 'x' --delay 60000 >/dev/null
+expect "wait times out" "4" "$(r wait res slow --timeout 100 >/dev/null 2>&1; echo $?)"
+expect "wait on no job" "1" "$(r wait res nothing --timeout 100 >/dev/null 2>&1; echo $?)"
+r put res doomed 'x' --attempts 1 >/dev/null
+token=$(r --json reserve res | sed 's/.*"token":\([0-9]*\).*/\1/')
+r fail res doomed "$token" 'no luck' >/dev/null
+expect "wait on a dead job" "3" "$(r wait res doomed >/dev/null 2>&1; echo $?)"
+
 # Debounce: a waiting job takes the last put; a running one is left alone.
 expect "debounce creates" "created ev-1" "$(r put deb ev-1 first --delay 60000 --debounce)"
 expect "debounce updates" "updated ev-1" "$(r put deb ev-1 second --delay 60000 --debounce)"

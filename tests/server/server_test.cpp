@@ -192,6 +192,47 @@ TEST_F(ServerTest, LongPollIsWokenByAPutAndEndsEmptyAfterItsWait) {
   EXPECT_LT(waited, 2s);  // woken by the put, not the 10 s wait
 }
 
+// A producer puts a job that asks to be kept and long-polls it; a worker
+// acks it with a result; the long-poll answers with the result at once.
+TEST_F(ServerTest, ALongPollOnAJobAnswersWithItsResult) {
+  ASSERT_EQ(call("PUT", topic_jobs() + "/report", R"({"body":"r","keep_ms":60000})").status, 201);
+  auto taken = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", "{}").body);
+  const auto& job = taken.at("jobs").at(0);
+  EXPECT_EQ(job.at("keep").as_int64(), 60000) << "reserve says how long to keep it";
+  const std::string token = std::to_string(job.at("token").as_int64());
+  const std::string ack = topic_jobs() + "/report/ack";
+  auto bad = call("POST", ack, R"({"token":)" + token + R"(,"result":"x"})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("keep_ms"), std::string::npos) << bad.body;
+  EXPECT_EQ(
+      call("POST", ack, R"({"token":)" + token + R"(,"keep_ms":1,"result_base64":"!"})").status,
+      400);
+
+  std::thread worker([&] {
+    std::this_thread::sleep_for(200ms);
+    HttpClient other(serve_->port());
+    other.request("POST", ack,
+                  R"({"token":)" + token + R"(,"keep_ms":60000,"result_base64":"AP8="})");
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  auto waited = call("GET", topic_jobs() + "/report?wait_ms=10000");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  worker.join();
+  ASSERT_EQ(waited.status, 200) << waited.body;
+  auto done = parse(waited.body);
+  EXPECT_EQ(done.at("state"), "done");
+  EXPECT_EQ(done.at("result_base64"), "AP8=") << "bytes that are not UTF-8 travel as base64";
+  EXPECT_GE(took, 150ms);
+  EXPECT_LT(took, 2s) << "woken by the ack, not the 10 s wait";
+
+  // A job still waiting: as it is once the wait is over; none: 404.
+  call("PUT", topic_jobs() + "/later", R"({"body":"l","delay_ms":60000})");
+  auto later = call("GET", topic_jobs() + "/later?wait_ms=200");
+  EXPECT_EQ(parse(later.body).at("state"), "delayed");
+  EXPECT_EQ(call("GET", topic_jobs() + "/nothing?wait_ms=200").status, 404);
+  EXPECT_EQ(call("GET", topic_jobs() + "/later?wait_ms=-1").status, 400);
+}
+
 TEST_F(ServerTest, BadRequestsGetClearErrorsAndChangeNothing) {
   ASSERT_EQ(call("PUT", topic_jobs() + "/keep", R"({"body":"original"})").status, 201);
   struct Case {

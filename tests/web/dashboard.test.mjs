@@ -188,6 +188,14 @@ try {
     await page.fill('#limit-concurrency', '');
     await page.click('#limits button[type=submit]');
     await page.waitForSelector('#limits-now:has-text("No limits")', { timeout: 5000 });
+    // A finished job kept with its result: shown in the done tab.
+    await serve.api('PUT', '/v1/topics/billing/jobs/report_1', { body: 'sum', keep_ms: 60000, priority: 1000 });
+    const taken = await serve.api('POST', '/v1/topics/billing/reserve', {});
+    assert.equal(taken.json.jobs[0].id, 'report_1');
+    await serve.api('POST', '/v1/topics/billing/jobs/report_1/ack',
+      { token: taken.json.jobs[0].token, keep_ms: 60000, result: 'total 1234.50' });
+    await page.click('#states button:has-text("done")');
+    await page.waitForSelector('#jobs tr[data-id="report_1"] td.result:has-text("total 1234.50")', { timeout: 5000 });
   });
 
   await test('keyboard: tab to the form and put with Enter; phone width', async () => {
