@@ -1,7 +1,8 @@
 """redisched from Python: the Functions library (lua/redisched.lua) called
 with redis-py (Debian's python3-redis), the keys built as docs/redis-api.md
-says. A thin client: put, get, reserve, ack, release, fail, stats, and a
-worker loop that sleeps on the topic's wake-up channel, not by polling.
+says. A thin client: put, get, reserve, ack, release, fail, stats, wait (for
+a job's result), and a worker loop that sleeps on the topic's wake-up
+channel, not by polling.
 
     import redis, redisched
     r = redis.Redis()
@@ -37,6 +38,7 @@ class Job:
     created: int
     due: int
     deadline: int
+    keep: int = 0  # the retention it was put with (library version 12): its ack keeps it
 
 
 @dataclass
@@ -56,17 +58,19 @@ class Topic:
         self.name = name
         self.keys = [f"{base}:{k}" for k in KEY_NAMES]
         self.channel = f"{base}:ready"  # the wake-up signal (SPUBLISH)
+        self.finished_channel = f"{base}:done"  # ids of finished jobs, for waiters
 
     def _call(self, op, *args):
         return self.redis.execute_command("FCALL", f"redisched_{op}", len(self.keys),
                                           *self.keys, *args)
 
     def put(self, job_id, body, delay_ms=None, priority=None, ttr_ms=None, attempts=None,
-            replace=False):
-        """1 created, -1 exists (2 updated, 0 no such job with replace)."""
+            replace=False, keep_ms=None):
+        """1 created, -1 exists (2 updated, 0 no such job with replace).
+        keep_ms: once acked, keep the job and its result that long (for wait)."""
         args = [job_id, body]
         for word, value in (("DELAY", delay_ms), ("PRIORITY", priority), ("TTR", ttr_ms),
-                            ("ATTEMPTS", attempts)):
+                            ("ATTEMPTS", attempts), ("KEEP", keep_ms)):
             if value is not None:
                 args += [word, value]
         if replace:
@@ -84,10 +88,39 @@ class Topic:
         args = [count] + (["TTR", ttr_ms] if ttr_ms is not None else [])
         now, nxt, paused, *jobs = self._call("reserve", *args)
         return Reserved(now, nxt, bool(paused), [
-            Job(_text(j[0]), j[1], j[2], j[3], j[4], j[5], j[6], j[7], j[8]) for j in jobs])
+            Job(_text(j[0]), *j[1:9], *j[9:10]) for j in jobs])
 
-    def ack(self, job, keep_ms=None):
-        return self._call("ack", job.id, job.token, *(["KEEP", keep_ms] if keep_ms else []))
+    def ack(self, job, keep_ms=None, result=None):
+        """keep_ms defaults to the keep the job was put with; a result needs one."""
+        keep_ms = keep_ms if keep_ms is not None else job.keep
+        args = ["KEEP", keep_ms] if keep_ms else []
+        if result is not None:
+            args += ["RESULT", result]
+        return self._call("ack", job.id, job.token, *args)
+
+    def wait(self, job_id, timeout_s):
+        """The job once it has finished (state done, with its result, or
+        dead), None once it is gone, or at the timeout as it is
+        (docs/redis-api.md, "Waiting for a job")."""
+        sub = self.redis.connection_pool.get_connection("SSUBSCRIBE")
+        try:
+            sub.send_command("SSUBSCRIBE", self.finished_channel)
+            sub.read_response()  # subscribed before the first read: nothing falls between
+            deadline = time.monotonic() + timeout_s
+            while True:
+                job = self.get(job_id)
+                if job is None or job["state"] in (b"done", b"dead"):
+                    return job
+                named = False
+                while not named:
+                    left = deadline - time.monotonic()
+                    if left <= 0 or not sub.can_read(timeout=left):
+                        return self.get(job_id)
+                    msg = sub.read_response()  # ["smessage", channel, "id\nid..."]
+                    named = job_id.encode() in msg[2].split(b"\n")
+        finally:
+            sub.disconnect()
+            self.redis.connection_pool.release(sub)
 
     def release(self, job, delay_ms=0):
         return self._call("release", job.id, job.token, "DELAY", delay_ms)

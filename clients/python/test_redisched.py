@@ -80,6 +80,33 @@ class RedischedFromPython(unittest.TestCase):
         jobs = t.reserve(5).jobs
         self.assertEqual(sorted(j.id for j in jobs), ["from_cli", "from_python"])
 
+    def test_python_waits_for_the_result_the_cli_acks_with(self):
+        t = self.topic("reports")
+        self.assertEqual(t.put("monthly", b"november", keep_ms=60000), redisched.OK)
+
+        def worker():
+            time.sleep(0.3)
+            r = t.reserve()
+            assert r.jobs[0].keep == 60000, r.jobs
+            self.cli("ack", "reports", "monthly", str(r.jobs[0].token), "--keep", "60000",
+                     "--result", "1234 rows")
+
+        w = threading.Thread(target=worker)
+        w.start()
+        t0 = time.monotonic()
+        job = t.wait("monthly", 10)
+        took = time.monotonic() - t0
+        w.join()
+        self.assertEqual(job["state"], b"done")
+        self.assertEqual(job["result"], b"1234 rows")
+        self.assertLess(took, 3, "woken by the signal, not the timeout")
+        # A result from Python, read by the CLI's wait.
+        t.put("weekly", b"week 48", keep_ms=60000)
+        r = t.reserve()
+        self.assertEqual(t.ack(r.jobs[0], result=b"56 rows"), redisched.OK)
+        self.assertIn("result:       56 rows", self.cli("wait", "reports", "weekly"))
+        self.assertEqual(t.wait("never", 0.1), None)
+
     def test_a_worker_sleeps_on_the_signal_and_the_due_time(self):
         t = self.topic("work")
         ran = {}
