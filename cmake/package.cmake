@@ -45,7 +45,8 @@ set(CPACK_COMPONENTS_ALL Unspecified service)
 set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION misc)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "redis-server (>= 5:7.0), adduser")
+# tzdata: the time zones of recurring jobs (libdate-tz reads them there).
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "redis-server (>= 5:7.0), adduser, tzdata")
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
   "${PROJECT_SOURCE_DIR}/packaging/postinst" "${PROJECT_SOURCE_DIR}/packaging/prerm"
   "${PROJECT_SOURCE_DIR}/packaging/postrm" "${PROJECT_SOURCE_DIR}/packaging/conffiles")

@@ -63,7 +63,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 12 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 13 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -1101,7 +1101,9 @@ ARGV: [NOW ms]
 Output: flat field/value array: delayed, ready, reserved, dead, done, paused
   (0|1), next_due (earliest due time of a delayed job not yet due, -1 if
   none), and the totals kept since the topic began: failed_total, dead_total,
-  lapsed_total. Delayed jobs whose due time has come count as ready.
+  lapsed_total; the limits (redisched_limit) and limit_used; schedules (how
+  many, redisched_schedule). Delayed jobs whose due time has come count as
+  ready.
 ]]
 local function stats(keys, args)
   local k = check_keys(keys)
@@ -1109,7 +1111,7 @@ local function stats(keys, args)
   local now = clock(o)
   local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total',
                            'limit_rate', 'limit_window', 'limit_concurrency', 'limit_start', 'limit_used',
-                           'limit_aging')
+                           'limit_aging', 'schedules')
   local nmarks, is_paused = marks(k)
   local rate = tonumber(meta[4] or 0)
   local used = 0
@@ -1130,6 +1132,7 @@ local function stats(keys, args)
     'limit_rate', rate, 'limit_window', tonumber(meta[5] or 0),
     'limit_concurrency', tonumber(meta[6] or 0), 'limit_used', used,
     'limit_aging', tonumber(meta[9] or 0),
+    'schedules', tonumber(meta[10] or 0),
   }
 end
 
@@ -1797,6 +1800,251 @@ local function resume(keys, args)
   return changed
 end
 
+---------------------------------------------------------------- schedules
+
+-- A schedule is the meta field "sched:<name>": format byte 1, flags (1
+-- paused, 2 catch-up last, 4 an interval rule), next tick (6 bytes), last
+-- tick produced (6, 0: none), interval ms (6, 0 for cron), then the cron
+-- expression, its time zone and the tick job's option words (NUL-joined),
+-- each as 2 bytes of length and the bytes, and the body (the rest). The
+-- meta field "schedules" counts them.
+local SCHED_PREFIX = 'sched:'
+local S_PAUSED, S_LAST, S_EVERY = 1, 2, 4
+local SCHED_NAME_MAX = 128
+local CRON_MAX = 256
+local ZONE_MAX = 64
+-- The tick job's options a schedule takes (its due time is the tick's).
+local SCHED_JOB_WORDS = { 'PRIORITY', 'TTR', 'ATTEMPTS', 'BACKOFF', 'KEEP' }
+local OPT_SCHEDULE = { CRON = 2, EVERY = 1, NEXT = 1, CATCHUP = 1, PAUSED = 0, PRIORITY = 1,
+                       TTR = 1, ATTEMPTS = 1, BACKOFF = 3, KEEP = 1, MAXBODY = 1, NOW = 1 }
+local OPT_TICK = { RUN = 1, NOW = 1 }
+local OPT_NEXT = { NEXT = 1, NOW = 1 }
+local OPT_NAME_NOW = { NAME = 1, NOW = 1 }
+
+-- The finished signal's sibling: a schedule changed (its name), for the
+-- schedulers listening on P:{T}:meta. api() publishes it.
+local changed_schedule = nil
+
+local function sched_name(v)
+  if v == nil or v == '' then bad('schedule name is missing') end
+  if #v > SCHED_NAME_MAX or v:find('[^%w_%.%-]') then
+    bad('schedule name must be 1..' .. SCHED_NAME_MAX .. ' characters of A-Z a-z 0-9 _ - ., got ' .. show(v))
+  end
+  return v
+end
+
+local function pack_str(v) return struct.pack('>I2', #v) .. v end
+
+local function encode_schedule(sc)
+  local flags = (sc.paused and S_PAUSED or 0) + (sc.catchup == 'last' and S_LAST or 0)
+    + (sc.every > 0 and S_EVERY or 0)
+  return struct.pack('>BBI6I6I6', 1, flags, sc.next, sc.last, sc.every) .. pack_str(sc.cron)
+    .. pack_str(sc.zone) .. pack_str(table.concat(sc.words, '\0')) .. sc.body
+end
+
+local function decode_schedule(v)
+  local version, flags, nxt, last, every, pos = struct.unpack('>BBI6I6I6', v)
+  if version ~= 1 then
+    error({ bad = 'BADFORMAT a stored schedule has a format this library version does not read' })
+  end
+  local sc = { paused = band(flags, S_PAUSED) ~= 0, catchup = band(flags, S_LAST) ~= 0 and 'last' or 'skip',
+               next = nxt, last = last, every = every }
+  local words
+  sc.cron, sc.zone, words, pos = struct.unpack('>I2c0I2c0I2c0', v, pos)
+  sc.words = {}
+  for w in words:gmatch('[^%z]+') do sc.words[#sc.words + 1] = w end
+  sc.body = v:sub(pos)
+  return sc
+end
+
+local function load_schedule(k, name)
+  local v = redis.call('HGET', k.meta, SCHED_PREFIX .. name)
+  return v and decode_schedule(v)
+end
+
+local function store_schedule(k, name, sc)
+  redis.call('HSET', k.meta, SCHED_PREFIX .. name, encode_schedule(sc))
+  changed_schedule = name
+end
+
+local function schedule_fields(name, sc)
+  return { 'name', name, 'kind', sc.every > 0 and 'every' or 'cron', 'cron', sc.cron,
+           'zone', sc.zone, 'every', sc.every, 'next', sc.next, 'last', sc.last,
+           'paused', sc.paused and 1 or 0, 'catchup', sc.catchup, 'body', sc.body,
+           'options', sc.words }
+end
+
+-- A tick's job id: the schedule's name and the tick, so that no tick is
+-- produced twice.
+local function tick_id(name, tick) return name .. '@' .. fmt(tick) end
+
+--[[ redisched_schedule: create or change a recurring job.
+ARGV: name body (CRON expr zone | EVERY ms) NEXT ms [CATCHUP skip|last]
+      [PAUSED] [PRIORITY n] [TTR ms] [ATTEMPTS n] [BACKOFF kind base cap]
+      [KEEP ms] [MAXBODY bytes] [NOW ms]
+  name: 1..128 of A-Z a-z 0-9 _ - . Each tick puts one job, id
+  "<name>@<tick ms>", with this body and these options, due at the tick.
+  CRON: a cron expression (5 or 6 fields) and its IANA time zone; EVERY: a
+  fixed interval (1 ms .. ten years). The library stores the rule; the
+  scheduler computes the ticks (the C++ library does, docs/redis-api.md,
+  "Recurring jobs") and gives the first as NEXT. CATCHUP: what a scheduler
+  does with ticks missed while none ran: skip them (default; one due less
+  than a minute ago still runs) or run the last one. A change keeps the
+  last tick produced (no tick runs twice). Publishes the name on P:{T}:meta.
+Output: 1 created, 2 updated.
+]]
+local function schedule(keys, args)
+  local k = check_keys(keys)
+  local name = sched_name(args[1])
+  local body = args[2]
+  if body == nil then bad('body is missing') end
+  local o = options(args, 3, #args, OPT_SCHEDULE)
+  if (o.CRON and 1 or 0) + (o.EVERY and 1 or 0) ~= 1 then bad('give CRON expr zone or EVERY ms') end
+  local sc = { paused = o.PAUSED == true, cron = '', zone = '', every = 0, body = body, words = {} }
+  if o.CRON then
+    sc.cron, sc.zone = o.CRON[1], o.CRON[2]
+    if sc.cron == '' or #sc.cron > CRON_MAX or sc.cron:find('%c') then
+      bad('CRON expression must be 1..' .. CRON_MAX .. ' bytes without control characters')
+    end
+    if sc.zone == '' or #sc.zone > ZONE_MAX or sc.zone:find('[^%w_%+%-/]') then
+      bad('time zone must be an IANA name (1..' .. ZONE_MAX .. ' of A-Z a-z 0-9 _ + - /), got ' .. show(sc.zone))
+    end
+  else
+    sc.every = int_arg(o.EVERY, 'EVERY', 1, DELAY_MAX)
+  end
+  sc.next = int_arg(o.NEXT, 'NEXT', 0, MS_MAX)
+  if o.CATCHUP and o.CATCHUP ~= 'skip' and o.CATCHUP ~= 'last' then
+    bad('CATCHUP must be skip or last, got ' .. show(o.CATCHUP))
+  end
+  sc.catchup = o.CATCHUP or 'skip'
+  for _, w in ipairs(SCHED_JOB_WORDS) do
+    local v = o[w]
+    if v ~= nil then
+      sc.words[#sc.words + 1] = w
+      if type(v) == 'table' then
+        for _, x in ipairs(v) do sc.words[#sc.words + 1] = x end
+      else
+        sc.words[#sc.words + 1] = v
+      end
+    end
+  end
+  -- The tick job's arguments, checked as put checks them.
+  parse_job(tick_id(name, sc.next), body, o, now_arg(o) or 0, body_limit(o))
+  local old = load_schedule(k, name)
+  sc.last = old and old.last or 0
+  store_schedule(k, name, sc)
+  if old then return UPDATED end
+  redis.call('HINCRBY', k.meta, 'schedules', 1)
+  return OK
+end
+
+--[[ redisched_unschedule: delete a schedule (jobs it made stay).
+ARGV: name
+Output: 1 deleted, 0 no such schedule.
+]]
+local function unschedule(keys, args)
+  local k = check_keys(keys)
+  local name = sched_name(args[1])
+  options(args, 2, #args, NO_WORDS)
+  if redis.call('HDEL', k.meta, SCHED_PREFIX .. name) == 0 then return MISSING end
+  redis.call('HINCRBY', k.meta, 'schedules', -1)
+  changed_schedule = name
+  return OK
+end
+
+--[[ redisched_pauseschedule, redisched_resumeschedule: a paused schedule
+produces nothing (its ticks are not caught up when it resumes).
+ARGV: name (pause); name NEXT ms (resume: its next tick, from now)
+Output: 1 changed, 0 no such schedule, -2 already paused (not paused).
+]]
+local function set_paused(keys, args, paused)
+  local k = check_keys(keys)
+  local name = sched_name(args[1])
+  local o = options(args, 2, #args, paused and NO_WORDS or OPT_NEXT)
+  local nxt = not paused and int_arg(o.NEXT, 'NEXT', 0, MS_MAX)
+  local sc = load_schedule(k, name)
+  if not sc then return MISSING end
+  if sc.paused == paused then return WRONG_STATE end
+  sc.paused = paused
+  if nxt then sc.next = nxt end
+  store_schedule(k, name, sc)
+  return OK
+end
+
+local function pause_schedule(keys, args) return set_paused(keys, args, true) end
+local function resume_schedule(keys, args) return set_paused(keys, args, false) end
+
+--[[ redisched_schedules: a topic's schedules (read-only).
+ARGV: [NAME name] [NOW ms]     NAME: that one only.
+Output: {now, schedule, ...} in name order, each a flat field/value array:
+  name, kind (cron|every), cron, zone, every, next, last (0: none yet),
+  paused, catchup (skip|last), body, options (the tick job's option words).
+]]
+local function schedules(keys, args)
+  local k = check_keys(keys)
+  local o = options(args, 1, #args, OPT_NAME_NOW)
+  local out, names = { 0 }, {}
+  if o.NAME then
+    names[1] = sched_name(o.NAME)
+  else
+    local all = redis.call('HGETALL', k.meta)
+    for i = 1, #all, 2 do
+      if all[i]:sub(1, #SCHED_PREFIX) == SCHED_PREFIX then names[#names + 1] = all[i]:sub(#SCHED_PREFIX + 1) end
+    end
+    table.sort(names)
+  end
+  out[1] = clock(o)
+  for _, name in ipairs(names) do
+    local sc = load_schedule(k, name)
+    if sc then out[#out + 1] = schedule_fields(name, sc) end
+  end
+  return out
+end
+
+--[[ redisched_tick: a scheduler's step, made once however many run.
+ARGV: name expect next [RUN tick] [NOW ms]
+  When the schedule's next tick is still expect, it becomes next (> expect),
+  and with RUN the tick's job is put: id "<name>@<tick>", due at tick
+  (expect <= tick < next, tick <= now), unless the id is taken or a tick
+  this late was produced already. Every scheduler that woke for the same
+  tick calls with the same expect: the first moves next, the others get -3.
+Output: 1 the job was put, 2 next moved without a job, 0 no such schedule,
+  -2 paused, -3 stale (next is not expect: another scheduler ticked, or
+  the schedule changed); then nothing changes.
+]]
+local function tick(keys, args)
+  local k = check_keys(keys)
+  local name = sched_name(args[1])
+  local expect = int_arg(args[2], 'expect', 0, MS_MAX)
+  local nxt = int_arg(args[3], 'next', 0, MS_MAX)
+  local o = options(args, 4, #args, OPT_TICK)
+  if nxt <= expect then bad('next must be after expect') end
+  local run = o.RUN and int_arg(o.RUN, 'RUN', 0, MS_MAX)
+  local now = clock(o)
+  if run and (run < expect or run >= nxt) then bad('RUN tick must be from expect to before next') end
+  if run and run > now then bad('RUN tick ' .. fmt(run) .. ' is still to come (now ' .. fmt(now) .. ')') end
+  local sc = load_schedule(k, name)
+  if not sc then return MISSING end
+  if sc.paused then return WRONG_STATE end
+  if sc.next ~= expect then return STALE end
+  local made = false
+  if run and run > sc.last then
+    local id = tick_id(name, run)
+    if redis.call('HEXISTS', k.jobs, id) == 0 then
+      local jo = { AT = fmt(run) }
+      for w, v in pairs(options(sc.words, 1, #sc.words, PUT_OPTIONS)) do jo[w] = v end
+      local p = parse_job(id, sc.body, jo, now, BODY_MAX_LIMIT)
+      place(k, id, new_job(p, take_seq(k, 1), now), now)
+      made = true
+    end
+    sc.last = run
+  end
+  sc.next = nxt
+  -- Not a change of the schedule: no message on P:{T}:meta.
+  redis.call('HSET', k.meta, SCHED_PREFIX .. name, encode_schedule(sc))
+  return made and OK or UPDATED
+end
+
 --[[ redisched_version: the library's version (an integer), for clients that
 load the library when it is missing or older than theirs.
 ]]
@@ -1809,12 +2057,13 @@ end
 -- Turns a raised {bad = msg} into a clean error reply; other errors pass on.
 local function api(fn)
   return function(keys, args)
-    wake_at = nil
+    wake_at, changed_schedule = nil, nil
     if #finished_ids > 0 then finished_ids = {} end
     local ok, res = pcall(fn, keys, args)
     if ok then
       if wake_at then redis.call('SPUBLISH', keys[3], wake_at) end
       if #finished_ids > 0 then redis.call('SPUBLISH', keys[6], table.concat(finished_ids, '\n')) end
+      if changed_schedule then redis.call('SPUBLISH', keys[7], changed_schedule) end
       return res
     end
     if type(res) == 'table' and res.bad then return redis.error_reply(res.bad) end
@@ -1847,4 +2096,10 @@ register('kickall', kickall)
 register('limit', limit)
 register('pause', pause)
 register('resume', resume)
+register('schedule', schedule)
+register('unschedule', unschedule)
+register('pauseschedule', pause_schedule)
+register('resumeschedule', resume_schedule)
+register('schedules', schedules, RO)
+register('tick', tick)
 register('version', version, RO)

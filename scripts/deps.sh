@@ -12,6 +12,8 @@ packages=(
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   libhiredis-dev libssl-dev
   libcli11-dev libspdlog-dev libfmt-dev
+  # recurring jobs: cron times in a time zone (Debian's tz database)
+  libhowardhinnant-date-dev tzdata
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools openssl
   # the man page, written from --help, for the Debian package

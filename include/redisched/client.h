@@ -212,6 +212,30 @@ class Client {
   bool restore(std::string_view topic, const Job& job, bool replace = false);
   // Every topic that has ever had a job (SCAN; for tools, not hot paths).
   std::vector<std::string> topics();
+  // ---- recurring jobs (ScheduleSpec; docs/redis-api.md, "Recurring jobs")
+  // Creates or changes a schedule (name: 1..128 of A-Z a-z 0-9 _ - .),
+  // its next tick computed from now (Redis's clock), and returns it as
+  // stored. A change keeps the last tick put: no tick is put twice.
+  Schedule set_schedule(std::string_view topic, std::string_view name, const ScheduleSpec& spec);
+  ScheduleList schedules(std::string_view topic);
+  // False when there was no such schedule. The jobs it put stay.
+  bool remove_schedule(std::string_view topic, std::string_view name);
+  // A paused schedule puts nothing; resumed, it ticks from now on (the
+  // ticks it missed are not caught up). True when the state changed.
+  bool pause_schedule(std::string_view topic, std::string_view name);
+  bool resume_schedule(std::string_view topic, std::string_view name);
+  // One scheduler step (redisched_tick), for Scheduler: when the
+  // schedule's next tick is still expect, it becomes next, and with run the
+  // job of tick run is put. Returns the library's code: 1 put, 2 moved
+  // without a job, 0 no such schedule, -2 paused, -3 another scheduler
+  // was first (or the schedule changed).
+  int tick(std::string_view topic, std::string_view name, std::int64_t expect, std::int64_t next,
+           std::optional<std::int64_t> run);
+  // Listens for changes of a topic's schedules (their names), as watch().
+  Subscription watch_schedules(std::string_view topic,
+                               std::function<void(const std::string& name)> on_change,
+                               std::function<void()> on_ready = {});
+
   // Waits until the job has finished (done, or dead) and returns it, with
   // its result or last error; at timeout returns it as it is then (state
   // delayed, ready or reserved). nullopt: there is no such job (never put,
@@ -315,6 +339,22 @@ class Client {
   std::future<TopicLimits> set_limits_async(std::string_view topic, const TopicLimits& limits);
   void limits_async(std::string_view topic, Callback<TopicLimits> done);
   std::future<TopicLimits> limits_async(std::string_view topic);
+  void set_schedule_async(std::string_view topic, std::string_view name, const ScheduleSpec& spec,
+                          Callback<Schedule> done);
+  std::future<Schedule> set_schedule_async(std::string_view topic, std::string_view name,
+                                           const ScheduleSpec& spec);
+  void schedules_async(std::string_view topic, Callback<ScheduleList> done);
+  std::future<ScheduleList> schedules_async(std::string_view topic);
+  void remove_schedule_async(std::string_view topic, std::string_view name, Callback<bool> done);
+  std::future<bool> remove_schedule_async(std::string_view topic, std::string_view name);
+  void pause_schedule_async(std::string_view topic, std::string_view name, Callback<bool> done);
+  std::future<bool> pause_schedule_async(std::string_view topic, std::string_view name);
+  void resume_schedule_async(std::string_view topic, std::string_view name, Callback<bool> done);
+  std::future<bool> resume_schedule_async(std::string_view topic, std::string_view name);
+  void tick_async(std::string_view topic, std::string_view name, std::int64_t expect,
+                  std::int64_t next, std::optional<std::int64_t> run, Callback<int> done);
+  std::future<int> tick_async(std::string_view topic, std::string_view name, std::int64_t expect,
+                              std::int64_t next, std::optional<std::int64_t> run);
   void wait_async(std::string_view topic, std::string_view id, Millis timeout,
                   Callback<std::optional<Job>> done);
   std::future<std::optional<Job>> wait_async(std::string_view topic, std::string_view id,

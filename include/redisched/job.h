@@ -171,7 +171,53 @@ struct TopicStats {
   std::int64_t failed_total = 0, dead_total = 0, lapsed_total = 0;
   TopicLimits limits;           // window 0 without a rate limit
   std::int64_t limit_used = 0;  // jobs handed out in the rate's current window
+  std::int64_t schedules = 0;   // recurring jobs (Client::set_schedule)
 };
+
+// What the scheduler does with ticks missed while none ran (a downtime).
+enum class CatchUp {
+  skip,  // drop them; one due less than a minute ago still runs
+  last,  // run the last one missed, once
+};
+
+// A recurring job (Client::set_schedule). Each tick puts one job, with
+// this body and these options, due at the tick, under the id
+// "<schedule name>@<tick ms>": however many Workers and servers run the
+// schedule, a tick is put once. Give cron or every.
+struct ScheduleSpec {
+  // 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds
+  // first), or @yearly @monthly @weekly @daily @hourly; on the wall clock
+  // of time_zone (a time skipped by a daylight saving change runs at the
+  // end of the gap, a time repeated runs once).
+  std::string cron{};
+  std::string time_zone = "UTC";  // an IANA name: Europe/Berlin
+  // Or a fixed interval, its first tick that long after it is set.
+  std::optional<Millis> every{};
+  std::string body{};
+  int priority = 0;
+  std::optional<Millis> ttr{};
+  std::optional<int> max_attempts{};
+  std::optional<Backoff> backoff{};
+  Millis keep{0};  // JobSpec::keep: each tick's job is kept with its result
+  CatchUp catch_up = CatchUp::skip;
+  bool paused = false;  // a paused schedule puts nothing
+};
+
+struct Schedule {
+  std::string name;
+  ScheduleSpec spec;
+  std::int64_t next_ms = 0;       // its next tick
+  std::int64_t last_tick_ms = 0;  // the last tick that put a job; 0: none yet
+};
+
+struct ScheduleList {
+  std::int64_t now_ms = 0;  // the Redis server's clock
+  std::vector<Schedule> schedules;
+};
+
+// A schedule's next n ticks from its next one (the dashboard's next runs).
+// Throws Error(invalid_argument) for a rule that does not parse.
+std::vector<std::int64_t> next_ticks(const Schedule& schedule, int n);
 
 struct ListPage {
   std::int64_t total = 0;  // jobs in that state

@@ -130,6 +130,10 @@ struct WorkerOptions {
   // run_until_signal's drain: how long in-flight jobs may take to finish
   // after SIGINT/SIGTERM before they are released.
   Millis shutdown_timeout{10000};
+  // Run the recurring jobs (Client::set_schedule) of the topics handled
+  // here, with a Scheduler of the worker's: every worker may, a tick is put
+  // once however many run.
+  bool run_schedules = true;
 };
 
 // A job a handler is working on, as Worker::running() reports it.

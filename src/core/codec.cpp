@@ -279,6 +279,8 @@ TopicStats parse_stats(const Reply& r) {
       s.limits.window = Millis(v);
     else if (f == "limit_concurrency")
       s.limits.concurrency = static_cast<int>(v);
+    else if (f == "schedules")
+      s.schedules = v;
     else if (f == "limit_aging")
       s.limits.aging = Millis(v);
     else if (f == "limit_used")
@@ -300,6 +302,73 @@ ListPage parse_list(const Reply& r) {
   for (size_t i = 1; i < r.elements.size(); ++i)
     page.jobs.push_back(job_from_fields(r.elements[i]));
   return page;
+}
+
+namespace {
+// A schedule's tick-job options, as redisched_schedule stored their words.
+void schedule_options(const Reply& words, ScheduleSpec& spec) {
+  const auto& w = words.elements;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const std::string& word = w[i].str;
+    const auto next = [&]() -> const Reply& {
+      if (i + 1 >= w.size()) unexpected("schedule options");
+      return w[++i];
+    };
+    if (word == "PRIORITY") {
+      spec.priority = static_cast<int>(to_int(next()));
+    } else if (word == "TTR") {
+      spec.ttr = Millis(to_int(next()));
+    } else if (word == "ATTEMPTS") {
+      spec.max_attempts = static_cast<int>(to_int(next()));
+    } else if (word == "KEEP") {
+      spec.keep = Millis(to_int(next()));
+    } else if (word == "BACKOFF") {
+      Backoff b;
+      b.kind = next().str == "fixed" ? BackoffKind::fixed : BackoffKind::exponential;
+      b.base = Millis(to_int(next()));
+      b.cap = Millis(to_int(next()));
+      spec.backoff = b;
+    }  // a word of a later version: left out
+  }
+}
+}  // namespace
+
+ScheduleList parse_schedules(const Reply& r) {
+  as_array(r, 1, "schedules");
+  ScheduleList out;
+  out.now_ms = to_int(r.elements[0]);
+  for (size_t i = 1; i < r.elements.size(); ++i) {
+    const Reply& e = r.elements[i];
+    if (e.type != Reply::Type::array || e.elements.size() % 2 != 0) unexpected("schedule fields");
+    Schedule sc;
+    for (size_t f = 0; f < e.elements.size(); f += 2) {
+      const std::string& name = e.elements[f].str;
+      const Reply& v = e.elements[f + 1];
+      if (name == "name") {
+        sc.name = v.str;
+      } else if (name == "cron") {
+        sc.spec.cron = v.str;
+      } else if (name == "zone") {
+        if (!v.str.empty()) sc.spec.time_zone = v.str;
+      } else if (name == "every") {
+        if (to_int(v) > 0) sc.spec.every = Millis(to_int(v));
+      } else if (name == "next") {
+        sc.next_ms = to_int(v);
+      } else if (name == "last") {
+        sc.last_tick_ms = to_int(v);
+      } else if (name == "paused") {
+        sc.spec.paused = to_int(v) != 0;
+      } else if (name == "catchup") {
+        sc.spec.catch_up = v.str == "last" ? CatchUp::last : CatchUp::skip;
+      } else if (name == "body") {
+        sc.spec.body = v.str;
+      } else if (name == "options") {
+        schedule_options(v, sc.spec);
+      }
+    }
+    out.schedules.push_back(std::move(sc));
+  }
+  return out;
 }
 
 RequeueResult parse_requeue(const Reply& r) {

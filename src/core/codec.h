@@ -72,6 +72,7 @@ TouchResult parse_touch(const redis::Reply& r);
 TopicStats parse_stats(const redis::Reply& r);
 TopicLimits parse_limits(const redis::Reply& r);
 ListPage parse_list(const redis::Reply& r);
+ScheduleList parse_schedules(const redis::Reply& r);
 RequeueResult parse_requeue(const redis::Reply& r);
 std::int64_t parse_integer(const redis::Reply& r);
 

@@ -30,4 +30,8 @@ std::string finished_channel(std::string_view prefix, std::string_view topic) {
   return topic_keys(prefix, topic)[5];
 }
 
+std::string schedules_channel(std::string_view prefix, std::string_view topic) {
+  return topic_keys(prefix, topic)[6];
+}
+
 }  // namespace redisched::core

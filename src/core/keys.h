@@ -21,6 +21,9 @@ std::string wake_channel(std::string_view prefix, std::string_view topic);
 // Its finished channel (docs/redis-api.md, "Waiting for a job"): named like
 // its done key.
 std::string finished_channel(std::string_view prefix, std::string_view topic);
+// Its schedules' channel (docs/redis-api.md, "Recurring jobs"): named like
+// its meta key.
+std::string schedules_channel(std::string_view prefix, std::string_view topic);
 
 // The topic of a key of that shape, or empty when the key is not one.
 std::string_view topic_of_key(std::string_view prefix, std::string_view key);

@@ -12,6 +12,7 @@
 #include "core/keys.h"
 #include "core/limits.h"
 #include "redisched/runtime.h"
+#include "redisched/scheduler.h"
 #include "worker/topic_runner.h"
 
 namespace redisched {
@@ -111,6 +112,10 @@ class Worker::Impl {
             });
           }));
     }
+    if (opts.run_schedules) {
+      scheduler = std::make_unique<Scheduler>(client);
+      for (auto& t : topics) scheduler->add_topic(t->topic());
+    }
     running = true;
   }
 
@@ -121,6 +126,7 @@ class Worker::Impl {
     }
     std::lock_guard lock(lifecycle);
     if (!running) return;
+    scheduler.reset();  // no tick starts from here on
     on_control([this] {
       for (auto& t : topics) t->stop_taking();
     });
@@ -175,6 +181,7 @@ class Worker::Impl {
   std::vector<std::unique_ptr<worker::TopicRunner>> topics;
   std::unordered_map<std::string, worker::TopicRunner*> by_channel;
   std::vector<Subscription> subscriptions;
+  std::unique_ptr<Scheduler> scheduler;
   std::mutex lifecycle;
   bool started = false;
   std::atomic<bool> running{false};

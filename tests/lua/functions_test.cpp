@@ -680,6 +680,48 @@ TEST_F(FunctionsTest, KeepAndResultGoWithTheJobAndFinishedJobsAreSignalled) {
   EXPECT_EQ(message(), "z");
 }
 
+// Schedules: each tick's job is put by the first tick call that names the
+// schedule's next tick; the others are told (-3), and nothing runs twice.
+TEST_F(FunctionsTest, TicksArePutOnceByWhicheverSchedulerIsFirst) {
+  RawRedis sub(shared_redis().port());
+  ASSERT_EQ(sub.call({"SSUBSCRIBE", "redisched:{" + topic_ + "}:meta"})->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(integer("schedule", {"beat", "hello", "EVERY", "1000", "NEXT", "5000", "PRIORITY", "4",
+                                 "KEEP", "100", "NOW", "4000"}),
+            1);
+  EXPECT_EQ(std::string(sub.next()->element[2]->str), "beat") << "schedulers hear of it";
+  EXPECT_EQ(stat("schedules"), 1);
+  EXPECT_NE(error("tick", {"beat", "5000", "6000", "RUN", "5000", "NOW", "4999"}).find("to come"),
+            std::string::npos)
+      << "no tick before its time";
+  EXPECT_EQ(integer("tick", {"beat", "5000", "6000", "RUN", "5000", "NOW", "5001"}), 1);
+  EXPECT_EQ(integer("tick", {"beat", "5000", "6000", "RUN", "5000", "NOW", "5002"}), -3)
+      << "a second scheduler of the same tick";
+  EXPECT_EQ(field("beat@5000", "priority"), "4");
+  EXPECT_EQ(field("beat@5000", "keep"), "100");
+  EXPECT_EQ(field("beat@5000", "body"), "hello");
+  // Changed with its next tick back at 5000: the tick put already is not put again.
+  EXPECT_EQ(integer("schedule", {"beat", "hello", "EVERY", "1000", "NEXT", "5000", "NOW", "5003"}),
+            2);
+  EXPECT_EQ(std::string(sub.next()->element[2]->str), "beat");
+  EXPECT_EQ(integer("delete", {"beat@5000"}), 1);
+  EXPECT_EQ(integer("tick", {"beat", "5000", "7000", "RUN", "5000", "NOW", "6500"}), 2);
+  EXPECT_EQ(state("beat@5000"), "absent");
+  EXPECT_EQ(integer("pauseschedule", {"beat"}), 1);
+  EXPECT_EQ(integer("pauseschedule", {"beat"}), -2);
+  EXPECT_EQ(integer("tick", {"beat", "7000", "8000", "RUN", "7000", "NOW", "7000"}), -2);
+  EXPECT_EQ(integer("resumeschedule", {"beat", "NEXT", "9000"}), 1);
+  EXPECT_EQ(integer("tick", {"beat", "9000", "10000", "NOW", "9500"}), 2) << "skipped: no job";
+  EXPECT_EQ(state("beat@9000"), "absent");
+  EXPECT_NE(error("tick", {"beat", "10000", "10000"}).find("after expect"), std::string::npos);
+  EXPECT_NE(error("schedule", {"x", "b", "EVERY", "5", "CRON", "* * * * *", "UTC", "NEXT", "1"})
+                .find("CRON expr zone or EVERY"),
+            std::string::npos);
+  EXPECT_EQ(integer("unschedule", {"beat"}), 1);
+  EXPECT_EQ(integer("unschedule", {"beat"}), 0);
+  EXPECT_EQ(stat("schedules"), 0);
+  EXPECT_EQ(integer("tick", {"beat", "10000", "11000", "NOW", "10000"}), 0);
+}
+
 TEST_F(FunctionsTest, ListAndStatsShowDueJobsAsReady) {
   put("soon", 1000, {"DELAY", "100"});
   EXPECT_EQ(stat("delayed", 1050), 1);

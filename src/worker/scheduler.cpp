@@ -1,0 +1,222 @@
+#include "redisched/scheduler.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "core/limits.h"
+#include "core/ticks.h"
+#include "redisched/runtime.h"
+
+namespace redisched {
+namespace {
+
+namespace asio = boost::asio;
+
+// CatchUp::skip still runs a tick missed by less than this (as
+// Sidekiq-cron's grace period): a scheduler that woke a little late, or
+// came back after a short restart, is not a downtime.
+constexpr std::int64_t kSkipGrace = 60'000;
+constexpr Millis kRetryMin{100};
+constexpr Millis kRetryMax{5000};
+
+struct Counters {
+  std::atomic<std::uint64_t> put{0}, skipped{0}, lost{0}, errors{0};
+};
+
+// One topic's schedules, on the shard of the Client's runtime that holds
+// the topic: everything below runs on that thread, one step at a time.
+class Ticker : public std::enable_shared_from_this<Ticker> {
+ public:
+  Ticker(Client& client, std::string topic, std::shared_ptr<Counters> counters)
+      : client_(client),
+        io_(client.runtime().shard(client.runtime().shard_of(topic))),
+        topic_(std::move(topic)),
+        counters_(std::move(counters)),
+        timer_(io_) {}
+
+  void start() {
+    std::weak_ptr<Ticker> weak = weak_from_this();
+    const auto look = [weak, &io = io_] {
+      asio::post(io, [weak] {
+        if (auto self = weak.lock()) self->load();
+      });
+    };
+    // Its on_ready (also after a reconnection) makes the first read.
+    subscription_ = client_.watch_schedules(
+        topic_, [look](const std::string&) { look(); }, look);
+  }
+
+  // Any thread: no call starts after it.
+  void stop() {
+    stopped_ = true;
+    subscription_.cancel();
+    asio::post(io_, [self = shared_from_this()] { self->timer_.cancel(); });
+  }
+
+ private:
+  // Reads the schedules (one read at a time; one more when asked meanwhile).
+  void load() {
+    if (stopped_) return;
+    if (loading_ || ticking_ > 0) {
+      reload_ = true;
+      return;
+    }
+    loading_ = true;
+    client_.schedules_async(topic_, [self = shared_from_this()](Result<ScheduleList> r) {
+      asio::post(self->io_, [self, r = std::move(r)]() mutable { self->loaded(std::move(r)); });
+    });
+  }
+
+  void loaded(Result<ScheduleList> r) {
+    loading_ = false;
+    if (stopped_) return;
+    if (!r.ok()) return failed(r.error());
+    retry_ = kRetryMin;
+    const std::int64_t now = r.value().now_ms;
+    std::int64_t earliest = std::numeric_limits<std::int64_t>::max();
+    for (const auto& sc : r.value().schedules) {
+      if (sc.spec.paused) continue;
+      const core::TickRule* rule = rule_for(sc);
+      if (!rule) continue;
+      if (sc.next_ms <= now) {
+        fire(sc, *rule, now);
+      } else {
+        earliest = std::min(earliest, sc.next_ms);
+      }
+    }
+    if (ticking_ > 0) return;  // their answers read again
+    if (std::exchange(reload_, false)) return load();
+    if (earliest == std::numeric_limits<std::int64_t>::max()) return;
+    timer_.expires_after(Millis{earliest - now});
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->load();
+    });
+  }
+
+  // The tick due: the last one at or before now (the only one, unless
+  // ticks were missed), and the one after it.
+  void fire(const Schedule& sc, const core::TickRule& rule, std::int64_t now) {
+    const std::int64_t last = rule.last_at_or_before(sc.next_ms, now);
+    std::int64_t next = rule.next_after(last);
+    if (next < 0) next = limits::kMsMax;  // a rule that never comes again
+    std::optional<std::int64_t> run;
+    if (sc.spec.catch_up == CatchUp::last || now - last <= kSkipGrace) run = last;
+    ++ticking_;
+    client_.tick_async(topic_, sc.name, sc.next_ms, next, run,
+                       [self = shared_from_this(), run](Result<int> r) {
+                         asio::post(self->io_, [self, r = std::move(r), run]() mutable {
+                           self->ticked(std::move(r), run.has_value());
+                         });
+                       });
+  }
+
+  void ticked(Result<int> r, bool ran) {
+    --ticking_;
+    if (!r.ok()) {
+      ++counters_->errors;
+      spdlog::warn("redisched scheduler: a tick on topic {} failed: {}", topic_, r.error().what());
+    } else if (r.value() == 1) {
+      ++counters_->put;
+    } else if (r.value() == 2) {
+      // Moved on without a job: a tick skipped, or its id taken already.
+      if (!ran) ++counters_->skipped;
+    } else if (r.value() == -3) {
+      ++counters_->lost;
+    }
+    if (ticking_ == 0) load();
+  }
+
+  void failed(const Error& e) {
+    ++counters_->errors;
+    if (retry_ == kRetryMin) {
+      spdlog::warn("redisched scheduler: reading the schedules of topic {} failed: {}", topic_,
+                   e.what());
+    }
+    timer_.expires_after(retry_);
+    retry_ = std::min(retry_ * 2, kRetryMax);
+    timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->load();
+    });
+  }
+
+  // The schedule's rule, parsed once per version of it; nullptr (logged
+  // once) for one this library cannot read (written by another client).
+  const core::TickRule* rule_for(const Schedule& sc) {
+    const std::string key = sc.spec.cron + '\n' + sc.spec.time_zone + '\n' +
+                            std::to_string(sc.spec.every ? sc.spec.every->count() : 0);
+    auto it = rules_.find(sc.name);
+    if (it != rules_.end() && it->second.first == key) return &it->second.second;
+    try {
+      it = rules_.insert_or_assign(sc.name, std::make_pair(key, core::tick_rule(sc.spec))).first;
+      return &it->second.second;
+    } catch (const Error& e) {
+      if (refused_.insert(sc.name + '\n' + key).second) {
+        spdlog::error("redisched scheduler: schedule {} of topic {} does not run: {}", sc.name,
+                      topic_, e.what());
+      }
+      return nullptr;
+    }
+  }
+
+  Client& client_;
+  asio::io_context& io_;
+  const std::string topic_;
+  std::shared_ptr<Counters> counters_;
+  asio::steady_timer timer_;
+  Subscription subscription_;
+  std::atomic<bool> stopped_{false};
+  bool loading_ = false, reload_ = false;
+  int ticking_ = 0;
+  Millis retry_ = kRetryMin;
+  std::map<std::string, std::pair<std::string, core::TickRule>> rules_;
+  std::set<std::string> refused_;
+};
+
+}  // namespace
+
+class Scheduler::Impl {
+ public:
+  explicit Impl(Client& c) : client(c) {}
+
+  Client& client;
+  std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  std::mutex mu;
+  bool stopped = false;
+  std::map<std::string, std::shared_ptr<Ticker>, std::less<>> tickers;
+};
+
+Scheduler::Scheduler(Client& client) : impl_(std::make_shared<Impl>(client)) {}
+
+Scheduler::~Scheduler() { stop(); }
+
+void Scheduler::add_topic(std::string_view topic) {
+  Client::validate_topic(topic);
+  std::lock_guard lock(impl_->mu);
+  if (impl_->stopped || impl_->tickers.contains(topic)) return;
+  auto t = std::make_shared<Ticker>(impl_->client, std::string(topic), impl_->counters);
+  impl_->tickers.emplace(std::string(topic), t);
+  t->start();
+}
+
+void Scheduler::stop() {
+  std::lock_guard lock(impl_->mu);
+  impl_->stopped = true;
+  for (auto& [topic, t] : impl_->tickers) t->stop();
+  impl_->tickers.clear();
+}
+
+Scheduler::Stats Scheduler::stats() const {
+  const auto& c = *impl_->counters;
+  return {c.put.load(), c.skipped.load(), c.lost.load(), c.errors.load()};
+}
+
+}  // namespace redisched
