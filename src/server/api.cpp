@@ -382,6 +382,53 @@ awaitable<Response> delete_limits(ApiContext& ctx, Request& req, const Params& p
   co_return ok_json(req, wire::limits_json(l));
 }
 
+// ---- recurring jobs
+
+awaitable<Response> list_schedules(ApiContext& ctx, Request& req, const Params& p) {
+  auto list = co_await await_call<ScheduleList>(
+      [&](auto cb) { ctx.client.schedules_async(p.topic, std::move(cb)); });
+  json::array out;
+  for (const auto& s : list.schedules) out.push_back(wire::schedule_json(s));
+  co_return ok_json(req, json::object{{"now", list.now_ms}, {"schedules", std::move(out)}});
+}
+
+awaitable<Response> get_schedule(ApiContext& ctx, Request& req, const Params& p) {
+  auto list = co_await await_call<ScheduleList>(
+      [&](auto cb) { ctx.client.schedules_async(p.topic, std::move(cb)); });
+  for (const auto& s : list.schedules) {
+    if (s.name == p.name) co_return ok_json(req, wire::schedule_json(s));
+  }
+  refuse(Status::not_found, "not_found", "no schedule " + p.name + " in topic " + p.topic);
+}
+
+awaitable<Response> put_schedule(ApiContext& ctx, Request& req, const Params& p) {
+  const ScheduleSpec spec = schedule_spec(json_object(req.body()));
+  auto s = co_await await_call<Schedule>(
+      [&](auto cb) { ctx.client.set_schedule_async(p.topic, p.name, spec, std::move(cb)); });
+  ctx.sweeper.note_schedules(p.topic);
+  co_return ok_json(req, wire::schedule_json(s));
+}
+
+awaitable<Response> delete_schedule(ApiContext& ctx, Request& req, const Params& p) {
+  const bool removed = co_await await_call<bool>(
+      [&](auto cb) { ctx.client.remove_schedule_async(p.topic, p.name, std::move(cb)); });
+  if (!removed)
+    refuse(Status::not_found, "not_found", "no schedule " + p.name + " in topic " + p.topic);
+  co_return ok_json(req, json::object{{"deleted", true}});
+}
+
+awaitable<Response> pause_schedule(ApiContext& ctx, Request& req, const Params& p) {
+  const bool changed = co_await await_call<bool>(
+      [&](auto cb) { ctx.client.pause_schedule_async(p.topic, p.name, std::move(cb)); });
+  co_return ok_json(req, json::object{{"changed", changed}, {"paused", true}});
+}
+
+awaitable<Response> resume_schedule(ApiContext& ctx, Request& req, const Params& p) {
+  const bool changed = co_await await_call<bool>(
+      [&](auto cb) { ctx.client.resume_schedule_async(p.topic, p.name, std::move(cb)); });
+  co_return ok_json(req, json::object{{"changed", changed}, {"paused", false}});
+}
+
 // ---- webhooks
 
 json::object subscription_json(const std::string& topic, const Subscription& s) {
@@ -500,6 +547,19 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/resume", {{verb::post, resume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/limits",
        {{verb::get, get_limits}, {verb::put, put_limits}, {verb::delete_, delete_limits}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/schedules", {{verb::get, list_schedules}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/schedules/{name}",
+       {{verb::get, get_schedule}, {verb::put, put_schedule}, {verb::delete_, delete_schedule}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/schedules/{name}/pause",
+       {{verb::post, pause_schedule}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/schedules/{name}/resume",
+       {{verb::post, resume_schedule}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/webhook",

@@ -185,6 +185,38 @@ std::optional<std::int64_t> seconds_field(const json::object& o, std::string_vie
   return seconds <= 0 ? 0 : std::llround(seconds * 1000);
 }
 
+ScheduleSpec schedule_spec(const json::object& o) {
+  only_fields(o, {"cron", "time_zone", "every_ms", "catch_up", "paused", "body", "body_base64",
+                  "priority", "ttr_ms", "attempts", "backoff", "keep_ms"});
+  ScheduleSpec s;
+  s.cron = string_field(o, "cron").value_or("");
+  if (auto z = string_field(o, "time_zone")) s.time_zone = *z;
+  if (auto e = int_field(o, "every_ms", 1, limits::kDelayMax)) s.every = Millis{*e};
+  if (s.cron.empty() && !s.every) bad_request("give \"cron\" or \"every_ms\"");
+  if (!s.cron.empty() && s.every) bad_request("give \"cron\" or \"every_ms\", not both");
+  const auto catch_up = string_field(o, "catch_up").value_or("skip");
+  if (catch_up == "last") {
+    s.catch_up = CatchUp::last;
+  } else if (catch_up != "skip") {
+    bad_request("\"catch_up\" must be skip or last");
+  }
+  s.paused = bool_field(o, "paused").value_or(false);
+  // The tick job's fields, read as a put's.
+  json::object job;
+  for (const char* f :
+       {"body", "body_base64", "priority", "ttr_ms", "attempts", "backoff", "keep_ms"}) {
+    if (auto it = o.find(f); it != o.end()) job[f] = it->value();
+  }
+  JobSpec j = job_spec(job);
+  s.body = std::move(j.body);
+  s.priority = j.priority;
+  s.ttr = j.ttr;
+  s.max_attempts = j.max_attempts;
+  s.backoff = j.backoff;
+  s.keep = j.keep;
+  return s;
+}
+
 JobSpec job_spec(const json::object& o) {
   only_fields(o, {"body", "body_base64", "delay_ms", "due_at_ms", "priority", "ttr_ms", "attempts",
                   "backoff", "keep_ms", "mode", "replicas"});

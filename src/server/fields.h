@@ -41,6 +41,9 @@ std::optional<bool> bool_field(const boost::json::object& o, std::string_view na
 
 // The job of PUT/POST .../jobs: body or body_base64, schedule, options.
 JobSpec job_spec(const boost::json::object& o);
+// A schedule of PUT .../schedules/{name}: cron and time_zone or every_ms,
+// catch_up, paused, and the tick job's fields as job_spec reads them.
+ScheduleSpec schedule_spec(const boost::json::object& o);
 
 // A number of seconds as one of the original servers took it, in
 // milliseconds; negative values clamp to 0, as both did. nullopt when

@@ -9,8 +9,8 @@
 
 namespace redisched::server {
 
-const std::string* Params::find(const std::string& name) const {
-  auto it = query.find(name);
+const std::string* Params::find(const std::string& key) const {
+  auto it = query.find(key);
   return it == query.end() ? nullptr : &it->second;
 }
 
@@ -43,6 +43,8 @@ Match match_route(std::span<const Route> routes, http::verb method, std::string_
         params.topic = segments[i];
       } else if (part == "{id}") {
         params.id = segments[i];
+      } else if (part == "{name}") {
+        params.name = segments[i];
       } else {
         same = part == segments[i];
       }

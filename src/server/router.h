@@ -23,11 +23,12 @@ struct Params {
   std::string path;   // the request's path, decoded
   std::string topic;  // {topic}: a valid topic name
   std::string id;     // {id}: a valid job id (fields.h, check_id)
+  std::string name;   // {name}: a schedule's name (the library checks it)
   std::map<std::string, std::string> query;
   std::string repeated;  // a query parameter given twice, if any
 
   // The query parameter, or nullptr.
-  const std::string* find(const std::string& name) const;
+  const std::string* find(const std::string& key) const;
 };
 
 using RouteHandler = boost::asio::awaitable<Response> (*)(ApiContext&, Request&, const Params&);

@@ -12,6 +12,7 @@
 
 #include "embedded/redis_process.h"
 #include "redisched/runtime.h"
+#include "redisched/scheduler.h"
 #include "server/api.h"
 #include "server/census.h"
 #include "server/dashboard.h"
@@ -78,7 +79,9 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
     sub.timeout = std::chrono::milliseconds(o.webhook_timeout_ms);
     pusher.subscribe(topic, sub);
   }
+  Scheduler scheduler(client);
   Sweeper sweeper(first, client, census, metrics);
+  sweeper.run_schedules(scheduler);
   sweeper.start();
   ApiContext ctx{client, hub, metrics, pusher, census, sweeper, o.token, o.max_wait_ms};
 
@@ -111,6 +114,7 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   hub.wake_all();
   server.stop();
   sweeper.stop();
+  scheduler.stop();
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
   // Connections still open may bring the acks of jobs they hold.

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "core/limits.h"
+#include "redisched/scheduler.h"
 #include "server/async_util.h"
 #include "server/census.h"
 #include "server/metrics.h"
@@ -41,6 +42,7 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   std::mutex mu;
   // Noted topics, until census readings surely show them.
   std::map<std::string, Clock::time_point> noted;  // GUARDED_BY(mu)
+  Scheduler* scheduler = nullptr;                  // set before start
 
   asio::awaitable<void> sweep() {
     auto self = shared_from_this();
@@ -54,7 +56,10 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
           std::erase_if(noted, [&](const auto& n) { return n.second < old; });
           for (const auto& n : noted) names.insert(n.first);
         }
-        for (const auto& [name, stats] : reading->topics) names.insert(name);
+        for (const auto& [name, stats] : reading->topics) {
+          names.insert(name);
+          if (scheduler && stats.schedules > 0) scheduler->add_topic(name);
+        }
         const std::vector<std::string> topics(names.begin(), names.end());
         auto results = co_await await_each<RequeueResult>(
             topics, [this](const std::string& t, Callback<RequeueResult> cb) {
@@ -90,6 +95,12 @@ void Sweeper::start() { asio::co_spawn(state_->strand, state_->sweep(), asio::de
 void Sweeper::note(const std::string& topic) {
   std::lock_guard lock(state_->mu);
   state_->noted[topic] = Clock::now();
+}
+
+void Sweeper::run_schedules(Scheduler& scheduler) { state_->scheduler = &scheduler; }
+
+void Sweeper::note_schedules(const std::string& topic) {
+  if (state_->scheduler) state_->scheduler->add_topic(topic);
 }
 
 void Sweeper::stop() {

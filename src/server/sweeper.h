@@ -2,7 +2,9 @@
 // server can see (the original design runs REQUEUE on a loop; so does
 // serve). Each period, one requeue call per topic, all at once on the
 // pipeline; a requeue with nothing lapsed costs Redis one range read. Any
-// number of servers may sweep the same topics: requeue is atomic.
+// number of servers may sweep the same topics: requeue is atomic. The same
+// readings hand the topics that have schedules to a Scheduler (any number
+// of servers may run them too: each tick is put once).
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -17,6 +19,11 @@ namespace redisched::server {
 
 class Census;
 class Metrics;
+}  // namespace redisched::server
+namespace redisched {
+class Scheduler;
+}
+namespace redisched::server {
 
 class Sweeper {
  public:
@@ -34,6 +41,12 @@ class Sweeper {
   // A topic this server just handed jobs out of: swept from the next sweep
   // on, before any census reading shows it. Any thread.
   void note(const std::string& topic);
+  // Runs the schedules of every topic that has some on scheduler (which
+  // must outlive the sweeper); before start().
+  void run_schedules(Scheduler& scheduler);
+  // A topic that has schedules now, before a census reading shows it. Any
+  // thread.
+  void note_schedules(const std::string& topic);
 
  private:
   struct State;

@@ -201,6 +201,40 @@ json::object limits_json(const TopicLimits& l) {
                       {"aging_ms", l.aging.count()}};
 }
 
+json::object schedule_json(const Schedule& s, int next_runs) {
+  json::object o;
+  o["name"] = s.name;
+  if (s.spec.every) {
+    o["every_ms"] = s.spec.every->count();
+  } else {
+    o["cron"] = s.spec.cron;
+    o["time_zone"] = s.spec.time_zone;
+  }
+  o["catch_up"] = s.spec.catch_up == CatchUp::last ? "last" : "skip";
+  o["paused"] = s.spec.paused;
+  o["next"] = s.next_ms;
+  o["last_tick"] = s.last_tick_ms > 0 ? json::value(s.last_tick_ms) : json::value(nullptr);
+  try {
+    json::array runs;
+    for (auto t : next_ticks(s, next_runs)) runs.push_back(t);
+    o["next_runs"] = std::move(runs);
+  } catch (const Error&) {
+    // A rule this library cannot read: no runs to show.
+  }
+  put_body(o, s.spec.body);
+  o["priority"] = s.spec.priority;
+  if (s.spec.ttr) o["ttr_ms"] = s.spec.ttr->count();
+  if (s.spec.max_attempts) o["attempts"] = *s.spec.max_attempts;
+  if (s.spec.backoff) {
+    o["backoff"] =
+        json::object{{"kind", s.spec.backoff->kind == BackoffKind::fixed ? "fixed" : "exponential"},
+                     {"base_ms", s.spec.backoff->base.count()},
+                     {"cap_ms", s.spec.backoff->cap.count()}};
+  }
+  if (s.spec.keep.count() > 0) o["keep_ms"] = s.spec.keep.count();
+  return o;
+}
+
 json::object reservation_json(const Reservation& j, bool reserved) {
   json::object o;
   o["id"] = j.id;

@@ -35,6 +35,11 @@ boost::json::object stats_json(std::string_view topic, const TopicStats& s);
 // "aging_ms"}.
 boost::json::object limits_json(const TopicLimits& l);
 
+// A schedule: its rule, catch_up, paused, next and last_tick (null: none
+// yet), next_runs (the next n ticks; left out for a rule this library
+// cannot read), and the tick job's body and options as a put takes them.
+boost::json::object schedule_json(const Schedule& s, int next_runs = 5);
+
 // A reserved (token != 0) or pulled job.
 boost::json::object reservation_json(const Reservation& j, bool reserved);
 

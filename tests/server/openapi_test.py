@@ -208,6 +208,20 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("PUT", f"{t}/limits", {"rate": -1})[0], 400)
         self.assertEqual(self.call("DELETE", f"{t}/limits")[1],
                          {"rate": 0, "window_ms": 0, "concurrency": 0, "aging_ms": 0})
+        sched = {"cron": "0 3 * * *", "time_zone": "Europe/Berlin", "body": "nightly",
+                 "priority": 2, "keep_ms": 60000, "catch_up": "last"}
+        put = self.call("PUT", f"{t}/schedules/nightly", sched)[1]
+        self.assertEqual((put["cron"], put["time_zone"], put["catch_up"]),
+                         ("0 3 * * *", "Europe/Berlin", "last"))
+        self.assertEqual(len(put["next_runs"]), 5)
+        self.assertEqual(self.call("PUT", f"{t}/schedules/b", {"every_ms": 0})[0], 400)
+        self.assertEqual(self.call("GET", f"{t}/schedules")[1]["schedules"][0]["name"], "nightly")
+        self.assertEqual(self.call("GET", f"{t}/schedules/nightly")[1]["paused"], False)
+        self.assertEqual(self.call("GET", f"{t}/schedules/none")[0], 404)
+        self.assertEqual(self.call("POST", f"{t}/schedules/nightly/pause")[1]["changed"], True)
+        self.assertEqual(self.call("POST", f"{t}/schedules/nightly/resume")[1]["changed"], True)
+        self.assertEqual(self.call("DELETE", f"{t}/schedules/nightly")[0], 200)
+        self.assertEqual(self.call("DELETE", f"{t}/schedules/nightly")[0], 404)
         self.assertEqual(self.call("GET", f"{t}/webhook")[0], 404)
         self.assertEqual(self.call("PUT", f"{t}/webhook", {"url": "http://127.0.0.1:9/h"})[0], 200)
         self.assertEqual(self.call("GET", f"{t}/webhook")[1]["url"], "http://127.0.0.1:9/h")

@@ -233,6 +233,58 @@ TEST_F(ServerTest, ALongPollOnAJobAnswersWithItsResult) {
   EXPECT_EQ(call("GET", topic_jobs() + "/later?wait_ms=-1").status, 400);
 }
 
+// A schedule set over HTTP runs on the server's own scheduler: its ticks'
+// jobs appear; it is listed with its next runs, paused, resumed, deleted.
+TEST_F(ServerTest, SchedulesRunOnTheServerAndAreManagedOverHttp) {
+  const std::string base = "/v1/topics/" + topic_ + "/schedules";
+  auto put = call("PUT", base + "/pulse",
+                  R"({"every_ms":200,"body":"beat","priority":3,"keep_ms":60000})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  auto s = parse(put.body);
+  EXPECT_EQ(s.at("every_ms").as_int64(), 200);
+  EXPECT_EQ(s.at("next_runs").as_array().size(), 5u);
+  EXPECT_EQ(s.at("last_tick"), nullptr);
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto jobs = parse(call("GET", topic_jobs() + "?state=ready").body);
+        return jobs.at("total").as_int64() >= 2;
+      },
+      5s))
+      << "the server's scheduler puts the ticks";
+  auto jobs = parse(call("GET", topic_jobs() + "?state=ready").body).at("jobs").as_array();
+  EXPECT_EQ(std::string(jobs[0].at("id").as_string()).substr(0, 6), "pulse@");
+  EXPECT_EQ(jobs[0].at("priority").as_int64(), 3);
+  EXPECT_EQ(jobs[0].at("keep").as_int64(), 60000);
+  auto listed = parse(call("GET", base).body).at("schedules").as_array();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_NE(listed[0].at("last_tick"), nullptr);
+
+  EXPECT_EQ(parse(call("POST", base + "/pulse/pause").body).at("changed"), true);
+  EXPECT_EQ(parse(call("GET", base + "/pulse").body).at("paused"), true);
+  EXPECT_EQ(parse(call("POST", base + "/pulse/resume").body).at("changed"), true);
+  auto cron =
+      call("PUT", base + "/nightly",
+           R"({"cron":"30 2 * * *","time_zone":"Europe/Berlin","body":"n","catch_up":"last"})");
+  ASSERT_EQ(cron.status, 200) << cron.body;
+  EXPECT_EQ(parse(cron.body).at("time_zone"), "Europe/Berlin");
+  EXPECT_EQ(parse(cron.body).at("catch_up"), "last");
+  EXPECT_EQ(call("DELETE", base + "/pulse").status, 200);
+  EXPECT_EQ(call("DELETE", base + "/pulse").status, 404);
+  EXPECT_EQ(call("GET", base + "/pulse").status, 404);
+
+  auto bad_cron = call("PUT", base + "/x", R"({"cron":"61 * * * *","body":"b"})");
+  EXPECT_EQ(bad_cron.status, 400);
+  EXPECT_NE(bad_cron.body.find("minutes: 61"), std::string::npos) << bad_cron.body;
+  EXPECT_EQ(call("PUT", base + "/x", R"({"cron":"* * * * *","time_zone":"Nowhere/Land"})").status,
+            400);
+  EXPECT_EQ(call("PUT", base + "/x", R"({"body":"no rule"})").status, 400);
+  EXPECT_EQ(call("PUT", base + "/x", R"({"every_ms":5,"cron":"* * * * *"})").status, 400);
+  EXPECT_EQ(call("PUT", base + "/bad%20name", R"({"every_ms":1000})").status, 400);
+  EXPECT_EQ(call("PUT", base + "/x", R"({"every_ms":1000,"delay_ms":5})").status, 400);
+  EXPECT_EQ(parse(call("GET", base).body).at("schedules").as_array().size(), 1u)
+      << "only nightly: nothing refused was stored";
+}
+
 TEST_F(ServerTest, BadRequestsGetClearErrorsAndChangeNothing) {
   ASSERT_EQ(call("PUT", topic_jobs() + "/keep", R"({"body":"original"})").status, 201);
   struct Case {
