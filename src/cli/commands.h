@@ -16,6 +16,7 @@ void add_reservation_commands(CLI::App& app,
 void add_topic_commands(CLI::App& app,
                         Action& selected);  // stats topics list kick pause resume requeue
 void add_transfer_commands(CLI::App& app, Action& selected);  // export import
+void add_schedule_commands(CLI::App& app, Action& selected);  // schedule set|list|pause|resume|delete
 void add_serve_command(CLI::App& app, Action& selected);      // serve
 void add_bench_command(CLI::App& app, Action& selected);      // bench
 

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   redisched::cli::add_reservation_commands(app, selected);
   redisched::cli::add_topic_commands(app, selected);
   redisched::cli::add_transfer_commands(app, selected);
+  redisched::cli::add_schedule_commands(app, selected);
   redisched::cli::add_serve_command(app, selected);
   redisched::cli::add_bench_command(app, selected);
   app.set_version_flag(

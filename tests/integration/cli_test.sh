@@ -76,6 +76,24 @@ token=$(r --json reserve res | sed 's/.*"token":\([0-9]*\).*/\1/')
 r fail res doomed "$token" 'no luck' >/dev/null
 expect "wait on a dead job" "3" "$(r wait res doomed >/dev/null 2>&1; echo $?)"
 
+# Recurring jobs: set, list, pause, resume, delete; bad rules refused.
+expect "schedule set" "nightly	cron 30 2 * * * (Europe/Berlin)" \
+  "$(r schedule set sch nightly 'report' --cron '30 2 * * *' --tz Europe/Berlin --keep 60000 | cut -f1,2)"
+expect "schedule list" "nightly" "$(r schedule list sch | cut -f1)"
+expect "schedule json" '"catch_up":"skip"' "$(r --json schedule list sch | grep -o '"catch_up":"skip"')"
+expect "schedule pause" "paused nightly" "$(r schedule pause sch nightly)"
+expect "schedule paused" "paused" "$(r schedule list sch | cut -f5)"
+expect "schedule resume" "resumed nightly" "$(r schedule resume sch nightly)"
+expect "schedule bad cron" "redisched: cron hours: 24 is out of 0..23" \
+  "$(r schedule set sch x b --cron '0 24 * * *' 2>&1)"
+expect "schedule bad zone exit" "1" "$(r schedule set sch x b --cron '@daily' --tz Nowhere >/dev/null 2>&1; echo $?)"
+expect "schedule needs a rule" "1" "$(r schedule set sch x b >/dev/null 2>&1; echo $?)"
+r schedule set sch pulse beat --every 100 >/dev/null
+sleep 0.5
+expect "nothing runs it here" "0 of 0 ready" "$(r list sch ready)"
+expect "schedule delete" "deleted pulse" "$(r schedule delete sch pulse)"
+expect "schedule delete again" "1" "$(r schedule delete sch pulse >/dev/null 2>&1; echo $?)"
+
 # Debounce: a waiting job takes the last put; a running one is left alone.
 expect "debounce creates" "created ev-1" "$(r put deb ev-1 first --delay 60000 --debounce)"
 expect "debounce updates" "updated ev-1" "$(r put deb ev-1 second --delay 60000 --debounce)"
