@@ -111,6 +111,7 @@ function route() {
     show('topic');
     loadJobs();
     loadLimits();
+    loadSchedules();
   } else if (hash === '#/send') {
     show('send');
   } else {
@@ -263,6 +264,46 @@ async function loadLimits() {
   }
 }
 
+function scheduleRule(s) {
+  return s.every_ms ? `every ${s.every_ms} ms` : `${s.cron} (${s.time_zone})`;
+}
+
+function scheduleRow(s) {
+  const path = topicPath(`schedules/${encodeURIComponent(s.name)}`);
+  const runs = (s.next_runs || []).slice(0, 3).map((t) => el('div', {}, when(t)));
+  return el('tr', { 'data-schedule': s.name },
+    el('td', {}, el('span', { class: 'body' }, s.name), s.paused ? el('span', { class: 'tag' }, 'paused') : ''),
+    el('td', {}, el('span', { class: 'body' }, scheduleRule(s))),
+    el('td', { class: 'runs' }, ...runs),
+    el('td', {}, s.last_tick ? when(s.last_tick) : 'none yet'),
+    el('td', {}, bodyCell(s)),
+    el('td', {}, el('div', { class: 'actions' },
+      el('button', { type: 'button', class: 'secondary', onclick: () => scheduleAct(() => api('POST', `${path}/${s.paused ? 'resume' : 'pause'}`), `${s.paused ? 'resumed' : 'paused'} ${s.name}`) }, s.paused ? 'Resume' : 'Pause'),
+      el('button', { type: 'button', class: 'danger', onclick: () => { if (confirm(`Delete schedule ${s.name}?`)) scheduleAct(() => api('DELETE', path), `deleted schedule ${s.name}`); } }, 'Delete'))));
+}
+
+async function loadSchedules() {
+  if (!state.topic) return;
+  try {
+    const list = await api('GET', topicPath('schedules'));
+    $('schedules').tBodies[0].replaceChildren(...list.schedules.map(scheduleRow));
+    $('schedules-count').textContent = `(${list.schedules.length})`;
+    if (list.schedules.length) $('schedules-box').open = true;
+  } catch (e) {
+    $('topic-message').textContent = e.message;
+  }
+}
+
+async function scheduleAct(fn, done) {
+  try {
+    await fn();
+    $('topic-message').textContent = done;
+  } catch (e) {
+    $('topic-message').textContent = e.message;
+  }
+  loadSchedules();
+}
+
 function topicPath(what) { return `/v1/topics/${encodeURIComponent(state.topic)}/${what}`; }
 function jobPath(id) { return `${topicPath('jobs')}/${encodeURIComponent(id)}`; }
 
@@ -346,6 +387,14 @@ document.addEventListener('DOMContentLoaded', () => {
     } catch (e) {
       $('topic-message').textContent = e.message;
     }
+  });
+  $('schedule-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const name = $('sched-name').value;
+    const spec = { body: $('sched-body').value };
+    if ($('sched-every').value) spec.every_ms = Number($('sched-every').value);
+    else { spec.cron = $('sched-cron').value; spec.time_zone = $('sched-tz').value || 'UTC'; }
+    scheduleAct(() => api('PUT', topicPath(`schedules/${encodeURIComponent(name)}`), spec), `saved schedule ${name}`);
   });
   $('find').addEventListener('submit', async (ev) => {
     ev.preventDefault();

@@ -196,6 +196,27 @@ try {
       { token: taken.json.jobs[0].token, keep_ms: 60000, result: 'total 1234.50' });
     await page.click('#states button:has-text("done")');
     await page.waitForSelector('#jobs tr[data-id="report_1"] td.result:has-text("total 1234.50")', { timeout: 5000 });
+    // Recurring jobs: one saved from the form, shown with its next runs;
+    // paused and deleted from its row.
+    await page.click('#schedules-box summary');
+    await page.fill('#sched-name', 'nightly');
+    await page.fill('#sched-cron', '30 2 * * *');
+    await page.fill('#sched-tz', 'Europe/Berlin');
+    await page.fill('#sched-body', 'the nightly report');
+    await page.click('#schedule-form button[type=submit]');
+    await page.waitForSelector('#schedules tr[data-schedule="nightly"] td.runs div:nth-child(3)', { timeout: 5000 });
+    const stored = (await serve.api('GET', '/v1/topics/billing/schedules/nightly')).json;
+    assert.equal(stored.cron, '30 2 * * *');
+    assert.equal(stored.time_zone, 'Europe/Berlin');
+    assert.equal(stored.body, 'the nightly report');
+    await page.screenshot({ path: join(artifacts, 'topic-schedules.png'), fullPage: true });
+    await page.click('#schedules tr[data-schedule="nightly"] button:has-text("Pause")');
+    await page.waitForSelector('#schedules tr[data-schedule="nightly"] .tag:has-text("paused")', { timeout: 5000 });
+    assert.equal((await serve.api('GET', '/v1/topics/billing/schedules/nightly')).json.paused, true);
+    page.once('dialog', (d) => d.accept());
+    await page.click('#schedules tr[data-schedule="nightly"] button:has-text("Delete")');
+    await page.waitForSelector('#schedules tr[data-schedule="nightly"]', { state: 'detached', timeout: 5000 });
+    assert.equal((await serve.api('GET', '/v1/topics/billing/schedules/nightly')).status, 404);
   });
 
   await test('keyboard: tab to the form and put with Enter; phone width', async () => {
