@@ -1,15 +1,18 @@
 // Several worker processes on one topic: every job acknowledged exactly once,
-// and a process killed with SIGKILL loses none of the jobs it held.
+// a process killed with SIGKILL loses none of the jobs it held, and a
+// schedule run by all of them puts each tick once.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "redisched/client.h"
@@ -129,6 +132,34 @@ TEST_F(WorkerProcesses, FourProcessesAckEveryJobExactlyOnce) {
   for (const auto& [id, n] : all) twice += n > 1 ? 1 : 0;
   EXPECT_EQ(twice, 0);
   EXPECT_EQ(client_->stats(topic_).lapsed_total, 0);
+}
+
+// Four processes, each a Worker running the topic's schedule: each tick of
+// a 100 ms schedule is put once, from the first to the last, no gap.
+TEST_F(WorkerProcesses, FourProcessesRunningOneScheduleEachPutEveryTickOnce) {
+  ScheduleSpec spec;
+  spec.every = 100ms;
+  spec.body = "tick";
+  client_->set_schedule(topic_, "pulse", spec);
+  spawn_workers(2, 0);
+  std::this_thread::sleep_for(3s);
+  ASSERT_TRUE(client_->pause_schedule(topic_, "pulse"));
+  ASSERT_TRUE(test::wait_until([&] { return topic_empty(); }, 10s));
+  const auto acked = stop_workers();
+  std::vector<std::int64_t> ticks;
+  for (int i = 0; i < kProcesses; ++i) {
+    for (const auto& [id, n] : handled(i)) {
+      for (int k = 0; k < n; ++k) ticks.push_back(std::stoll(id.substr(id.find('@') + 1)));
+    }
+  }
+  std::sort(ticks.begin(), ticks.end());
+  EXPECT_EQ(acked, static_cast<std::int64_t>(ticks.size()));
+  ASSERT_GE(ticks.size(), 20u) << "about 30 ticks in 3 s (the first after the processes start)";
+  EXPECT_EQ(std::adjacent_find(ticks.begin(), ticks.end()), ticks.end()) << "a tick put twice";
+  for (std::size_t i = 1; i < ticks.size(); ++i) {
+    EXPECT_EQ(ticks[i] - ticks[i - 1], 100) << "a gap after tick " << i;
+  }
+  EXPECT_EQ(client_->schedules(topic_).schedules[0].last_tick_ms, ticks.back());
 }
 
 TEST_F(WorkerProcesses, JobsOfAKilledProcessAreProcessedByTheOthersAfterTheirTtr) {
