@@ -168,6 +168,7 @@ TEST_F(ScheduleTest, EachTickIsPutOnceWhateverHowManySchedulersRace) {
   EXPECT_EQ(client_.schedules(topic_).schedules[0].last_tick_ms, ticks.back());
   std::printf("4 schedulers, %zu ticks of 100 ms: each put once (%llu ticks lost to another)\n",
               ticks.size(), static_cast<unsigned long long>(total.lost));
+  client_.remove_schedule(topic_, "pulse");
 }
 
 TEST_F(ScheduleTest, AWorkerRunsTheSchedulesOfItsTopics) {
@@ -190,6 +191,7 @@ TEST_F(ScheduleTest, AWorkerRunsTheSchedulesOfItsTopics) {
   worker.run();
   ASSERT_TRUE(wait_until([&] { return runs >= 3; }, 5s));
   worker.cancel();
+  client_.remove_schedule(topic_, "beat");
   std::lock_guard lock(mu);
   EXPECT_EQ(jobs[0].id.substr(0, 5), "beat@");
   EXPECT_EQ(jobs[0].body, "from the schedule");

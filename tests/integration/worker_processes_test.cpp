@@ -160,6 +160,7 @@ TEST_F(WorkerProcesses, FourProcessesRunningOneScheduleEachPutEveryTickOnce) {
     EXPECT_EQ(ticks[i] - ticks[i - 1], 100) << "a gap after tick " << i;
   }
   EXPECT_EQ(client_->schedules(topic_).schedules[0].last_tick_ms, ticks.back());
+  client_->remove_schedule(topic_, "pulse");
 }
 
 TEST_F(WorkerProcesses, JobsOfAKilledProcessAreProcessedByTheOthersAfterTheirTtr) {

@@ -283,6 +283,7 @@ TEST_F(ServerTest, SchedulesRunOnTheServerAndAreManagedOverHttp) {
   EXPECT_EQ(call("PUT", base + "/x", R"({"every_ms":1000,"delay_ms":5})").status, 400);
   EXPECT_EQ(parse(call("GET", base).body).at("schedules").as_array().size(), 1u)
       << "only nightly: nothing refused was stored";
+  EXPECT_EQ(call("DELETE", base + "/nightly").status, 200);
 }
 
 TEST_F(ServerTest, BadRequestsGetClearErrorsAndChangeNothing) {
