@@ -40,12 +40,13 @@ ready key, P:{T}:ready (same slot), once per call. Idle workers listen there
 and aim a timer at the earliest due time instead of polling (promotion of
 due delayed jobs publishes nothing: waiting workers already know that time).
 
-Finished signal: a call that finishes jobs someone may wait for (an ack
-with KEEP, a job gone dead, a waiting job deleted) publishes their ids,
-separated by newlines, with SPUBLISH on P:{T}:done, once per call. A
-producer waiting for a job listens there, then reads the job with get
-(docs/redis-api.md, "Waiting for a job"). An ack without KEEP publishes
-nothing: its job is gone, and the common path pays for no signal.
+Finished signal: a call that finishes jobs someone may wait for publishes
+their ids, separated by newlines, with SPUBLISH on P:{T}:done, once per
+call: an ack with KEEP, and for jobs put with KEEP (their producers may
+wait) going dead, deleted before they finished, or taken for good (TTR 0,
+pull). A producer waiting for a job listens there, then reads the job with
+get (docs/redis-api.md, "Waiting for a job"). A topic that keeps nothing
+pays for no signal.
 
 Time is the Redis server's clock in milliseconds, from 0 to MS_MAX (2^43 - 1,
 in the year 2248). Every function that reads the clock accepts "NOW <ms>" for
@@ -618,7 +619,7 @@ local function requeue_members(k, members, now)
       redis.call('HSET', k.jobs, id, encode(j))
       dead[#dead + 1], dead[#dead + 2] = now, id
       buried = buried + 1
-      finished(id)
+      if j.keep then finished(id) end
     elseif j then
       renew(j, seq)
       seq = seq + 1
@@ -1332,6 +1333,7 @@ local function reserve(keys, args)
         if ttr == 0 then
           once = once or {}
           once[#once + 1] = id
+          if j.keep then finished(id) end -- taken for good: gone for its waiter
           out[#out + 1] = { id, j.body, 0, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, 0, 0 }
         else
           local token
@@ -1382,6 +1384,7 @@ local function pull(keys, args)
       if recs[i] then
         local j = decode(recs[i])
         out[#out + 1] = { id, j.body, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due }
+        if j.keep then finished(id) end -- taken for good: gone for its waiter
       end
     end
     redis.call('HDEL', k.jobs, unpack(ids))
@@ -1541,8 +1544,8 @@ ARGV: id token error [DEAD] [DELAY ms] [ATTEMPTS n] [NOW ms]
   DELAY: retry after this long instead of the job's own backoff.
   ATTEMPTS: the handler's max attempts (1..1000): stored on the job as its
   max_attempts before the call decides (dead when the attempts made reach it).
-  A job that goes dead is published on P:{T}:done, as lapsed ones that go
-  dead are (requeue, reserve).
+  A job put with KEEP that goes dead is published on P:{T}:done, as lapsed
+  ones that go dead are (requeue, reserve).
 Output: a code as ack, or on success the state it went to: 'delayed',
   'ready' (a zero backoff) or 'dead' (a status string).
 ]]
@@ -1577,7 +1580,7 @@ local function fail_job(keys, args)
     redis.call('HSET', k.jobs, id, encode(j))
     redis.call('ZADD', k.dead, now, id)
     redis.call('HINCRBY', k.meta, 'dead_total', 1)
-    finished(id)
+    if j.keep then finished(id) end
   end
   return { ok = to }
 end
@@ -1607,27 +1610,29 @@ end
 
 --[[ redisched_delete: remove a job in any state.
 ARGV: id [id...]   (at most 1000; an id given twice counts once)
-  The ids of removed jobs that had not finished (not done, not dead) are
-  published on P:{T}:done: their waiters learn they are gone.
+  The ids of removed jobs put with KEEP that had not finished (not done,
+  not dead) are published on P:{T}:done: their waiters learn they are gone.
 Output: the number of jobs removed (for one id: 1 removed, 0 absent).
 ]]
 local function delete(keys, args)
   local k = check_keys(keys)
   local ids = ids_arg(args)
   local recs = redis.call('HMGET', k.jobs, unpack(ids))
-  local gone, where, seen = {}, {}, {}
+  local gone, where, kept, seen = {}, {}, {}, {}
   for i, id in ipairs(ids) do
     if recs[i] and not seen[id] then
       seen[id] = true
+      local j = decode(recs[i])
       gone[#gone + 1] = id
-      where[#where + 1] = locate(k, id, decode(recs[i]))
+      where[#where + 1] = locate(k, id, j)
+      kept[#kept + 1] = j.keep ~= nil
     end
   end
   if #gone == 0 then return 0 end
   redis.call('HDEL', k.jobs, unpack(gone))
   for i, id in ipairs(gone) do
     unplace(k, id, where[i])
-    if where[i][1] ~= 'done' and where[i][1] ~= 'dead' then finished(id) end
+    if kept[i] and where[i][1] ~= 'done' and where[i][1] ~= 'dead' then finished(id) end
   end
   return #gone
 end

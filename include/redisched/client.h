@@ -214,21 +214,25 @@ class Client {
   std::vector<std::string> topics();
   // ---- recurring jobs (ScheduleSpec; docs/redis-api.md, "Recurring jobs")
   // Creates or changes a schedule (name: 1..128 of A-Z a-z 0-9 _ - .),
-  // its next tick computed from now (Redis's clock), and returns it as
-  // stored. A change keeps the last tick put: no tick is put twice.
+  // and returns it as stored: its next tick computed from now (Redis's
+  // clock), or kept when the schedule had the same rule and ran (so that
+  // setting it again at every start changes nothing). A change keeps the
+  // last tick put: no tick is put twice.
   Schedule set_schedule(std::string_view topic, std::string_view name, const ScheduleSpec& spec);
   ScheduleList schedules(std::string_view topic);
   // False when there was no such schedule. The jobs it put stay.
   bool remove_schedule(std::string_view topic, std::string_view name);
   // A paused schedule puts nothing; resumed, it ticks from now on (the
-  // ticks it missed are not caught up). True when the state changed.
-  bool pause_schedule(std::string_view topic, std::string_view name);
-  bool resume_schedule(std::string_view topic, std::string_view name);
+  // ticks it missed are not caught up). Outcome::ok when the state
+  // changed, not_found without such a schedule, wrong_state when it
+  // already was.
+  Outcome pause_schedule(std::string_view topic, std::string_view name);
+  Outcome resume_schedule(std::string_view topic, std::string_view name);
   // One scheduler step (redisched_tick), for Scheduler: when the
   // schedule's next tick is still expect, it becomes next, and with run the
   // job of tick run is put. Returns the library's code: 1 put, 2 moved
-  // without a job, 0 no such schedule, -2 paused, -3 another scheduler
-  // was first (or the schedule changed).
+  // without a job, 0 no such schedule, -2 paused, -3 its next tick is no
+  // longer expect (another scheduler was first, or it was set anew).
   int tick(std::string_view topic, std::string_view name, std::int64_t expect, std::int64_t next,
            std::optional<std::int64_t> run);
   // Listens for changes of a topic's schedules (their names), as watch().
@@ -347,10 +351,10 @@ class Client {
   std::future<ScheduleList> schedules_async(std::string_view topic);
   void remove_schedule_async(std::string_view topic, std::string_view name, Callback<bool> done);
   std::future<bool> remove_schedule_async(std::string_view topic, std::string_view name);
-  void pause_schedule_async(std::string_view topic, std::string_view name, Callback<bool> done);
-  std::future<bool> pause_schedule_async(std::string_view topic, std::string_view name);
-  void resume_schedule_async(std::string_view topic, std::string_view name, Callback<bool> done);
-  std::future<bool> resume_schedule_async(std::string_view topic, std::string_view name);
+  void pause_schedule_async(std::string_view topic, std::string_view name, Callback<Outcome> done);
+  std::future<Outcome> pause_schedule_async(std::string_view topic, std::string_view name);
+  void resume_schedule_async(std::string_view topic, std::string_view name, Callback<Outcome> done);
+  std::future<Outcome> resume_schedule_async(std::string_view topic, std::string_view name);
   void tick_async(std::string_view topic, std::string_view name, std::int64_t expect,
                   std::int64_t next, std::optional<std::int64_t> run, Callback<int> done);
   std::future<int> tick_async(std::string_view topic, std::string_view name, std::int64_t expect,

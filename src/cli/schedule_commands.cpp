@@ -45,7 +45,13 @@ void print_schedule(const Schedule& s, const Session& session) {
             << (s.spec.paused ? "\tpaused" : "") << "\n";
 }
 
-int changed(bool c, std::string_view what, const std::string& name, const Session& s) {
+int changed(Outcome o, std::string_view what, const std::string& topic, const std::string& name,
+            const Session& s) {
+  if (o == Outcome::not_found) {
+    std::cerr << "redisched: no schedule " << name << " in " << topic << "\n";
+    return 1;
+  }
+  const bool c = o == Outcome::ok;
   if (s.json()) {
     print_json(boost::json::object{{"name", name}, {"changed", c}});
   } else {
@@ -117,19 +123,16 @@ void add_schedule_commands(CLI::App& app, Action& selected) {
   };
   named("pause", "put nothing until resumed",
         [](Session& s, const std::string& t, const std::string& n) {
-          return changed(s.client().pause_schedule(t, n), "paused", n, s);
+          return changed(s.client().pause_schedule(t, n), "paused", t, n, s);
         });
   named("resume", "tick again from now on",
         [](Session& s, const std::string& t, const std::string& n) {
-          return changed(s.client().resume_schedule(t, n), "resumed", n, s);
+          return changed(s.client().resume_schedule(t, n), "resumed", t, n, s);
         });
   named("delete", "delete a schedule (the jobs it put stay)",
         [](Session& s, const std::string& t, const std::string& n) {
-          if (!s.client().remove_schedule(t, n)) {
-            std::cerr << "redisched: no schedule " << n << " in " << t << "\n";
-            return 1;
-          }
-          return changed(true, "deleted", n, s);
+          return changed(s.client().remove_schedule(t, n) ? Outcome::ok : Outcome::not_found,
+                         "deleted", t, n, s);
         });
 }
 

@@ -29,7 +29,7 @@ std::optional<Schedule> only(ScheduleList& list) {
   return std::move(list.schedules.front());
 }
 
-// A code of pause and resume as "did the state change".
+// unschedule's code: whether there was one.
 bool changed(const Reply& r) { return core::parse_integer(r) == 1; }
 
 }  // namespace
@@ -57,7 +57,13 @@ void Client::set_schedule_async(std::string_view topic, std::string_view name,
        done = std::move(done)](Result<ScheduleList> r) mutable {
         if (!r.ok()) return done(r.error());
         const auto old = only(r.value());
-        const std::int64_t next = rule.next_after(r.value().now_ms);
+        // The same rule set again (an application declaring its schedules
+        // at each start): its next tick stays, so a restart neither delays
+        // an interval nor drops a tick that is due.
+        const bool same_rule = old && !old->spec.paused && old->spec.cron == spec.cron &&
+                               old->spec.time_zone == spec.time_zone &&
+                               old->spec.every == spec.every;
+        const std::int64_t next = same_rule ? old->next_ms : rule.next_after(r.value().now_ms);
         if (next < 0) return done(Error(Errc::invalid_argument, "the cron rule never comes"));
         auto cmd = impl_->fcall("schedule", topic);
         cmd.add(name).add(spec.body);
@@ -94,18 +100,18 @@ REDISCHED_WRAP(bool, remove_schedule, (std::string_view topic, std::string_view 
                (topic, name, std::move(cb)))
 
 void Client::pause_schedule_async(std::string_view topic, std::string_view name,
-                                  Callback<bool> done) try {
+                                  Callback<Outcome> done) try {
   auto cmd = impl_->fcall("pauseschedule", topic);
   cmd.add(name);
-  impl_->call<bool>(topic, cmd, changed, std::move(done));
+  impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
-REDISCHED_WRAP(bool, pause_schedule, (std::string_view topic, std::string_view name),
+REDISCHED_WRAP(Outcome, pause_schedule, (std::string_view topic, std::string_view name),
                (topic, name, std::move(cb)))
 
 void Client::resume_schedule_async(std::string_view topic, std::string_view name,
-                                   Callback<bool> done) try {
+                                   Callback<Outcome> done) try {
   auto read = impl_->fcall("schedules", topic);
   read.add("NAME").add(name);
   impl_->call<ScheduleList>(
@@ -114,7 +120,7 @@ void Client::resume_schedule_async(std::string_view topic, std::string_view name
        done = std::move(done)](Result<ScheduleList> r) mutable {
         if (!r.ok()) return done(r.error());
         const auto sc = only(r.value());
-        if (!sc) return done(false);
+        if (!sc) return done(Outcome::not_found);
         std::int64_t next = 0;
         try {
           next = core::tick_rule(sc->spec).next_after(r.value().now_ms);
@@ -124,12 +130,12 @@ void Client::resume_schedule_async(std::string_view topic, std::string_view name
         if (next < 0) return done(Error(Errc::invalid_argument, "the cron rule never comes"));
         auto cmd = impl_->fcall("resumeschedule", topic);
         cmd.add(name).add("NEXT").add(next);
-        impl_->call<bool>(topic, cmd, changed, std::move(done));
+        impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
       });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
-REDISCHED_WRAP(bool, resume_schedule, (std::string_view topic, std::string_view name),
+REDISCHED_WRAP(Outcome, resume_schedule, (std::string_view topic, std::string_view name),
                (topic, name, std::move(cb)))
 
 void Client::tick_async(std::string_view topic, std::string_view name, std::int64_t expect,

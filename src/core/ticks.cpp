@@ -101,8 +101,10 @@ std::bitset<64> field(std::string_view text, const FieldSpec& f) {
         hi = lo;  // a single value; "a/n" runs from a to the field's end
       }
     }
-    for (int v = lo; v <= hi; v += step)
+    for (int v = lo; v <= hi; v += step) {
       bits.set(static_cast<std::size_t>(f.weekdays && v == 7 ? 0 : v));
+      if (hi - v < step) break;  // (a step past the field's end: no overflow)
+    }
     if (comma == text.size()) return bits;
     at = comma + 1;
   }
@@ -118,9 +120,9 @@ struct TickRule::Cron {
   bool day_matches(const date::year_month_day& ymd) const {
     const bool by_day = day.test(static_cast<unsigned>(ymd.day()));
     const bool by_weekday = weekday.test(date::weekday(date::local_days(ymd)).c_encoding());
-    if (any_day && any_weekday) return true;
-    if (any_day) return by_weekday;
-    if (any_weekday) return by_day;
+    // As cron: either field starting with '*' (also "*/2"): both must
+    // match; both restricted: either.
+    if (any_day || any_weekday) return by_day && by_weekday;
     return by_day || by_weekday;
   }
 

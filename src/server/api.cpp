@@ -417,16 +417,24 @@ awaitable<Response> delete_schedule(ApiContext& ctx, Request& req, const Params&
   co_return ok_json(req, json::object{{"deleted", true}});
 }
 
+// {"changed", "paused"}; 404 without such a schedule.
+Response schedule_state(const Request& req, Outcome o, const Params& p, bool paused) {
+  if (o == Outcome::not_found) {
+    refuse(Status::not_found, "not_found", "no schedule " + p.name + " in topic " + p.topic);
+  }
+  return ok_json(req, json::object{{"changed", o == Outcome::ok}, {"paused", paused}});
+}
+
 awaitable<Response> pause_schedule(ApiContext& ctx, Request& req, const Params& p) {
-  const bool changed = co_await await_call<bool>(
+  const auto o = co_await await_call<Outcome>(
       [&](auto cb) { ctx.client.pause_schedule_async(p.topic, p.name, std::move(cb)); });
-  co_return ok_json(req, json::object{{"changed", changed}, {"paused", true}});
+  co_return schedule_state(req, o, p, true);
 }
 
 awaitable<Response> resume_schedule(ApiContext& ctx, Request& req, const Params& p) {
-  const bool changed = co_await await_call<bool>(
+  const auto o = co_await await_call<Outcome>(
       [&](auto cb) { ctx.client.resume_schedule_async(p.topic, p.name, std::move(cb)); });
-  co_return ok_json(req, json::object{{"changed", changed}, {"paused", false}});
+  co_return schedule_state(req, o, p, false);
 }
 
 // ---- webhooks

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <future>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -38,7 +39,8 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
  public:
   Ticker(Client& client, std::string topic, std::shared_ptr<Counters> counters)
       : client_(client),
-        io_(client.runtime().shard(client.runtime().shard_of(topic))),
+        shard_(client.runtime().shard_of(topic)),
+        io_(client.runtime().shard(shard_)),
         topic_(std::move(topic)),
         counters_(std::move(counters)),
         timer_(io_) {}
@@ -55,11 +57,21 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
         topic_, [look](const std::string&) { look(); }, look);
   }
 
-  // Any thread: no call starts after it.
+  // Any thread: no call starts after it returns. (Every step runs on the
+  // ticker's thread, so stopping there waits for the one under way.)
   void stop() {
-    stopped_ = true;
     subscription_.cancel();
-    asio::post(io_, [self = shared_from_this()] { self->timer_.cancel(); });
+    const auto halt = [self = shared_from_this()] {
+      self->stopped_ = true;
+      self->timer_.cancel();
+    };
+    if (client_.runtime().current_shard() == static_cast<int>(shard_)) return halt();
+    std::promise<void> done;
+    asio::post(io_, [&] {
+      halt();
+      done.set_value();
+    });
+    done.get_future().wait();
   }
 
  private:
@@ -121,10 +133,15 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
 
   void ticked(Result<int> r, bool ran) {
     --ticking_;
+    if (stopped_) return;
     if (!r.ok()) {
+      // Read again after a pause (Redis out of memory, read-only after a
+      // failover): no spinning on a write Redis keeps refusing.
+      if (ticking_ == 0) return failed(r.error());
       ++counters_->errors;
-      spdlog::warn("redisched scheduler: a tick on topic {} failed: {}", topic_, r.error().what());
-    } else if (r.value() == 1) {
+      return;
+    }
+    if (r.value() == 1) {
       ++counters_->put;
     } else if (r.value() == 2) {
       // Moved on without a job: a tick skipped, or its id taken already.
@@ -138,7 +155,7 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
   void failed(const Error& e) {
     ++counters_->errors;
     if (retry_ == kRetryMin) {
-      spdlog::warn("redisched scheduler: reading the schedules of topic {} failed: {}", topic_,
+      spdlog::warn("redisched scheduler: the schedules of topic {}: {} (trying again)", topic_,
                    e.what());
     }
     timer_.expires_after(retry_);
@@ -168,12 +185,13 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
   }
 
   Client& client_;
+  const std::size_t shard_;
   asio::io_context& io_;
   const std::string topic_;
   std::shared_ptr<Counters> counters_;
   asio::steady_timer timer_;
   Subscription subscription_;
-  std::atomic<bool> stopped_{false};
+  bool stopped_ = false;
   bool loading_ = false, reload_ = false;
   int ticking_ = 0;
   Millis retry_ = kRetryMin;
@@ -208,10 +226,14 @@ void Scheduler::add_topic(std::string_view topic) {
 }
 
 void Scheduler::stop() {
-  std::lock_guard lock(impl_->mu);
-  impl_->stopped = true;
-  for (auto& [topic, t] : impl_->tickers) t->stop();
-  impl_->tickers.clear();
+  std::map<std::string, std::shared_ptr<Ticker>, std::less<>> tickers;
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopped = true;
+    tickers.swap(impl_->tickers);
+  }
+  // Not under the lock: a ticker's thread may be adding a topic.
+  for (auto& [topic, t] : tickers) t->stop();
 }
 
 Scheduler::Stats Scheduler::stats() const {

@@ -84,6 +84,8 @@ expect "schedule json" '"catch_up":"skip"' "$(r --json schedule list sch | grep 
 expect "schedule pause" "paused nightly" "$(r schedule pause sch nightly)"
 expect "schedule paused" "paused" "$(r schedule list sch | cut -f5)"
 expect "schedule resume" "resumed nightly" "$(r schedule resume sch nightly)"
+expect "schedule resume again" "unchanged nightly" "$(r schedule resume sch nightly)"
+expect "schedule pause none" "redisched: no schedule none in sch" "$(r schedule pause sch none 2>&1)"
 expect "schedule bad cron" "redisched: cron hours: 24 is out of 0..23" \
   "$(r schedule set sch x b --cron '0 24 * * *' 2>&1)"
 expect "schedule bad zone exit" "1" "$(r schedule set sch x b --cron '@daily' --tz Nowhere >/dev/null 2>&1; echo $?)"

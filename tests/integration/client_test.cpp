@@ -170,11 +170,16 @@ TEST_F(ClientTest, WaitReturnsTheResultOnceTheJobIsAcked) {
 }
 
 TEST_F(ClientTest, WaitEndsOnDeadOnRemovalAndAtItsTimeout) {
+  // Put with keep: their producer waits for them, so their ends are signalled.
   JobSpec s = job("doomed");
   s.max_attempts = 1;
+  s.keep = Millis(60000);
   client_.put(topic_, s);
-  client_.put(topic_, job("removed"));
+  JobSpec removed_job = job("removed");
+  removed_job.keep = Millis(60000);
+  client_.put(topic_, removed_job);
   client_.put(topic_, job("slow"));
+  const auto t_start = std::chrono::steady_clock::now();
   auto dead = client_.wait_async(topic_, "doomed", Millis(10000));
   auto removed = client_.wait_async(topic_, "removed", Millis(10000));
   auto r = client_.reserve(topic_);
@@ -186,6 +191,8 @@ TEST_F(ClientTest, WaitEndsOnDeadOnRemovalAndAtItsTimeout) {
   EXPECT_EQ(d->error, "no luck");
   EXPECT_TRUE(client_.remove(topic_, "removed"));
   EXPECT_FALSE(removed.get()) << "gone: no such job";
+  EXPECT_LT(std::chrono::steady_clock::now() - t_start, std::chrono::seconds(3))
+      << "woken by the signals, not the 10 s timeouts";
   const auto t0 = std::chrono::steady_clock::now();
   auto slow = client_.wait(topic_, "slow", Millis(300));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(300));

@@ -72,10 +72,14 @@ TEST_F(ScheduleTest, SetReadPauseResumeAndRemove) {
   EXPECT_NEAR(static_cast<double>(runs[2] - runs[1]), 86'400'000.0, 3'600'000.0) << "a day apart";
   EXPECT_EQ(client_.stats(topic_).schedules, 1);
 
-  EXPECT_TRUE(client_.pause_schedule(topic_, "nightly"));
-  EXPECT_FALSE(client_.pause_schedule(topic_, "nightly"));
+  // Set again as it is: its next tick stays.
+  EXPECT_EQ(client_.set_schedule(topic_, "nightly", spec).next_ms, set.next_ms);
+  EXPECT_EQ(client_.pause_schedule(topic_, "nightly"), Outcome::ok);
+  EXPECT_EQ(client_.pause_schedule(topic_, "nightly"), Outcome::wrong_state);
+  EXPECT_EQ(client_.pause_schedule(topic_, "nothing"), Outcome::not_found);
+  EXPECT_EQ(client_.resume_schedule(topic_, "nothing"), Outcome::not_found);
   EXPECT_TRUE(client_.schedules(topic_).schedules[0].spec.paused);
-  EXPECT_TRUE(client_.resume_schedule(topic_, "nightly"));
+  EXPECT_EQ(client_.resume_schedule(topic_, "nightly"), Outcome::ok);
   EXPECT_FALSE(client_.schedules(topic_).schedules[0].spec.paused);
   // A change: an interval now.
   ScheduleSpec every;

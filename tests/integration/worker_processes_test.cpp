@@ -143,7 +143,7 @@ TEST_F(WorkerProcesses, FourProcessesRunningOneScheduleEachPutEveryTickOnce) {
   client_->set_schedule(topic_, "pulse", spec);
   spawn_workers(2, 0);
   std::this_thread::sleep_for(3s);
-  ASSERT_TRUE(client_->pause_schedule(topic_, "pulse"));
+  ASSERT_EQ(client_->pause_schedule(topic_, "pulse"), Outcome::ok);
   ASSERT_TRUE(test::wait_until([&] { return topic_empty(); }, 10s));
   const auto acked = stop_workers();
   std::vector<std::int64_t> ticks;

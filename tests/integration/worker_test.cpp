@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -531,6 +532,38 @@ TEST_F(WorkerTest, AProducerWaitsForTheResultsItsHandlersSet) {
   EXPECT_EQ(huge->state, JobState::dead);
   EXPECT_NE(huge->error.value_or("").find("result was refused"), std::string::npos)
       << huge->error.value_or("");
+}
+
+// Two Workers (each its own Client and connections) and 200 producers'
+// waits at once: every wait ends with its own job's result.
+TEST_F(WorkerTest, ManyWaitsEndWithTheirOwnResultsWhileTwoWorkersRun) {
+  constexpr int kJobs = 200;
+  Worker other(options_for());
+  for (Worker* w : {&worker_, &other}) {
+    w->handle(topic_, {.concurrency = 4}, [](JobContext& ctx) {
+      std::this_thread::sleep_for(1ms);  // long enough for both workers to take some
+      ctx.set_result("result of " + std::string(ctx.body()));
+    });
+  }
+  std::vector<std::future<std::optional<Job>>> waits;
+  for (int i = 0; i < kJobs; ++i) {
+    JobSpec s = job("j" + std::to_string(i), std::to_string(i));
+    s.keep = 60s;
+    client().put(topic_, s);
+    waits.push_back(client().wait_async(topic_, s.id, 20s));
+  }
+  worker_.run();
+  other.run();
+  for (int i = 0; i < kJobs; ++i) {
+    auto j = waits[static_cast<std::size_t>(i)].get();
+    ASSERT_TRUE(j) << i;
+    EXPECT_EQ(j->state, JobState::done) << i;
+    EXPECT_EQ(j->result, "result of " + std::to_string(i));
+  }
+  other.cancel();
+  worker_.cancel();
+  EXPECT_GT(other.stats().acked, 0u) << "both workers ran";
+  EXPECT_GT(worker_.stats().acked, 0u);
 }
 
 TEST_F(WorkerTest, AnEarlierDelayedJobWakesAWorkerSleepingOnALaterOne) {

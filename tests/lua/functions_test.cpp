@@ -652,9 +652,9 @@ TEST_F(FunctionsTest, KeepAndResultGoWithTheJobAndFinishedJobsAreSignalled) {
   EXPECT_EQ(field("k", "expires"), "61010");
 
   // Dead, by fail and by a lapse; deleted while waiting; acked many with KEEP.
-  put("f", 1000, {"ATTEMPTS", "1"});
-  put("l", 1000, {"ATTEMPTS", "1", "TTR", "10"});
-  put("d", 1000);
+  put("f", 1000, {"ATTEMPTS", "1", "KEEP", "100"});
+  put("l", 1000, {"ATTEMPTS", "1", "TTR", "10", "KEEP", "100"});
+  put("d", 1000, {"KEEP", "100"});
   put("m1", 1000);
   put("m2", 1000);
   auto two = reserve(2, 1000);
@@ -675,9 +675,14 @@ TEST_F(FunctionsTest, KeepAndResultGoWithTheJobAndFinishedJobsAreSignalled) {
   auto q = reserve(1, 1200);
   EXPECT_EQ(integer("ack", {"q", std::to_string(q.jobs[0].token), "NOW", "1200"}), 1);
   EXPECT_EQ(integer("delete", {"nothing-here"}), 0);
-  put("z", 1300);
-  EXPECT_EQ(integer("delete", {"z"}), 1);
-  EXPECT_EQ(message(), "z");
+  put("plain", 1300);
+  EXPECT_EQ(integer("delete", {"plain"}), 1) << "not kept: no waiter, no message";
+  put("z", 1300, {"KEEP", "100", "TTR", "0"});
+  put("y", 1300, {"KEEP", "100"});
+  EXPECT_EQ(ids(reserve(1, 1300)), (Args{"z"}));
+  EXPECT_EQ(message(), "z") << "taken for good: gone for its waiter";
+  auto pulled = call("pull", {"1", "NOW", "1300"});
+  EXPECT_EQ(message(), "y");
 }
 
 // Schedules: each tick's job is put by the first tick call that names the

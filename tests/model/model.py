@@ -290,7 +290,8 @@ class Topic:
                 j.state, j.died = 'dead', now
                 j.token = j.reserved_at = j.deadline = j.lease_ttr = None
                 buried += 1
-                self.finished.append(j.id)
+                if j.keep:
+                    self.finished.append(j.id)
             else:
                 j.place, seq = seq, seq + 1
                 j.due = now
@@ -583,6 +584,8 @@ class Topic:
             if j.ttr == 0:
                 # At most once: gone as pull takes it; token 0, deadline 0.
                 del self.jobs[j.id]
+                if j.keep:
+                    self.finished.append(j.id)
                 out.append([j.id, j.body, 0, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
                             j.created, j.due, 0, 0])
                 continue
@@ -604,6 +607,8 @@ class Topic:
         out = [now, 0, 0]
         for j in handed:
             del self.jobs[j.id]
+            if j.keep:
+                self.finished.append(j.id)
             out.append([j.id, j.body, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio, j.created,
                         j.due])
         out[1] = self.next_time(now, len(handed), count, backlog, False)
@@ -700,7 +705,8 @@ class Topic:
         j.state, j.died = 'dead', now
         j.token = j.reserved_at = j.deadline = j.lease_ttr = None
         self.dead_total += 1
-        self.finished.append(id_)
+        if j.keep:
+            self.finished.append(id_)
         return Status('dead')
 
     def op_touch(self, args):
@@ -724,7 +730,7 @@ class Topic:
         n = 0
         for id_ in dict.fromkeys(self.ids_arg(args)):
             if id_ in self.jobs:
-                if self.jobs[id_].state not in ('done', 'dead'):
+                if self.jobs[id_].keep and self.jobs[id_].state not in ('done', 'dead'):
                     self.finished.append(id_)
                 del self.jobs[id_]
                 n += 1

@@ -220,6 +220,7 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", f"{t}/schedules/none")[0], 404)
         self.assertEqual(self.call("POST", f"{t}/schedules/nightly/pause")[1]["changed"], True)
         self.assertEqual(self.call("POST", f"{t}/schedules/nightly/resume")[1]["changed"], True)
+        self.assertEqual(self.call("POST", f"{t}/schedules/none/pause")[0], 404)
         self.assertEqual(self.call("DELETE", f"{t}/schedules/nightly")[0], 200)
         self.assertEqual(self.call("DELETE", f"{t}/schedules/nightly")[0], 404)
         self.assertEqual(self.call("GET", f"{t}/webhook")[0], 404)

@@ -73,6 +73,16 @@ TEST(TickRule, DayOfMonthOrDayOfWeekAsCronReadsThem) {
                "2026-11-27 00:00:00"}));
   EXPECT_EQ(ticks(TickRule::cron("0 0 13 * *", "UTC"), "2026-11-01 00:00:00", 1),
             (V{"2026-11-13 00:00:00"}));
+  // A field starting with '*' (a step too) joins the other with and.
+  EXPECT_EQ(ticks(TickRule::cron("0 0 */2 * *", "UTC"), "2026-11-01 00:00:00", 3),
+            (V{"2026-11-03 00:00:00", "2026-11-05 00:00:00", "2026-11-07 00:00:00"}))
+      << "every other day, not every day";
+  EXPECT_EQ(ticks(TickRule::cron("0 9 */2 * mon", "UTC"), "2026-11-01 00:00:00", 2),
+            (V{"2026-11-09 09:00:00", "2026-11-23 09:00:00"}))
+      << "Mondays on odd days";
+  EXPECT_EQ(ticks(TickRule::cron("0 0 * * */2147483647", "UTC"), "2026-11-01 00:00:00", 1),
+            ticks(TickRule::cron("0 0 * * 0", "UTC"), "2026-11-01 00:00:00", 1))
+      << "a step past the field: its first value only";
   EXPECT_EQ(ticks(TickRule::cron("0 0 29 2 *", "UTC"), "2026-01-01 00:00:00", 1),
             (V{"2028-02-29 00:00:00"}))
       << "the next leap day";
