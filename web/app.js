@@ -415,6 +415,8 @@ document.addEventListener('DOMContentLoaded', () => {
     else if (Number($('put-delay').value) > 0) spec.delay_ms = Number($('put-delay').value);
     if ($('put-ttr').value) spec.ttr_ms = Number($('put-ttr').value);
     if ($('put-attempts').value) spec.attempts = Number($('put-attempts').value);
+    if ($('put-keep').value) spec.keep_ms = Number($('put-keep').value);
+    if ($('put-mode').value !== 'create') spec.mode = $('put-mode').value;
     try {
       const path = `/v1/topics/${encodeURIComponent(topic)}/jobs`;
       const r = id ? await api('PUT', `${path}/${encodeURIComponent(id)}`, spec) : await api('POST', path, spec);

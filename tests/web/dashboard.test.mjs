@@ -81,6 +81,23 @@ try {
     await page.fill('#put-priority', '7');
     await page.click('#put-form button[type=submit]');
     await page.waitForSelector('#put-result:has-text("created welcome_42")');
+    // Debounce from the form: the same id, still waiting, takes the new body.
+    await page.fill('#put-id', 'sync_7');
+    await page.fill('#put-body', 'first');
+    await page.fill('#put-delay', '60000');
+    await page.fill('#put-priority', '0');
+    await page.selectOption('#put-mode', 'debounce');
+    await page.fill('#put-keep', '60000');
+    await page.click('#put-form button[type=submit]');
+    await page.waitForSelector('#put-result:has-text("created sync_7")');
+    await page.fill('#put-body', 'second');
+    await page.click('#put-form button[type=submit]');
+    await page.waitForSelector('#put-result:has-text("updated sync_7")');
+    const synced = (await serve.api('GET', '/v1/topics/emails/jobs/sync_7')).json;
+    assert.equal(synced.body, 'second');
+    assert.equal(synced.keep, 60000);
+    await page.selectOption('#put-mode', 'create');
+    await page.fill('#put-keep', '');
     // The footer says which server this is.
     assert.match(await page.textContent('#version'), /^redisched \d+\.\d+\.\d+ · Functions library version \d+$/);
     // The live list shows it scheduled.
