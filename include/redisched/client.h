@@ -247,6 +247,9 @@ class Client {
   // a job). Woken by the topic's finished signal (docs/redis-api.md,
   // "Waiting for a job"), not by polling.
   std::optional<Job> wait(std::string_view topic, std::string_view id, Millis timeout);
+  // Ends every wait in progress as if its timeout had come (each answers
+  // with its job as it is): for a server that drains. Any thread.
+  void end_waits();
   // The Redis server's clock.
   std::int64_t now_ms();
   // Listens to a topic's wake-up signal (docs/redis-api.md, "Wake-up

@@ -671,6 +671,15 @@ void Client::wait_async(std::string_view topic, std::string_view id, Millis time
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
+void Client::end_waits() {
+  std::vector<std::shared_ptr<Waiter>> waiting;
+  {
+    std::lock_guard lock(impl_->waiters_mu);
+    waiting.assign(impl_->waiters.begin(), impl_->waiters.end());
+  }
+  for (const auto& w : waiting) w->expire();
+}
+
 REDISCHED_WRAP(std::optional<Job>, wait,
                (std::string_view topic, std::string_view id, Millis timeout),
                (topic, id, timeout, std::move(cb)))

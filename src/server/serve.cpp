@@ -112,6 +112,7 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   // Hand out nothing more (long-polls answer empty at once); stop accepting.
   ctx.stopping = true;
   hub.wake_all();
+  client.end_waits();  // long-polls on a job answer with it as it is
   server.stop();
   sweeper.stop();
   scheduler.stop();

@@ -390,6 +390,30 @@ TEST(ServerDashboard, EventStreamsShareOneReadingOfTheTopics) {
   }
 }
 
+// A long-poll on a job answers at once when the server drains: with the
+// job as it is, not after its wait.
+TEST(ServerDrain, SigtermEndsLongPollsOnJobs) {
+  ServeProcess serve;
+  HttpClient http(serve.port());
+  ASSERT_EQ(
+      http.request("PUT", "/v1/topics/drainwait/jobs/j", R"({"body":"x","keep_ms":60000})").status,
+      201);
+  test::HttpAnswer answer;
+  std::chrono::steady_clock::duration took{};
+  std::thread poll([&] {
+    HttpClient other(serve.port());
+    const auto t0 = std::chrono::steady_clock::now();
+    answer = other.request("GET", "/v1/topics/drainwait/jobs/j?wait_ms=30000");
+    took = std::chrono::steady_clock::now() - t0;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(serve.stop(), 0);
+  poll.join();
+  EXPECT_EQ(answer.status, 200) << answer.body;
+  EXPECT_NE(answer.body.find("\"state\":\"ready\""), std::string::npos) << answer.body;
+  EXPECT_LT(took, 5s) << "the drain ended the wait";
+}
+
 TEST(ServerDrain, SigtermHandsOutNoJobThatCannotBeAcked) {
   char tmpl[] = "/tmp/redisched-drain-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
