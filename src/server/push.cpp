@@ -120,7 +120,8 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
   }
   // On the server's Client and runtime: a webhook costs no thread and no
   // connection of its own.
-  auto worker = std::make_unique<Worker>(client_);
+  // The server's own Scheduler runs the topic's schedules.
+  auto worker = std::make_unique<Worker>(client_, WorkerOptions{.run_schedules = false});
   HandlerOptions ho;
   ho.concurrency = s.concurrency;
   // The request's timeout counts against the reservation; the margin only
