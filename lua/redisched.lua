@@ -64,7 +64,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 13 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 14 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -99,6 +99,11 @@ local PAUSED_MARK = '\0paused'
 -- the lowest score and before the pause mark ('\0l' < '\0p'), so a topic
 -- without limits pays nothing for them.
 local LIMIT_MARK = '\0limited'
+-- A spread topic's (redisched_shard) ready set holds this one: it has no
+-- jobs of its own, and a reserve that finds the mark says where they are.
+local SHARD_MARK = '\0sharded'
+local SHARDS_MAX = 256
+local SHARD_SUFFIX_MAX = 64
 local RATE_MAX = 1000000         -- jobs per window
 local WINDOW_MAX = 86400000      -- a day
 local CONCURRENCY_MAX = 1000000
@@ -382,10 +387,19 @@ end
 -- Takes n numbers from the topic's counter; returns the first. Put order,
 -- generated ids and tokens come from it; it never wraps: a call that would
 -- pass SEQ_MAX is refused (its increment undone, so nothing changes).
+-- Raises SHARDED when the topic is spread over shards (redisched_shard):
+-- "SHARDED <suffix> ..." (its shards are the topics T~<suffix>), or
+-- "SHARDED *" for a former shard (ask the topic it belonged to).
+local function sharded(k)
+  local s = redis.call('HGET', k.meta, 'shards')
+  if s then error({ bad = 'SHARDED ' .. s }) end
+end
+
 local function take_seq(k, n)
   local last = redis.call('HINCRBY', k.meta, 'seq', n)
   if last > SEQ_MAX then
     redis.call('HINCRBY', k.meta, 'seq', -n)
+    sharded(k) -- a spread topic parks its counter there: its jobs go to its shards
     error({ bad = 'BADSTATE the topic\'s counter is used up (' .. fmt(SEQ_MAX) .. ')' })
   end
   return last - n + 1
@@ -1008,7 +1022,10 @@ local function get(keys, args)
   local o = options(args, 2, #args, OPT_NOW)
   now_arg(o)
   local rec = redis.call('HGET', k.jobs, id)
-  if not rec then return nil end
+  if not rec then
+    sharded(k) -- (a miss, and only then, looks for a spread topic)
+    return nil
+  end
   local j = decode(rec)
   local w = locate(k, id, j)
   local state, score = w[1], w[4]
@@ -1112,7 +1129,7 @@ local function stats(keys, args)
   local now = clock(o)
   local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total',
                            'limit_rate', 'limit_window', 'limit_concurrency', 'limit_start', 'limit_used',
-                           'limit_aging', 'schedules')
+                           'limit_aging', 'schedules', 'shards')
   local nmarks, is_paused = marks(k)
   local rate = tonumber(meta[4] or 0)
   local used = 0
@@ -1134,6 +1151,7 @@ local function stats(keys, args)
     'limit_concurrency', tonumber(meta[6] or 0), 'limit_used', used,
     'limit_aging', tonumber(meta[9] or 0),
     'schedules', tonumber(meta[10] or 0),
+    'shards', meta[11] and meta[11] ~= '*' and select(2, meta[11]:gsub('%S+', '')) or 0,
   }
 end
 
@@ -1211,8 +1229,9 @@ end
 local function pop(k, now, n)
   local popped = redis.call('ZPOPMIN', k.ready, n)
   local first = popped[1]
-  if first ~= LIMIT_MARK and first ~= PAUSED_MARK then return popped end
+  if first ~= LIMIT_MARK and first ~= PAUSED_MARK and first ~= SHARD_MARK then return popped end
   put_back(k, popped) -- the marks and whatever came out behind them
+  if first == SHARD_MARK then sharded(k) end
   if first == PAUSED_MARK or paused(k) then return nil end
   local room, lim = limit_room(k, now, n)
   if room == 0 then return {}, lim end
@@ -1628,7 +1647,10 @@ local function delete(keys, args)
       kept[#kept + 1] = j.keep ~= nil
     end
   end
-  if #gone == 0 then return 0 end
+  if #gone == 0 then
+    sharded(k)
+    return 0
+  end
   redis.call('HDEL', k.jobs, unpack(gone))
   for i, id in ipairs(gone) do
     unplace(k, id, where[i])
@@ -1740,6 +1762,7 @@ Output: {rate, window-ms, concurrency, aging} as they now are (0: none).
 ]]
 local function limit(keys, args)
   local k = check_keys(keys)
+  sharded(k) -- (limits hold per topic: a spread topic takes none)
   local o = options(args, 1, #args, { RATE = 2, CONCURRENCY = 1, AGING = 1, NOW = 1 })
   local now = clock(o)
   local rate, window, cap, age
@@ -1794,15 +1817,91 @@ Output: 1 if the state changed, 0 if it already was so.
 local function pause(keys, args)
   local k = check_keys(keys)
   options(args, 1, #args, NO_WORDS)
+  sharded(k) -- (a spread topic is paused shard by shard)
   return redis.call('ZADD', k.ready, 'NX', '-inf', PAUSED_MARK)
 end
 
 local function resume(keys, args)
   local k = check_keys(keys)
   local now = clock(options(args, 1, #args, OPT_NOW))
+  sharded(k)
   local changed = redis.call('ZREM', k.ready, PAUSED_MARK)
   if changed == 1 then wake(now) end
   return changed
+end
+
+-- The finished signal's sibling: a schedule changed (its name), or the
+-- topic's shards ("~shards"), for those listening on P:{T}:meta. api()
+-- publishes it.
+local changed_schedule = nil
+
+---------------------------------------------------------------- shards
+
+--[[ redisched_shard: spreads the topic T over shard topics, or ends that.
+A spread topic holds no jobs of its own: each job lives in one shard, the
+topic P:{T~<suffix>} (its own slot), chosen by the client from the job's id
+(docs/redis-api.md, "A topic over many shards"). T keeps the list in its
+meta ("shards"), its ready set holds a mark, and its counter is parked, so
+that a call meant for its jobs (put, putmany, restore, tick, reserve, pull,
+a get or delete that finds nothing, pause, resume, limit, schedule) is
+refused with "SHARDED <suffix> ...": a client that did not know reads the
+list and calls the shard. A former shard is given "*" ("SHARDED *": ask the
+topic it belonged to).
+ARGV: [suffix ...]   1..256 suffixes of 1..64 of A-Z a-z 0-9 _ - ., or "*";
+  none: the topic holds its own jobs again.
+  Refused (BADSTATE) while T holds jobs, schedules or limits; the shards of
+  a former list must be empty too, which the caller checks (other slots).
+  Publishes "~shards" on P:{T}:meta (workers listening there look again).
+Output: the number of suffixes.
+]]
+local function shard(keys, args)
+  local k = check_keys(keys)
+  local list, seen = {}, {}
+  if not (#args == 1 and args[1] == '*') then
+    if #args > SHARDS_MAX then bad('at most ' .. SHARDS_MAX .. ' shards, got ' .. #args) end
+    for i = 1, #args do
+      local v = args[i]
+      if #v < 1 or #v > SHARD_SUFFIX_MAX or v:find('[^%w_%.%-]') then
+        bad('shard suffix must be 1..' .. SHARD_SUFFIX_MAX .. ' of A-Z a-z 0-9 _ - ., got ' .. show(v))
+      end
+      if seen[v] then bad('shard suffix ' .. show(v) .. ' is given twice') end
+      seen[v] = true
+    end
+  end
+  for i = 1, #args do list[i] = args[i] end
+  local cur = redis.call('HMGET', k.meta, 'shards', 'seq', 'seq_kept', 'schedules')
+  if #list > 0 then
+    if redis.call('HLEN', k.jobs) > 0 then
+      error({ bad = 'BADSTATE the topic holds jobs: spread it while it is empty' })
+    end
+    if tonumber(cur[4] or 0) > 0 then error({ bad = 'BADSTATE the topic has schedules' }) end
+    if redis.call('ZSCORE', k.ready, LIMIT_MARK) then error({ bad = 'BADSTATE the topic has limits' }) end
+    redis.call('HSET', k.meta, 'shards', table.concat(list, ' '))
+    if not cur[1] then
+      -- Park the counter (take_seq refuses at SEQ_MAX) and keep it for later.
+      redis.call('HSET', k.meta, 'seq_kept', cur[2] or 0, 'seq', SEQ_MAX)
+      redis.call('ZADD', k.ready, 'NX', '-inf', SHARD_MARK)
+    end
+  elseif cur[1] then
+    redis.call('HSET', k.meta, 'seq', cur[3] or 0)
+    redis.call('HDEL', k.meta, 'shards', 'seq_kept')
+    redis.call('ZREM', k.ready, SHARD_MARK)
+  end
+  changed_schedule = '~shards'
+  return #list
+end
+
+--[[ redisched_shards: the topic's shard suffixes ("*" for a former shard);
+none when it holds its own jobs. Read only.
+Output: {suffix, ...}
+]]
+local function shards(keys, args)
+  local k = check_keys(keys)
+  options(args, 1, #args, NO_WORDS)
+  local s = redis.call('HGET', k.meta, 'shards')
+  local out = {}
+  if s then for v in s:gmatch('%S+') do out[#out + 1] = v end end
+  return out
 end
 
 ---------------------------------------------------------------- schedules
@@ -1826,9 +1925,6 @@ local OPT_TICK = { RUN = 1, NOW = 1 }
 local OPT_NEXT = { NEXT = 1, NOW = 1 }
 local OPT_NAME_NOW = { NAME = 1, NOW = 1 }
 
--- The finished signal's sibling: a schedule changed (its name), for the
--- schedulers listening on P:{T}:meta. api() publishes it.
-local changed_schedule = nil
 
 local function sched_name(v)
   if v == nil or v == '' then bad('schedule name is missing') end
@@ -1900,6 +1996,7 @@ Output: 1 created, 2 updated.
 ]]
 local function schedule(keys, args)
   local k = check_keys(keys)
+  sharded(k) -- (a tick is put in the topic's own keys)
   local name = sched_name(args[1])
   local body = args[2]
   if body == nil then bad('body is missing') end
@@ -2107,4 +2204,6 @@ register('pauseschedule', pause_schedule)
 register('resumeschedule', resume_schedule)
 register('schedules', schedules, RO)
 register('tick', tick)
+register('shard', shard)
+register('shards', shards, RO)
 register('version', version, RO)

@@ -438,6 +438,58 @@ TEST_F(FunctionsTest, PausedTopicHandsOutNothing) {
   EXPECT_EQ(ids(reserve(5, 1000)), (Args{"x", "y"}));
 }
 
+// redisched_shard: a spread topic holds no jobs; every call meant for its
+// jobs says where they are, and ending the spread gives the topic back
+// with its counter as it was.
+TEST_F(FunctionsTest, ASpreadTopicRefersCallsToItsShards) {
+  put("before", 1000);
+  EXPECT_NE(error("shard", {"1-0", "1-1"}).find("BADSTATE the topic holds jobs"), std::string::npos);
+  EXPECT_EQ(integer("delete", {"before"}), 1);
+  const auto seq = redis_.call({"HGET", "redisched:{" + topic_ + "}:meta", "seq"});
+  EXPECT_EQ(integer("shard", {"1-0", "1-1"}), 2);
+  auto listed = call("shards", {});
+  ASSERT_EQ(listed->elements, 2u);
+  EXPECT_EQ(std::string(listed->element[1]->str), "1-1");
+  EXPECT_EQ(stat("shards"), 2);
+  EXPECT_EQ(stat("ready"), 0) << "the mark is no job";
+
+  for (const auto& [fn, args] : std::vector<std::pair<std::string, Args>>{
+           {"put", {"x", "b"}},
+           {"putmany", {"1", "x", "b", "0"}},
+           {"put", {"*", "b"}},
+           {"reserve", {"1"}},
+           {"pull", {"1"}},
+           {"get", {"x"}},
+           {"delete", {"x"}},
+           {"pause", {}},
+           {"limit", {}},
+           {"schedule", {"s", "b", "EVERY", "1000", "NEXT", "2000"}}}) {
+    EXPECT_EQ(error(fn, args), "SHARDED 1-0 1-1") << fn;
+  }
+  EXPECT_EQ(redis_.call({"ZCARD", "redisched:{" + topic_ + "}:ready"})->integer, 1)
+      << "a refused reserve puts the mark back";
+  EXPECT_EQ(redis_.call({"HLEN", "redisched:{" + topic_ + "}:jobs"})->integer, 0);
+
+  // A new list replaces the old; a former shard refers to its topic.
+  EXPECT_EQ(integer("shard", {"2-0", "2-1", "2-2"}), 3);
+  EXPECT_EQ(error("get", {"x"}), "SHARDED 2-0 2-1 2-2");
+  EXPECT_NE(error("shard", {"a", "a"}).find("given twice"), std::string::npos);
+  EXPECT_NE(error("shard", {"a b"}).find("shard suffix"), std::string::npos);
+
+  // Ended: the topic takes jobs again, its counter where it was.
+  EXPECT_EQ(integer("shard", {}), 0);
+  EXPECT_EQ(redis_.call({"HGET", "redisched:{" + topic_ + "}:meta", "seq"})->str,
+            std::string(seq->str));
+  put("after", 1000);
+  EXPECT_EQ(ids(reserve(5, 1000)), (Args{"after"}));
+  EXPECT_EQ(stat("shards"), 0);
+
+  EXPECT_EQ(integer("delete", {"after"}), 1);
+  EXPECT_EQ(integer("shard", {"*"}), 1);
+  EXPECT_EQ(error("get", {"nothing"}), "SHARDED *");
+  EXPECT_EQ(stat("shards"), 0) << "a former shard is no spread topic";
+}
+
 // redisched_limit: a rate per fixed window and a cap on reservations, for
 // every worker together; the mark that finds them is no job.
 TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
