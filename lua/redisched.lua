@@ -1762,8 +1762,9 @@ Output: {rate, window-ms, concurrency, aging} as they now are (0: none).
 ]]
 local function limit(keys, args)
   local k = check_keys(keys)
-  sharded(k) -- (limits hold per topic: a spread topic takes none)
   local o = options(args, 1, #args, { RATE = 2, CONCURRENCY = 1, AGING = 1, NOW = 1 })
+  -- Limits hold for one topic's keys: a spread topic takes none (and reads 0s).
+  if o.RATE or o.CONCURRENCY or o.AGING then sharded(k) end
   local now = clock(o)
   local rate, window, cap, age
   if o.RATE then

@@ -210,6 +210,19 @@ class Client {
   // back ready, a done one is not restored (false). With replace, an
   // existing job of that id is overwritten; else false when it exists.
   bool restore(std::string_view topic, const Job& job, bool replace = false);
+  // ---- one topic over many shards (docs/redis-api.md, "A topic over many
+  // shards"). A topic lives in one Redis Cluster slot; spread over n shard
+  // topics (each its own slot, placed on different primaries) it takes n
+  // primaries' work. Every call above works on it as on any topic: a job
+  // goes to the shard its id leads to (so get, delete, ack... stay one
+  // call), reserve and pull take from the shards in turn, stats and list
+  // cover them all. Limits and schedules are refused on a spread topic.
+  // Spreads the topic over n shards (1..256; 1: its own keys again) and
+  // returns their topics ("<topic>~<suffix>"). Only while it holds no jobs
+  // (and no schedules or limits): Errc::invalid_argument otherwise.
+  std::vector<std::string> set_shards(std::string_view topic, int n);
+  // The topics of its shards, none when it is not spread.
+  std::vector<std::string> shards(std::string_view topic);
   // Every topic that has ever had a job (SCAN; for tools, not hot paths).
   std::vector<std::string> topics();
   // ---- recurring jobs (ScheduleSpec; docs/redis-api.md, "Recurring jobs")
@@ -272,6 +285,10 @@ class Client {
   // from one thread. They do not throw: a refused argument (an invalid
   // topic, a body over max_body) and everything Redis refuses arrive as the
   // Result's Error (or the future's exception).
+  void set_shards_async(std::string_view topic, int n, Callback<std::vector<std::string>> done);
+  std::future<std::vector<std::string>> set_shards_async(std::string_view topic, int n);
+  void shards_async(std::string_view topic, Callback<std::vector<std::string>> done);
+  std::future<std::vector<std::string>> shards_async(std::string_view topic);
   void put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done);
   std::future<PutOutcome> put_async(std::string_view topic, const JobSpec& job);
   void add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done);
@@ -368,6 +385,9 @@ class Client {
                                              Millis timeout);
 
  private:
+  void start_wait(const std::string& topic, const std::string& where, const std::string& id,
+                  Millis timeout, Callback<std::optional<Job>> done);
+
   class Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -172,6 +172,7 @@ struct TopicStats {
   TopicLimits limits;           // window 0 without a rate limit
   std::int64_t limit_used = 0;  // jobs handed out in the rate's current window
   std::int64_t schedules = 0;   // recurring jobs (Client::set_schedule)
+  std::int64_t shards = 0;      // 0, or the shards it is spread over (Client::set_shards)
 };
 
 // What the scheduler does with ticks missed while none ran (a downtime).

@@ -91,6 +91,97 @@ struct Waiter : std::enable_shared_from_this<Waiter> {
   }
 };
 
+// One Client::watch: the wake-up channel of the topic, or those of its
+// shards, and its meta channel, where a change of its shards is announced
+// ("~shards"): then the list is read again, the shards' channels taken
+// anew, and on_ready runs (signals may have been missed: look again).
+struct TopicWatch : std::enable_shared_from_this<TopicWatch> {
+  TopicWatch(redis::Link& l, std::string key_prefix, std::string name)
+      : link(l), prefix(std::move(key_prefix)), topic(std::move(name)) {}
+
+  redis::Link& link;
+  std::string prefix, topic;
+  std::function<void(std::int64_t)> on_signal;
+  std::function<void()> on_ready;
+  std::function<void(Callback<core::LayoutPtr>)> read_layout;
+
+  std::mutex mu;
+  bool cancelled = false;
+  std::optional<std::uint64_t> meta;
+  std::vector<std::string> watching;         // the topics whose channels are taken
+  std::vector<std::uint64_t> subscriptions;  // theirs, in that order
+
+  void start(const core::LayoutPtr& known) {
+    std::weak_ptr<TopicWatch> weak = shared_from_this();
+    const auto id = link.subscribe(
+        core::schedules_channel(prefix, topic),
+        [weak](const std::string& payload) {
+          if (auto self = weak.lock(); self && payload == "~shards") self->refresh();
+        },
+        [weak] {  // (a change announced while the link was down was missed)
+          if (auto self = weak.lock(); self) self->refresh();
+        });
+    {
+      std::lock_guard lock(mu);
+      meta = id;
+    }
+    follow(known ? known : std::make_shared<const core::Layout>(topic, std::vector<std::string>{}));
+  }
+
+  void refresh() {
+    read_layout([weak = weak_from_this()](Result<core::LayoutPtr> l) {
+      // (A failed read: the next reconnection's on_ready reads again.)
+      if (auto self = weak.lock(); self && l.ok()) self->follow(l.value());
+    });
+  }
+
+  void follow(const core::LayoutPtr& l) {
+    std::vector<std::string> want = l->spread() ? l->shards : std::vector<std::string>{topic};
+    std::vector<std::uint64_t> old;
+    {
+      std::lock_guard lock(mu);
+      if (cancelled || want == watching) return;
+      old.swap(subscriptions);
+      watching = want;
+    }
+    for (auto id : old) link.unsubscribe(id);
+    std::weak_ptr<TopicWatch> weak = shared_from_this();
+    std::vector<std::uint64_t> taken;
+    for (const auto& t : want) {
+      taken.push_back(link.subscribe(
+          core::wake_channel(prefix, t),
+          [weak](const std::string& payload) {
+            std::int64_t due = 0;
+            auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), due);
+            if (ec != std::errc() || end != payload.data() + payload.size()) return;
+            if (auto self = weak.lock(); self) self->on_signal(due);
+          },
+          [weak] {
+            if (auto self = weak.lock(); self && self->on_ready) self->on_ready();
+          }));
+    }
+    std::unique_lock lock(mu);
+    if (cancelled || watching != want) {  // cancelled, or a newer list followed meanwhile
+      lock.unlock();
+      for (auto id : taken) link.unsubscribe(id);
+      return;
+    }
+    subscriptions = std::move(taken);
+  }
+
+  void cancel() {
+    std::vector<std::uint64_t> ids;
+    {
+      std::lock_guard lock(mu);
+      cancelled = true;
+      ids.swap(subscriptions);
+      if (meta) ids.push_back(*meta);
+      meta.reset();
+    }
+    for (auto id : ids) link.unsubscribe(id);
+  }
+};
+
 }  // namespace client_detail
 
 Client::Impl::~Impl() {
@@ -160,13 +251,17 @@ core::Command putmany_part(std::string_view id, const JobSpec& job) {
 
 void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done) try {
   core::check_spec(job, impl_->opts.max_body);
-  auto cmd = impl_->fcall("put", topic);
-  cmd.add(job.id).add(job.body);
-  core::add_put_options(cmd, job);
-  impl_->add_max_body(cmd);
-  impl_->call_coalescable<PutOutcome>(topic, core::put_kind(), core::put_takes(job.id, job), cmd,
-                                      putmany_part(job.id, job), impl_->max_body_tail(),
-                                      core::parse_put, std::move(done), job.replicas);
+  impl_->by_id<PutOutcome>(
+      topic, job.id, std::move(done),
+      [impl = impl_.get(), job](const std::string& where, Callback<PutOutcome> then) {
+        auto cmd = impl->fcall_at("put", where);
+        cmd.add(job.id).add(job.body);
+        core::add_put_options(cmd, job);
+        impl->add_max_body(cmd);
+        impl->call_coalescable<PutOutcome>(where, core::put_kind(), core::put_takes(job.id, job),
+                                           cmd, putmany_part(job.id, job), impl->max_body_tail(),
+                                           core::parse_put, std::move(then), job.replicas);
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -181,18 +276,42 @@ void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std:
     throw Error(Errc::invalid_argument, "add creates a job: a generated id cannot be replaced");
   }
   core::check_spec(job, impl_->opts.max_body);
-  auto cmd = impl_->fcall("put", topic);
-  cmd.add("*").add(job.body);  // "*": the library generates the id
-  core::add_put_options(cmd, job);
-  impl_->add_max_body(cmd);
-  impl_->call_coalescable<std::string>(
-      topic, core::put_kind(), core::put_takes("*", job), cmd, putmany_part("*", job),
-      impl_->max_body_tail(),
-      [](const Reply& r) {
-        if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
-        return r.str;
-      },
-      std::move(done), job.replicas);
+  impl_->with_layout<std::string>(
+      topic, std::move(done),
+      [impl = impl_.get(), job](const core::LayoutPtr& l, Callback<std::string> then) {
+        if (l->spread()) {
+          // The library makes ids per topic, and a shard's id must lead to
+          // that shard: here the id is made first ("<ms>-<random>") and the
+          // job put where it leads.
+          auto spec = job;
+          spec.id = core::random_job_id();
+          auto cmd = impl->fcall_at("put", l->topic_for(spec.id));
+          cmd.add(spec.id).add(spec.body);
+          core::add_put_options(cmd, spec);
+          impl->add_max_body(cmd);
+          return impl->call_write<std::string>(
+              l->topic_for(spec.id), cmd,
+              [id = spec.id](const Reply& r) {
+                if (core::parse_put(r) != PutOutcome::created) {
+                  throw Error(Errc::server, "the generated id " + id + " was taken");
+                }
+                return id;
+              },
+              std::move(then), spec.replicas);
+        }
+        auto cmd = impl->fcall_at("put", l->topic);
+        cmd.add("*").add(job.body);  // "*": the library generates the id
+        core::add_put_options(cmd, job);
+        impl->add_max_body(cmd);
+        impl->call_coalescable<std::string>(
+            l->topic, core::put_kind(), core::put_takes("*", job), cmd, putmany_part("*", job),
+            impl->max_body_tail(),
+            [](const Reply& r) {
+              if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
+              return r.str;
+            },
+            std::move(then), job.replicas);
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -203,24 +322,32 @@ void Client::put_many_async(std::string_view topic, std::span<const JobSpec> job
                             Callback<std::vector<PutOutcome>> done) try {
   core::check_topic(topic);
   for (const auto& job : jobs) core::check_spec(job, impl_->opts.max_body);
-  impl_->batched<PutOutcome, JobSpec>(jobs, std::move(done), [&](auto chunk, auto cb) {
-    auto cmd = impl_->fcall("putmany", topic);
-    cmd.add(static_cast<std::int64_t>(chunk.size()));
-    // The most any job asks for, its own or the topic's.
-    std::optional<int> replicas;
-    const bool own = std::any_of(chunk.begin(), chunk.end(),
-                                 [](const JobSpec& j) { return j.replicas.has_value(); });
-    for (const auto& job : chunk) {
-      if (own) {
-        replicas =
-            std::max(replicas.value_or(0), job.replicas.value_or(impl_->replicas_for(topic)));
+  auto send = [impl = impl_.get(), base = std::string(topic)](
+                  const std::string& where, std::span<const JobSpec> part,
+                  Callback<std::vector<PutOutcome>> then) {
+    impl->batched<PutOutcome, JobSpec>(part, std::move(then), [&](auto chunk, auto cb) {
+      auto cmd = impl->fcall_at("putmany", where);
+      cmd.add(static_cast<std::int64_t>(chunk.size()));
+      // The most any job asks for, its own or the topic's.
+      std::optional<int> replicas;
+      const bool own = std::any_of(chunk.begin(), chunk.end(),
+                                   [](const JobSpec& j) { return j.replicas.has_value(); });
+      for (const auto& job : chunk) {
+        if (own) {
+          replicas =
+              std::max(replicas.value_or(0), job.replicas.value_or(impl->replicas_for(base)));
+        }
+        add_putmany_part(cmd, job.id, job);
       }
-      add_putmany_part(cmd, job.id, job);
-    }
-    impl_->add_max_body(cmd);
-    impl_->call_write<std::vector<PutOutcome>>(topic, cmd, core::parse_put_many, std::move(cb),
-                                               replicas);
-  });
+      impl->add_max_body(cmd);
+      impl->call_write<std::vector<PutOutcome>>(where, cmd, core::parse_put_many, std::move(cb),
+                                                replicas);
+    });
+  };
+  impl_->by_shard<PutOutcome, JobSpec>(
+      topic, std::vector<JobSpec>(jobs.begin(), jobs.end()),
+      [](const JobSpec& j) -> const std::string& { return j.id; }, std::move(done),
+      std::move(send));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -232,9 +359,13 @@ REDISCHED_WRAP(std::vector<PutOutcome>, put_many,
 
 void Client::get_async(std::string_view topic, std::string_view id,
                        Callback<std::optional<Job>> done) try {
-  auto cmd = impl_->fcall("get", topic);
-  cmd.add(id);
-  impl_->call<std::optional<Job>>(topic, cmd, core::parse_get, std::move(done));
+  impl_->by_id<std::optional<Job>>(
+      topic, id, std::move(done),
+      [impl = impl_.get(), id = std::string(id)](const std::string& where, auto then) {
+        auto cmd = impl->fcall_at("get", where);
+        cmd.add(id);
+        impl->call<std::optional<Job>>(where, cmd, core::parse_get, std::move(then));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -242,7 +373,28 @@ REDISCHED_WRAP(std::optional<Job>, get, (std::string_view topic, std::string_vie
                (topic, id, std::move(cb)))
 
 void Client::stats_async(std::string_view topic, Callback<TopicStats> done) try {
-  impl_->call<TopicStats>(topic, impl_->fcall("stats", topic), core::parse_stats, std::move(done));
+  impl_->with_layout<TopicStats>(
+      topic, std::move(done), [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
+        auto send = [impl](const std::string& where, Callback<TopicStats> next_then) {
+          impl->call<TopicStats>(where, impl->fcall_at("stats", where), core::parse_stats,
+                                 std::move(next_then));
+        };
+        if (!l->spread()) {
+          // A topic spread since this client last looked: read the list again.
+          return send(l->topic, [then = std::move(then), topic = l->topic](Result<TopicStats> r) {
+            if (r.ok() && r.value().shards > 0) {
+              return then(Error(Errc::invalid_argument, std::string(core::kSpreadTopic) + topic +
+                                                            " has " +
+                                                            std::to_string(r.value().shards)));
+            }
+            then(std::move(r));
+          });
+        }
+        impl->each_shard<TopicStats>(l, std::move(then), send,
+                                     [n = l->shards.size()](std::vector<TopicStats> parts) {
+                                       return core::merge_stats(parts, n);
+                                     });
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -250,10 +402,19 @@ REDISCHED_WRAP(TopicStats, stats, (std::string_view topic), (topic, std::move(cb
 
 void Client::list_async(std::string_view topic, JobState state, std::int64_t offset, int count,
                         bool with_bodies, Callback<ListPage> done) try {
-  auto cmd = impl_->fcall("list", topic);
-  cmd.add(to_string(state)).add(offset).add(std::int64_t{count});
-  if (!with_bodies) cmd.add("NOBODY");
-  impl_->call<ListPage>(topic, cmd, core::parse_list, std::move(done));
+  impl_->with_layout<ListPage>(
+      topic, std::move(done),
+      [impl = impl_.get(), state, offset, count, with_bodies](const core::LayoutPtr& l, auto then) {
+        auto send = [impl, state, with_bodies](const std::string& where, std::int64_t skip,
+                                               int want, Callback<ListPage> next_then) {
+          auto cmd = impl->fcall_at("list", where);
+          cmd.add(to_string(state)).add(skip).add(std::int64_t{want});
+          if (!with_bodies) cmd.add("NOBODY");
+          impl->call<ListPage>(where, cmd, core::parse_list, std::move(next_then));
+        };
+        if (!l->spread()) return send(l->topic, offset, count, std::move(then));
+        list_spread(l, offset, count, std::move(send), std::move(then));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -282,7 +443,10 @@ struct TopicScan : std::enable_shared_from_this<TopicScan> {
       }
       for (const auto& key : page.elements[1].elements) {
         auto topic = core::topic_of_key(self->prefix, key.str);
-        if (!topic.empty()) self->found.emplace_back(topic);
+        // A shard is listed as the topic it is part of (whose meta is there).
+        if (!topic.empty() && topic.find('~') == std::string_view::npos) {
+          self->found.emplace_back(topic);
+        }
       }
       if (page.elements[0].str != "0") return self->next(page.elements[0].str);
       if (++self->node < self->nodes.size()) return self->next("0");
@@ -322,16 +486,14 @@ Subscription Client::watch(std::string_view topic,
                            std::function<void(std::int64_t due_ms)> on_signal,
                            std::function<void()> on_ready) {
   core::check_topic(topic);
-  auto& link = impl_->link(topic);
-  const std::uint64_t id = link.subscribe(
-      core::wake_channel(impl_->opts.prefix, topic),
-      [on_signal = std::move(on_signal)](const std::string& payload) {
-        std::int64_t due = 0;
-        auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), due);
-        if (ec == std::errc() && end == payload.data() + payload.size()) on_signal(due);
-      },
-      std::move(on_ready));
-  return Subscription([&link, id] { link.unsubscribe(id); });
+  auto w = std::make_shared<TopicWatch>(impl_->link(topic), impl_->opts.prefix, std::string(topic));
+  w->on_signal = std::move(on_signal);
+  w->on_ready = std::move(on_ready);
+  w->read_layout = [impl = impl_.get(), t = std::string(topic)](Callback<core::LayoutPtr> done) {
+    impl->read_layout(t, std::move(done));
+  };
+  w->start(impl_->cached_layout(topic));
+  return Subscription([w] { w->cancel(); });
 }
 
 void Client::library_version_async(Callback<int> done) try {
@@ -365,18 +527,27 @@ std::int64_t Client::now_ms() {
 
 void Client::reserve_async(std::string_view topic, int count, Millis ttr,
                            Callback<ReserveResult> done) try {
-  auto cmd = impl_->fcall("reserve", topic);
-  cmd.add(std::int64_t{count});
-  core::Command tail;
-  if (ttr.count() > 0) {
-    cmd.add("TTR").add(ttr.count());
-    tail.add("TTR").add(ttr.count());
-  }
-  auto parse = [](const Reply& r) { return core::parse_reserve(r, true); };
-  if (count != 1) return impl_->call<ReserveResult>(topic, cmd, parse, std::move(done));
-  // Reserves of one job each, queued together, go as one reserve of many.
-  impl_->call_coalescable<ReserveResult>(topic, core::reserve_kind(), true, cmd, core::Command{},
-                                         tail, parse, std::move(done), 0);
+  auto send = [impl = impl_.get(), ttr](const std::string& where, int want,
+                                        Callback<ReserveResult> then) {
+    auto cmd = impl->fcall_at("reserve", where);
+    cmd.add(std::int64_t{want});
+    core::Command tail;
+    if (ttr.count() > 0) {
+      cmd.add("TTR").add(ttr.count());
+      tail.add("TTR").add(ttr.count());
+    }
+    auto parse = [](const Reply& r) { return core::parse_reserve(r, true); };
+    if (want != 1) return impl->call<ReserveResult>(where, cmd, parse, std::move(then));
+    // Reserves of one job each, queued together, go as one reserve of many.
+    impl->call_coalescable<ReserveResult>(where, core::reserve_kind(), true, cmd, core::Command{},
+                                          tail, parse, std::move(then), 0);
+  };
+  impl_->with_layout<ReserveResult>(
+      topic, std::move(done),
+      [count, send = std::move(send)](const core::LayoutPtr& l, Callback<ReserveResult> then) {
+        if (!l->spread()) return send(l->topic, count, std::move(then));
+        take_spread(l, count, send, std::move(then));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -384,10 +555,19 @@ REDISCHED_WRAP(ReserveResult, reserve, (std::string_view topic, int count, Milli
                (topic, count, ttr, std::move(cb)))
 
 void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) try {
-  auto cmd = impl_->fcall("pull", topic);
-  cmd.add(std::int64_t{count});
-  impl_->call<ReserveResult>(
-      topic, cmd, [](const Reply& r) { return core::parse_reserve(r, false); }, std::move(done));
+  auto send = [impl = impl_.get()](const std::string& where, int want,
+                                   Callback<ReserveResult> then) {
+    auto cmd = impl->fcall_at("pull", where);
+    cmd.add(std::int64_t{want});
+    impl->call<ReserveResult>(
+        where, cmd, [](const Reply& r) { return core::parse_reserve(r, false); }, std::move(then));
+  };
+  impl_->with_layout<ReserveResult>(
+      topic, std::move(done),
+      [count, send = std::move(send)](const core::LayoutPtr& l, Callback<ReserveResult> then) {
+        if (!l->spread()) return send(l->topic, count, std::move(then));
+        take_spread(l, count, send, std::move(then));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -398,16 +578,21 @@ REDISCHED_WRAP(ReserveResult, pull, (std::string_view topic, int count),
 
 void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
                        Millis keep, Callback<Outcome> done) try {
-  auto cmd = impl_->held("ack", topic, id, token);
-  core::Command part;
-  part.add(id).add(static_cast<std::int64_t>(token));
-  core::Command tail;
-  if (keep.count() > 0) {
-    cmd.add("KEEP").add(keep.count());
-    tail.add("KEEP").add(keep.count());
-  }
-  impl_->call_coalescable<Outcome>(topic, core::ack_kind(), core::ack_takes(id, token), cmd, part,
-                                   tail, core::parse_outcome, std::move(done));
+  impl_->by_id<Outcome>(topic, id, std::move(done),
+                        [impl = impl_.get(), id = std::string(id), token, keep](
+                            const std::string& where, Callback<Outcome> then) {
+                          auto cmd = impl->held("ack", where, id, token);
+                          core::Command part;
+                          part.add(id).add(static_cast<std::int64_t>(token));
+                          core::Command tail;
+                          if (keep.count() > 0) {
+                            cmd.add("KEEP").add(keep.count());
+                            tail.add("KEEP").add(keep.count());
+                          }
+                          impl->call_coalescable<Outcome>(
+                              where, core::ack_kind(), core::ack_takes(id, token), cmd, part, tail,
+                              core::parse_outcome, std::move(then));
+                        });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -427,10 +612,15 @@ void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_
                                             " bytes, over the limit of " +
                                             std::to_string(impl_->opts.max_body));
   }
-  auto cmd = impl_->held("ack", topic, id, token);
-  cmd.add("KEEP").add(keep.count()).add("RESULT").add(result);
-  impl_->add_max_body(cmd);
-  impl_->call_write<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+  impl_->by_id<Outcome>(topic, id, std::move(done),
+                        [impl = impl_.get(), id = std::string(id), token, keep,
+                         result = std::string(result)](const std::string& where, auto then) {
+                          auto cmd = impl->held("ack", where, id, token);
+                          cmd.add("KEEP").add(keep.count()).add("RESULT").add(result);
+                          impl->add_max_body(cmd);
+                          impl->call_write<Outcome>(where, cmd, core::parse_outcome,
+                                                    std::move(then));
+                        });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -442,15 +632,21 @@ REDISCHED_WRAP(Outcome, ack,
 void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
                             Millis keep, Callback<std::vector<Outcome>> done) try {
-  core::check_topic(topic);
   using Item = std::pair<std::string, std::uint64_t>;
-  impl_->batched<Outcome, Item>(jobs, std::move(done), [&](auto chunk, auto cb) {
-    auto cmd = impl_->fcall("ackmany", topic);
-    cmd.add(static_cast<std::int64_t>(chunk.size()));
-    for (const auto& [id, token] : chunk) cmd.add(id).add(static_cast<std::int64_t>(token));
-    if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
-    impl_->call_write<std::vector<Outcome>>(topic, cmd, core::parse_outcomes, std::move(cb));
-  });
+  auto send = [impl = impl_.get(), keep](const std::string& where, std::span<const Item> part,
+                                         Callback<std::vector<Outcome>> then) {
+    impl->batched<Outcome, Item>(part, std::move(then), [&](auto chunk, auto cb) {
+      auto cmd = impl->fcall_at("ackmany", where);
+      cmd.add(static_cast<std::int64_t>(chunk.size()));
+      for (const auto& [id, token] : chunk) cmd.add(id).add(static_cast<std::int64_t>(token));
+      if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
+      impl->call_write<std::vector<Outcome>>(where, cmd, core::parse_outcomes, std::move(cb));
+    });
+  };
+  impl_->by_shard<Outcome, Item>(
+      topic, std::vector<Item>(jobs.begin(), jobs.end()),
+      [](const Item& i) -> const std::string& { return i.first; }, std::move(done),
+      std::move(send));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -461,10 +657,15 @@ REDISCHED_WRAP(std::vector<Outcome>, ack_many,
 
 void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
                            Millis delay, std::optional<int> priority, Callback<Outcome> done) try {
-  auto cmd = impl_->held("release", topic, id, token);
-  if (delay.count() > 0) cmd.add("DELAY").add(delay.count());
-  if (priority) cmd.add("PRIORITY").add(std::int64_t{*priority});
-  impl_->call_write<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+  impl_->by_id<Outcome>(topic, id, std::move(done),
+                        [impl = impl_.get(), id = std::string(id), token, delay, priority](
+                            const std::string& where, auto then) {
+                          auto cmd = impl->held("release", where, id, token);
+                          if (delay.count() > 0) cmd.add("DELAY").add(delay.count());
+                          if (priority) cmd.add("PRIORITY").add(std::int64_t{*priority});
+                          impl->call_write<Outcome>(where, cmd, core::parse_outcome,
+                                                    std::move(then));
+                        });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -476,12 +677,17 @@ REDISCHED_WRAP(Outcome, release,
 void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
                         std::string_view error, bool bury, std::optional<Millis> retry_delay,
                         std::optional<int> max_attempts, Callback<FailResult> done) try {
-  auto cmd = impl_->held("fail", topic, id, token);
-  cmd.add(error);
-  if (bury) cmd.add("DEAD");
-  if (retry_delay) cmd.add("DELAY").add(retry_delay->count());
-  if (max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*max_attempts});
-  impl_->call_write<FailResult>(topic, cmd, core::parse_fail, std::move(done));
+  impl_->by_id<FailResult>(
+      topic, id, std::move(done),
+      [impl = impl_.get(), id = std::string(id), token, error = std::string(error), bury,
+       retry_delay, max_attempts](const std::string& where, auto then) {
+        auto cmd = impl->held("fail", where, id, token);
+        cmd.add(error);
+        if (bury) cmd.add("DEAD");
+        if (retry_delay) cmd.add("DELAY").add(retry_delay->count());
+        if (max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*max_attempts});
+        impl->call_write<FailResult>(where, cmd, core::parse_fail, std::move(then));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -493,9 +699,13 @@ REDISCHED_WRAP(FailResult, fail,
 
 void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
                          Millis ttr, Callback<TouchResult> done) try {
-  auto cmd = impl_->held("touch", topic, id, token);
-  if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
-  impl_->call<TouchResult>(topic, cmd, core::parse_touch, std::move(done));
+  impl_->by_id<TouchResult>(
+      topic, id, std::move(done),
+      [impl = impl_.get(), id = std::string(id), token, ttr](const std::string& where, auto then) {
+        auto cmd = impl->held("touch", where, id, token);
+        if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
+        impl->call<TouchResult>(where, cmd, core::parse_touch, std::move(then));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -508,22 +718,45 @@ REDISCHED_WRAP(TouchResult, touch,
 namespace {
 int to_count(const Reply& r) { return static_cast<int>(core::parse_integer(r)); }
 bool changed(const Reply& r) { return core::parse_integer(r) == 1; }
+int sum_of(const std::vector<int>& parts) {
+  int n = 0;
+  for (int p : parts) n += p;
+  return n;
+}
+
+// pause or resume: of the topic, or of each of its shards (changed: any).
+template <class Impl>
+void on_every_shard(Impl& impl, const core::LayoutPtr& l, std::string_view op,
+                    Callback<bool> done) {
+  auto send = [&impl, op = std::string(op)](const std::string& where, Callback<bool> then) {
+    impl.template call<bool>(where, impl.fcall_at(op, where), changed, std::move(then));
+  };
+  if (!l->spread()) return send(l->topic, std::move(done));
+  impl.template each_shard<bool>(l, std::move(done), send, [](const std::vector<bool>& parts) {
+    return std::find(parts.begin(), parts.end(), true) != parts.end();
+  });
+}
 }  // namespace
 
 void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) try {
-  auto cmd = impl_->fcall("delete", topic);
-  cmd.add(id);
-  impl_->call_write<bool>(topic, cmd, changed, std::move(done));
+  impl_->by_id<bool>(
+      topic, id, std::move(done),
+      [impl = impl_.get(), id = std::string(id)](const std::string& where, auto then) {
+        auto cmd = impl->fcall_at("delete", where);
+        cmd.add(id);
+        impl->call_write<bool>(where, cmd, changed, std::move(then));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
 REDISCHED_WRAP(bool, remove, (std::string_view topic, std::string_view id),
                (topic, id, std::move(cb)))
 
-void Client::restore_async(std::string_view topic, const Job& job, bool replace,
-                           Callback<bool> done) try {
-  if (job.state == JobState::done) return done(false);
-  auto cmd = impl_->fcall("restore", topic);
+namespace {
+template <class Impl>
+void restore_on(Impl& impl, const std::string& topic, const Job& job, bool replace,
+                Callback<bool> done) {
+  auto cmd = impl.fcall_at("restore", topic);
   const char* state = job.state == JobState::dead      ? "dead"
                       : job.state == JobState::delayed ? "delayed"
                                                        : "ready";
@@ -539,7 +772,17 @@ void Client::restore_async(std::string_view topic, const Job& job, bool replace,
   if (job.error) cmd.add("ERROR").add(*job.error);
   if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
   if (replace) cmd.add("REPLACE");
-  impl_->call_write<bool>(topic, cmd, changed, std::move(done));
+  impl.template call_write<bool>(topic, cmd, changed, std::move(done));
+}
+}  // namespace
+
+void Client::restore_async(std::string_view topic, const Job& job, bool replace,
+                           Callback<bool> done) try {
+  if (job.state == JobState::done) return done(false);
+  impl_->by_id<bool>(topic, job.id, std::move(done),
+                     [impl = impl_.get(), job, replace](const std::string& where, auto then) {
+                       restore_on(*impl, where, job, replace, std::move(then));
+                     });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -547,9 +790,25 @@ REDISCHED_WRAP(bool, restore, (std::string_view topic, const Job& job, bool repl
                (topic, job, replace, std::move(cb)))
 
 void Client::requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done) try {
-  auto cmd = impl_->fcall("requeue", topic);
-  cmd.add("LIMIT").add(std::int64_t{limit});
-  impl_->call<RequeueResult>(topic, cmd, core::parse_requeue, std::move(done));
+  impl_->with_layout<RequeueResult>(
+      topic, std::move(done), [impl = impl_.get(), limit](const core::LayoutPtr& l, auto then) {
+        auto send = [impl, limit](const std::string& where, Callback<RequeueResult> next_then) {
+          auto cmd = impl->fcall_at("requeue", where);
+          cmd.add("LIMIT").add(std::int64_t{limit});
+          impl->call<RequeueResult>(where, cmd, core::parse_requeue, std::move(next_then));
+        };
+        if (!l->spread()) return send(l->topic, std::move(then));
+        impl->each_shard<RequeueResult>(
+            l, std::move(then), send, [](std::vector<RequeueResult> parts) {
+              RequeueResult all;
+              for (const auto& p : parts) {
+                all.requeued += p.requeued;
+                all.buried += p.buried;
+                all.next_deadline_ms = core::earlier_time(all.next_deadline_ms, p.next_deadline_ms);
+              }
+              return all;
+            });
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -558,22 +817,37 @@ REDISCHED_WRAP(RequeueResult, requeue, (std::string_view topic, int limit),
 
 void Client::kick_async(std::string_view topic, std::span<const std::string> ids,
                         Callback<int> done) try {
-  core::check_topic(topic);
-  impl_->batched<int, std::string>(
-      ids,
+  // One answer per id (1 kicked, 0 not), so that by_shard can gather them.
+  auto send = [impl = impl_.get()](const std::string& where, std::span<const std::string> part,
+                                   Callback<std::vector<int>> then) {
+    impl->batched<int, std::string>(
+        part,
+        [then = std::move(then), n = part.size()](Result<std::vector<int>> r) {
+          if (!r.ok()) return then(r.error());
+          int kicked = 0;
+          for (int k : r.value()) kicked += k;
+          std::vector<int> each(n, 0);
+          for (int i = 0; i < kicked && i < static_cast<int>(n); ++i) each[i] = 1;
+          then(std::move(each));
+        },
+        [&](auto chunk, auto cb) {
+          auto cmd = impl->fcall_at("kick", where);
+          for (const auto& id : chunk) cmd.add(id);
+          impl->call<std::vector<int>>(
+              where, cmd, [](const Reply& r) { return std::vector<int>{to_count(r)}; },
+              std::move(cb));
+        });
+  };
+  impl_->by_shard<int, std::string>(
+      topic, std::vector<std::string>(ids.begin(), ids.end()),
+      [](const std::string& id) -> const std::string& { return id; },
       [done = std::move(done)](Result<std::vector<int>> r) {
         if (!r.ok()) return done(r.error());
         int kicked = 0;
         for (int n : r.value()) kicked += n;
         done(kicked);
       },
-      [&](auto chunk, auto cb) {
-        auto cmd = impl_->fcall("kick", topic);
-        for (const auto& id : chunk) cmd.add(id);
-        impl_->call<std::vector<int>>(
-            topic, cmd, [](const Reply& r) { return std::vector<int>{to_count(r)}; },
-            std::move(cb));
-      });
+      std::move(send));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -581,23 +855,36 @@ REDISCHED_WRAP(int, kick, (std::string_view topic, std::span<const std::string> 
                (topic, ids, std::move(cb)))
 
 void Client::kick_all_async(std::string_view topic, int limit, Callback<int> done) try {
-  auto cmd = impl_->fcall("kickall", topic);
-  cmd.add("LIMIT").add(std::int64_t{limit});
-  impl_->call<int>(topic, cmd, to_count, std::move(done));
+  impl_->with_layout<int>(
+      topic, std::move(done), [impl = impl_.get(), limit](const core::LayoutPtr& l, auto then) {
+        auto send = [impl, limit](const std::string& where, Callback<int> next_then) {
+          auto cmd = impl->fcall_at("kickall", where);
+          cmd.add("LIMIT").add(std::int64_t{limit});
+          impl->call<int>(where, cmd, to_count, std::move(next_then));
+        };
+        if (!l->spread()) return send(l->topic, std::move(then));
+        impl->each_shard<int>(l, std::move(then), send, sum_of);
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
 REDISCHED_WRAP(int, kick_all, (std::string_view topic, int limit), (topic, limit, std::move(cb)))
 
 void Client::pause_async(std::string_view topic, Callback<bool> done) try {
-  impl_->call<bool>(topic, impl_->fcall("pause", topic), changed, std::move(done));
+  impl_->with_layout<bool>(topic, std::move(done),
+                           [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
+                             on_every_shard(*impl, l, "pause", std::move(then));
+                           });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
 REDISCHED_WRAP(bool, pause, (std::string_view topic), (topic, std::move(cb)))
 
 void Client::resume_async(std::string_view topic, Callback<bool> done) try {
-  impl_->call<bool>(topic, impl_->fcall("resume", topic), changed, std::move(done));
+  impl_->with_layout<bool>(topic, std::move(done),
+                           [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
+                             on_every_shard(*impl, l, "resume", std::move(then));
+                           });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -611,6 +898,7 @@ void Client::set_limits_async(std::string_view topic, const TopicLimits& limits,
   cmd.add("RATE").add(std::int64_t{limits.rate}).add(window);
   cmd.add("CONCURRENCY").add(std::int64_t{limits.concurrency});
   cmd.add("AGING").add(limits.aging.count());
+  // (A spread topic answers SHARDED: limits hold for one topic's keys.)
   impl_->call<TopicLimits>(topic, cmd, core::parse_limits, std::move(done));
 } catch (const Error& e) {
   impl_->refuse(done, e);
@@ -626,15 +914,116 @@ void Client::limits_async(std::string_view topic, Callback<TopicLimits> done) tr
 }
 REDISCHED_WRAP(TopicLimits, limits, (std::string_view topic), (topic, std::move(cb)))
 
+// ---------------------------------------------------------------- shards
+
+namespace {
+std::vector<std::string> shard_topics(const core::LayoutPtr& l) { return l->shards; }
+}  // namespace
+
+void Client::shards_async(std::string_view topic, Callback<std::vector<std::string>> done) try {
+  core::check_topic(topic);
+  impl_->read_layout(std::string(topic), [done = std::move(done)](Result<core::LayoutPtr> l) {
+    if (!l.ok()) return done(l.error());
+    done(shard_topics(l.value()));
+  });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(std::vector<std::string>, shards, (std::string_view topic), (topic, std::move(cb)))
+
+// The old shards are closed first ("*": each refuses if it holds a job,
+// and then the ones closed are opened again), then the topic names the new
+// ones: a client that still puts by the old list meets SHARDED and reads
+// the new one, so no job is left where no one looks.
+void Client::set_shards_async(std::string_view topic, int n,
+                              Callback<std::vector<std::string>> done) try {
+  core::check_topic(topic);
+  if (n < 1 || n > core::kShardsMax) {
+    throw Error(Errc::invalid_argument,
+                "shards must be from 1 to " + std::to_string(core::kShardsMax));
+  }
+  auto* impl = impl_.get();
+  const std::string base(topic);
+  // Names the new shards on the topic itself (its own check: it holds no job).
+  auto name_new = [impl, base](const core::LayoutPtr& old, int n_jobs,
+                               Callback<std::vector<std::string>> then) {
+    auto cmd = impl->fcall_at("shard", base);
+    const auto suffixes =
+        n_jobs > 1 ? core::place_shards(base, core::shard_generation(old->suffixes) + 1, n_jobs)
+                   : std::vector<std::string>{};
+    for (const auto& s : suffixes) cmd.add(s);
+    impl->call<int>(base, cmd, to_count, [impl, base, then = std::move(then)](Result<int> r) {
+      if (!r.ok()) return then(r.error());
+      impl->read_layout(base, [then](Result<core::LayoutPtr> l) {
+        if (!l.ok()) return then(l.error());
+        then(shard_topics(l.value()));
+      });
+    });
+  };
+  impl->read_layout(
+      base, [impl, n, name_new, done = std::move(done)](Result<core::LayoutPtr> r) mutable {
+        if (!r.ok()) return done(r.error());
+        auto old = r.value();
+        if (static_cast<int>(old->shards.size()) == n || (n == 1 && !old->spread())) {
+          return done(shard_topics(old));
+        }
+        if (!old->spread()) return name_new(old, n, std::move(done));
+        // Close every old shard; each answers its error, or "" when closed.
+        using Closed = std::string;
+        impl->each_shard<Closed>(
+            old,
+            Callback<std::vector<Closed>>([impl, old, n, name_new, done = std::move(done)](
+                                              Result<std::vector<Closed>> res) mutable {
+              std::string refused;
+              for (std::size_t i = 0; i < old->shards.size(); ++i) {
+                if (!res.value()[i].empty())
+                  refused += "; " + old->shards[i] + ": " + res.value()[i];
+              }
+              if (refused.empty()) return name_new(old, n, std::move(done));
+              // Open again the ones closed: the topic stays as it was.
+              for (std::size_t i = 0; i < old->shards.size(); ++i) {
+                if (!res.value()[i].empty()) continue;
+                impl->call<int>(old->shards[i], impl->fcall_at("shard", old->shards[i]), to_count,
+                                [](Result<int>) {});
+              }
+              done(Error(Errc::invalid_argument,
+                         "the topic's shards must hold no jobs to be changed" + refused));
+            }),
+            [impl](const std::string& where, Callback<Closed> then) {
+              auto cmd = impl->fcall_at("shard", where);
+              cmd.add("*");
+              impl->call<int>(where, cmd, to_count, [then = std::move(then)](Result<int> res) {
+                then(res.ok() ? Closed{} : Closed{res.error().what()});
+              });
+            },
+            [](std::vector<Closed> all) { return all; });
+      });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(std::vector<std::string>, set_shards, (std::string_view topic, int n),
+               (topic, n, std::move(cb)))
+
 // ---------------------------------------------------------------- wait
 
 void Client::wait_async(std::string_view topic, std::string_view id, Millis timeout,
                         Callback<std::optional<Job>> done) try {
-  core::check_topic(topic);
   core::check_id(id);
   if (timeout.count() < 0) throw Error(Errc::invalid_argument, "timeout must not be negative");
-  auto& link = impl_->link(topic);
-  auto w = std::make_shared<Waiter>(impl_->runtime->shard(impl_->runtime->shard_of(topic)), *this,
+  impl_->by_id<std::optional<Job>>(topic, id, std::move(done),
+                                   [this, topic = std::string(topic), id = std::string(id),
+                                    timeout](const std::string& where, auto then) {
+                                     start_wait(topic, where, id, timeout, std::move(then));
+                                   });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+
+// The wait itself, listening where the job is (its topic, or its shard).
+void Client::start_wait(const std::string& topic, const std::string& where, const std::string& id,
+                        Millis timeout, Callback<std::optional<Job>> done) {
+  auto& link = impl_->link(where);
+  auto w = std::make_shared<Waiter>(impl_->runtime->shard(impl_->runtime->shard_of(where)), *this,
                                     topic, id);
   w->done = std::move(done);
   w->link = &link;
@@ -648,29 +1037,26 @@ void Client::wait_async(std::string_view topic, std::string_view id, Millis time
   };
   std::weak_ptr<Waiter> weak = w;
   const auto sub = link.subscribe(
-      core::finished_channel(impl_->opts.prefix, topic),
+      core::finished_channel(impl_->opts.prefix, where),
       [weak](const std::string& payload) {
         if (auto self = weak.lock()) self->message(payload);
       },
       [weak] {
         if (auto self = weak.lock()) self->check();
       });
-  {
-    std::lock_guard lock(w->mu);
-    w->subscription = sub;
-    if (w->ended) {
-      link.unsubscribe(sub);
-      return;
-    }
-    w->timer.expires_after(timeout);
-    w->timer.async_wait([weak](boost::system::error_code ec) {
-      if (ec) return;
-      if (auto self = weak.lock()) self->expire();
-    });
+  std::lock_guard lock(w->mu);
+  w->subscription = sub;
+  if (w->ended) {
+    link.unsubscribe(sub);
+    return;
   }
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+  w->timer.expires_after(timeout);
+  w->timer.async_wait([weak](boost::system::error_code ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->expire();
+  });
 }
+
 void Client::end_waits() {
   std::vector<std::shared_ptr<Waiter>> waiting;
   {

@@ -8,11 +8,14 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "core/coalesce.h"
 #include "core/codec.h"
+#include "core/shards.h"
 #include "redis/connection.h"
 #include "redisched/client.h"
 #include "redisched/runtime.h"
@@ -77,6 +80,132 @@ struct Gather {
 
 struct Waiter;  // client.cpp: one Client::wait
 
+// reserve or pull on a spread topic: from its shards in turn, starting one
+// further at each call (so that each shard is served alike), until count
+// jobs came or every shard was asked. send(where, n, done) asks one.
+template <class Send>
+void take_spread(const core::LayoutPtr& l, int count, Send send, Callback<ReserveResult> done) {
+  struct Take : std::enable_shared_from_this<Take> {
+    core::LayoutPtr layout;
+    std::size_t first = 0, asked = 0;
+    int count = 0;
+    bool all_paused = true;
+    ReserveResult out;
+    std::optional<Send> send;
+    Callback<ReserveResult> done;
+
+    void next() {
+      const auto& where = layout->shards[(first + asked) % layout->shards.size()];
+      const int want = count - static_cast<int>(out.jobs.size());
+      (*send)(where, want, [self = this->shared_from_this()](Result<ReserveResult> r) {
+        if (!r.ok()) return self->done(r.error());
+        auto& part = r.value();
+        self->all_paused = self->all_paused && part.paused;
+        self->out.now_ms = std::max(self->out.now_ms, part.now_ms);
+        self->out.next_ms = core::earlier_time(self->out.next_ms, part.next_ms);
+        for (auto& j : part.jobs) self->out.jobs.push_back(std::move(j));
+        ++self->asked;
+        if (static_cast<int>(self->out.jobs.size()) < self->count &&
+            self->asked < self->layout->shards.size()) {
+          return self->next();
+        }
+        self->out.paused = self->all_paused;
+        self->done(std::move(self->out));
+      });
+    }
+  };
+  auto t = std::make_shared<Take>();
+  t->layout = l;
+  t->first = l->turn.fetch_add(1, std::memory_order_relaxed);
+  t->count = count;
+  t->send.emplace(std::move(send));
+  t->done = std::move(done);
+  t->next();
+}
+
+// list on a spread topic: shard by shard, each in its order; offset counts
+// over them all. send(where, offset, count, done) lists one.
+template <class Send>
+void list_spread(const core::LayoutPtr& l, std::int64_t offset, int count, Send send,
+                 Callback<ListPage> done) {
+  struct List : std::enable_shared_from_this<List> {
+    core::LayoutPtr layout;
+    std::size_t at = 0;
+    std::int64_t skip = 0;
+    int count = 0;
+    ListPage out;
+    std::optional<Send> send;
+    Callback<ListPage> done;
+
+    void next() {
+      const int want = std::max(1, count - static_cast<int>(out.jobs.size()));
+      (*send)(layout->shards[at], skip, want,
+              [self = this->shared_from_this()](Result<ListPage> r) {
+                if (!r.ok()) return self->done(r.error());
+                auto& part = r.value();
+                self->out.total += part.total;
+                self->skip = std::max<std::int64_t>(0, self->skip - part.total);
+                for (auto& j : part.jobs) {
+                  if (static_cast<int>(self->out.jobs.size()) < self->count) {
+                    self->out.jobs.push_back(std::move(j));
+                  }
+                }
+                if (++self->at < self->layout->shards.size()) return self->next();
+                self->done(std::move(self->out));
+              });
+    }
+  };
+  auto t = std::make_shared<List>();
+  t->layout = l;
+  t->skip = offset;
+  t->count = count;
+  t->send.emplace(std::move(send));
+  t->done = std::move(done);
+  t->next();
+}
+
+// Heterogeneous lookup of topics (string_view) in a map of strings.
+struct TopicHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
+
+// The parts (P) of a call over every shard of a spread topic, gathered
+// (their answers may come on different threads) into one answer (T).
+template <class P, class T, class Merge>
+struct ShardGather {
+  std::mutex mu;
+  std::vector<std::optional<P>> parts;
+  std::size_t pending = 0;
+  bool failed = false;
+  Merge merge;
+  Callback<T> done;
+
+  ShardGather(std::size_t n, Merge m, Callback<T> d)
+      : parts(n), pending(n), merge(std::move(m)), done(std::move(d)) {}
+
+  Callback<P> part(std::size_t i, const std::shared_ptr<ShardGather>& self) {
+    return [self, i](Result<P> r) {
+      std::unique_lock lock(self->mu);
+      if (self->failed) return;
+      if (!r.ok()) {
+        self->failed = true;
+        lock.unlock();
+        return self->done(r.error());
+      }
+      self->parts[i] = std::move(r).value();
+      if (--self->pending > 0) return;
+      std::vector<P> all;
+      all.reserve(self->parts.size());
+      for (auto& p : self->parts) all.push_back(std::move(*p));
+      lock.unlock();
+      self->done(self->merge(std::move(all)));
+    };
+  }
+};
+
 }  // namespace client_detail
 
 // (A private header, read only by the Client's own files.)
@@ -133,11 +262,149 @@ class Client::Impl {
   }
 
   // The start of every call on a reservation: ... id token.
-  core::Command held(std::string_view op, std::string_view topic, std::string_view id,
+  core::Command held(std::string_view op, std::string_view where, std::string_view id,
                      std::uint64_t token) const {
-    auto cmd = fcall(op, topic);
+    auto cmd = fcall_at(op, where);
     cmd.add(id).add(static_cast<std::int64_t>(token));
     return cmd;
+  }
+
+  // fcall, on a topic (or shard topic) already checked: a call's body once
+  // with_layout chose where it goes.
+  core::Command fcall_at(std::string_view op, std::string_view where) const {
+    core::Command cmd;
+    cmd.fcall(op, opts.prefix, where);
+    return cmd;
+  }
+
+  // ---- where a topic's jobs are (core/shards.h; docs/redis-api.md, "A
+  // topic over many shards")
+
+  // The topic's layout as last read, or nullptr.
+  core::LayoutPtr cached_layout(std::string_view topic) {
+    std::lock_guard lock(layouts_mu_);
+    const auto it = layouts_.find(topic);
+    return it == layouts_.end() ? nullptr : it->second;
+  }
+
+  // Reads it (redisched_shards) and keeps it.
+  void read_layout(const std::string& topic, Callback<core::LayoutPtr> done) {
+    call<core::LayoutPtr>(
+        topic, fcall_at("shards", topic),
+        [this, topic](const Reply& r) {
+          if (r.type != Reply::Type::array) throw Error(Errc::protocol, "shards: not a list");
+          std::vector<std::string> list;
+          for (const auto& e : r.elements) list.push_back(e.str);
+          auto layout = std::make_shared<const core::Layout>(topic, std::move(list));
+          std::lock_guard lock(layouts_mu_);
+          layouts_[topic] = layout;
+          return core::LayoutPtr(layout);
+        },
+        std::move(done));
+  }
+
+  // Runs body(layout, done) once the topic's layout is known (read at its
+  // first call, then from memory). A call made on a layout that changed
+  // since (the library answers SHARDED) reads it again and runs once more.
+  // body must not throw.
+  template <class T, class Body>
+  void with_layout(std::string_view topic, Callback<T> done, Body body) {
+    try {
+      core::check_topic(topic);
+    } catch (const Error& e) {
+      return refuse(done, e);
+    }
+    auto shared =
+        std::make_shared<std::pair<std::string, Body>>(std::string(topic), std::move(body));
+    auto first = [this, shared](const core::LayoutPtr& l, Callback<T> then) {
+      shared->second(l, Callback<T>([this, shared, then = std::move(then)](Result<T> r) mutable {
+                       if (r.ok() || !core::is_sharded(r.error())) return then(std::move(r));
+                       read_layout(shared->first, [shared, then = std::move(then)](
+                                                      Result<core::LayoutPtr> fresh) mutable {
+                         if (!fresh.ok()) return then(fresh.error());
+                         shared->second(fresh.value(), std::move(then));
+                       });
+                     }));
+    };
+    if (auto l = cached_layout(shared->first)) return first(l, std::move(done));
+    read_layout(shared->first, [first, done = std::move(done)](Result<core::LayoutPtr> l) mutable {
+      if (!l.ok()) return done(l.error());
+      first(l.value(), std::move(done));
+    });
+  }
+
+  // with_layout, for a call on one job: body(where, done) on the topic or
+  // shard that holds the job id.
+  template <class T, class Body>
+  void by_id(std::string_view topic, std::string_view id, Callback<T> done, Body body) {
+    with_layout<T>(
+        topic, std::move(done),
+        [id = std::string(id), body = std::move(body)](const core::LayoutPtr& l, Callback<T> then) {
+          body(l->topic_for(id), std::move(then));
+        });
+  }
+
+  // A call on every shard at once, send(where, done) each; merge makes one
+  // answer of theirs (in the shards' order). Not for an unspread topic.
+  template <class P, class T, class Send, class Merge>
+  void each_shard(const core::LayoutPtr& l, Callback<T> done, Send send, Merge merge) {
+    auto g = std::make_shared<ShardGather<P, T, Merge>>(l->shards.size(), std::move(merge),
+                                                        std::move(done));
+    for (std::size_t i = 0; i < l->shards.size(); ++i) send(l->shards[i], g->part(i, g));
+  }
+
+  // with_layout, for a call on many jobs: send(where, items, done) for the
+  // items each topic or shard holds (id_of(item) is the job's id); done
+  // gets one T per item, in items' order, or the first error.
+  template <class T, class Item, class IdOf, class Send>
+  void by_shard(std::string_view topic, std::vector<Item> items, IdOf id_of,
+                Callback<std::vector<T>> done, Send send) {
+    with_layout<std::vector<T>>(
+        topic, std::move(done),
+        [items = std::move(items), id_of, send](const core::LayoutPtr& l,
+                                                Callback<std::vector<T>> then) {
+          if (!l->spread()) return send(l->topic, std::span<const Item>(items), std::move(then));
+          std::vector<std::vector<std::size_t>> at(l->shards.size());
+          for (std::size_t i = 0; i < items.size(); ++i) {
+            at[core::shard_index(id_of(items[i]), at.size())].push_back(i);
+          }
+          struct Parts {
+            std::mutex mu;
+            std::vector<T> out;
+            std::size_t pending = 0;
+            bool failed = false;
+            Callback<std::vector<T>> then;
+          };
+          auto g = std::make_shared<Parts>();
+          g->out.resize(items.size());
+          g->then = std::move(then);
+          for (const auto& idx : at) g->pending += idx.empty() ? 0 : 1;
+          if (g->pending == 0) return g->then(std::vector<T>{});
+          for (std::size_t s = 0; s < at.size(); ++s) {
+            if (at[s].empty()) continue;
+            std::vector<Item> part;
+            part.reserve(at[s].size());
+            for (auto i : at[s]) part.push_back(items[i]);
+            send(l->shards[s], std::span<const Item>(part),
+                 Callback<std::vector<T>>([g, idx = at[s]](Result<std::vector<T>> r) {
+                   std::unique_lock lock(g->mu);
+                   if (g->failed) return;
+                   if (!r.ok() || r.value().size() != idx.size()) {
+                     g->failed = true;
+                     lock.unlock();
+                     return g->then(r.ok() ? Error(Errc::protocol,
+                                                   "a shard answered for " +
+                                                       std::to_string(r.value().size()) +
+                                                       " jobs of " + std::to_string(idx.size()))
+                                           : r.error());
+                   }
+                   for (std::size_t k = 0; k < idx.size(); ++k) g->out[idx[k]] = r.value()[k];
+                   if (--g->pending > 0) return;
+                   lock.unlock();
+                   g->then(std::move(g->out));
+                 }));
+          }
+        });
   }
 
   // Sends cmd; parse turns the reply into T (or throws Error).
@@ -272,6 +539,8 @@ class Client::Impl {
 
  private:
   std::vector<std::unique_ptr<redis::Link>> links_;
+  std::mutex layouts_mu_;
+  std::unordered_map<std::string, core::LayoutPtr, TopicHash, std::equal_to<>> layouts_;
 };
 
 }  // namespace redisched

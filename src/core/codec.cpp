@@ -163,7 +163,12 @@ Error error_from_reply(const std::string& text) {
       text.find(' ') == std::string::npos ? text : text.substr(text.find(' ') + 1);
   if (code == "BADARG" || code == "BADKEYS") return Error(Errc::invalid_argument, rest);
   if (code == "BADFORMAT") return Error(Errc::bad_format, rest);
+  if (code == "SHARDED") return Error(Errc::invalid_argument, std::string(kSpreadTopic) + rest);
   return Error(Errc::server, "Redis: " + text);
+}
+
+bool is_sharded(const Error& e) {
+  return e.code() == Errc::invalid_argument && std::string_view(e.what()).starts_with(kSpreadTopic);
 }
 
 PutOutcome parse_put(const Reply& r) { return to_put_outcome(to_int(r)); }
@@ -281,6 +286,8 @@ TopicStats parse_stats(const Reply& r) {
       s.limits.concurrency = static_cast<int>(v);
     else if (f == "schedules")
       s.schedules = v;
+    else if (f == "shards")
+      s.shards = v;
     else if (f == "limit_aging")
       s.limits.aging = Millis(v);
     else if (f == "limit_used")

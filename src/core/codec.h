@@ -56,9 +56,14 @@ void add_put_options(Command& cmd, const JobSpec& job);
 // How many words add_put_options adds.
 int put_option_words(const JobSpec& job);
 
-// The Error for a Redis error reply (codes BADARG, BADKEYS -> invalid_argument,
-// BADFORMAT -> bad_format, anything else -> server).
+// The Error for a Redis error reply (codes BADARG, BADKEYS, SHARDED ->
+// invalid_argument, BADFORMAT -> bad_format, anything else -> server).
 Error error_from_reply(const std::string& text);
+// SHARDED's message starts so: the call was meant for the jobs of a topic
+// spread over shards (a client that did not know reads the list and calls
+// again; is_sharded finds it).
+inline constexpr std::string_view kSpreadTopic = "the topic is spread over shards: ";
+bool is_sharded(const Error& e);
 
 PutOutcome parse_put(const redis::Reply& r);
 std::vector<PutOutcome> parse_put_many(const redis::Reply& r);

@@ -462,7 +462,7 @@ TEST_F(FunctionsTest, ASpreadTopicRefersCallsToItsShards) {
            {"get", {"x"}},
            {"delete", {"x"}},
            {"pause", {}},
-           {"limit", {}},
+           {"limit", {"CONCURRENCY", "2"}},
            {"schedule", {"s", "b", "EVERY", "1000", "NEXT", "2000"}}}) {
     EXPECT_EQ(error(fn, args), "SHARDED 1-0 1-1") << fn;
   }

@@ -1,0 +1,110 @@
+#include "core/shards.h"
+
+#include <boost/crc.hpp>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <set>
+
+#include "redisched/error.h"
+
+namespace redisched::core {
+namespace {
+
+using Crc16 = boost::crc_optimal<16, 0x1021, 0, 0, false, false>;  // CRC-16/XMODEM
+
+std::uint16_t crc16(std::string_view bytes) {
+  Crc16 crc;
+  crc.process_bytes(bytes.data(), bytes.size());
+  return crc.checksum();
+}
+
+constexpr int kSlots = 16384;
+
+}  // namespace
+
+std::string shard_topic(std::string_view topic, std::string_view suffix) {
+  std::string out;
+  out.reserve(topic.size() + suffix.size() + 1);
+  out.append(topic).append("~").append(suffix);
+  return out;
+}
+
+std::size_t shard_index(std::string_view id, std::size_t n) { return crc16(id) % n; }
+
+std::vector<std::string> place_shards(std::string_view topic, int generation, int n) {
+  if (n < 1 || n > kShardsMax) {
+    throw Error(Errc::invalid_argument, "shards must be from 1 to " + std::to_string(kShardsMax));
+  }
+  std::vector<std::string> out;
+  std::set<int> used;
+  const std::string prefix = std::to_string(generation) + "-";
+  for (int k = 0; k < n; ++k) {
+    const int lo = k * kSlots / n;
+    const int hi = (k + 1) * kSlots / n;
+    for (int j = 0;; ++j) {
+      if (used.count(j) != 0) continue;
+      // The key's hash tag is the whole shard topic (core/keys.h).
+      const int slot = crc16(shard_topic(topic, prefix + std::to_string(j))) % kSlots;
+      if (slot >= lo && slot < hi) {
+        used.insert(j);
+        out.push_back(prefix + std::to_string(j));
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+int shard_generation(const std::vector<std::string>& suffixes) {
+  int g = 0;
+  for (const auto& s : suffixes) {
+    const auto dash = s.find('-');
+    int v = 0;
+    auto [end, ec] =
+        std::from_chars(s.data(), s.data() + (dash == std::string::npos ? 0 : dash), v);
+    if (ec == std::errc() && v > g) g = v;
+  }
+  return g;
+}
+
+TopicStats merge_stats(const std::vector<TopicStats>& parts, std::size_t n) {
+  TopicStats all;
+  all.shards = static_cast<std::int64_t>(n);
+  all.paused = !parts.empty();
+  for (const auto& p : parts) {
+    all.delayed += p.delayed;
+    all.ready += p.ready;
+    all.reserved += p.reserved;
+    all.dead += p.dead;
+    all.done += p.done;
+    all.paused = all.paused && p.paused;
+    all.next_due_ms = earlier_time(all.next_due_ms, p.next_due_ms);
+    all.failed_total += p.failed_total;
+    all.dead_total += p.dead_total;
+    all.lapsed_total += p.lapsed_total;
+  }
+  return all;
+}
+
+std::string random_job_id() {
+  thread_local std::mt19937_64 gen{std::random_device{}()};
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  char out[48];
+  std::snprintf(out, sizeof out, "%lld-%016llx", static_cast<long long>(ms),
+                static_cast<unsigned long long>(gen()));
+  return out;
+}
+
+Layout::Layout(std::string name, std::vector<std::string> list)
+    : topic(std::move(name)), suffixes(std::move(list)) {
+  // A former shard ("*") holds no jobs of a list of its own.
+  if (suffixes.size() == 1 && suffixes.front() == "*") return;
+  shards.reserve(suffixes.size());
+  for (const auto& s : suffixes) shards.push_back(shard_topic(topic, s));
+}
+
+}  // namespace redisched::core

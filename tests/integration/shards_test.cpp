@@ -1,0 +1,224 @@
+// One topic spread over shard topics (Client::set_shards): every call of
+// the Client on it, on one node and on the cluster (where its shards land
+// on different primaries), and clients that learn of the spread late.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "redisched/client.h"
+#include "testutil/expect_error.h"
+#include "testutil/raw_redis.h"
+#include "testutil/redis_server.h"
+#include "testutil/wait.h"
+
+namespace redisched {
+namespace {
+
+ClientOptions options_for() {
+  ClientOptions o;
+  o.redis_url = test::target_url();
+  return o;
+}
+
+JobSpec job(std::string id, int priority = 0, std::string body = "body") {
+  JobSpec s;
+  s.id = std::move(id);
+  s.body = std::move(body);
+  s.priority = priority;
+  return s;
+}
+
+// The ids a shard topic holds, read from whichever node has its slot, and
+// that node's port.
+struct Held {
+  std::set<std::string> ids;
+  int port = 0;
+};
+Held held_by(const std::string& shard) {
+  Held out;
+  for (int port : test::target_ports()) {
+    auto r = test::RawRedis(port).call({"HKEYS", "redisched:{" + shard + "}:jobs"});
+    if (r->type != REDIS_REPLY_ARRAY) continue;  // MOVED: another node's slot
+    out.port = port;
+    for (size_t i = 0; i < r->elements; ++i) out.ids.insert(r->element[i]->str);
+  }
+  return out;
+}
+
+class ShardsTest : public ::testing::Test {
+ protected:
+  Client client_{options_for()};
+  std::string topic_ = test::unique_topic();
+};
+
+TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
+  const auto shards = client_.set_shards(topic_, 3);
+  ASSERT_EQ(shards.size(), 3u);
+  for (const auto& s : shards) EXPECT_EQ(s.rfind(topic_ + "~", 0), 0u) << s;
+  EXPECT_EQ(client_.shards(topic_), shards);
+
+  std::vector<JobSpec> many;
+  for (int i = 0; i < 300; ++i) {
+    EXPECT_EQ(client_.put(topic_, job("j" + std::to_string(i), i % 3)), PutOutcome::created);
+    many.push_back(job("m" + std::to_string(i), 5));
+  }
+  for (auto o : client_.put_many(topic_, many)) EXPECT_EQ(o, PutOutcome::created);
+  EXPECT_EQ(client_.put(topic_, job("j7")), PutOutcome::exists) << "an id is one job";
+  std::set<std::string> added;
+  for (int i = 0; i < 10; ++i) added.insert(client_.add(topic_, job("")));
+  EXPECT_EQ(added.size(), 10u);
+
+  // Every job is in the shard its id leads to, and each shard has its share;
+  // on the cluster each shard is on a primary of its own.
+  std::set<int> ports;
+  std::map<std::string, std::size_t> shard_of;
+  std::size_t total = 0;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    const auto h = held_by(shards[s]);
+    EXPECT_GT(h.ids.size(), 120u) << shards[s];
+    total += h.ids.size();
+    ports.insert(h.port);
+    for (const auto& id : h.ids) shard_of[id] = s;
+  }
+  EXPECT_EQ(total, 610u);
+  EXPECT_EQ(ports.size(), test::on_cluster() ? 3u : 1u);
+
+  auto st = client_.stats(topic_);
+  EXPECT_EQ(st.ready, 610);
+  EXPECT_EQ(st.shards, 3);
+  for (const auto& id : added) EXPECT_TRUE(client_.get(topic_, id)) << id;
+  EXPECT_EQ(client_.get(topic_, "j5")->priority, 2);
+  EXPECT_TRUE(client_.remove(topic_, "j6"));
+  EXPECT_FALSE(client_.get(topic_, "j6"));
+  EXPECT_FALSE(client_.remove(topic_, "j6"));
+
+  // list pages over every shard.
+  std::set<std::string> listed;
+  for (std::int64_t at = 0; at < 609; at += 250) {
+    auto page = client_.list(topic_, JobState::ready, at, 250, false);
+    EXPECT_EQ(page.total, 609);
+    for (const auto& j : page.jobs) listed.insert(j.id);
+  }
+  EXPECT_EQ(listed.size(), 609u);
+
+  // pause and resume hold for every shard.
+  EXPECT_TRUE(client_.pause(topic_));
+  EXPECT_TRUE(client_.stats(topic_).paused);
+  auto none = client_.reserve(topic_, 5);
+  EXPECT_TRUE(none.jobs.empty());
+  EXPECT_TRUE(none.paused);
+  EXPECT_TRUE(client_.resume(topic_));
+
+  // Reserve takes every job once, and from each shard in its order (here
+  // priority): a shard never hands out a job before a higher one of its own.
+  std::set<std::string> taken;
+  std::vector<int> last(shards.size(), 1000);
+  std::vector<std::pair<std::string, std::uint64_t>> acks;
+  for (int calls = 0; calls < 400; ++calls) {
+    auto r = client_.reserve(topic_, 7);
+    if (r.jobs.empty()) break;
+    for (const auto& j : r.jobs) {
+      EXPECT_TRUE(taken.insert(j.id).second) << j.id << " twice";
+      const auto s = shard_of.at(j.id);
+      EXPECT_LE(j.priority, last[s]) << j.id;
+      last[s] = j.priority;
+      acks.emplace_back(j.id, j.token);
+    }
+  }
+  EXPECT_EQ(taken.size(), 609u);
+  for (auto o : client_.ack_many(topic_, acks)) EXPECT_EQ(o, Outcome::ok);
+  st = client_.stats(topic_);
+  EXPECT_EQ(st.ready + st.reserved + st.delayed, 0);
+
+  // What a spread topic does not take.
+  EXPECT_REDISCHED_ERROR(client_.set_limits(topic_, TopicLimits{.rate = 0, .concurrency = 2}),
+                         Errc::invalid_argument, "spread over shards");
+  ScheduleSpec every;
+  every.every = Millis(1000);
+  EXPECT_REDISCHED_ERROR(client_.set_schedule(topic_, "s", every), Errc::invalid_argument,
+                         "spread over shards");
+  EXPECT_REDISCHED_ERROR(client_.set_shards(topic_ + "~x", 2), Errc::invalid_argument, "topic");
+  EXPECT_REDISCHED_ERROR(client_.set_shards(topic_, 0), Errc::invalid_argument, "from 1 to 256");
+}
+
+TEST_F(ShardsTest, TheShardsChangeOnlyWhileEmptyAndLateClientsFollow) {
+  Client late{options_for()};
+  late.stats(topic_);  // it has seen the topic unspread
+  const auto three = client_.set_shards(topic_, 3);
+
+  // A client that looked before the spread meets it at its first call.
+  for (int i = 0; i < 30; ++i)
+    EXPECT_EQ(late.put(topic_, job("a" + std::to_string(i))), PutOutcome::created);
+  for (int i = 0; i < 30; ++i) EXPECT_TRUE(client_.get(topic_, "a" + std::to_string(i)));
+  EXPECT_EQ(late.stats(topic_).ready, 30);
+
+  // Not while it holds jobs: nothing changes.
+  EXPECT_REDISCHED_ERROR(client_.set_shards(topic_, 2), Errc::invalid_argument, "no jobs");
+  EXPECT_EQ(client_.shards(topic_), three);
+  EXPECT_EQ(late.put(topic_, job("b")), PutOutcome::created);
+  EXPECT_EQ(client_.stats(topic_).ready, 31);
+
+  // Emptied: two shards, new ones; the late client follows again.
+  auto r = client_.pull(topic_, 100);
+  EXPECT_EQ(r.jobs.size(), 31u);
+  const auto two = client_.set_shards(topic_, 2);
+  ASSERT_EQ(two.size(), 2u);
+  for (const auto& s : two) EXPECT_EQ(std::count(three.begin(), three.end(), s), 0) << s;
+  for (int i = 0; i < 20; ++i)
+    EXPECT_EQ(late.put(topic_, job("c" + std::to_string(i))), PutOutcome::created);
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(client_.get(topic_, "c" + std::to_string(i)));
+  EXPECT_EQ(held_by(two[0]).ids.size() + held_by(two[1]).ids.size(), 20u);
+  EXPECT_EQ(late.reserve(topic_, 100).jobs.size(), 20u);
+  EXPECT_EQ(client_.pull(topic_, 100).jobs.size(), 0u) << "reserved, not ready";
+  EXPECT_EQ(client_.stats(topic_).reserved, 20);
+  for (const auto& j : client_.list(topic_, JobState::reserved, 0, 100, false).jobs) {
+    EXPECT_TRUE(client_.remove(topic_, j.id));
+  }
+
+  // Back to one: the topic's own keys again.
+  EXPECT_TRUE(client_.set_shards(topic_, 1).empty());
+  EXPECT_EQ(late.put(topic_, job("d")), PutOutcome::created);
+  EXPECT_TRUE(client_.get(topic_, "d"));
+  EXPECT_EQ(held_by(topic_).ids, (std::set<std::string>{"d"}));
+  EXPECT_EQ(client_.stats(topic_).shards, 0);
+}
+
+TEST_F(ShardsTest, WatchAndWaitHearEveryShard) {
+  std::atomic<int> signals{0}, ready{0};
+  auto sub = client_.watch(
+      topic_, [&](std::int64_t) { ++signals; }, [&] { ++ready; });
+  ASSERT_TRUE(test::wait_until([&] { return ready.load() >= 1; }));
+  // Spread after the watch began: it follows, and says so (on_ready).
+  const int before = ready.load();
+  client_.set_shards(topic_, 3);
+  ASSERT_TRUE(test::wait_until([&] { return ready.load() >= before + 3; }))
+      << "on_ready once each shard's channel is taken";
+  for (int i = 0; i < 30; ++i) {
+    auto s = job("w" + std::to_string(i));
+    s.delay = Millis(60000);
+    client_.put(topic_, s);
+  }
+  EXPECT_TRUE(test::wait_until([&] { return signals.load() == 30; })) << signals.load();
+
+  // wait: on the shard that holds the job.
+  auto s = job("kept");
+  s.keep = Millis(60000);
+  client_.put(topic_, s);
+  auto waited = client_.wait_async(topic_, "kept", Millis(10000));
+  auto r = client_.reserve(topic_, 100);
+  for (const auto& j : r.jobs) {
+    if (j.id == "kept") {
+      EXPECT_EQ(client_.ack(topic_, j.id, j.token, j.keep, "answer"), Outcome::ok);
+    }
+  }
+  auto done = waited.get();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->state, JobState::done);
+  EXPECT_EQ(done->result, "answer");
+}
+
+}  // namespace
+}  // namespace redisched
