@@ -110,6 +110,8 @@ void take_spread(const core::LayoutPtr& l, int count, Send send, Callback<Reserv
           return self->next();
         }
         self->out.paused = self->all_paused;
+        // Shards not asked may hold jobs: "look again at once".
+        if (self->asked < self->layout->shards.size()) self->out.next_ms = 0;
         self->done(std::move(self->out));
       });
     }

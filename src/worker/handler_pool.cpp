@@ -114,13 +114,13 @@ void HandlerPool::start() {
 }
 
 void HandlerPool::add(std::vector<Reservation> jobs, std::int64_t now_ms) {
-  // Tokens are below 2^53: keys from 2^62 on cannot meet one.
-  constexpr std::uint64_t kOnceKeys = std::uint64_t{1} << 62;
   const size_t n = jobs.size();
   {
     std::lock_guard lock(mu_);
     for (auto& job : jobs) {
-      const std::uint64_t key = job.token != 0 ? job.token : kOnceKeys + ++once_jobs_;
+      // Not the token: the shards of a spread topic (Client::set_shards)
+      // each count their own, so two jobs of one topic may hold the same.
+      const std::uint64_t key = ++added_;
       const Millis ttr{std::max<std::int64_t>(job.deadline_ms - now_ms, 1)};
       queue_.push_back(Running{key, std::move(job), ttr, 0, {}, false, false});
     }
@@ -242,12 +242,15 @@ std::vector<Reservation> HandlerPool::due_for_touch(std::int64_t now_ms) {
   return due;
 }
 
-void HandlerPool::touched(std::uint64_t token, std::optional<std::int64_t> deadline_ms) {
+void HandlerPool::touched(const std::string& id, std::uint64_t token,
+                          std::optional<std::int64_t> deadline_ms) {
   std::lock_guard lock(mu_);
-  auto it = running_.find(token);
-  if (it == running_.end()) return;
-  it->second.touching = false;
-  if (deadline_ms) it->second.job.deadline_ms = *deadline_ms;
+  for (auto& [key, r] : running_) {
+    if (r.job.token != token || r.job.id != id) continue;
+    r.touching = false;
+    if (deadline_ms) r.job.deadline_ms = *deadline_ms;
+    return;
+  }
 }
 
 void HandlerPool::join() {

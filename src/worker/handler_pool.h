@@ -62,7 +62,7 @@ class HandlerPool {
   // now_ms, marked as being touched.
   std::vector<Reservation> due_for_touch(std::int64_t now_ms);
   // A touch of the job with this token is back: its new deadline, if any.
-  void touched(std::uint64_t token, std::optional<std::int64_t> deadline_ms);
+  void touched(const std::string& id, std::uint64_t token, std::optional<std::int64_t> deadline_ms);
 
   // ---- any thread
   void join();  // after take_waiting (and abandon_running or a drain): threads end
@@ -70,7 +70,7 @@ class HandlerPool {
 
  private:
   struct Running {
-    std::uint64_t key = 0;  // the token, or kOnceKeys + n for a ttr-0 job (token 0)
+    std::uint64_t key = 0;  // the order it came in (1, 2, ...)
     Reservation job;
     Millis ttr{0};
     int progress = 0;
@@ -95,7 +95,7 @@ class HandlerPool {
   std::condition_variable work_;
   std::deque<Running> queue_;                 // reserved, waiting for a handler
   std::map<std::uint64_t, Running> running_;  // by key
-  std::uint64_t once_jobs_ = 0;               // ttr-0 jobs seen (for their keys)
+  std::uint64_t added_ = 0;                   // jobs added (for their keys)
   std::vector<Finished> finished_;
   bool quit_ = false;
   bool cancelled_ = false;

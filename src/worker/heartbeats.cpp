@@ -26,10 +26,10 @@ void Heartbeats::beat() {
         [this, job](Callback<TouchResult> cb) {
           calls_.broker().touch(calls_.topic(), job.id, job.token, Millis{0}, std::move(cb));
         },
-        [this, token = job.token](Result<TouchResult> r) {
+        [this, id = job.id, token = job.token](Result<TouchResult> r) {
           std::optional<std::int64_t> deadline;
           if (r.ok() && r.value().outcome == Outcome::ok) deadline = r.value().deadline_ms;
-          pool_.touched(token, deadline);
+          pool_.touched(id, token, deadline);
         });
   }
   arm();

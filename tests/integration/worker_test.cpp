@@ -33,6 +33,12 @@ WorkerOptions options_for(const std::string& url = test::target_url()) {
   return o;
 }
 
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 JobSpec job(std::string id, std::string body = "body") {
   JobSpec s;
   s.id = std::move(id);
@@ -588,6 +594,53 @@ TEST_F(WorkerTest, AnEarlierDelayedJobWakesAWorkerSleepingOnALaterOne) {
   // Woken by its timer at the due time, not by a poll or the hour-long one
   // (a loose bound: this is a check of the mechanism, the benchmark measures).
   EXPECT_LT(started_at.load(), put_at + 1000);
+}
+
+// A topic spread over shards (Client::set_shards), spread while the worker
+// was already running on it: every job once, delayed ones woken on time
+// from whichever shard holds them, and no calls while idle.
+TEST_F(WorkerTest, RunsATopicSpreadOverShardsWhileItRuns) {
+  std::mutex mu;
+  std::map<std::string, int> runs;
+  std::map<std::string, std::int64_t> started;
+  worker_.handle(topic_, {.concurrency = 8}, [&](JobContext& ctx) {
+    std::lock_guard lock(mu);
+    ++runs[ctx.job().id];
+    started[ctx.job().id] = wall_ms();
+  });
+  worker_.run();
+  ASSERT_TRUE(wait_until([&] { return worker_.stats().empty_reserves >= 1; }));
+  Client admin{options_for().client};
+  ASSERT_EQ(admin.set_shards(topic_, 3).size(), 3u);
+  for (int i = 0; i < 300; ++i) admin.put(topic_, job("now" + std::to_string(i)));
+  const auto put_at = wall_ms();
+  for (int i = 0; i < 6; ++i) {
+    JobSpec soon = job("soon" + std::to_string(i));
+    soon.delay = 300ms;
+    admin.put(topic_, soon);
+  }
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(mu);
+        return runs.size() == 306;
+      },
+      10s));
+  EXPECT_TRUE(wait_until([&] {
+    const auto st = admin.stats(topic_);
+    return st.ready + st.reserved + st.delayed == 0;
+  })) << "all acked";
+  std::this_thread::sleep_for(300ms);
+  const auto calls = worker_.stats().reserve_calls;
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(worker_.stats().reserve_calls, calls) << "idle: no calls";
+  worker_.cancel();
+  std::lock_guard lock(mu);
+  for (const auto& [id, n] : runs) EXPECT_EQ(n, 1) << id;
+  for (int i = 0; i < 6; ++i) {
+    const auto at = started["soon" + std::to_string(i)];
+    EXPECT_GE(at, put_at + 300);
+    EXPECT_LT(at, put_at + 1000) << "woken by the shard's signal, not a poll";
+  }
 }
 
 TEST_F(WorkerTest, IdleWorkerUsesNoMeasurableCpuAndMakesNoCalls) {
