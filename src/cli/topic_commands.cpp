@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "core/limits.h"
+#include "core/shards.h"
 #include "redisched/client.h"
 #include "wire/job_json.h"
 
@@ -116,9 +117,41 @@ int limit(Session& s, const LimitArgs& a) {
   return 0;
 }
 
+struct ShardArgs {
+  std::string topic;
+  std::optional<int> count;
+};
+
+// Shows the shards a topic is spread over, or spreads it over count.
+int shards(Session& s, const ShardArgs& a) {
+  const auto list = a.count ? s.client().set_shards(a.topic, *a.count) : s.client().shards(a.topic);
+  if (s.json()) {
+    json::array names;
+    for (const auto& n : list) names.emplace_back(n);
+    print_json(json::object{{"topic", a.topic},
+                            {"count", std::max<std::size_t>(1, list.size())},
+                            {"shards", std::move(names)}});
+  } else if (list.empty()) {
+    std::cout << a.topic << "\tnot spread (its own keys)\n";
+  } else {
+    std::cout << a.topic << "\t" << list.size() << " shards:";
+    for (const auto& n : list) std::cout << " " << n;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
 }  // namespace
 
 void add_topic_commands(CLI::App& app, Action& selected) {
+  auto sh = std::make_shared<ShardArgs>();
+  auto* shards_cmd = app.add_subcommand(
+      "shards", "show the shards a topic is spread over, or spread it over COUNT (only while empty)");
+  shards_cmd->add_option("topic", sh->topic)->required();
+  shards_cmd->add_option("count", sh->count, "1..256 (1: its own keys again)")
+      ->check(CLI::Range(1, core::kShardsMax));
+  shards_cmd->callback([sh, &selected] { selected = [sh](Session& s) { return shards(s, *sh); }; });
+
   auto st = std::make_shared<TopicArgs>();
   auto* stats_cmd = app.add_subcommand("stats", "counts per state of topics (all when none named)");
   stats_cmd->add_option("topics", st->names);

@@ -10,6 +10,7 @@
 
 #include "core/checks.h"
 #include "core/limits.h"
+#include "core/shards.h"
 #include "redisched/version.h"
 #include "server/census.h"
 #include "server/dashboard.h"
@@ -382,6 +383,34 @@ awaitable<Response> delete_limits(ApiContext& ctx, Request& req, const Params& p
   co_return ok_json(req, wire::limits_json(l));
 }
 
+// ---- one topic over many shards
+
+json::object shards_json(std::string_view topic, const std::vector<std::string>& shards) {
+  json::array names;
+  for (const auto& s : shards) names.emplace_back(s);
+  return json::object{{"topic", topic}, {"count", std::max<std::size_t>(1, shards.size())},
+                      {"shards", std::move(names)}};
+}
+
+awaitable<Response> get_shards(ApiContext& ctx, Request& req, const Params& p) {
+  auto shards = co_await await_call<std::vector<std::string>>(
+      [&](auto cb) { ctx.client.shards_async(p.topic, std::move(cb)); });
+  co_return ok_json(req, shards_json(p.topic, shards));
+}
+
+// PUT {"count": n}: spreads the topic over n shards (1: its own keys), only
+// while it holds no jobs.
+awaitable<Response> put_shards(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"count"});
+  const auto n = int_field(body, "count", 1, core::kShardsMax);
+  if (!n) bad_request("\"count\" is required");
+  auto shards = co_await await_call<std::vector<std::string>>([&](auto cb) {
+    ctx.client.set_shards_async(p.topic, static_cast<int>(*n), std::move(cb));
+  });
+  co_return ok_json(req, shards_json(p.topic, shards));
+}
+
 // ---- recurring jobs
 
 awaitable<Response> list_schedules(ApiContext& ctx, Request& req, const Params& p) {
@@ -556,6 +585,8 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/limits",
        {{verb::get, get_limits}, {verb::put, put_limits}, {verb::delete_, delete_limits}},
        false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/shards", {{verb::get, get_shards}, {verb::put, put_shards}}, false,
        &kNoQuery},
       {"/v1/topics/{topic}/schedules", {{verb::get, list_schedules}}, false, &kNoQuery},
       {"/v1/topics/{topic}/schedules/{name}",

@@ -191,7 +191,8 @@ json::object stats_json(std::string_view topic, const TopicStats& s) {
                       {"dead_total", s.dead_total},
                       {"lapsed_total", s.lapsed_total},
                       {"limits", limits_json(s.limits)},
-                      {"limit_used", s.limit_used}};
+                      {"limit_used", s.limit_used},
+                      {"shards", s.shards}};
 }
 
 json::object limits_json(const TopicLimits& l) {

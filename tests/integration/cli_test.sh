@@ -116,6 +116,16 @@ expect "limit json" '{"rate":0,"window_ms":0,"concurrency":0,"aging_ms":0}' "$(r
 expect "limit default window" "lim2	rate 5 per 1000 ms	concurrency none	aging none" "$(r limit lim2 --rate 5)"
 expect "limit aging" "lim2	rate 5 per 1000 ms	concurrency none	aging 250 ms a level" "$(r limit lim2 --aging 250)"
 expect "limit refused" "1" "$(r limit lim --rate -1 >/dev/null 2>&1; echo $?)"
+# One topic over shards: spread while empty, used as one topic, shown as one.
+expect "shards none" "hot	not spread (its own keys)" "$(r shards hot)"
+expect "shards set" "hot	3 shards:" "$(r shards hot 3 | grep -o '^hot	3 shards:')"
+for i in 1 2 3 4 5 6; do r put hot "h$i" x >/dev/null; done
+expect "shards get" "ready" "$(r --json get hot h4 | grep -o '"state":"ready"' | cut -d'"' -f4)"
+expect "shards stats" "hot	0	6	0	0	0	no" "$(r stats hot | tail -1)"
+expect "shards json" '"count":3' "$(r --json shards hot | grep -o '"count":3')"
+expect "shards listed once" "1" "$(r topics | grep -c '^hot')"
+expect "shards refused while holding jobs" "1" "$(r shards hot 2 >/dev/null 2>&1; echo $?)"
+expect "shards count checked" "1" "$(r shards hot 0 >/dev/null 2>&1; echo $?)"
 expect "bench" "3" "$(r --json bench --jobs 1000 | grep -o '_[a-z]*":[0-9]' | wc -l | tr -d ' ')"
 expect "bench leaves no job" "redisched-bench	0	0	0	0	0	no" "$(r stats redisched-bench | tail -1)"
 expect "no redis" "1" "$("$BIN" --redis redis://127.0.0.1:1 stats mail >/dev/null 2>&1; echo $?)"

@@ -208,6 +208,12 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("PUT", f"{t}/limits", {"rate": -1})[0], 400)
         self.assertEqual(self.call("DELETE", f"{t}/limits")[1],
                          {"rate": 0, "window_ms": 0, "concurrency": 0, "aging_ms": 0})
+        hot = "/v1/topics/ops-hot"
+        spread = self.call("PUT", f"{hot}/shards", {"count": 2})[1]
+        self.assertEqual((spread["topic"], spread["count"], len(spread["shards"])), ("ops-hot", 2, 2))
+        self.assertEqual(self.call("GET", f"{hot}/shards")[1], spread)
+        self.assertEqual(self.call("GET", hot)[1]["shards"], 2)
+        self.assertEqual(self.call("PUT", f"{hot}/shards", {"count": 300})[0], 400)
         sched = {"cron": "0 3 * * *", "time_zone": "Europe/Berlin", "body": "nightly",
                  "priority": 2, "keep_ms": 60000, "catch_up": "last"}
         put = self.call("PUT", f"{t}/schedules/nightly", sched)[1]

@@ -352,6 +352,35 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndChangeNothing) {
   EXPECT_EQ(kept.at("priority").as_int64(), 0);
 }
 
+// A topic spread over shards through HTTP: jobs by id, reserve, stats and
+// the listing show it as one topic.
+TEST_F(ServerTest, ATopicSpreadOverShards) {
+  auto put = call("PUT", "/v1/topics/" + topic_ + "/shards", R"({"count":3})");
+  ASSERT_EQ(put.status, 200) << put.body;
+  EXPECT_EQ(parse(put.body).at("count").as_int64(), 3);
+  EXPECT_EQ(parse(put.body).at("shards").as_array().size(), 3u);
+  EXPECT_EQ(parse(call("GET", "/v1/topics/" + topic_ + "/shards").body).at("shards"),
+            parse(put.body).at("shards"));
+  for (int i = 0; i < 30; ++i) {
+    EXPECT_EQ(call("PUT", topic_jobs() + "/s" + std::to_string(i), R"({"body":"b"})").status, 201);
+  }
+  EXPECT_EQ(parse(call("GET", topic_jobs() + "/s7").body).at("body"), "b");
+  auto stats = parse(call("GET", "/v1/topics/" + topic_).body);
+  EXPECT_EQ(stats.at("ready").as_int64(), 30);
+  EXPECT_EQ(stats.at("shards").as_int64(), 3);
+  auto r = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", R"({"count":30})").body);
+  EXPECT_EQ(r.at("jobs").as_array().size(), 30u);
+  auto topics = call("GET", "/v1/topics").body;
+  EXPECT_EQ(topics.find(topic_ + "~"), std::string::npos) << "shards are listed as their topic";
+  EXPECT_NE(topics.find(topic_), std::string::npos);
+
+  EXPECT_EQ(error_code(call("PUT", "/v1/topics/" + topic_ + "/shards", R"({"count":2})")),
+            "invalid_argument")
+      << "not while it holds jobs";
+  EXPECT_EQ(call("PUT", "/v1/topics/" + topic_ + "/shards", R"({"count":0})").status, 400);
+  EXPECT_EQ(call("PUT", "/v1/topics/" + topic_ + "/shards", R"({})").status, 400);
+}
+
 TEST_F(ServerTest, HealthzAndMetrics) {
   auto h = call("GET", "/healthz");
   EXPECT_EQ(h.status, 200);
