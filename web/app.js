@@ -179,7 +179,8 @@ function renderOverview() {
       el('td', { class: 'n' }, t.reserved), el('td', { class: 'n' }, t.dead),
       el('td', {}, sparkline(t.topic)),
       el('td', {}, el('span', { class: t.paused ? 'tag paused' : 'tag' }, t.paused ? 'paused' : 'running'),
-        limited(t) ? el('span', { class: 'tag limited', title: describeLimits(t.limits) }, 'limited') : '')));
+        limited(t) ? el('span', { class: 'tag limited', title: describeLimits(t.limits) }, 'limited') : '',
+        t.shards > 0 ? el('span', { class: 'tag shards', title: `spread over ${t.shards} shards (one Redis Cluster slot each)` }, `${t.shards} shards`) : '')));
   $('topics').tBodies[0].replaceChildren(...rows);
   $('topics-empty').hidden = state.topics.length > 0;
   pager($('topics-pager'), state.topicsPage, pages, list.length, 'topics', (p) => { state.topicsPage = p; renderOverview(); });

@@ -197,6 +197,13 @@ try {
     await page.screenshot({ path: join(artifacts, 'topic-limits.png'), fullPage: true });
     await page.goto(`${serve.base}/#/`);
     await page.waitForSelector('#topics tr[data-topic="billing"] .tag.limited', { timeout: 5000 });
+    // A topic spread over shards is one row, tagged with their number.
+    assert.equal((await serve.api('PUT', '/v1/topics/hot/shards', { count: 3 })).json.count, 3);
+    await serve.api('PUT', '/v1/topics/hot/jobs/h1', { body: 'x' });
+    await page.fill('#filter', 'hot');
+    await page.waitForSelector('#topics tr[data-topic="hot"] .tag.shards:has-text("3 shards")', { timeout: 5000 });
+    assert.equal(await page.locator('#topics tbody tr').count(), 1, 'its shards are no rows of their own');
+    await page.fill('#filter', '');
     await page.goto(`${serve.base}/#/topic/billing`);
     await page.reload();
     await page.waitForSelector('#limits-now:has-text("Limited: 50 per 2000 ms")', { timeout: 5000 });
