@@ -4,7 +4,9 @@
 //
 //  - put, one job per call, `window` calls in flight;
 //  - reserve+ack, one job per call, from prefilled topics;
-// each with the CPU seconds the redis-servers and this process used.
+// then the same on one hot topic, on its own and spread over 3 shards
+// (Client::set_shards); each with the CPU seconds the redis-servers and this
+// process used.
 #include <fmt/format.h>
 #include <sys/resource.h>
 
@@ -77,11 +79,19 @@ struct Setup {
   std::string url;
 };
 
-std::vector<Figure> run_setup(Setup& s, long jobs, int topics, int window) {
+// topics: the jobs go to that many topics in turn; or with hot_shards > 0,
+// all to one topic spread over that many shards (1: not spread).
+std::vector<Figure> run_setup(Setup& s, long jobs, int topics, int window, bool coalesce,
+                              int hot_shards) {
   ClientOptions o;
   o.redis_url = s.url;
+  o.coalesce = coalesce;
   Client client(o);
-  auto topic_of = [&](long i) { return "bench_" + std::to_string(i % topics); };
+  const std::string hot = fmt::format("hot_{}", hot_shards);
+  if (hot_shards > 0) client.set_shards(hot, hot_shards);
+  auto topic_of = [&](long i) {
+    return hot_shards > 0 ? hot : "bench_" + std::to_string(i % topics);
+  };
   std::vector<Figure> out;
   out.push_back(measure(s.servers, jobs, [&] {
     return bench::throughput(jobs, window, [&](long i, auto& done) {
@@ -123,7 +133,11 @@ int run(int argc, char** argv) {
   int topics = 64;
   int window = 512;
   int primaries = 3;
+  bool no_coalesce = false;
   app.add_option("--jobs", jobs, "jobs per figure")->capture_default_str();
+  app.add_flag("--no-coalesce", no_coalesce,
+               "send every call alone (ClientOptions::coalesce off): Redis's work per job, not "
+               "the batching, sets the pace");
   app.add_option("--topics", topics, "topics the jobs are spread over")->capture_default_str();
   app.add_option("--window", window, "calls in flight")->capture_default_str();
   app.add_option("--primaries", primaries, "primaries of the cluster")->capture_default_str();
@@ -146,17 +160,24 @@ int run(int argc, char** argv) {
   }
   fmt::print(
       "redisched cluster benchmark ({} jobs a figure over {} topics, {} calls in flight, "
-      "one Client of one thread and one connection per node; {} cores)\n\n",
-      jobs, topics, window, std::thread::hardware_concurrency());
-  fmt::print("{:<24} {:<26} {:>10} {:>14} {:>14}\n", "setup", "figure", "jobs/s", "redis CPU s/s",
+      "one Client of one thread and one connection per node, calls {}; {} cores)\n\n",
+      jobs, topics, window, no_coalesce ? "each alone" : "coalesced",
+      std::thread::hardware_concurrency());
+  fmt::print("{:<24} {:<40} {:>10} {:>14} {:>14}\n", "setup", "figure", "jobs/s", "redis CPU s/s",
              "client CPU s/s");
   for (auto& s : setups) {
-    const auto figures = run_setup(s, jobs, topics, window);
-    const char* names[] = {"put, single calls", "reserve+ack, single calls"};
-    for (size_t i = 0; i < figures.size(); ++i) {
-      const auto& f = figures[i];
-      fmt::print("{:<24} {:<26} {:>10.0f} {:>14.2f} {:>14.2f}\n", s.name, names[i], f.jobs_per_s,
-                 f.redis_cpu / f.seconds, f.own_cpu / f.seconds);
+    for (const int hot : {0, 1, 3}) {
+      const auto figures = run_setup(s, jobs, topics, window, !no_coalesce, hot);
+      const std::string where = hot == 0   ? fmt::format("{} topics", topics)
+                                : hot == 1 ? std::string("1 hot topic")
+                                           : fmt::format("1 hot topic, {} shards", hot);
+      const char* names[] = {"put", "reserve+ack"};
+      for (size_t i = 0; i < figures.size(); ++i) {
+        const auto& f = figures[i];
+        fmt::print("{:<24} {:<40} {:>10.0f} {:>14.2f} {:>14.2f}\n", s.name,
+                   fmt::format("{}, single calls, {}", names[i], where), f.jobs_per_s,
+                   f.redis_cpu / f.seconds, f.own_cpu / f.seconds);
+      }
     }
   }
   return 0;
