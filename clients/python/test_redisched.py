@@ -48,6 +48,34 @@ class RedischedFromPython(unittest.TestCase):
         return subprocess.run([CLI, "--redis", "unix://" + self.sock, *args],
                               capture_output=True, text=True, check=True).stdout
 
+    def test_a_topic_spread_over_shards_by_the_cli(self):
+        # Spread by the C++ side; Python routes by the documented rule (CRC-16/
+        # XMODEM of the id mod n) and finds every job where the CLI does.
+        t = self.topic("hot")
+        t.stats()  # it has seen the topic unspread: SHARDED tells it otherwise
+        self.assertIn("3 shards", self.cli("shards", "hot", "3"))
+        for i in range(30):
+            self.assertEqual(t.put(f"p{i}", b"from python"), redisched.OK)
+        self.assertEqual(len(t.shards()), 3)
+        self.assertIn('"state":"ready"', self.cli("--json", "get", "hot", "p17"))
+        self.cli("put", "hot", "c1", "from cli")
+        self.assertEqual(t.get("c1")["body"], b"from cli")
+        held = [len(self.r.hkeys(s.keys[0])) for s in t.shards()]
+        self.assertEqual(sum(held), 31)
+        self.assertTrue(all(n > 0 for n in held), held)
+        self.assertEqual(t.stats()["ready"], 31)
+        self.assertEqual(t.stats()["shards"], 3)
+        got = []
+        while True:
+            r = t.reserve(4, ttr_ms=30000)
+            if not r.jobs:
+                break
+            got += r.jobs
+        self.assertEqual(sorted(j.id for j in got), sorted([f"p{i}" for i in range(30)] + ["c1"]))
+        for j in got:
+            self.assertEqual(t.ack(j), redisched.OK)
+        self.assertIn("hot\t0\t0\t0\t0\t0\tno", self.cli("stats", "hot"))
+
     def test_put_reserve_ack_with_the_documented_keys(self):
         t = self.topic("emails")
         self.assertEqual(t.put("welcome_42", b"Hello", priority=5), redisched.OK)
