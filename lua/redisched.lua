@@ -542,6 +542,7 @@ end
 local function not_held(k, id)
   if redis.call('HEXISTS', k.leases, id) == 1 then return STALE end
   if redis.call('HEXISTS', k.jobs, id) == 1 then return WRONG_STATE end
+  sharded(k) -- (no such job: maybe the topic is spread)
   return MISSING
 end
 
@@ -806,7 +807,10 @@ local function put(keys, args)
     if redis.call('HEXISTS', k.jobs, id) == 1 then return EXISTS end
   else
     old = redis.call('HGET', k.jobs, id)
-    if not old and p.mode == 'replace' then return MISSING end
+    if not old and p.mode == 'replace' then
+      sharded(k)
+      return MISSING
+    end
   end
   local where
   if old then
@@ -1151,7 +1155,7 @@ local function stats(keys, args)
     'limit_concurrency', tonumber(meta[6] or 0), 'limit_used', used,
     'limit_aging', tonumber(meta[9] or 0),
     'schedules', tonumber(meta[10] or 0),
-    'shards', meta[11] and meta[11] ~= '*' and select(2, meta[11]:gsub('%S+', '')) or 0,
+    'shards', meta[11] == '*' and -1 or (meta[11] and select(2, meta[11]:gsub('%S+', ''))) or 0,
   }
 end
 
@@ -1877,6 +1881,7 @@ local function shard(keys, args)
     end
     if tonumber(cur[4] or 0) > 0 then error({ bad = 'BADSTATE the topic has schedules' }) end
     if redis.call('ZSCORE', k.ready, LIMIT_MARK) then error({ bad = 'BADSTATE the topic has limits' }) end
+    if paused(k) then error({ bad = 'BADSTATE the topic is paused: resume it first' }) end
     redis.call('HSET', k.meta, 'shards', table.concat(list, ' '))
     if not cur[1] then
       -- Park the counter (take_seq refuses at SEQ_MAX) and keep it for later.

@@ -376,8 +376,17 @@ void Client::stats_async(std::string_view topic, Callback<TopicStats> done) try 
   impl_->with_layout<TopicStats>(
       topic, std::move(done), [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
         auto send = [impl](const std::string& where, Callback<TopicStats> next_then) {
-          impl->call<TopicStats>(where, impl->fcall_at("stats", where), core::parse_stats,
-                                 std::move(next_then));
+          impl->call<TopicStats>(
+              where, impl->fcall_at("stats", where),
+              [](const Reply& r) {
+                auto st = core::parse_stats(r);
+                // A former shard: the list changed since (with_layout reads it again).
+                if (st.shards < 0) {
+                  throw Error(Errc::invalid_argument, std::string(core::kSpreadTopic) + "*");
+                }
+                return st;
+              },
+              std::move(next_then));
         };
         if (!l->spread()) {
           // A topic spread since this client last looked: read the list again.
@@ -931,10 +940,88 @@ void Client::shards_async(std::string_view topic, Callback<std::vector<std::stri
 }
 REDISCHED_WRAP(std::vector<std::string>, shards, (std::string_view topic), (topic, std::move(cb)))
 
-// The old shards are closed first ("*": each refuses if it holds a job,
-// and then the ones closed are opened again), then the topic names the new
-// ones: a client that still puts by the old list meets SHARDED and reads
-// the new one, so no job is left where no one looks.
+// Changing the shards, in steps that each leave the topic usable: the old
+// shards are closed ("*": each refuses if it holds a job), the new ones
+// opened (names may come back after the topic was unspread), and then the
+// topic names them. A client still putting by the old list meets SHARDED
+// and reads the new one, so no job is left where no one looks. A step that
+// fails opens the old shards again (opening is idempotent) and says why.
+namespace {
+template <class Impl>
+struct Reshard : std::enable_shared_from_this<Reshard<Impl>> {
+  using std::enable_shared_from_this<Reshard<Impl>>::shared_from_this;
+  Impl* impl = nullptr;
+  std::string base;
+  core::LayoutPtr old, next;
+  Callback<std::vector<std::string>> done;
+
+  // redisched_shard with words on each topic of l; then(errors, "" each ok).
+  template <class Then>
+  void on_each(const core::LayoutPtr& l, std::vector<std::string> words, Then then) {
+    using Said = std::string;
+    impl->template each_shard<Said>(
+        l, Callback<std::vector<Said>>([then](Result<std::vector<Said>> r) { then(r.value()); }),
+        [impl = impl, words](const std::string& where, Callback<Said> said) {
+          auto cmd = impl->fcall_at("shard", where);
+          for (const auto& w : words) cmd.add(w);
+          impl->template call<int>(where, cmd, to_count, [said = std::move(said)](Result<int> r) {
+            said(r.ok() ? Said{} : Said{r.error().what()});
+          });
+        },
+        [](std::vector<Said> all) { return all; });
+  }
+
+  std::string refused(const core::LayoutPtr& l, const std::vector<std::string>& said) {
+    std::string out;
+    for (std::size_t i = 0; i < said.size(); ++i) {
+      if (!said[i].empty()) out += "; " + l->shards[i] + ": " + said[i];
+    }
+    return out;
+  }
+
+  void fail(const std::string& why) {
+    if (!old->spread()) return done(Error(Errc::invalid_argument, why));
+    on_each(old, {}, [self = shared_from_this(), why](const std::vector<std::string>& said) {
+      self->done(Error(Errc::invalid_argument,
+                       why + (self->refused(self->old, said).empty()
+                                  ? ""
+                                  : " (and the old shards could not all be opened again" +
+                                        self->refused(self->old, said) + ")")));
+    });
+  }
+
+  void start() {
+    if (!old->spread()) return open_new();
+    on_each(old, {"*"}, [self = shared_from_this()](const std::vector<std::string>& said) {
+      const auto why = self->refused(self->old, said);
+      if (!why.empty()) return self->fail("the topic's shards must hold no jobs to change" + why);
+      self->open_new();
+    });
+  }
+
+  void open_new() {
+    if (!next->spread()) return name();
+    on_each(next, {}, [self = shared_from_this()](const std::vector<std::string>& said) {
+      const auto why = self->refused(self->next, said);
+      if (!why.empty()) return self->fail("the new shards could not be opened" + why);
+      self->name();
+    });
+  }
+
+  void name() {
+    auto cmd = impl->fcall_at("shard", base);
+    for (const auto& s : next->suffixes) cmd.add(s);
+    impl->template call<int>(base, cmd, to_count, [self = shared_from_this()](Result<int> r) {
+      if (!r.ok()) return self->fail(r.error().what());
+      self->impl->read_layout(self->base, [self](Result<core::LayoutPtr> l) {
+        if (!l.ok()) return self->done(l.error());
+        self->done(shard_topics(l.value()));
+      });
+    });
+  }
+};
+}  // namespace
+
 void Client::set_shards_async(std::string_view topic, int n,
                               Callback<std::vector<std::string>> done) try {
   core::check_topic(topic);
@@ -942,62 +1029,22 @@ void Client::set_shards_async(std::string_view topic, int n,
     throw Error(Errc::invalid_argument,
                 "shards must be from 1 to " + std::to_string(core::kShardsMax));
   }
-  auto* impl = impl_.get();
-  const std::string base(topic);
-  // Names the new shards on the topic itself (its own check: it holds no job).
-  auto name_new = [impl, base](const core::LayoutPtr& old, int n_jobs,
-                               Callback<std::vector<std::string>> then) {
-    auto cmd = impl->fcall_at("shard", base);
-    const auto suffixes =
-        n_jobs > 1 ? core::place_shards(base, core::shard_generation(old->suffixes) + 1, n_jobs)
-                   : std::vector<std::string>{};
-    for (const auto& s : suffixes) cmd.add(s);
-    impl->call<int>(base, cmd, to_count, [impl, base, then = std::move(then)](Result<int> r) {
-      if (!r.ok()) return then(r.error());
-      impl->read_layout(base, [then](Result<core::LayoutPtr> l) {
-        if (!l.ok()) return then(l.error());
-        then(shard_topics(l.value()));
-      });
-    });
-  };
-  impl->read_layout(
-      base, [impl, n, name_new, done = std::move(done)](Result<core::LayoutPtr> r) mutable {
-        if (!r.ok()) return done(r.error());
-        auto old = r.value();
-        if (static_cast<int>(old->shards.size()) == n || (n == 1 && !old->spread())) {
-          return done(shard_topics(old));
-        }
-        if (!old->spread()) return name_new(old, n, std::move(done));
-        // Close every old shard; each answers its error, or "" when closed.
-        using Closed = std::string;
-        impl->each_shard<Closed>(
-            old,
-            Callback<std::vector<Closed>>([impl, old, n, name_new, done = std::move(done)](
-                                              Result<std::vector<Closed>> res) mutable {
-              std::string refused;
-              for (std::size_t i = 0; i < old->shards.size(); ++i) {
-                if (!res.value()[i].empty())
-                  refused += "; " + old->shards[i] + ": " + res.value()[i];
-              }
-              if (refused.empty()) return name_new(old, n, std::move(done));
-              // Open again the ones closed: the topic stays as it was.
-              for (std::size_t i = 0; i < old->shards.size(); ++i) {
-                if (!res.value()[i].empty()) continue;
-                impl->call<int>(old->shards[i], impl->fcall_at("shard", old->shards[i]), to_count,
-                                [](Result<int>) {});
-              }
-              done(Error(Errc::invalid_argument,
-                         "the topic's shards must hold no jobs to be changed" + refused));
-            }),
-            [impl](const std::string& where, Callback<Closed> then) {
-              auto cmd = impl->fcall_at("shard", where);
-              cmd.add("*");
-              impl->call<int>(where, cmd, to_count, [then = std::move(then)](Result<int> res) {
-                then(res.ok() ? Closed{} : Closed{res.error().what()});
-              });
-            },
-            [](std::vector<Closed> all) { return all; });
-      });
+  auto job = std::make_shared<Reshard<Impl>>();
+  job->impl = impl_.get();
+  job->base = std::string(topic);
+  job->done = std::move(done);
+  impl_->read_layout(job->base, [job, n](Result<core::LayoutPtr> r) {
+    if (!r.ok()) return job->done(r.error());
+    job->old = r.value();
+    if (static_cast<int>(job->old->shards.size()) == n || (n == 1 && !job->old->spread())) {
+      return job->done(shard_topics(job->old));
+    }
+    job->next = std::make_shared<const core::Layout>(
+        job->base,
+        n > 1 ? core::place_shards(job->base, core::shard_generation(job->old->suffixes) + 1, n)
+              : std::vector<std::string>{});
+    job->start();
+  });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

@@ -98,7 +98,14 @@ void take_spread(const core::LayoutPtr& l, int count, Send send, Callback<Reserv
       const auto& where = layout->shards[(first + asked) % layout->shards.size()];
       const int want = count - static_cast<int>(out.jobs.size());
       (*send)(where, want, [self = this->shared_from_this()](Result<ReserveResult> r) {
-        if (!r.ok()) return self->done(r.error());
+        if (!r.ok()) {
+          if (self->out.jobs.empty()) return self->done(r.error());
+          // Jobs already taken from other shards are handed out (dropped,
+          // a pull's would be lost); the caller looks again at once.
+          self->out.next_ms = 0;
+          self->out.paused = false;
+          return self->done(std::move(self->out));
+        }
         auto& part = r.value();
         self->all_paused = self->all_paused && part.paused;
         self->out.now_ms = std::max(self->out.now_ms, part.now_ms);
@@ -452,6 +459,7 @@ class Client::Impl {
 
   int replicas_for(std::string_view topic) const {
     if (opts.topic_replicas.empty()) return opts.replicas;
+    topic = topic.substr(0, topic.find('~'));  // a shard's: its topic's
     const auto it = opts.topic_replicas.find(topic);
     return it != opts.topic_replicas.end() ? it->second : opts.replicas;
   }

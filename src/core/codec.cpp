@@ -162,6 +162,9 @@ Error error_from_reply(const std::string& text) {
   const std::string rest =
       text.find(' ') == std::string::npos ? text : text.substr(text.find(' ') + 1);
   if (code == "BADARG" || code == "BADKEYS") return Error(Errc::invalid_argument, rest);
+  // The topic cannot take the call as it is (its counter used up, a spread
+  // refused while it holds jobs): the call's fault, not the server's.
+  if (code == "BADSTATE") return Error(Errc::invalid_argument, rest);
   if (code == "BADFORMAT") return Error(Errc::bad_format, rest);
   if (code == "SHARDED") return Error(Errc::invalid_argument, std::string(kSpreadTopic) + rest);
   return Error(Errc::server, "Redis: " + text);

@@ -56,8 +56,8 @@ void add_put_options(Command& cmd, const JobSpec& job);
 // How many words add_put_options adds.
 int put_option_words(const JobSpec& job);
 
-// The Error for a Redis error reply (codes BADARG, BADKEYS, SHARDED ->
-// invalid_argument, BADFORMAT -> bad_format, anything else -> server).
+// The Error for a Redis error reply (codes BADARG, BADKEYS, BADSTATE, SHARDED
+// -> invalid_argument, BADFORMAT -> bad_format, anything else -> server).
 Error error_from_reply(const std::string& text);
 // SHARDED's message starts so: the call was meant for the jobs of a topic
 // spread over shards (a client that did not know reads the list and calls

@@ -160,8 +160,13 @@ Subscription Client::watch_schedules(std::string_view topic,
                                      std::function<void()> on_ready) {
   core::check_topic(topic);
   auto& link = impl_->link(topic);
-  const std::uint64_t id = link.subscribe(core::schedules_channel(impl_->opts.prefix, topic),
-                                          std::move(on_change), std::move(on_ready));
+  // (The channel also carries "~shards", a change of the topic's shards.)
+  const std::uint64_t id = link.subscribe(
+      core::schedules_channel(impl_->opts.prefix, topic),
+      [on_change = std::move(on_change)](const std::string& name) {
+        if (!name.starts_with('~')) on_change(name);
+      },
+      std::move(on_ready));
   return Subscription([&link, id] { link.unsubscribe(id); });
 }
 

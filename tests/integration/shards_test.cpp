@@ -178,12 +178,37 @@ TEST_F(ShardsTest, TheShardsChangeOnlyWhileEmptyAndLateClientsFollow) {
     EXPECT_TRUE(client_.remove(topic_, j.id));
   }
 
+  // A reservation acked by a client that still sees the old list.
+  Client stale{options_for()};
+  stale.stats(topic_);
+  const auto two_again = two;
+  EXPECT_EQ(stale.put(topic_, job("e")), PutOutcome::created);
+  auto held = client_.reserve(topic_, 1);
+  ASSERT_EQ(held.jobs.size(), 1u);
+  client_.set_shards(topic_, 2);  // the same: nothing changes
+  EXPECT_EQ(client_.shards(topic_), two_again);
+  EXPECT_EQ(stale.ack(topic_, "e", held.jobs[0].token), Outcome::ok);
+
   // Back to one: the topic's own keys again.
+  Client saw_two{options_for()};
+  EXPECT_EQ(saw_two.stats(topic_).shards, 2);
   EXPECT_TRUE(client_.set_shards(topic_, 1).empty());
   EXPECT_EQ(late.put(topic_, job("d")), PutOutcome::created);
   EXPECT_TRUE(client_.get(topic_, "d"));
   EXPECT_EQ(held_by(topic_).ids, (std::set<std::string>{"d"}));
   EXPECT_EQ(client_.stats(topic_).shards, 0);
+  EXPECT_EQ(saw_two.stats(topic_).ready, 1) << "no stale zeros from the closed shards";
+
+  // Spread again: the names of the first spread come back, opened anew; a
+  // client that saw the old list follows, and its stats are no stale zeros.
+  EXPECT_TRUE(client_.remove(topic_, "d"));
+  const auto again = client_.set_shards(topic_, 3);
+  EXPECT_EQ(again, three);
+  for (int i = 0; i < 9; ++i)
+    EXPECT_EQ(late.put(topic_, job("f" + std::to_string(i))), PutOutcome::created);
+  for (int i = 0; i < 9; ++i) EXPECT_TRUE(client_.get(topic_, "f" + std::to_string(i)));
+  EXPECT_EQ(saw_two.stats(topic_).ready, 9);
+  EXPECT_EQ(late.stats(topic_).ready, 9);
 }
 
 TEST_F(ShardsTest, WatchAndWaitHearEveryShard) {

@@ -466,6 +466,8 @@ TEST_F(FunctionsTest, ASpreadTopicRefersCallsToItsShards) {
            {"schedule", {"s", "b", "EVERY", "1000", "NEXT", "2000"}}}) {
     EXPECT_EQ(error(fn, args), "SHARDED 1-0 1-1") << fn;
   }
+  EXPECT_EQ(error("ack", {"x", "1"}), "SHARDED 1-0 1-1") << "a miss says where jobs are";
+  EXPECT_EQ(error("put", {"x", "b", "REPLACE"}), "SHARDED 1-0 1-1");
   EXPECT_EQ(redis_.call({"ZCARD", "redisched:{" + topic_ + "}:ready"})->integer, 1)
       << "a refused reserve puts the mark back";
   EXPECT_EQ(redis_.call({"HLEN", "redisched:{" + topic_ + "}:jobs"})->integer, 0);
@@ -487,7 +489,10 @@ TEST_F(FunctionsTest, ASpreadTopicRefersCallsToItsShards) {
   EXPECT_EQ(integer("delete", {"after"}), 1);
   EXPECT_EQ(integer("shard", {"*"}), 1);
   EXPECT_EQ(error("get", {"nothing"}), "SHARDED *");
-  EXPECT_EQ(stat("shards"), 0) << "a former shard is no spread topic";
+  EXPECT_EQ(stat("shards"), -1) << "a former shard";
+  EXPECT_EQ(integer("shard", {}), 0);
+  EXPECT_EQ(integer("pause", {}), 1);
+  EXPECT_NE(error("shard", {"a"}).find("BADSTATE the topic is paused"), std::string::npos);
 }
 
 // redisched_limit: a rate per fixed window and a cap on reservations, for

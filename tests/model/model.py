@@ -510,7 +510,7 @@ class Topic:
                 b'lapsed_total', self.lapsed_total,
                 # redisched_limit is not modelled: no topic here has limits.
                 b'limit_rate', 0, b'limit_window', 0, b'limit_concurrency', 0, b'limit_used', 0,
-                b'limit_aging', 0, b'schedules', 0]
+                b'limit_aging', 0, b'schedules', 0, b'shards', 0]
 
     def op_list(self, args):
         state = s(args[0]).lower() if args else None
