@@ -1055,13 +1055,17 @@ REDISCHED_WRAP(std::vector<std::string>, set_shards, (std::string_view topic, in
 
 void Client::wait_async(std::string_view topic, std::string_view id, Millis timeout,
                         Callback<std::optional<Job>> done) try {
+  core::check_topic(topic);
   core::check_id(id);
   if (timeout.count() < 0) throw Error(Errc::invalid_argument, "timeout must not be negative");
-  impl_->by_id<std::optional<Job>>(topic, id, std::move(done),
-                                   [this, topic = std::string(topic), id = std::string(id),
-                                    timeout](const std::string& where, auto then) {
-                                     start_wait(topic, where, id, timeout, std::move(then));
-                                   });
+  // The layout read afresh (a wait is long; one read more is nothing): its
+  // subscription must be on the channel of the shard that holds the job now.
+  impl_->read_layout(std::string(topic),
+                     [this, topic = std::string(topic), id = std::string(id), timeout,
+                      done = std::move(done)](Result<core::LayoutPtr> l) mutable {
+                       if (!l.ok()) return done(l.error());
+                       start_wait(topic, l.value()->topic_for(id), id, timeout, std::move(done));
+                     });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
