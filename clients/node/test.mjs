@@ -59,6 +59,32 @@ try {
     assert.deepEqual((await t.reserve(5)).jobs.map((j) => j.id).sort(), ['from_cli', 'from_node']);
   });
 
+  await test('a topic spread over shards by the CLI', async () => {
+    // Spread by the C++ side; Node routes by the documented rule (CRC-16/
+    // XMODEM of the id mod n) and finds every job where the CLI does.
+    const t = new Topic(redis, 'hot');
+    await t.stats(); // it has seen the topic unspread: SHARDED tells it otherwise
+    assert.match(runCli('shards', 'hot', '3'), /3 shards/);
+    for (let i = 0; i < 30; i++) assert.equal(await t.put(`n${i}`, 'from node'), OK);
+    assert.equal((await t.shards()).length, 3);
+    assert.match(runCli('--json', 'get', 'hot', 'n17'), /"state":"ready"/);
+    runCli('put', 'hot', 'c1', 'from cli');
+    assert.equal((await t.get('c1')).body.toString(), 'from cli');
+    const held = await Promise.all((await t.shards()).map((s) => redis.hlen(s.keys[0])));
+    assert.equal(held.reduce((a, b) => a + b, 0), 31);
+    assert.ok(held.every((n) => n > 0), String(held));
+    assert.equal((await t.stats()).ready, 31);
+    const got = [];
+    for (;;) {
+      const r = await t.reserve(4, 30000);
+      if (!r.jobs.length) break;
+      got.push(...r.jobs);
+    }
+    assert.equal(got.length, 31);
+    for (const j of got) assert.equal(await t.ack(j), OK);
+    assert.match(runCli('stats', 'hot'), /hot\t0\t0\t0\t0\t0\tno/);
+  });
+
   await test('a worker sleeps on the signal and the due time', async () => {
     const t = new Topic(redis, 'work');
     const ran = {};
