@@ -284,6 +284,33 @@ TEST(Cluster, ATopicWhoseSlotMovesUnderLoadLosesAndRepeatsNothing) {
   EXPECT_EQ(client.stats(topic).ready, 0);
 }
 
+// A topic spread over 3 shards (one per primary), busy: one shard's slot
+// moves to another primary, and then that primary fails over to its
+// replica, while a producer puts and a worker runs: every job runs, once.
+TEST(Cluster, ASpreadTopicLosesAndRepeatsNothingWhileAShardMovesAndFailsOver) {
+  const std::string topic = "spread_busy";
+  Client admin(on_cluster());
+  const auto shards = admin.set_shards(topic, 3);
+  ASSERT_EQ(shards.size(), 3u);
+  std::set<int> owners;
+  for (const auto& s : shards) owners.insert(g_cluster->owner_port(redis::hash_slot(s)));
+  EXPECT_EQ(owners.size(), 3u) << "one shard per primary";
+  const auto slot = redis::hash_slot(shards[0]);
+  const int from = g_cluster->owner_port(slot);
+  const int to = other_primary(from);
+  LoadRun load;
+  load.run(topic, [&] {
+    g_cluster->move_slot(slot, to, 2, 20);
+    EXPECT_EQ(g_cluster->owner_port(slot), to);
+    g_cluster->fail_over(to);
+  });
+  EXPECT_EQ(load.lost(), 0);
+  EXPECT_EQ(load.twice(), 0);
+  const auto st = admin.stats(topic);
+  EXPECT_EQ(st.ready + st.reserved + st.delayed, 0);
+  EXPECT_EQ(st.shards, 3);
+}
+
 // A call on a topic whose keys all moved but whose slot is not handed over
 // yet: the old owner answers ASK, and the new one TRYAGAIN (a topic's
 // empty sets exist nowhere); the call waits there until the handover, and
