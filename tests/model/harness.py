@@ -16,6 +16,7 @@ from model import Error, Status
 KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases']
 TIME_SPAN = 2 ** 43
 PAUSED = b'\0paused'
+SHARDED = b'\0sharded'  # a spread topic's mark (redisched_shard)
 
 
 def topic_keys(topic, prefix='redisched'):
@@ -269,8 +270,9 @@ def check_invariants(raw, keys, others=()):
 
     for state in ('delayed', 'ready'):
         for m, score in raw[state]:
-            if m == PAUSED:
-                assert state == 'ready' and score == float('-inf'), 'pause mark misplaced'
+            if m in (PAUSED, SHARDED):
+                assert state == 'ready' and score == float('-inf'), 'mark %r misplaced' % m
+                assert m != SHARDED or b'shards' in raw['meta'], 'a shard mark without shards'
                 continue
             seq, prio, id_ = decode_member(m)
             hold(id_, state)

@@ -213,6 +213,8 @@ class Topic:
         self.seq = 0
         self.failed_total = self.dead_total = self.lapsed_total = 0
         self.paused = False
+        self.shards = None    # redisched_shard: the suffixes (a list of bytes), when spread
+        self.seq_kept = 0     # the counter while it is parked (spread)
         self.wake = None      # the wake-up signal of the last call, if any
         self.finished = []    # the ids the last call published on the finished channel
         self.kick_now = None  # the server's clock during a kick (set by the test)
@@ -224,8 +226,14 @@ class Topic:
         self.seq += n
         if self.seq > SEQ_MAX:
             self.seq -= n
+            self.sharded()  # a spread topic parks its counter at SEQ_MAX
             raise Refused('BADSTATE')
         return first
+
+    def sharded(self):
+        """A call meant for the jobs of a spread topic ("A topic over many shards")."""
+        if self.shards is not None:
+            raise Refused('SHARDED')
 
     def signal(self, t):
         if self.wake is None or t < self.wake:
@@ -267,6 +275,7 @@ class Topic:
     def not_held(self, id_):
         j = self.jobs.get(id_)
         if j is None:
+            self.sharded()
             return 0
         return -3 if j.state == 'reserved' else -2
 
@@ -374,6 +383,7 @@ class Topic:
         if old is not None and p.mode == 'create':
             return -1
         if old is None and p.mode == 'replace':
+            self.sharded()
             return 0
         if old is not None and p.mode == 'debounce' and old.state not in WAITING:
             return -1
@@ -489,6 +499,7 @@ class Topic:
         now = self.now_opt(o)
         j = self.jobs.get(id_)
         if j is None:
+            self.sharded()
             return None
         state = j.state
         if state == 'delayed' and j.due <= now:
@@ -510,7 +521,8 @@ class Topic:
                 b'lapsed_total', self.lapsed_total,
                 # redisched_limit is not modelled: no topic here has limits.
                 b'limit_rate', 0, b'limit_window', 0, b'limit_concurrency', 0, b'limit_used', 0,
-                b'limit_aging', 0, b'schedules', 0, b'shards', 0]
+                b'limit_aging', 0, b'schedules', 0,
+                b'shards', -1 if self.shards == [b'*'] else len(self.shards or [])]
 
     def op_list(self, args):
         state = s(args[0]).lower() if args else None
@@ -549,6 +561,7 @@ class Topic:
         backlog = self.promote(now)
         if self.paused:
             return None, backlog
+        self.sharded()  # (its mark heads the ready set)
         order = self.ready_order()
         if recover and len(order) < count:
             lapsed = self.lapsed(now, self.requeue_inline)
@@ -734,6 +747,8 @@ class Topic:
                     self.finished.append(id_)
                 del self.jobs[id_]
                 n += 1
+        if n == 0:
+            self.sharded()
         return n
 
     def op_requeue(self, args):
@@ -771,6 +786,7 @@ class Topic:
 
     def op_pause(self, args):
         options(args, {})
+        self.sharded()
         if self.paused:
             return 0
         self.paused = True
@@ -779,11 +795,34 @@ class Topic:
     def op_resume(self, args):
         o = options(args, {'NOW': 1})
         now = self.now_opt(o)
+        self.sharded()
         if not self.paused:
             return 0
         self.paused = False
         self.signal(now)
         return 1
+
+    def op_shard(self, args):
+        """redisched_shard: spread over shards (suffixes), or end it (none)."""
+        if not (len(args) == 1 and args[0] == b'*'):
+            if len(args) > 256 or len(set(args)) != len(args):
+                raise Refused()
+            for v in args:
+                if not 1 <= len(v) <= 64 or not re.fullmatch(rb'[A-Za-z0-9_.\-]+', v):
+                    raise Refused()
+        if args:
+            if self.jobs or self.paused:
+                raise Refused('BADSTATE')
+            if self.shards is None:
+                self.seq_kept, self.seq = self.seq, SEQ_MAX
+            self.shards = list(args)
+        elif self.shards is not None:
+            self.seq, self.shards = self.seq_kept, None
+        return len(args)
+
+    def op_shards(self, args):
+        options(args, {})
+        return list(self.shards or [])
 
 
 # Outcomes that refuse: the call must leave every key as it was.

@@ -192,6 +192,10 @@ OPS = st.one_of(
     st.tuples(st.just('kick'), st.lists(JOB, min_size=1, max_size=3)),
     st.tuples(st.just('kickall'), MAYBE(st.integers(1, 3))),
     st.tuples(st.just('pause'), st.sampled_from([True, False, False])),
+    # Spread over shards (the topic must be empty), ended, closed ("*"), or refused.
+    st.tuples(st.just('shard'), st.sampled_from([[], [], ['1-0', '1-1'], ['a'], ['*'],
+                                                 ['a', 'a'], ['b c'], ['x' * 65]])),
+    st.tuples(st.just('shards')),
     st.tuples(st.just('list'), st.sampled_from(STATES), st.integers(0, 3), st.integers(1, 4),
               st.booleans()),
     st.tuples(st.just('get'), JOB),
@@ -404,6 +408,10 @@ class TopicMachine(RuleBasedStateMachine):
             return 'get', [self.pick(op[1]), 'NOW', n]
         if kind == 'stats':
             return 'stats', ['NOW', n]
+        if kind == 'shard':
+            return 'shard', list(op[1])
+        if kind == 'shards':
+            return 'shards', []
         raise AssertionError(kind)
 
     # ------------------------------------------------------------ running
@@ -496,7 +504,7 @@ class TopicMachine(RuleBasedStateMachine):
             cmds.append(('FCALL', 'redisched_list', 8, *keys, 'ready', 1, 2, 'NOBODY', 'NOW', n))
         replies = Env.conn.pipeline(cmds)
         for i, id_ in enumerate(ids):
-            want = m.op_get([id_, b'NOW', b(n)])
+            want = m.call('get', [id_, b'NOW', b(n)])  # (SHARDED on a spread topic)
             self.expect(replies[i] == want, 'get %r\n   library: %r\n   model:   %r'
                         % (id_, replies[i], want))
         want = m.op_stats([b'NOW', b(n)])
@@ -517,6 +525,10 @@ class TopicMachine(RuleBasedStateMachine):
         self.expect(set(recs) == set(m.jobs), 'jobs stored %r, the model has %r'
                     % (sorted(recs), sorted(m.jobs)))
         self.expect((raw['ready'][:1] == [(harness.PAUSED, float('-inf'))]) == m.paused, 'pause mark')
+        self.expect(((harness.SHARDED, float('-inf')) in raw['ready']) == (m.shards is not None),
+                    'shard mark')
+        self.expect(raw['meta'].get(b'shards') == (b' '.join(m.shards) if m.shards else None),
+                    'shards %r, the model says %r' % (raw['meta'].get(b'shards'), m.shards))
         for id_, j in m.jobs.items():
             r = recs[id_]
             kinds = {'fixed': 1, 'exponential': 2}
@@ -731,6 +743,10 @@ MUTANTS = [
      "      j.made = (j.made or 0) + 1\n      j.err = 'time-to-run lapsed'",
      "      j.made = j.made or 0\n      j.err = 'time-to-run lapsed'"),
     ('reserve ignores the backlog', 'if backlog and #popped > 0 then', 'if false then'),
+    ('a get that misses on a spread topic answers nil',
+     "    sharded(k) -- (a miss, and only then, looks for a spread topic)\n", ''),
+    ('an unspread topic keeps the parked counter',
+     "    redis.call('HSET', k.meta, 'seq', cur[3] or 0)\n", ''),
     ('a refused put moves the counter',
      "if redis.call('HEXISTS', k.jobs, id) == 1 then return EXISTS end",
      "if redis.call('HEXISTS', k.jobs, id) == 1 then take_seq(k, 1) return EXISTS end"),
