@@ -133,6 +133,17 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
 
   void ticked(Result<int> r, bool ran) {
     --ticking_;
+    // Counted even once stopped: a tick answered after stop() was put.
+    if (r.ok()) {
+      if (r.value() == 1) {
+        ++counters_->put;
+      } else if (r.value() == 2) {
+        // Moved on without a job: a tick skipped, or its id taken already.
+        if (!ran) ++counters_->skipped;
+      } else if (r.value() == -3) {
+        ++counters_->lost;
+      }
+    }
     if (stopped_) return;
     if (!r.ok()) {
       // Read again after a pause (Redis out of memory, read-only after a
@@ -140,14 +151,6 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
       if (ticking_ == 0) return failed(r.error());
       ++counters_->errors;
       return;
-    }
-    if (r.value() == 1) {
-      ++counters_->put;
-    } else if (r.value() == 2) {
-      // Moved on without a job: a tick skipped, or its id taken already.
-      if (!ran) ++counters_->skipped;
-    } else if (r.value() == -3) {
-      ++counters_->lost;
     }
     if (ticking_ == 0) load();
   }
