@@ -136,7 +136,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       return false;
     }
     if (state_ == State::down) {
-      fail_later(std::move(done), Errc::connection,
+      // Refused credentials stay an auth error for every call until they
+      // change, whichever call comes first.
+      fail_later(std::move(done), last_code_ == Errc::auth ? Errc::auth : Errc::connection,
                  "not connected to Redis at " + cfg_.endpoint.describe() + ": " + last_error_);
       return false;
     }
@@ -169,6 +171,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const bool was_up = state_ == State::up;
       state_ = State::down;
       last_error_ = lost.message;
+      last_code_ = lost.code;
       fail_all(lost.code, lost.message + " (Redis at " + cfg_.endpoint.describe() + ")");
       if (was_up) backoff = cfg_.reconnect_min;
       retry_.expires_after(backoff);
@@ -442,6 +445,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   State state_ = State::connecting;
   bool closing_ = false;
   std::string last_error_;
+  Errc last_code_ = Errc::connection;  // why the last connection ended
   std::function<void()> close_stream_;
   std::optional<ConnectionLost> lost_;  // why the live connection ended
   bool reloading_ = false;              // a FUNCTION LOAD is in flight
