@@ -1,28 +1,15 @@
 #include "core/shards.h"
 
-#include <boost/crc.hpp>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <random>
 #include <set>
 
+#include "redis/cluster.h"
 #include "redisched/error.h"
 
 namespace redisched::core {
-namespace {
-
-using Crc16 = boost::crc_optimal<16, 0x1021, 0, 0, false, false>;  // CRC-16/XMODEM
-
-std::uint16_t crc16(std::string_view bytes) {
-  Crc16 crc;
-  crc.process_bytes(bytes.data(), bytes.size());
-  return crc.checksum();
-}
-
-constexpr int kSlots = 16384;
-
-}  // namespace
 
 std::string shard_topic(std::string_view topic, std::string_view suffix) {
   std::string out;
@@ -31,7 +18,7 @@ std::string shard_topic(std::string_view topic, std::string_view suffix) {
   return out;
 }
 
-std::size_t shard_index(std::string_view id, std::size_t n) { return crc16(id) % n; }
+std::size_t shard_index(std::string_view id, std::size_t n) { return redis::crc16(id) % n; }
 
 std::vector<std::string> place_shards(std::string_view topic, int generation, int n) {
   if (n < 1 || n > kShardsMax) {
@@ -41,12 +28,13 @@ std::vector<std::string> place_shards(std::string_view topic, int generation, in
   std::set<int> used;
   const std::string prefix = std::to_string(generation) + "-";
   for (int k = 0; k < n; ++k) {
-    const int lo = k * kSlots / n;
-    const int hi = (k + 1) * kSlots / n;
+    const int lo = k * redis::kSlots / n;
+    const int hi = (k + 1) * redis::kSlots / n;
     for (int j = 0;; ++j) {
       if (used.count(j) != 0) continue;
-      // The key's hash tag is the whole shard topic (core/keys.h).
-      const int slot = crc16(shard_topic(topic, prefix + std::to_string(j))) % kSlots;
+      // The keys' hash tag is the whole shard topic (core/keys.h), which
+      // holds no braces: its slot is its own.
+      const int slot = redis::hash_slot(shard_topic(topic, prefix + std::to_string(j)));
       if (slot >= lo && slot < hi) {
         used.insert(j);
         out.push_back(prefix + std::to_string(j));

@@ -34,6 +34,12 @@ const Reply* field(const Reply& map, std::string_view name) {
 
 }  // namespace
 
+std::uint16_t crc16(std::string_view bytes) {
+  Crc16 crc;
+  crc.process_bytes(bytes.data(), bytes.size());
+  return crc.checksum();
+}
+
 std::uint16_t hash_slot(std::string_view key) {
   if (const auto open = key.find('{'); open != std::string_view::npos) {
     const auto close = key.find('}', open + 1);
@@ -41,9 +47,7 @@ std::uint16_t hash_slot(std::string_view key) {
       key = key.substr(open + 1, close - open - 1);
     }
   }
-  Crc16 crc;
-  crc.process_bytes(key.data(), key.size());
-  return static_cast<std::uint16_t>(crc.checksum() % kSlots);
+  return static_cast<std::uint16_t>(crc16(key) % kSlots);
 }
 
 std::optional<Redirect> parse_redirect(std::string_view error) {

@@ -15,6 +15,10 @@ namespace redisched::redis {
 
 inline constexpr int kSlots = 16384;
 
+// CRC-16/XMODEM of the bytes (Redis Cluster's key hash; also where a job of
+// a spread topic goes, core/shards.h).
+std::uint16_t crc16(std::string_view bytes);
+
 // The slot of a key: CRC16 (XMODEM) of its hash tag (the first {...} that
 // is not empty) or of the whole key, modulo 16384.
 std::uint16_t hash_slot(std::string_view key);
