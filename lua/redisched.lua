@@ -133,6 +133,18 @@ local function band(a, b) return bit.band(a, b) end
 -- An integer as decimal digits ('..' would write 1e+14 from 14 digits on).
 local function fmt(n) return string.format('%d', n) end
 
+-- fmt that formats each number once, for the scores a batch repeats: a
+-- number handed to redis.call is formatted with 17 digits per argument,
+-- a good part of a batch's time inside Redis.
+local function fmt_once()
+  local texts = {}
+  return function(n)
+    local t = texts[n]
+    if not t then t = fmt(n); texts[n] = t end
+    return t
+  end
+end
+
 ---------------------------------------------------------------- arguments
 
 local function bad(msg)
@@ -334,6 +346,10 @@ local function decode(rec)
   return j
 end
 
+-- What decode reads from a record of its common case besides created,
+-- seq, due (= created) and body: nothing but defaults. (Read only.)
+local PLAIN = { prio = 0 }
+
 -- Packs a job (always in format 2).
 local function encode(j)
   local store_due = j.due ~= j.created
@@ -519,7 +535,8 @@ end
 -- control characters), so ack, release, fail and touch find and check a
 -- reservation in one step; the leases hash says by id which one is current.
 local function lease_member(id, token)
-  return id .. '\0' .. fmt(token)
+  if type(token) == 'number' then token = fmt(token) end -- (or its text already)
+  return id .. '\0' .. token
 end
 
 local function reserved_id(m)
@@ -980,6 +997,7 @@ local function putmany(keys, args)
   -- New jobs are written with one HSET and one ZADD per set; a job given
   -- twice is written as its last version.
   local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
+  local score = fmt_once()
   for i = 1, count do
     local id, s = ids[i], seqs[i]
     if s and latest[id] == i then
@@ -994,10 +1012,10 @@ local function putmany(keys, args)
       local m = struct.pack('>I7I2', s, prio) .. id
       if due > now then
         wake(due)
-        zdelayed[nd + 1], zdelayed[nd + 2], nd = due, m, nd + 2
+        zdelayed[nd + 1], zdelayed[nd + 2], nd = score(due), m, nd + 2
       else
         wake(now)
-        zready[nr + 1], zready[nr + 2], nr = ready_score(prio, due), m, nr + 2
+        zready[nr + 1], zready[nr + 2], nr = score(ready_score(prio, due)), m, nr + 2
       end
     end
   end
@@ -1347,26 +1365,45 @@ local function reserve(keys, args)
     -- The records stay as they are: the reservation lives in the reserved
     -- set and the leases hash. A job of TTR 0 is taken for good instead, as
     -- pull takes it: token 0, deadline 0, no reservation.
-    local leases, zadd, w, once = {}, {}, 0, nil
+    local leases, zadd, w, once, per_ttr = {}, {}, 0, nil, {}
     for i, id in ipairs(ids) do
       local rec = recs[i]
       if rec then
-        local j = decode(rec)
+        -- A record of decode's common case is read without a table of its
+        -- own (the most frequent path of all; PLAIN holds the rest).
+        local j, body, created, due, token
+        if rec:byte(1) == V2 then
+          local at
+          created, token, at = struct.unpack('>I6I7', rec, 2)
+          j, body, due = PLAIN, rec:sub(at), created
+        else
+          j = decode(rec)
+          body, created, due = j.body, j.created, j.due
+          if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN -- version 8's ready sequence
+          else token = j.place or j.seq end
+        end
         local ttr = j.ttr or ttr_arg or DEFAULT_TTR
         if ttr == 0 then
           once = once or {}
           once[#once + 1] = id
           if j.keep then finished(id) end -- taken for good: gone for its waiter
-          out[#out + 1] = { id, j.body, 0, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due, 0, 0 }
+          out[#out + 1] = { id, body, 0, (j.made or 0) + 1, max_attempts(j), j.prio, created, due, 0, 0 }
         else
-          local token
-          if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN -- version 8's ready sequence
-          else token = j.place or j.seq end
           local deadline = now + ttr
-          leases[w + 1], leases[w + 2] = id, lease_value(token, now, ttr)
-          zadd[w + 1], zadd[w + 2] = deadline, lease_member(id, token)
+          -- Texts made once per call and time-to-run, not per job (number
+          -- formatting is a good part of a batch's time inside Redis): the
+          -- deadline and the lease's ":reserved_at:ttr", as lease_value and
+          -- lease_member write them.
+          local t = per_ttr[ttr]
+          if not t then
+            t = { fmt(deadline), ':' .. fmt(now) .. ':' .. fmt(ttr) }
+            per_ttr[ttr] = t
+          end
+          local tok = fmt(token)
+          leases[w + 1], leases[w + 2] = id, tok .. t[2]
+          zadd[w + 1], zadd[w + 2] = t[1], lease_member(id, tok)
           w = w + 2
-          out[#out + 1] = { id, j.body, token, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due,
+          out[#out + 1] = { id, body, token, (j.made or 0) + 1, max_attempts(j), j.prio, created, due,
                             deadline, j.keep or 0 }
         end
       end
@@ -1433,25 +1470,50 @@ local function token_arg(v)
   return int_arg(v, 'token', 0, SEQ_MAX)
 end
 
--- Acks pairs {id, token} in turn (a repeated id answers as an ack after the
--- first one would: 0, or -2 with KEEP); returns their codes.
+-- A token argument and its lease member's text (fmt of it): the argument
+-- itself when it is written as fmt writes it, as tokens from reserve are,
+-- which spares formatting it again.
+local function token_text(v)
+  if v and #v <= 15 and v:find('^[1-9]%d*$') then return tonumber(v), v end
+  local n = token_arg(v)
+  return n, fmt(n)
+end
+
+-- Acks pairs {id, token, token's text} in turn (a repeated id answers as
+-- an ack after the first one would: 0, or -2 with KEEP); returns their codes.
+-- The common case, every pair held, no id twice and no KEEP, takes one
+-- ZREM: its count says all were there. Otherwise the leases say which were held (a
+-- lease names the reservation in reserved: they change together).
 local function settle_acks(k, pairs_, keep, now, result)
-  local members = {}
-  for i, p in ipairs(pairs_) do members[i] = lease_member(p[1], p[2]) end
-  local found = redis.call('ZMSCORE', k.reserved, unpack(members))
-  local codes, gone, gone_members, acked = {}, {}, {}, {}
+  local n, members, ids, seen, twice = #pairs_, {}, {}, {}, false
   for i, p in ipairs(pairs_) do
-    local id = p[1]
-    if acked[id] then
-      codes[i] = keep > 0 and WRONG_STATE or MISSING
-    elseif found[i] then
-      acked[id] = true
-      gone[#gone + 1], gone_members[#gone_members + 1] = id, members[i]
-      codes[i] = OK
-    else
-      codes[i] = not_held(k, id)
+    members[i], ids[i] = lease_member(p[1], p[3]), p[1]
+    if seen[p[1]] then twice = true end
+    seen[p[1]] = true
+  end
+  -- (With KEEP the records are read and may take numbers first: the
+  -- reservations end only once that cannot fail.)
+  local removed = not twice and keep == 0 and redis.call('ZREM', k.reserved, unpack(members))
+  local codes, gone, gone_members = {}, ids, members
+  if removed == n then
+    for i = 1, n do codes[i] = OK end
+  else
+    gone, gone_members = {}, {}
+    local leases, acked = redis.call('HMGET', k.leases, unpack(ids)), {}
+    for i, p in ipairs(pairs_) do
+      local id = p[1]
+      if acked[id] then
+        codes[i] = keep > 0 and WRONG_STATE or MISSING
+      elseif leases[i] and parse_lease(leases[i]) == p[2] then
+        acked[id] = true
+        gone[#gone + 1], gone_members[#gone_members + 1] = id, members[i]
+        codes[i] = OK
+      else
+        codes[i] = not_held(k, id)
+      end
     end
   end
+  if removed then gone_members = nil end -- (the ZREM took them out)
   if #gone == 0 then return codes end
   local recs = keep > 0 and redis.call('HMGET', k.jobs, unpack(gone))
   local jobs, legacy = {}, 0
@@ -1462,7 +1524,7 @@ local function settle_acks(k, pairs_, keep, now, result)
     end
   end
   local seq = legacy > 0 and take_seq(k, legacy)
-  redis.call('ZREM', k.reserved, unpack(gone_members))
+  if gone_members then redis.call('ZREM', k.reserved, unpack(gone_members)) end
   redis.call('HDEL', k.leases, unpack(gone))
   if keep > 0 then
     local zadd = {}
@@ -1497,7 +1559,8 @@ Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 ]]
 local function ack(keys, args)
   local k = check_keys(keys)
-  local id, token = id_arg(args[1]), token_arg(args[2])
+  local id = id_arg(args[1])
+  local token, text = token_text(args[2])
   local o = options(args, 3, #args, OPT_ACK)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   local result = o.RESULT
@@ -1511,14 +1574,14 @@ local function ack(keys, args)
   now_arg(o)
   if keep == 0 then
     -- The common case in three calls: the ZREM checks and ends the lease.
-    if redis.call('ZREM', k.reserved, lease_member(id, token)) == 1 then
+    if redis.call('ZREM', k.reserved, lease_member(id, text)) == 1 then
       redis.call('HDEL', k.jobs, id)
       redis.call('HDEL', k.leases, id)
       return OK
     end
     return not_held(k, id)
   end
-  return settle_acks(k, { { id, token } }, keep, clock(o), result)[1]
+  return settle_acks(k, { { id, token, text } }, keep, clock(o), result)[1]
 end
 
 --[[ redisched_ackmany: many reserved jobs are done.
@@ -1533,7 +1596,10 @@ local function ackmany(keys, args)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   if #args < 1 + 2 * count then bad('expected ' .. count .. ' id token pairs') end
   local pairs_ = {}
-  for i = 1, count do pairs_[i] = { id_arg(args[2 * i]), token_arg(args[2 * i + 1]) } end
+  for i = 1, count do
+    local token, text = token_text(args[2 * i + 1])
+    pairs_[i] = { id_arg(args[2 * i]), token, text }
+  end
   local o = options(args, 2 + 2 * count, #args, OPT_KEEP_NOW)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   now_arg(o)

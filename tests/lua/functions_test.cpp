@@ -280,6 +280,40 @@ TEST_F(FunctionsTest, LapsedReservationComesBackAndTheOldTokenIsRefused) {
   EXPECT_EQ(state("x"), "absent");
 }
 
+// ackmany settles a batch of held jobs in one ZREM; with any pair not held
+// (or an id twice) each job still gets its own code, and only the held
+// ones end.
+TEST_F(FunctionsTest, AckManyAnswersEachJobAsIfAckedOneByOne) {
+  for (const char* id : {"a", "b", "c", "d"}) put(id, 1000);
+  put("waiting", 1000, {"DELAY", "60000"});
+  auto held = reserve(4, 1000);
+  ASSERT_EQ(ids(held), (Args{"a", "b", "c", "d"}));
+  auto token = [&](size_t i) { return std::to_string(held.jobs[i].token); };
+  auto codes = [&](Args args) {
+    std::vector<long long> out;
+    auto r = call("ackmany", std::move(args));
+    EXPECT_EQ(r->type, REDIS_REPLY_ARRAY) << (r->str ? r->str : "");
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; ++i) {
+      out.push_back(r->element[i]->integer);
+    }
+    return out;
+  };
+  // All held: one batch.
+  EXPECT_EQ(codes({"2", "a", token(0), "b", token(1)}), (std::vector<long long>{1, 1}));
+  EXPECT_EQ(state("a"), "absent");
+  EXPECT_EQ(state("b"), "absent");
+  // Mixed: held, stale token, not reserved, no such job, acked twice.
+  const std::string stale = std::to_string(held.jobs[3].token + 1000);
+  EXPECT_EQ(codes({"5", "c", token(2), "d", stale, "waiting", "1", "gone", "1", "c", token(2)}),
+            (std::vector<long long>{1, -3, -2, 0, 0}));
+  EXPECT_EQ(state("c"), "absent");
+  EXPECT_EQ(state("d"), "reserved") << "a stale token leaves the reservation";
+  EXPECT_EQ(state("waiting", 1000), "delayed");
+  // A token written another way names the same reservation.
+  EXPECT_EQ(codes({"1", "d", "0" + token(3)}), (std::vector<long long>{1}));
+  EXPECT_EQ(stat("reserved"), 0);
+}
+
 TEST_F(FunctionsTest, ReserveRecoversLapsedJobsWhenNothingIsReady) {
   put("x", 1000);
   ASSERT_EQ(reserve(1, 1000, {"TTR", "50"}).jobs.size(), 1u);
@@ -443,7 +477,8 @@ TEST_F(FunctionsTest, PausedTopicHandsOutNothing) {
 // with its counter as it was.
 TEST_F(FunctionsTest, ASpreadTopicRefersCallsToItsShards) {
   put("before", 1000);
-  EXPECT_NE(error("shard", {"1-0", "1-1"}).find("BADSTATE the topic holds jobs"), std::string::npos);
+  EXPECT_NE(error("shard", {"1-0", "1-1"}).find("BADSTATE the topic holds jobs"),
+            std::string::npos);
   EXPECT_EQ(integer("delete", {"before"}), 1);
   const auto seq = redis_.call({"HGET", "redisched:{" + topic_ + "}:meta", "seq"});
   EXPECT_EQ(integer("shard", {"1-0", "1-1"}), 2);
