@@ -64,7 +64,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 14 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 15 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -530,6 +530,15 @@ local function place(k, id, j, now)
   redis.call('ZADD', k.ready, ready_score(j.prio, j.due), member(j, id))
   return 'ready'
 end
+
+-- The leases hash holds one more field, never an id (ids hold no control
+-- characters), whose value is longer than Redis packs into a listpack
+-- (hash-max-listpack-value, 64 bytes by default). Redis keeps a hash of up
+-- to 512 short fields as a listpack, scanned from its start for every field
+-- set or deleted: at a few hundred reservations that was a good part of
+-- reserve's and ack's time. With this field the hash is a hash table.
+local LEASES_PIN, LEASES_PIN_VALUE = '\0unpacked',
+  'a value longer than hash-max-listpack-value keeps this hash a hash table'
 
 -- Reservations. The reserved set's member is id NUL token (ids hold no
 -- control characters), so ack, release, fail and touch find and check a
@@ -1409,6 +1418,7 @@ local function reserve(keys, args)
       end
     end
     if w > 0 then
+      leases[w + 1], leases[w + 2] = LEASES_PIN, LEASES_PIN_VALUE
       redis.call('HSET', k.leases, unpack(leases))
       redis.call('ZADD', k.reserved, unpack(zadd))
     end

@@ -314,6 +314,22 @@ TEST_F(FunctionsTest, AckManyAnswersEachJobAsIfAckedOneByOne) {
   EXPECT_EQ(stat("reserved"), 0);
 }
 
+// The leases hash stays a hash table (its one long field): a listpack of
+// hundreds of leases was scanned for every lease set or deleted.
+TEST_F(FunctionsTest, LeasesAreAHashTableFromTheFirstReservation) {
+  put("one", 1000);
+  auto held = reserve(1, 1000);
+  ASSERT_EQ(held.jobs.size(), 1u);
+  const std::string leases = "redisched:{" + topic_ + "}:leases";
+  auto enc = redis_.call({"OBJECT", "ENCODING", leases});
+  ASSERT_EQ(enc->type, REDIS_REPLY_STRING);
+  EXPECT_EQ(std::string(enc->str, enc->len), "hashtable");
+  EXPECT_EQ(redis_.call({"HLEN", leases})->integer, 2) << "the lease and the pin";
+  EXPECT_EQ(integer("ack", {"one", std::to_string(held.jobs[0].token)}), 1);
+  EXPECT_EQ(redis_.call({"HLEN", leases})->integer, 1) << "the pin stays";
+  EXPECT_EQ(stat("reserved"), 0);
+}
+
 TEST_F(FunctionsTest, ReserveRecoversLapsedJobsWhenNothingIsReady) {
   put("x", 1000);
   ASSERT_EQ(reserve(1, 1000, {"TTR", "50"}).jobs.size(), 1u);

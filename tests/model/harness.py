@@ -14,6 +14,8 @@ import time
 from model import Error, Status
 
 KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases']
+LEASES_PIN = b'\0unpacked'  # (library version 15)
+LEASES_PIN_VALUE = b'a value longer than hash-max-listpack-value keeps this hash a hash table'
 TIME_SPAN = 2 ** 43
 PAUSED = b'\0paused'
 SHARDED = b'\0sharded'  # a spread topic's mark (redisched_shard)
@@ -280,11 +282,16 @@ def check_invariants(raw, keys, others=()):
             assert (seq, prio) == (j['seq'], j['prio']), 'member of %r disagrees with its record' % id_
             want = j['due'] if state == 'delayed' else (1000 - prio) * TIME_SPAN + j['due']
             assert score == want, 'score of %r in %s is %d, not %d' % (id_, state, score, want)
-    assert len([m for m, _ in raw['reserved']]) == len(raw['leases']), 'leases and reserved differ'
+    # The leases hash's one field that is no id (a long value: no listpack).
+    leases = dict(raw['leases'])
+    pin = leases.pop(LEASES_PIN, None)
+    assert pin is None or pin == LEASES_PIN_VALUE, 'the leases pin holds %r' % pin
+    assert not any(f.startswith(b'\0') for f in leases), 'a lease of no id'
+    assert len([m for m, _ in raw['reserved']]) == len(leases), 'leases and reserved differ'
     for m, deadline in raw['reserved']:
         id_, token = m.split(b'\0')
         hold(id_, 'reserved')
-        lease = raw['leases'].get(id_)
+        lease = leases.get(id_)
         assert lease is not None, 'reservation of %r has no lease' % id_
         t, at, ttr = lease.split(b':')
         assert t == token, 'lease token %r is not the reserved member\'s %r' % (t, token)

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Where a batch's time goes inside Redis: microseconds per job spent in
+putmany, reserve and ackmany, and in the commands they make, from Redis's
+own INFO commandstats (which times each FCALL, and each command a function
+calls, on the server). The time outside the commands is the Lua code, the
+arguments and replies converted between Redis and Lua, and the commands'
+call overhead.
+
+    python3 bench/call_costs.py                 # batches of 100, 8 in flight
+    python3 bench/call_costs.py --batch 25 --jobs 100000
+
+Starts its own redis-server (default settings, no persistence) on a free
+port in a temp dir; needs Debian's python3-redis.
+"""
+
+import argparse
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fcall_usec(r):
+    return r.info("commandstats").get("cmdstat_fcall", {"usec": 0})["usec"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=200000)
+    ap.add_argument("--batch", type=int, default=100, help="jobs per reserve and ackmany")
+    ap.add_argument("--window", type=int, default=8, help="reserves held before the first ack")
+    ap.add_argument("--library", default=os.path.join(ROOT, "lua", "redisched.lua"))
+    a = ap.parse_args()
+
+    port, d = free_port(), tempfile.mkdtemp()
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
+                               "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
+    try:
+        r = redis.Redis(port=port)
+        for _ in range(100):
+            try:
+                r.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        with open(a.library, encoding="utf-8") as f:
+            r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
+        keys = [f"redisched:{{bench}}:{k}" for k in KEY_NAMES]
+        body = b"x" * 100
+        total = (a.jobs // a.batch + a.window) * a.batch
+
+        r.config_resetstat()
+        pipe = r.pipeline(transaction=False)
+        for b in range(0, total, 100):
+            args = []
+            for i in range(b, min(b + 100, total)):
+                args += [f"job-{i:07d}", body, 0]
+            pipe.execute_command("FCALL", "redisched_putmany", 8, *keys, len(args) // 3, *args)
+            if b % 5000 == 4900:
+                pipe.execute()
+        pipe.execute()
+        put = fcall_usec(r) / total
+
+        def reserve():
+            out = r.execute_command("FCALL", "redisched_reserve", 8, *keys, a.batch, "TTR", 60000)
+            return out[3:]
+
+        held = [reserve() for _ in range(a.window)]
+        r.config_resetstat()
+        in_reserve = in_ack = 0
+        n = (a.jobs // a.batch) * a.batch
+        for _ in range(a.jobs // a.batch):
+            jobs = held.pop(0)
+            args = []
+            for j in jobs:
+                args += [j[0], j[2]]
+            t0 = fcall_usec(r)
+            r.execute_command("FCALL", "redisched_ackmany", 8, *keys, len(jobs), *args)
+            t1 = fcall_usec(r)
+            held.append(reserve())
+            in_ack, in_reserve = in_ack + t1 - t0, in_reserve + fcall_usec(r) - t1
+        stats = r.info("commandstats")
+        inner = {k[8:]: v["usec"] for k, v in stats.items()
+                 if k not in ("cmdstat_fcall", "cmdstat_info", "cmdstat_config|resetstat")}
+        print(f"us per job inside Redis, batches of {a.batch}, {a.window} reserves held, "
+              f"{a.jobs} jobs")
+        print(f"  putmany (100 per call)   {put:6.2f}")
+        print(f"  reserve                  {in_reserve / n:6.2f}")
+        print(f"  ackmany                  {in_ack / n:6.2f}")
+        print("  commands of reserve and ackmany:")
+        for name, usec in sorted(inner.items(), key=lambda kv: -kv[1]):
+            print(f"    {name:22s} {usec / n:6.2f}")
+        print(f"    {'(outside commands)':22s} {(in_reserve + in_ack - sum(inner.values())) / n:6.2f}")
+    finally:
+        server.terminate()
+        server.wait()
+
+
+if __name__ == "__main__":
+    main()
