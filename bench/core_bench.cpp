@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "beanstalk.h"
 #include "bench_util.h"
 #include "redisched/client.h"
 
@@ -69,6 +70,10 @@ int run(int argc, char** argv) {
                  "also measure single calls with this many jobs waiting, e.g. "
                  "1000,1000000,10000000")
       ->delimiter(',');
+  bool peers = false;
+  app.add_flag("--peers", peers,
+               "also measure beanstalkd (from PATH) in this run: put and reserve+delete, "
+               "one job per call, 50 connections");
   CLI11_PARSE(app, argc, argv);
 
   std::unique_ptr<OwnRedis> own;
@@ -159,6 +164,10 @@ int run(int argc, char** argv) {
     });
   });
 
+  // The peers, on the same machine in the same run.
+  redisched::bench::PeerFigures beanstalkd;
+  if (peers) beanstalkd = redisched::bench::beanstalkd_figures(jobs, 50);
+
   // Memory per waiting job: ready jobs, then delayed jobs.
   auto memory_per_job = [&](bool delayed) {
     admin.str("FLUSHALL");
@@ -229,6 +238,10 @@ int run(int argc, char** argv) {
   row("reserve+ack, single calls", reserve_single);
   row("reserve+ack, single calls, none coalesced", reserve_alone);
   row(fmt::format("reserve+ack, batched ({} per call)", batch).c_str(), reserve_batched);
+  if (peers) {
+    row("beanstalkd: put, one job per call, c50", beanstalkd.put);
+    row("beanstalkd: reserve+delete, one per call, c50", beanstalkd.reserve_delete);
+  }
   fmt::print("\nRedis used_memory per waiting job, {} jobs, 100-byte bodies:\n", memory_jobs);
   fmt::print("  ready   {:>8.1f} bytes\n  delayed {:>8.1f} bytes\n", mem_ready, mem_delayed);
   if (!over.empty()) {

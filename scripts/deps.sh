@@ -38,6 +38,8 @@ if $with_tests; then
     prometheus
     # systemd-analyze, which checks the package's unit file
     systemd
+    # a peer measured in the same run as the core (redisched_bench --peers)
+    beanstalkd
   )
 fi
 missing=()

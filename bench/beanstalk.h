@@ -1,0 +1,19 @@
+// beanstalkd, a peer measured in the same run as the core (redisched_bench
+// --peers): its own server process, driven over its text protocol the way
+// its clients drive it, one command at a time per connection.
+#pragma once
+
+namespace redisched::bench {
+
+struct PeerFigures {
+  double put = 0;             // jobs/s, one `put` per call
+  double reserve_delete = 0;  // jobs/s, `reserve-with-timeout 0` then `delete`
+};
+
+// Starts beanstalkd from PATH (in memory, no binlog) on a free port, puts
+// jobs 100-byte bodies (bench::job) over `connections` connections with one
+// command in flight on each, then reserves and deletes them all the same
+// way, and stops it. Throws if beanstalkd is missing or answers otherwise.
+PeerFigures beanstalkd_figures(long jobs, int connections);
+
+}  // namespace redisched::bench
