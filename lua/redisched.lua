@@ -179,7 +179,18 @@ end
 -- The eight keys, checked by name: "<base>:<name>" for each name, in order,
 -- with one base that holds a non-empty hash tag (so they share one slot).
 -- String compares only, no Redis calls; before anything is read or written.
+-- Keys checked before, by their first key: a call with the same eight
+-- keys skips the string work (Lua interns strings, so comparing them is a
+-- pointer compare). Emptied when it holds many topics.
+local checked, n_checked = {}, 0
+
 local function check_keys(keys)
+  local seen = checked[keys[1]]
+  if seen and #keys == 8 and keys[2] == seen.delayed and keys[3] == seen.ready
+      and keys[4] == seen.reserved and keys[5] == seen.dead and keys[6] == seen.done
+      and keys[7] == seen.meta and keys[8] == seen.leases then
+    return seen
+  end
   if #keys ~= 8 then
     error({ bad = 'BADKEYS expected the topic\'s 8 keys (jobs delayed ready reserved dead done meta leases), got ' .. #keys })
   end
@@ -195,8 +206,11 @@ local function check_keys(keys)
                     ', got ' .. show(keys[i]) })
     end
   end
-  return { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
-           dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8] }
+  local k = { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
+              dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8] }
+  if n_checked >= 1000 then checked, n_checked = {}, 0 end
+  checked[keys[1]], n_checked = k, n_checked + 1
+  return k
 end
 
 -- Reads "WORD value" options from args[from..]; spec (and more, if given)

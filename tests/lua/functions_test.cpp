@@ -920,6 +920,19 @@ TEST_F(FunctionsTest, WrongKeysAreRefused) {
   auto r = redis_.call({"FCALL", "redisched_put", "1", "k", "a", "b"});
   ASSERT_EQ(r->type, REDIS_REPLY_ERROR);
   EXPECT_EQ(std::string(r->str).rfind("BADKEYS", 0), 0u) << r->str;
+  // The library remembers keys it checked (by the first key): a later call
+  // with the same first key and another key wrong is still refused.
+  put("k", 1000);
+  const std::string base = "redisched:{" + topic_ + "}:";
+  std::vector<std::string> words = {"FCALL", "redisched_stats", "8"};
+  for (const char* name :
+       {"jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases"}) {
+    words.push_back(base + name);
+  }
+  words[3 + 2] = base + "other";
+  r = redis_.call(words);
+  ASSERT_EQ(r->type, REDIS_REPLY_ERROR);
+  EXPECT_NE(std::string(r->str).find("BADKEYS key 3 must be"), std::string::npos) << r->str;
 }
 
 TEST_F(FunctionsTest, BinaryBodiesAndIdsSurviveIntact) {
