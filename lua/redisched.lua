@@ -1506,8 +1506,11 @@ end
 -- Acks pairs {id, token, token's text} in turn (a repeated id answers as
 -- an ack after the first one would: 0, or -2 with KEEP); returns their codes.
 -- The common case, every pair held, no id twice and no KEEP, takes one
--- ZREM: its count says all were there. Otherwise the leases say which were held (a
--- lease names the reservation in reserved: they change together).
+-- ZREM: its count says all were there. Otherwise the leases say which were
+-- held (a lease names the reservation in reserved: they change together).
+-- That ZREM is the call's first write and its check at once: nothing after
+-- it can fail (not_held's SHARDED comes only from a spread topic or a
+-- former shard, which hold no reservations, so the ZREM took nothing).
 local function settle_acks(k, pairs_, keep, now, result)
   local n, members, ids, seen, twice = #pairs_, {}, {}, {}, false
   for i, p in ipairs(pairs_) do
