@@ -573,8 +573,10 @@ local function parse_lease(v)
   return tonumber(token), tonumber(at), tonumber(ttr)
 end
 
-local function lease_value(token, now, ttr)
-  return fmt(token) .. ':' .. fmt(now) .. ':' .. fmt(ttr)
+-- A lease is "token:reserved_at:ttr": the token's text (lease_member's),
+-- then this tail, which reserve makes once per call and time-to-run.
+local function lease_tail(now, ttr)
+  return ':' .. fmt(now) .. ':' .. fmt(ttr)
 end
 
 -- Why id is not reserved under a given token: stale (reserved under
@@ -1415,11 +1417,10 @@ local function reserve(keys, args)
           local deadline = now + ttr
           -- Texts made once per call and time-to-run, not per job (number
           -- formatting is a good part of a batch's time inside Redis): the
-          -- deadline and the lease's ":reserved_at:ttr", as lease_value and
-          -- lease_member write them.
+          -- deadline and the lease's tail.
           local t = per_ttr[ttr]
           if not t then
-            t = { fmt(deadline), ':' .. fmt(now) .. ':' .. fmt(ttr) }
+            t = { fmt(deadline), lease_tail(now, ttr) }
             per_ttr[ttr] = t
           end
           local tok = fmt(token)
