@@ -144,21 +144,73 @@ Percentiles end_to_end(bench::Admin& admin, const bench::Target& target, int sam
   return percentiles(ms);
 }
 
+// Where a late job's time went: asked = Redis's clock at the reserve that
+// handed it out minus its due time (the worker asked late: its timer, or no
+// free slot, or Redis busy before it ran the call); delivered = handler start
+// minus that reserve (the reply's trip, parsing, the hand-off to a handler).
+struct Late {
+  double total = 0, asked = 0, delivered = 0;
+};
+
+struct Lateness {
+  Percentiles total, asked, delivered;
+  std::vector<Late> worst;  // the latest jobs, latest first
+  Percentiles machine;      // WakeProbe's, over the same time
+};
+
+// The machine's own wake-up lateness, beside the worker's: a bare thread that
+// sleeps 0.5 ms at a time and records how much later than asked it woke. On
+// a virtual machine a sleeping thread can wake late for reasons outside any
+// process (an idle vCPU's timer, a kernel thread holding the CPU).
+class WakeProbe {
+ public:
+  WakeProbe()
+      : thread_([this] {
+          constexpr auto kNap = std::chrono::microseconds{500};
+          while (!stop_.load()) {
+            const auto t0 = Clock::now();
+            std::this_thread::sleep_for(kNap);
+            late_.push_back(
+                std::chrono::duration<double, std::milli>(Clock::now() - t0 - kNap).count());
+          }
+        }) {}
+  WakeProbe(const WakeProbe&) = delete;
+  WakeProbe& operator=(const WakeProbe&) = delete;
+  ~WakeProbe() { stop(); }
+
+  Percentiles stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+    return late_.empty() ? Percentiles{} : percentiles(late_);
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<double> late_;  // the thread's own until stop() joins it
+  std::thread thread_;
+};
+
+// The jobs carry a TTR of their own, so a reservation's deadline minus it is
+// Redis's clock when the reserve ran (ms).
+constexpr Millis kLatenessTtr{60000};
+
 // n delayed jobs with due times spread evenly over span, starting a second
-// from now; ms from each due time to its handler's start.
-Percentiles lateness(bench::Admin& admin, const bench::Target& target, long n, Millis span,
-                     int concurrency, bool async) {
+// from now; ms from each due time to its handler's start, split as Late says.
+Lateness lateness(bench::Admin& admin, const bench::Target& target, long n, Millis span,
+                  int concurrency, bool async) {
   admin.str("FLUSHALL");
   Worker w(worker_options(target));
   const std::string topic = "lateness";
   std::mutex mu;
-  std::vector<double> late;
+  std::vector<Late> late;
   late.reserve(static_cast<size_t>(n));
   auto record = [&](const JobContext& ctx) {
-    const double ms =
-        static_cast<double>(system_us()) / 1000.0 - static_cast<double>(ctx.job().due_ms);
+    const double start = static_cast<double>(system_us()) / 1000.0;
+    const auto& job = ctx.job();
+    const auto reserved_at = static_cast<double>(job.deadline_ms - kLatenessTtr.count());
+    const auto due = static_cast<double>(job.due_ms);
     std::lock_guard lock(mu);
-    late.push_back(ms);
+    late.push_back({start - due, reserved_at - due, start - reserved_at});
   };
   if (async) {
     w.handle_async(topic, {.concurrency = concurrency},
@@ -174,6 +226,7 @@ Percentiles lateness(bench::Admin& admin, const bench::Target& target, long n, M
   for (long i = 0; i < n; ++i) {
     JobSpec s = bench::job(i);
     s.due_at_ms = first_due + i * span.count() / n;
+    s.ttr = kLatenessTtr;
     specs.push_back(std::move(s));
     if (specs.size() == 1000) {
       w.client().put_many(topic, specs);
@@ -181,10 +234,41 @@ Percentiles lateness(bench::Admin& admin, const bench::Target& target, long n, M
     }
   }
   if (!specs.empty()) w.client().put_many(topic, specs);
+  WakeProbe probe;
   w.run();
   wait_acked(w, n);
+  Lateness out;
+  out.machine = probe.stop();
   w.cancel();
-  return percentiles(late);
+  auto column = [&](double Late::*field) {
+    std::vector<double> v;
+    v.reserve(late.size());
+    for (const Late& l : late) v.push_back(l.*field);
+    return percentiles(std::move(v));
+  };
+  out.total = column(&Late::total);
+  out.asked = column(&Late::asked);
+  out.delivered = column(&Late::delivered);
+  std::sort(late.begin(), late.end(),
+            [](const Late& a, const Late& b) { return a.total > b.total; });
+  late.resize(std::min<size_t>(late.size(), 5));
+  out.worst = std::move(late);
+  return out;
+}
+
+void print_lateness(const std::string& name, const Lateness& l) {
+  auto line = [](const std::string& what, const Percentiles& p) {
+    fmt::print("{:<52} {:>8.3f} {:>8.3f} {:>8.3f}\n", what, p.p50, p.p99, p.max);
+  };
+  line(name, l.total);
+  line("  of it: due -> the reserve that handed it out", l.asked);
+  line("  of it: that reserve -> handler start", l.delivered);
+  line("  beside it: a bare thread's 0.5 ms sleep, late by", l.machine);
+  std::string worst;
+  for (const Late& x : l.worst) {
+    worst += fmt::format(" {:.1f} ({:.0f} + {:.1f})", x.total, x.asked, x.delivered);
+  }
+  fmt::print("  latest (ms: total (asked + delivered)):{}\n", worst);
 }
 
 }  // namespace
@@ -212,11 +296,21 @@ int run(int argc, char** argv) {
   int only_concurrency = 0;
   app.add_option("--only-concurrency", only_concurrency,
                  "measure just the no-op throughput at this concurrency (for profiling)");
+  bool only_lateness = false;
+  app.add_flag("--only-lateness", only_lateness, "measure just the lateness figures");
   CLI11_PARSE(app, argc, argv);
 
   std::unique_ptr<bench::OwnRedis> own;
   const bench::Target target = bench::choose_target(redis, own);
   bench::Admin admin(target);
+  if (only_lateness) {
+    fmt::print("{:<52} {:>8} {:>8} {:>8}\n", "ms", "p50", "p99", "max");
+    print_lateness("due -> handler start",
+                   lateness(admin, target, delayed, Millis{span_ms}, 50, false));
+    print_lateness("due -> async handler start",
+                   lateness(admin, target, delayed, Millis{span_ms}, 50, true));
+    return 0;
+  }
   if (only_concurrency > 0) {
     fmt::print("no-op handler, concurrency {}: {:.0f} jobs/s threads, {:.0f} async\n",
                only_concurrency, noop_throughput(admin, target, only_concurrency, jobs, false),
@@ -233,8 +327,8 @@ int run(int argc, char** argv) {
   const double a50 = noop_throughput(admin, target, 50, jobs, false, true);
   const double a50p = noop_throughput(admin, target, 50, jobs, true, true);
   const Percentiles e2e = end_to_end(admin, target, samples);
-  const Percentiles late = lateness(admin, target, delayed, Millis{span_ms}, 50, false);
-  const Percentiles late_async = lateness(admin, target, delayed, Millis{span_ms}, 50, true);
+  const Lateness late = lateness(admin, target, delayed, Millis{span_ms}, 50, false);
+  const Lateness late_async = lateness(admin, target, delayed, Millis{span_ms}, 50, true);
 
   fmt::print("redisched worker benchmark (Redis at {}, {} jobs a throughput figure)\n\n",
              target.url(), jobs);
@@ -256,11 +350,8 @@ int run(int argc, char** argv) {
   fmt::print("{:<52} {:>8.3f} {:>8.3f} {:>8.3f}\n",
              fmt::format("put of a ready job -> handler start ({} jobs)", samples), e2e.p50,
              e2e.p99, e2e.max);
-  fmt::print("{:<52} {:>8.3f} {:>8.3f} {:>8.3f}\n",
-             fmt::format("due -> handler start ({} jobs over {} ms)", delayed, span_ms), late.p50,
-             late.p99, late.max);
-  fmt::print("{:<52} {:>8.3f} {:>8.3f} {:>8.3f}\n",
-             fmt::format("due -> async handler start ({} jobs over {} ms)", delayed, span_ms),
-             late_async.p50, late_async.p99, late_async.max);
+  print_lateness(fmt::format("due -> handler start ({} jobs over {} ms)", delayed, span_ms), late);
+  print_lateness(fmt::format("due -> async handler start ({} jobs over {} ms)", delayed, span_ms),
+                 late_async);
   return 0;
 }
