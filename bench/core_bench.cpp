@@ -25,6 +25,7 @@
 
 #include "beanstalk.h"
 #include "bench_util.h"
+#include "bullmq.h"
 #include "redisched/client.h"
 
 namespace {
@@ -72,8 +73,8 @@ int run(int argc, char** argv) {
       ->delimiter(',');
   bool peers = false;
   app.add_flag("--peers", peers,
-               "also measure beanstalkd (from PATH) in this run: put and reserve+delete, "
-               "one job per call, 50 connections");
+               "also measure beanstalkd (from PATH) and BullMQ (bench/peers/bullmq, with "
+               "Node.js) in this run, each driven as its own clients drive it");
   CLI11_PARSE(app, argc, argv);
 
   std::unique_ptr<OwnRedis> own;
@@ -166,7 +167,11 @@ int run(int argc, char** argv) {
 
   // The peers, on the same machine in the same run.
   redisched::bench::PeerFigures beanstalkd;
-  if (peers) beanstalkd = redisched::bench::beanstalkd_figures(jobs, 50);
+  redisched::bench::BullmqFigures bullmq;
+  if (peers) {
+    beanstalkd = redisched::bench::beanstalkd_figures(jobs, 50);
+    bullmq = redisched::bench::bullmq_figures(target, jobs);
+  }
 
   // Memory per waiting job: ready jobs, then delayed jobs.
   auto memory_per_job = [&](bool delayed) {
@@ -241,6 +246,9 @@ int run(int argc, char** argv) {
   if (peers) {
     row("beanstalkd: put, one job per call, c50", beanstalkd.put);
     row("beanstalkd: reserve+delete, one per call, c50", beanstalkd.reserve_delete);
+    row("BullMQ: Queue.add, c50", bullmq.add);
+    row("BullMQ: Queue.addBulk of 100, 8 in flight", bullmq.add_bulk);
+    row("BullMQ: Worker, no-op, concurrency 50", bullmq.process);
   }
   fmt::print("\nRedis used_memory per waiting job, {} jobs, 100-byte bodies:\n", memory_jobs);
   fmt::print("  ready   {:>8.1f} bytes\n  delayed {:>8.1f} bytes\n", mem_ready, mem_delayed);

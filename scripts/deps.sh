@@ -61,7 +61,9 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if $with_tests; then
   # playwright-core drives Debian's chromium in the dashboard tests; the
-  # Node.js client's test uses ioredis.
+  # Node.js client's test uses ioredis; BullMQ is a peer measured by
+  # redisched_bench --peers.
   (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
   (cd clients/node && npm ci --no-audit --no-fund --loglevel=error)
+  (cd bench/peers/bullmq && npm ci --no-audit --no-fund --loglevel=error)
 fi

@@ -1,0 +1,47 @@
+#include "bullmq.h"
+
+#include <fmt/format.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace redisched::bench {
+
+BullmqFigures bullmq_figures(const Target& target, long jobs) {
+  const std::filesystem::path dir = REDISCHED_BULLMQ_DIR;
+  if (!std::filesystem::exists(dir / "node_modules" / "bullmq")) {
+    throw std::runtime_error(fmt::format(
+        "BullMQ's packages are not installed in {} (scripts/deps.sh --test installs them)",
+        dir.string()));
+  }
+  const std::string cmd = fmt::format("node '{}' --redis {}:{} --jobs {}",
+                                      (dir / "bench.mjs").string(), target.host, target.port, jobs);
+  std::unique_ptr<FILE, int (*)(FILE*)> out(popen(cmd.c_str(), "r"), pclose);
+  if (!out) throw std::runtime_error("cannot start: " + cmd);
+  std::string text;
+  char buf[256];
+  while (std::fgets(buf, sizeof buf, out.get()) != nullptr) text += buf;
+  const int status = pclose(out.release());
+  if (status != 0) {
+    throw std::runtime_error(fmt::format("{} failed (status {}): {}", cmd, status, text));
+  }
+  BullmqFigures f;
+  std::istringstream lines(text);
+  std::string name;
+  double value = 0;
+  int seen = 0;
+  while (lines >> name >> value) {
+    if (name == "add") f.add = value, seen |= 1;
+    if (name == "addBulk") f.add_bulk = value, seen |= 2;
+    if (name == "process") f.process = value, seen |= 4;
+  }
+  if (seen != 7) throw std::runtime_error(fmt::format("{} printed no figures: {}", cmd, text));
+  return f;
+}
+
+}  // namespace redisched::bench
