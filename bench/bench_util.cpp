@@ -1,10 +1,12 @@
 #include "bench_util.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <array>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -95,6 +97,25 @@ long long Admin::used_memory() {
   const std::string info = str("INFO memory");
   const auto at = info.find("used_memory:");
   return std::stoll(info.substr(at + 12));
+}
+
+double Admin::cpu_seconds() {
+  const std::string info = str("INFO cpu");
+  auto field = [&](const char* name) {
+    const auto at = info.find(name);
+    if (at == std::string::npos) throw std::runtime_error(std::string("INFO cpu has no ") + name);
+    return std::stod(info.substr(at + std::strlen(name)));
+  };
+  return field("used_cpu_sys_main_thread:") + field("used_cpu_user_main_thread:");
+}
+
+double process_cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto secs = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) / 1e6;
+  };
+  return secs(u.ru_utime) + secs(u.ru_stime);
 }
 
 double evalsha_ceiling(Admin& admin, const Target& target, long requests) {

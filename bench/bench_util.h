@@ -54,6 +54,9 @@ class Admin {
   std::string str(const char* cmd);
   std::string script_load(const std::string& script);
   long long used_memory();
+  // CPU seconds Redis's main thread has used (INFO cpu): the thread that
+  // runs every command and script.
+  double cpu_seconds();
 
  private:
   redisContext* c_;
@@ -100,6 +103,32 @@ double throughput(long total, int window, Start start) {
   all_done.get_future().wait();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return static_cast<double>(jobs.load()) / secs;
+}
+
+// CPU seconds this process has used, all threads.
+double process_cpu_seconds();
+
+// A throughput figure with what it cost: the cores Redis's main thread and
+// this process (the client) kept busy meanwhile (1.0 = one core all along).
+// A side near 1.0 is the bound; both well under it means each waits on the
+// other.
+struct Figure {
+  double rate = 0;  // jobs/s
+  double redis_cpu = 0;
+  double client_cpu = 0;
+};
+
+template <class Run>
+Figure measured(Admin& admin, Run run) {
+  const double redis0 = admin.cpu_seconds();
+  const double client0 = process_cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  Figure f;
+  f.rate = run();
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  f.client_cpu = (process_cpu_seconds() - client0) / secs;
+  f.redis_cpu = (admin.cpu_seconds() - redis0) / secs;
+  return f;
 }
 
 }  // namespace redisched::bench

@@ -35,7 +35,9 @@ using redisched::Client;
 using redisched::JobSpec;
 using Clock = std::chrono::steady_clock;
 using redisched::bench::Admin;
+using redisched::bench::Figure;
 using redisched::bench::job;
+using redisched::bench::measured;
 using redisched::bench::OwnRedis;
 using redisched::bench::Target;
 using redisched::bench::throughput;
@@ -108,17 +110,21 @@ int run(int argc, char** argv) {
       });
     };
   };
-  const double put_single = throughput(jobs, window, put_one(client));
+  const Figure put_single =
+      measured(admin, [&] { return throughput(jobs, window, put_one(client)); });
   admin.str("FLUSHALL");
-  const double put_alone = throughput(jobs, window, put_one(alone));
+  const Figure put_alone =
+      measured(admin, [&] { return throughput(jobs, window, put_one(alone)); });
   admin.str("FLUSHALL");
   const long batches = jobs / batch;
-  const double put_batched = throughput(batches * 5, 8, [&](long b, auto& done) {
-    std::vector<JobSpec> specs;
-    for (long i = b * batch; i < (b + 1) * batch; ++i) specs.push_back(job(i));
-    client.put_many_async(topic, specs, [&done, n = specs.size()](auto r) {
-      r.value();
-      done(static_cast<long>(n));
+  const Figure put_batched = measured(admin, [&] {
+    return throughput(batches * 5, 8, [&](long b, auto& done) {
+      std::vector<JobSpec> specs;
+      for (long i = b * batch; i < (b + 1) * batch; ++i) specs.push_back(job(i));
+      client.put_many_async(topic, specs, [&done, n = specs.size()](auto r) {
+        r.value();
+        done(static_cast<long>(n));
+      });
     });
   });
 
@@ -145,22 +151,26 @@ int run(int argc, char** argv) {
     };
   };
   auto reserve_ack_one = reserve_ack_with(client);
-  const double reserve_single = throughput(jobs, window, reserve_ack_one);
-  const double reserve_alone = throughput(jobs / 2, window, reserve_ack_with(alone));
+  const Figure reserve_single =
+      measured(admin, [&] { return throughput(jobs, window, reserve_ack_one); });
+  const Figure reserve_alone =
+      measured(admin, [&] { return throughput(jobs / 2, window, reserve_ack_with(alone)); });
   admin.str("FLUSHALL");
   {
     std::vector<JobSpec> specs;
     for (long i = 0; i < jobs * 5; ++i) specs.push_back(job(i));
     client.put_many(topic, specs);
   }
-  const double reserve_batched = throughput(jobs * 5 / batch, 8, [&](long, auto& done) {
-    client.reserve_async(topic, batch, redisched::Millis(60000), [&](auto r) {
-      auto& res = r.value();
-      std::vector<std::pair<std::string, std::uint64_t>> held;
-      for (auto& j : res.jobs) held.emplace_back(j.id, j.token);
-      client.ack_many_async(topic, held, redisched::Millis{0}, [&done, n = held.size()](auto a) {
-        a.value();
-        done(static_cast<long>(n));
+  const Figure reserve_batched = measured(admin, [&] {
+    return throughput(jobs * 5 / batch, 8, [&](long, auto& done) {
+      client.reserve_async(topic, batch, redisched::Millis(60000), [&](auto r) {
+        auto& res = r.value();
+        std::vector<std::pair<std::string, std::uint64_t>> held;
+        for (auto& j : res.jobs) held.emplace_back(j.id, j.token);
+        client.ack_many_async(topic, held, redisched::Millis{0}, [&done, n = held.size()](auto a) {
+          a.value();
+          done(static_cast<long>(n));
+        });
       });
     });
   });
@@ -231,18 +241,24 @@ int run(int argc, char** argv) {
       "redisched core benchmark (Redis at {}, {} jobs a figure, {} calls in flight, "
       "batches of {}, writes wait for {} replicas)\n\n",
       target.url(), jobs, window, batch, replicas);
-  fmt::print("{:<44} {:>12} {:>10}\n", "figure", "jobs/s", "/ceiling");
+  fmt::print("{:<44} {:>12} {:>10} {:>10} {:>10}\n", "figure", "jobs/s", "/ceiling", "Redis CPU",
+             "client CPU");
   fmt::print("{:<44} {:>12.0f} {:>10}\n", "ceiling: EVALSHA minimal put, -P 16 -c 50", ceiling,
              "1.00");
   auto row = [&](const char* name, double v) {
     fmt::print("{:<44} {:>12.0f} {:>10.2f}\n", name, v, v / ceiling);
   };
-  row("put, single calls", put_single);
-  row("put, single calls, none coalesced", put_alone);
-  row(fmt::format("put, batched ({} per call)", batch).c_str(), put_batched);
-  row("reserve+ack, single calls", reserve_single);
-  row("reserve+ack, single calls, none coalesced", reserve_alone);
-  row(fmt::format("reserve+ack, batched ({} per call)", batch).c_str(), reserve_batched);
+  // The CPU columns: cores kept busy while the figure ran (Figure).
+  auto figure = [&](const std::string& name, const Figure& f) {
+    fmt::print("{:<44} {:>12.0f} {:>10.2f} {:>10.2f} {:>10.2f}\n", name, f.rate, f.rate / ceiling,
+               f.redis_cpu, f.client_cpu);
+  };
+  figure("put, single calls", put_single);
+  figure("put, single calls, none coalesced", put_alone);
+  figure(fmt::format("put, batched ({} per call)", batch), put_batched);
+  figure("reserve+ack, single calls", reserve_single);
+  figure("reserve+ack, single calls, none coalesced", reserve_alone);
+  figure(fmt::format("reserve+ack, batched ({} per call)", batch), reserve_batched);
   if (peers) {
     row("beanstalkd: put, one job per call, c50", beanstalkd.put);
     row("beanstalkd: reserve+delete, one per call, c50", beanstalkd.reserve_delete);
