@@ -40,6 +40,10 @@ using asio::use_awaitable;
 using namespace asio::experimental::awaitable_operators;  // NOLINT(google-build-using-namespace)
 using Clock = std::chrono::steady_clock;
 
+// Calls queued while replies are handled that go out before the rest of the
+// read is handled (read_loop).
+constexpr std::size_t kEarlyWrite = 64;
+
 // A failure that ends a connection, with the words for the callers.
 struct ConnectionLost {
   Errc code;
@@ -379,6 +383,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
       while (auto reply = reader.next()) {
         if (reply->is_error()) reload_if_lost(reply->str);
         pipeline_.deliver(std::move(*reply));  // throws for a reply nobody asked for
+        // The calls these replies' callers queued go out now, while the
+        // rest of the read is handled, so Redis works on them meanwhile
+        // instead of waiting for all of it (a read holds up to 64 KB of
+        // replies, a batched reserve's alone hundreds of jobs).
+        if (pipeline_.unsent() >= kEarlyWrite) co_await asio::post(io_, use_awaitable);
       }
     }
   }

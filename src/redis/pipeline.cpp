@@ -11,6 +11,7 @@ Pipeline::Pipeline(std::function<void(const Reply&)> on_push) : on_push_(std::mo
 
 void Pipeline::enqueue(std::string_view command, ReplyHandler done, Clock::time_point now) {
   seal();
+  ++unsent_;
   out_ += command;
   waiting_.push_back({std::move(done), now, {}});
 }
@@ -18,6 +19,7 @@ void Pipeline::enqueue(std::string_view command, ReplyHandler done, Clock::time_
 void Pipeline::enqueue_unsubscribe(std::string_view command, std::string channel, ReplyHandler done,
                                    Clock::time_point now) {
   seal();
+  ++unsent_;
   out_ += command;
   waiting_.push_back({std::move(done), now, std::move(channel)});
 }
@@ -62,6 +64,7 @@ void Pipeline::enqueue_batchable(Batchable call, ReplyHandler done, Clock::time_
     open_.since = now;
     open_.single = std::move(call.single);
   }
+  ++unsent_;
   open_.parts += call.part;
   open_.part_words += call.part_words;
   open_.dones.push_back(std::move(done));
@@ -141,6 +144,7 @@ void Pipeline::take_output(std::string& into) {
   }
   into.clear();
   into.swap(out_);
+  unsent_ = 0;
 }
 
 void answer_replicated(Reply reply, int replicas, std::chrono::milliseconds timeout,

@@ -54,6 +54,8 @@ class Pipeline {
   // Redis could refuse for one call only.
   void enqueue_batchable(Batchable call, ReplyHandler done, Clock::time_point now = Clock::now());
   bool has_output() const { return !out_.empty() || !open_.dones.empty(); }
+  // Callers queued since the last take_output (a batched call counts each).
+  std::size_t unsent() const { return unsent_; }
   // Everything queued since the last call, in order, to write at once.
   void take_output(std::string& into);
 
@@ -115,6 +117,7 @@ class Pipeline {
   std::function<void(const Reply&)> on_push_;
   Open open_;
   std::string out_;
+  std::size_t unsent_ = 0;
   std::deque<Waiting> waiting_;
   Clock::time_point last_reply_{};
   // The replicated writes queued since the last take_output, and what
