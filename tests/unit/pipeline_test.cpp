@@ -296,6 +296,25 @@ TEST(PipelineTest, AnyOtherCommandInBetweenEndsTheBatch) {
   EXPECT_EQ(got.log, (std::vector<std::string>{"a 1", "b 2", "get 3", "c 4", "d 5", "e 6"}));
 }
 
+// The connection writes early once enough callers wait (read_loop): each
+// caller counts, batched or not, until the output is taken.
+TEST(PipelineTest, UnsentCountsEveryCallerQueuedSinceTheLastWrite) {
+  Pipeline p;
+  Got got;
+  EXPECT_EQ(p.unsent(), 0u);
+  p.enqueue_batchable(call("a"), got.as("a"));
+  p.enqueue_batchable(call("b"), got.as("b"));
+  p.enqueue("GET\r\n", got.as("get"));
+  p.enqueue_batchable(call("c"), got.as("c"));
+  EXPECT_EQ(p.unsent(), 4u);
+  std::string out;
+  p.take_output(out);
+  EXPECT_EQ(p.unsent(), 0u);
+  EXPECT_EQ(p.waiting(), 3u) << "a batch of two, GET, c alone";
+  p.enqueue_batchable(call("d"), got.as("d"));
+  EXPECT_EQ(p.unsent(), 1u);
+}
+
 TEST(PipelineTest, ABatchHoldsAtMostTheLimitOfCalls) {
   Pipeline p;
   Got got;
