@@ -65,8 +65,8 @@ void wait_acked(const Worker& w, long n) {
 
 // No-op handlers at the given concurrency over n prefilled jobs (or, with
 // producer, jobs put by another thread meanwhile). Returns jobs/s.
-double noop_throughput(bench::Admin& admin, const bench::Target& target, int concurrency, long n,
-                       bool producer, bool async = false) {
+bench::Figure noop_throughput(bench::Admin& admin, const bench::Target& target, int concurrency,
+                              long n, bool producer, bool async = false) {
   admin.str("FLUSHALL");
   Worker w(worker_options(target));
   const std::string topic = "noop";
@@ -77,6 +77,8 @@ double noop_throughput(bench::Admin& admin, const bench::Target& target, int con
     w.handle(topic, {.concurrency = concurrency}, [](JobContext&) {});
   }
   if (!producer) fill(w.client(), topic, 0, n);
+  const double redis0 = admin.cpu_seconds();
+  const double client0 = bench::process_cpu_seconds();
   const auto t0 = Clock::now();
   w.run();
   std::thread put;
@@ -90,9 +92,11 @@ double noop_throughput(bench::Admin& admin, const bench::Target& target, int con
   }
   wait_acked(w, n);
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  bench::Figure f{static_cast<double>(n) / secs, (admin.cpu_seconds() - redis0) / secs,
+                  (bench::process_cpu_seconds() - client0) / secs};
   if (put.joinable()) put.join();
   w.cancel();
-  return static_cast<double>(n) / secs;
+  return f;
 }
 
 struct Percentiles {
@@ -313,30 +317,34 @@ int run(int argc, char** argv) {
   }
   if (only_concurrency > 0) {
     fmt::print("no-op handler, concurrency {}: {:.0f} jobs/s threads, {:.0f} async\n",
-               only_concurrency, noop_throughput(admin, target, only_concurrency, jobs, false),
-               noop_throughput(admin, target, only_concurrency, jobs, false, true));
+               only_concurrency, noop_throughput(admin, target, only_concurrency, jobs, false).rate,
+               noop_throughput(admin, target, only_concurrency, jobs, false, true).rate);
     return 0;
   }
   const double ceiling = bench::evalsha_ceiling(admin, target, jobs * 2);
-  const double c1 = noop_throughput(admin, target, 1, std::max(jobs / 10, 1L), false);
-  const double c10 = noop_throughput(admin, target, 10, jobs, false);
-  const double c50 = noop_throughput(admin, target, 50, jobs, false);
-  const double c50p = noop_throughput(admin, target, 50, jobs, true);
-  const double a1 = noop_throughput(admin, target, 1, std::max(jobs / 10, 1L), false, true);
-  const double a10 = noop_throughput(admin, target, 10, jobs, false, true);
-  const double a50 = noop_throughput(admin, target, 50, jobs, false, true);
-  const double a50p = noop_throughput(admin, target, 50, jobs, true, true);
+  const bench::Figure c1 = noop_throughput(admin, target, 1, std::max(jobs / 10, 1L), false);
+  const bench::Figure c10 = noop_throughput(admin, target, 10, jobs, false);
+  const bench::Figure c50 = noop_throughput(admin, target, 50, jobs, false);
+  const bench::Figure c50p = noop_throughput(admin, target, 50, jobs, true);
+  const bench::Figure a1 = noop_throughput(admin, target, 1, std::max(jobs / 10, 1L), false, true);
+  const bench::Figure a10 = noop_throughput(admin, target, 10, jobs, false, true);
+  const bench::Figure a50 = noop_throughput(admin, target, 50, jobs, false, true);
+  const bench::Figure a50p = noop_throughput(admin, target, 50, jobs, true, true);
   const Percentiles e2e = end_to_end(admin, target, samples);
   const Lateness late = lateness(admin, target, delayed, Millis{span_ms}, 50, false);
   const Lateness late_async = lateness(admin, target, delayed, Millis{span_ms}, 50, true);
 
   fmt::print("redisched worker benchmark (Redis at {}, {} jobs a throughput figure)\n\n",
              target.url(), jobs);
-  fmt::print("{:<52} {:>12} {:>10}\n", "figure", "jobs/s", "/ceiling");
+  // The CPU columns: cores Redis's main thread and this process (the worker,
+  // and the producer's client when there is one) kept busy (bench::Figure).
+  fmt::print("{:<52} {:>12} {:>10} {:>10} {:>10}\n", "figure", "jobs/s", "/ceiling", "Redis CPU",
+             "client CPU");
   fmt::print("{:<52} {:>12.0f} {:>10}\n", "ceiling: EVALSHA minimal put, -P 16 -c 50", ceiling,
              "1.00");
-  auto row = [&](const std::string& name, double v) {
-    fmt::print("{:<52} {:>12.0f} {:>10.2f}\n", name, v, v / ceiling);
+  auto row = [&](const std::string& name, const bench::Figure& f) {
+    fmt::print("{:<52} {:>12.0f} {:>10.2f} {:>10.2f} {:>10.2f}\n", name, f.rate, f.rate / ceiling,
+               f.redis_cpu, f.client_cpu);
   };
   row("no-op handler (threads), concurrency 1", c1);
   row("no-op handler (threads), concurrency 10", c10);
