@@ -1296,6 +1296,44 @@ local function pop(k, now, n)
   return popped, lim
 end
 
+-- Whether members from the front of ready are take_plain's to take: no
+-- mark (pause, limits, shards: they sort first) and no version 8 member
+-- (the id alone, whose score reserve reads as its token).
+local function plain_front(members)
+  local first = members[1]
+  if first == LIMIT_MARK or first == PAUSED_MARK or first == SHARD_MARK then return false end
+  for _, m in ipairs(members) do
+    if m:byte(1) >= 32 then return false end
+  end
+  return true
+end
+
+-- take's common case, when no backlog is behind the due jobs and the front
+-- of ready is plain_front: the jobs are looked at (ZRANGE) and taken once
+-- it is settled which (ZREMRANGEBYRANK of as many), without their scores.
+-- ZPOPMIN formats every score it returns: 1.0 us per job, against 0.55 for
+-- these two. Returns the {member, false, ...} taken, or nil (nothing taken)
+-- when the case does not hold; and whether lapsed reservations were
+-- requeued on the way.
+local function take_plain(k, now, count, recover)
+  local members = redis.call('ZRANGE', k.ready, 0, count - 1)
+  if not plain_front(members) then return nil, false end
+  local recovered = false
+  if recover and #members < count then
+    local lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
+    if #lapsed > 0 then
+      requeue_members(k, lapsed, now)
+      recovered = true
+      members = redis.call('ZRANGE', k.ready, 0, count - 1)
+      if not plain_front(members) then return nil, true end
+    end
+  end
+  if #members > 0 then redis.call('ZREMRANGEBYRANK', k.ready, 0, #members - 1) end
+  local popped = {}
+  for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
+  return popped, recovered
+end
+
 -- The start of reserve and pull: due jobs made ready (at most a batch), then
 -- up to count of them popped (no more than a limited topic's limits allow).
 -- With recover, when fewer than count are ready, lapsed reservations (up to
@@ -1305,6 +1343,11 @@ end
 -- hand out, the backlog (nil if none) and the limits (nil if none).
 local function take(k, now, count, recover)
   local backlog = promote(k, now)
+  if not backlog then
+    local plain, recovered = take_plain(k, now, count, recover)
+    if plain then return false, plain end
+    recover = recover and not recovered
+  end
   local popped, lim = pop(k, now, count)
   if not popped then return true end
   if recover and #popped < 2 * count then
@@ -1404,7 +1447,8 @@ local function reserve(keys, args)
         else
           j = decode(rec)
           body, created, due = j.body, j.created, j.due
-          if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN -- version 8's ready sequence
+          -- version 8's ready sequence (its member is the id: take_plain left it to pop)
+          if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN
           else token = j.place or j.seq end
         end
         local ttr = j.ttr or ttr_arg or DEFAULT_TTR

@@ -762,11 +762,15 @@ MUTANTS = [
      ''),
     ('reserve\'s TTR overrides the job\'s', 'j.ttr or ttr_arg or DEFAULT_TTR',
      'ttr_arg or j.ttr or DEFAULT_TTR'),
-    ('reserve pops before it recovers lapsed reservations',
-     "      if #popped > 0 then put_back(k, popped) end\n      requeue_members(k, lapsed, now)\n"
-     "      popped, lim = pop(k, now, count)",
-     "      requeue_members(k, lapsed, now)\n"
-     "      for _, v in ipairs(pop(k, now, count - #popped / 2) or {}) do popped[#popped + 1] = v end"),
+    # take_plain is the path most of the model's reserves take.
+    ('reserve keeps the jobs it looked at before it recovers lapsed reservations',
+     "      members = redis.call('ZRANGE', k.ready, 0, count - 1)\n"
+     "      if not plain_front(members) then return nil, true end",
+     "      for _, m in ipairs(redis.call('ZRANGE', k.ready, #members, count - 1)) do\n"
+     "        members[#members + 1] = m\n"
+     "      end"),
+    ('reserve recovers lapsed reservations only when nothing is ready',
+     'if recover and #members < count then', 'if recover and #members == 0 then'),
     ('ackmany acks a repeated id twice', 'if acked[id] then', 'if false then'),
     ('delete leaves a reservation\'s lease',
      "  if where[1] == 'reserved' then redis.call('HDEL', k.leases, id) end\n", ''),
