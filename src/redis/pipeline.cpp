@@ -199,6 +199,7 @@ void Pipeline::fail_all(Errc code, const std::string& message) {
   std::deque<Waiting> failing;
   failing.swap(waiting_);
   out_.clear();
+  unsent_ = 0;
   // Replicated writes not yet written are among `failing` and answer there,
   // in order; their WAIT never goes out.
   replicated_.clear();

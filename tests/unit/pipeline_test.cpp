@@ -313,6 +313,8 @@ TEST(PipelineTest, UnsentCountsEveryCallerQueuedSinceTheLastWrite) {
   EXPECT_EQ(p.waiting(), 3u) << "a batch of two, GET, c alone";
   p.enqueue_batchable(call("d"), got.as("d"));
   EXPECT_EQ(p.unsent(), 1u);
+  p.fail_all(Errc::connection, "gone");
+  EXPECT_EQ(p.unsent(), 0u) << "what was not written is dropped";
 }
 
 TEST(PipelineTest, ABatchHoldsAtMostTheLimitOfCalls) {
