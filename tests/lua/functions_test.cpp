@@ -338,6 +338,29 @@ TEST_F(FunctionsTest, ReserveRecoversLapsedJobsWhenNothingIsReady) {
   EXPECT_EQ(again.jobs[0].attempt, 2);
 }
 
+// When fewer than count are ready, lapsed reservations go back first and
+// the jobs are handed out in ready order, the recovered one included: a
+// higher priority comes first. The plain path (take_plain) and, with
+// limits (their mark at the front of ready), the popping one.
+TEST_F(FunctionsTest, ReserveRecoversLapsedJobsBeforeItTakesAndKeepsTheOrder) {
+  for (bool limited : {false, true}) {
+    SCOPED_TRACE(limited ? "limited" : "plain");
+    call("delete", {"x"});
+    call("delete", {"y"});
+    if (limited) call("limit", {"RATE", "100", "1000", "NOW", "1000"});
+    put("x", 1000, {"PRIORITY", "5"});
+    put("y", 1000);
+    ASSERT_EQ(ids(reserve(1, 1000, {"TTR", "50"})), Args{"x"});
+    auto again = reserve(2, 1050);
+    EXPECT_EQ(ids(again), (Args{"x", "y"})) << "x lapsed, went back, and its priority leads";
+    ASSERT_EQ(again.jobs.size(), 2u);
+    EXPECT_EQ(again.jobs[0].attempt, 2);
+    for (const auto& j : again.jobs) {
+      EXPECT_EQ(integer("ack", {j.id, std::to_string(j.token), "NOW", "1050"}), 1);
+    }
+  }
+}
+
 TEST_F(FunctionsTest, RequeueSendsJobsPastMaxAttemptsToDead) {
   put("x", 1000, {"ATTEMPTS", "2"});
   reserve(1, 1000, {"TTR", "10"});
