@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace redisched::bench {
 
@@ -31,16 +32,23 @@ BullmqFigures bullmq_figures(const Target& target, long jobs) {
     throw std::runtime_error(fmt::format("{} failed (status {}): {}", cmd, status, text));
   }
   BullmqFigures f;
+  const std::pair<const char*, double*> figures[] = {
+      {"add", &f.add}, {"addBulk", &f.add_bulk}, {"process", &f.process}};
   std::istringstream lines(text);
   std::string name;
   double value = 0;
-  int seen = 0;
+  std::size_t seen = 0;
   while (lines >> name >> value) {
-    if (name == "add") f.add = value, seen |= 1;
-    if (name == "addBulk") f.add_bulk = value, seen |= 2;
-    if (name == "process") f.process = value, seen |= 4;
+    for (const auto& [label, into] : figures) {
+      if (name == label) {
+        *into = value;
+        ++seen;
+      }
+    }
   }
-  if (seen != 7) throw std::runtime_error(fmt::format("{} printed no figures: {}", cmd, text));
+  if (seen != std::size(figures)) {
+    throw std::runtime_error(fmt::format("{} did not print its three figures: {}", cmd, text));
+  }
   return f;
 }
 
