@@ -161,4 +161,41 @@ JobSpec job(long i) {
   return s;
 }
 
+double random_read_ns(long mb, long rate, double secs) {
+  using Clock = std::chrono::steady_clock;
+  const auto bytes = static_cast<size_t>(mb) << 20;
+  std::vector<unsigned char> heap(bytes, 1);
+  std::uint64_t x = 88172645463325252ULL;  // xorshift64: cheap next to a read
+  unsigned long sum = 0;
+  long reads = 0;
+  Clock::duration busy{};
+  constexpr int kBatch = 1000;
+  const auto t0 = Clock::now();
+  const auto settle = std::chrono::seconds{1};
+  const auto end = t0 + settle +
+                   std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(secs));
+  long batches = 0;
+  for (auto now = t0; now < end; now = Clock::now()) {
+    for (int i = 0; i < kBatch; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      sum += heap[x % bytes];
+    }
+    const auto after = Clock::now();
+    if (now >= t0 + settle) {
+      busy += after - now;
+      reads += kBatch;
+    }
+    ++batches;
+    if (rate > 0) {
+      std::this_thread::sleep_until(
+          t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                   static_cast<double>(batches * kBatch) / static_cast<double>(rate))));
+    }
+  }
+  if (sum == 0) throw std::logic_error("random_read_ns: the heap changed");
+  return std::chrono::duration<double, std::nano>(busy).count() / static_cast<double>(reads);
+}
+
 }  // namespace redisched::bench

@@ -105,6 +105,14 @@ double throughput(long total, int window, Start start) {
   return static_cast<double>(jobs.load()) / secs;
 }
 
+// The machine's cost of memory that is not touched often: ns per read of
+// one byte at a random place in a heap of mb megabytes, with the reads
+// coming at rate per second (0: back to back), over secs seconds, after one
+// second to settle. Counts only the reads, not the waits between them. A
+// large backlog in Redis is read this way: each job touches a few random
+// places of the topic's big structures.
+double random_read_ns(long mb, long rate, double secs);
+
 // CPU seconds this process has used, all threads.
 double process_cpu_seconds();
 

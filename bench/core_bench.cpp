@@ -11,6 +11,12 @@
 // lower priority than the measured jobs, so the backlog stays in place while
 // the measured jobs come and go on top of it), each as a ratio to the
 // first backlog's, and the memory per waiting job at each size.
+//
+// --worker adds the Worker runtime's figures (redisched_worker_bench's) and
+// --all every figure of issue 14, each beside this run's ceiling: the core
+// rows, the peers, the worker, memory, and the backlogs at 10^3, 10^6 and
+// 10^7. The ceiling is measured again at the end, to show how far the
+// machine's speed moved during the run.
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
@@ -27,6 +33,7 @@
 #include "bench_util.h"
 #include "bullmq.h"
 #include "redisched/client.h"
+#include "worker_figures.h"
 
 namespace {
 
@@ -77,7 +84,21 @@ int run(int argc, char** argv) {
   app.add_flag("--peers", peers,
                "also measure beanstalkd (from PATH) and BullMQ (bench/peers/bullmq, with "
                "Node.js) in this run, each driven as its own clients drive it");
+  bool worker = false;
+  app.add_flag("--worker", worker,
+               "also measure the Worker runtime (redisched_worker_bench's figures) in this run");
+  redisched::bench::WorkerRun worker_run;
+  redisched::bench::add_worker_options(app, worker_run);
+  bool all = false;
+  app.add_flag("--all", all,
+               "every figure of issue 14 in one run: --peers --worker, and --backlogs "
+               "1000,1000000,10000000 unless given");
   CLI11_PARSE(app, argc, argv);
+  if (all) {
+    peers = worker = true;
+    if (backlogs.empty()) backlogs = {1000, 1000000, 10000000};
+  }
+  worker_run.jobs = jobs;
 
   std::unique_ptr<OwnRedis> own;
   const Target target = redisched::bench::choose_target(redis, own);
@@ -183,6 +204,9 @@ int run(int argc, char** argv) {
     bullmq = redisched::bench::bullmq_figures(target, jobs);
   }
 
+  redisched::bench::WorkerFigures workers;
+  if (worker) workers = redisched::bench::measure_worker(admin, target, worker_run);
+
   // Memory per waiting job: ready jobs, then delayed jobs.
   auto memory_per_job = [&](bool delayed) {
     admin.str("FLUSHALL");
@@ -236,6 +260,16 @@ int run(int argc, char** argv) {
     over.push_back({size, put, reserve, bytes});
   }
   admin.str("FLUSHALL");
+  // What a read of a rarely touched place costs on this machine, the way a
+  // job reads the big structures of a backlog.
+  double cold_read_ns = 0, hot_read_ns = 0;
+  if (!backlogs.empty()) {
+    cold_read_ns = redisched::bench::random_read_ns(512, 100000, 2);
+    hot_read_ns = redisched::bench::random_read_ns(512, 0, 2);
+  }
+  // The machine's speed moves for minutes at a time (bench/README.md): the
+  // same ceiling again says how far it moved during the run.
+  const double ceiling_end = redisched::bench::evalsha_ceiling(admin, target, jobs * 2);
 
   fmt::print(
       "redisched core benchmark (Redis at {}, {} jobs a figure, {} calls in flight, "
@@ -266,6 +300,12 @@ int run(int argc, char** argv) {
     row("BullMQ: Queue.addBulk of 100, 8 in flight", bullmq.add_bulk);
     row("BullMQ: Worker, no-op, concurrency 50", bullmq.process);
   }
+  fmt::print("{:<44} {:>12.0f} {:>10.2f}\n", "ceiling again, at the end of the run", ceiling_end,
+             ceiling_end / ceiling);
+  if (worker) {
+    fmt::print("\nThe Worker runtime, beside the same ceiling:\n");
+    redisched::bench::print_worker(workers, worker_run, ceiling);
+  }
   fmt::print("\nRedis used_memory per waiting job, {} jobs, 100-byte bodies:\n", memory_jobs);
   fmt::print("  ready   {:>8.1f} bytes\n  delayed {:>8.1f} bytes\n", mem_ready, mem_delayed);
   if (!over.empty()) {
@@ -277,6 +317,10 @@ int run(int argc, char** argv) {
       fmt::print("{:>10} {:>12.0f} {:>7.2f} {:>12.0f} {:>7.2f} {:>14.1f}\n", b.size, b.put,
                  b.put / over.front().put, b.reserve, b.reserve / over.front().reserve, b.bytes);
     }
+    fmt::print(
+        "The machine: a read at a random place in 512 MB costs {:.0f} ns at 100,000 reads/s, "
+        "{:.0f} ns back to back\n",
+        cold_read_ns, hot_read_ns);
   }
   return 0;
 }
