@@ -262,6 +262,11 @@ Lateness lateness(Admin& admin, const Target& target, long n, Millis span, long 
     return percentiles(std::move(v));
   };
   out.total = column(&Late::total);
+  std::vector<double> settled;
+  for (const Late& l : late) {
+    if (l.due >= Lateness::kSettleMs) settled.push_back(l.total);
+  }
+  if (!settled.empty()) out.settled = percentiles(std::move(settled));
   out.asked = column(&Late::asked);
   out.delivered = column(&Late::delivered);
   std::sort(late.begin(), late.end(),
@@ -301,6 +306,7 @@ void print_lateness(const std::string& name, const Lateness& l) {
     fmt::print("{:<60} {:>8.3f} {:>8.3f} {:>8.3f}\n", what, p.p50, p.p99, p.max);
   };
   line(name, l.total);
+  line(fmt::format("  of the jobs due after the first {:.0f} ms", Lateness::kSettleMs), l.settled);
   line("  of it: due -> the reserve that handed it out", l.asked);
   line("  of it: that reserve -> handler start", l.delivered);
   line("  beside it: a bare thread's 0.5 ms sleep, late by", l.machine);

@@ -31,6 +31,10 @@ struct Late {
 
 struct Lateness {
   Percentiles total, asked, delivered;
+  // total over the jobs due after the first kSettleMs: the worker busy,
+  // without the first reserve after the idle wait (IdleMemory).
+  Percentiles settled;
+  static constexpr double kSettleMs = 100;
   std::vector<Late> worst;  // the latest jobs, latest first
   Percentiles machine;      // a bare sleeping thread's, over the same time
 };
