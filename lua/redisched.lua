@@ -1556,7 +1556,7 @@ end
 -- That ZREM is the call's first write and its check at once: nothing after
 -- it can fail (not_held's SHARDED comes only from a spread topic or a
 -- former shard, which hold no reservations, so the ZREM took nothing).
-local function settle_acks(k, pairs_, keep, now, result)
+local function settle_acks(k, pairs_, keep, now, result, removed)
   local n, members, ids, seen, twice = #pairs_, {}, {}, {}, false
   for i, p in ipairs(pairs_) do
     members[i], ids[i] = lease_member(p[1], p[3]), p[1]
@@ -1565,7 +1565,9 @@ local function settle_acks(k, pairs_, keep, now, result)
   end
   -- (With KEEP the records are read and may take numbers first: the
   -- reservations end only once that cannot fail.)
-  local removed = not twice and keep == 0 and redis.call('ZREM', k.reserved, unpack(members))
+  if removed == nil then
+    removed = not twice and keep == 0 and redis.call('ZREM', k.reserved, unpack(members))
+  end
   local codes, gone, gone_members = {}, ids, members
   if removed == n then
     for i = 1, n do codes[i] = OK end
@@ -1667,6 +1669,32 @@ local function ackmany(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   if #args < 1 + 2 * count then bad('expected ' .. count .. ' id token pairs') end
+  -- The common case, no option and every token as reserve writes it,
+  -- checked for the whole batch at once rather than pair by pair; when the
+  -- ZREM finds every pair held, nothing else is looked at.
+  local removed
+  if #args == 1 + 2 * count then
+    local ids, tokens, members, plain = {}, {}, {}, true
+    for i = 1, count do
+      local id, token = args[2 * i], args[2 * i + 1]
+      if id == '' or #id > ID_MAX or token == '' or #token > 15 then plain = false; break end
+      ids[i], tokens[i], members[i] = id, token, id .. '\0' .. token
+    end
+    if plain then
+      local all = ',' .. table.concat(tokens, ',')
+      plain = not all:find(',[^1-9]') and not all:find('[^%d,]') and not table.concat(ids):find('%c')
+    end
+    if plain then
+      removed = redis.call('ZREM', k.reserved, unpack(members))
+      if removed == count then
+        redis.call('HDEL', k.leases, unpack(ids))
+        redis.call('HDEL', k.jobs, unpack(ids))
+        local codes = {}
+        for i = 1, count do codes[i] = OK end
+        return codes
+      end
+    end
+  end
   local pairs_ = {}
   for i = 1, count do
     local token, text = token_text(args[2 * i + 1])
@@ -1675,7 +1703,7 @@ local function ackmany(keys, args)
   local o = options(args, 2 + 2 * count, #args, OPT_KEEP_NOW)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   now_arg(o)
-  return settle_acks(k, pairs_, keep, keep > 0 and clock(o) or 0)
+  return settle_acks(k, pairs_, keep, keep > 0 and clock(o) or 0, nil, removed)
 end
 
 --[[ redisched_release: put a reserved job back, not counted as an attempt.

@@ -314,6 +314,31 @@ TEST_F(FunctionsTest, AckManyAnswersEachJobAsIfAckedOneByOne) {
   EXPECT_EQ(stat("reserved"), 0);
 }
 
+// ackmany checks a batch's ids and tokens all at once in its common case;
+// a bad pair anywhere in it is refused, named, before any job is acked.
+TEST_F(FunctionsTest, AckManyRefusesABatchWithABadPairAndAcksNone) {
+  for (const char* id : {"a", "b", "c"}) put(id, 1000);
+  auto held = reserve(3, 1000);
+  ASSERT_EQ(ids(held), (Args{"a", "b", "c"}));
+  auto token = [&](size_t i) { return std::to_string(held.jobs[i].token); };
+  const std::vector<std::pair<Args, std::string>> bad = {
+      {{"3", "a", token(0), "b", token(1), "c", "x1"}, "BADARG token must be an integer"},
+      {{"3", "a", token(0), "b", "", "c", token(2)}, "BADARG token must be an integer"},
+      {{"3", "a", token(0), "b", "-4", "c", token(2)}, "BADARG token must be from 0"},
+      {{"3", "a", token(0), "b", token(1), "", token(2)}, "BADARG job id is empty"},
+      {{"3", "a", token(0), std::string("b\nb"), token(1), "c", token(2)},
+       "BADARG job id contains a control character"},
+      {{"3", "a", token(0), std::string(257, 'b'), token(1), "c", token(2)},
+       "BADARG job id is longer than 256 bytes"},
+  };
+  for (const auto& [args, message] : bad) {
+    const std::string err = error("ackmany", args);
+    EXPECT_EQ(err.rfind(message, 0), 0u) << err;
+  }
+  for (const char* id : {"a", "b", "c"}) EXPECT_EQ(state(id), "reserved") << id;
+  EXPECT_EQ(stat("reserved"), 3);
+}
+
 // The leases hash stays a hash table (its one long field): a listpack of
 // hundreds of leases was scanned for every lease set or deleted.
 TEST_F(FunctionsTest, LeasesAreAHashTableFromTheFirstReservation) {
