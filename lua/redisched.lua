@@ -1556,6 +1556,8 @@ end
 -- That ZREM is the call's first write and its check at once: nothing after
 -- it can fail (not_held's SHARDED comes only from a spread topic or a
 -- former shard, which hold no reservations, so the ZREM took nothing).
+-- removed: what that ZREM answered when the caller has made it already
+-- (ackmany's batch check), else nil.
 local function settle_acks(k, pairs_, keep, now, result, removed)
   local n, members, ids, seen, twice = #pairs_, {}, {}, {}, false
   for i, p in ipairs(pairs_) do
