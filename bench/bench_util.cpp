@@ -161,6 +161,29 @@ JobSpec job(long i) {
   return s;
 }
 
+IdleMemory idle_memory() {
+  constexpr size_t kBytes = size_t{64} << 20;
+  constexpr size_t kPage = 4096;
+  std::vector<unsigned char> buf(kBytes, 1);
+  auto read_all = [&] {
+    const auto t0 = std::chrono::steady_clock::now();
+    unsigned sum = 0;
+    for (size_t i = 0; i < kBytes; i += kPage) {
+      sum += *static_cast<volatile unsigned char*>(&buf[i]);
+    }
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (sum != kBytes / kPage) throw std::logic_error("idle_memory: the buffer changed");
+    return ms;
+  };
+  IdleMemory m;
+  read_all();  // the first read after writing may still fault
+  m.hot_ms = read_all();
+  std::this_thread::sleep_for(std::chrono::seconds{1});
+  m.idle_ms = read_all();
+  return m;
+}
+
 double random_read_ns(long mb, long rate, double secs) {
   using Clock = std::chrono::steady_clock;
   const auto bytes = static_cast<size_t>(mb) << 20;

@@ -105,6 +105,16 @@ double throughput(long total, int window, Start start) {
   return static_cast<double>(jobs.load()) / secs;
 }
 
+// The machine's cost of memory that sat idle (ms to read one byte of each
+// 4 KB page of 64 MB): right after writing it, and again after a second
+// untouched. On a virtual machine whose host reclaims or tracks idle guest
+// memory, the second is far slower, with no page fault in the guest; any
+// process that wakes after an idle second pays it for what it touches.
+struct IdleMemory {
+  double hot_ms = 0, idle_ms = 0;
+};
+IdleMemory idle_memory();
+
 // The machine's cost of memory that is not touched often: ns per read of
 // one byte at a random place in a heap of mb megabytes, with the reads
 // coming at rate per second (0: back to back), over secs seconds, after one

@@ -41,8 +41,8 @@ BullmqFigures bullmq_figures(const Target& target, long jobs) {
   while (lines >> name >> value) {
     for (const auto& [label, into] : figures) {
       if (name == label) {
+        if (*into == 0) ++seen;  // each figure once: a name printed twice counts once
         *into = value;
-        ++seen;
       }
     }
   }

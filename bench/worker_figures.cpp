@@ -139,28 +139,6 @@ constexpr Millis kLatenessTtr{60000};
 
 }  // namespace
 
-IdleMemory idle_memory() {
-  constexpr size_t kBytes = size_t{64} << 20;
-  constexpr size_t kPage = 4096;
-  std::vector<unsigned char> buf(kBytes, 1);
-  auto read_all = [&] {
-    const auto t0 = Clock::now();
-    unsigned sum = 0;
-    for (size_t i = 0; i < kBytes; i += kPage) {
-      sum += *static_cast<volatile unsigned char*>(&buf[i]);
-    }
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (sum != kBytes / kPage) throw std::logic_error("idle_memory: the buffer changed");
-    return ms;
-  };
-  IdleMemory m;
-  read_all();  // the first read after writing may still fault
-  m.hot_ms = read_all();
-  std::this_thread::sleep_for(1s);
-  m.idle_ms = read_all();
-  return m;
-}
-
 void add_worker_options(CLI::App& app, WorkerRun& run) {
   app.add_option("--samples", run.samples, "ready jobs for the put -> handler latency figure")
       ->capture_default_str();

@@ -52,16 +52,6 @@ struct WorkerRun {
 // --samples, --delayed, --span and --delayed-backlog, into run.
 void add_worker_options(CLI::App& app, WorkerRun& run);
 
-// The machine's cost of memory that sat idle (ms to read one byte of each
-// 4 KB page of 64 MB): right after writing it, and again after a second
-// untouched. On a virtual machine whose host reclaims or tracks idle guest
-// memory, the second is far slower, with no page fault in the guest; any
-// process that wakes after an idle second pays it for what it touches.
-struct IdleMemory {
-  double hot_ms = 0, idle_ms = 0;
-};
-IdleMemory idle_memory();
-
 struct WorkerFigures {
   // No-op handlers at concurrency 1, 10, 50, and 50 with a producer.
   Figure threads[4];
