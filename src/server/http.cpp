@@ -243,9 +243,14 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     stream->close();
   }
 
-  void set_idle(const std::shared_ptr<beast::tcp_stream>& s, bool is_idle) {
+  bool is_idle(const std::shared_ptr<beast::tcp_stream>& s) {
     std::lock_guard lock(mu);
-    if (is_idle) {
+    return idle.contains(s);
+  }
+
+  void set_idle(const std::shared_ptr<beast::tcp_stream>& s, bool now_idle) {
+    std::lock_guard lock(mu);
+    if (now_idle) {
       idle.insert(s);
     } else {
       idle.erase(s);
@@ -315,15 +320,16 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     // already). While the server drains, a connection may still bring the
     // acks of jobs it holds, but not sit idle for long.
     while (buffer.size() == 0) {
-      const bool draining = stopping;
-      stream->expires_after(draining ? kDrainIdle : opts.idle_timeout);
+      // Idle before reading stopping: a stop() that misses this connection
+      // in its idle set has set stopping already.
       set_idle(stream, true);
+      stream->expires_after(stopping ? kDrainIdle : opts.idle_timeout);
       const auto n = co_await stream->async_read_some(
           buffer.prepare(std::min<std::size_t>(4096, buffer.max_size())),
           asio::redirect_error(use_awaitable, ec));
       set_idle(stream, false);
-      // stop() cut a long idle wait short: wait again, briefly.
-      if (ec == asio::error::operation_aborted && stopping && !draining) continue;
+      // stop() cut the idle wait short: wait again, briefly.
+      if (ec == asio::error::operation_aborted && stopping) continue;
       if (ec) co_return in;  // idle timeout, or the peer left
       buffer.commit(n);
     }
@@ -482,7 +488,12 @@ void HttpServer::stop() {
   });
   std::lock_guard lock(s->mu);
   for (const auto& stream : s->idle) {
-    asio::post(stream->get_executor(), [stream] { stream->cancel(); });
+    // Only if still idle when this runs on the connection's thread: by then
+    // it may be reading a request (the acks of jobs it holds), which a
+    // cancel would lose.
+    asio::post(stream->get_executor(), [s, stream] {
+      if (s->is_idle(stream)) stream->cancel();
+    });
   }
 }
 
