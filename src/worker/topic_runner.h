@@ -12,6 +12,7 @@
 #pragma once
 
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -72,6 +73,9 @@ class TopicRunner {
   bool look_again_ = false;              // a wake-up came while a reserve was in flight
   bool reserved_ahead_of_acks_ = false;  // a reserve went out before acks kept back
   bool stopping_ = false;
+  bool staggering_ = false;                            // the second of two reserves waits
+  std::chrono::steady_clock::duration reserve_rtt_{};  // the last reserve's round trip
+  boost::asio::steady_timer stagger_timer_;            // ... this long: half of it
   boost::asio::steady_timer due_timer_;
   std::int64_t due_at_ = -1;  // what due_timer_ aims at (Redis ms), -1 none
   boost::asio::steady_timer retry_timer_;
