@@ -15,21 +15,11 @@ port in a temp dir; needs Debian's python3-redis.
 
 import argparse
 import os
-import socket
-import subprocess
-import tempfile
-import time
 
-import redis
+from scratch_redis import scratch_redis
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fcall_usec(r):
@@ -44,17 +34,7 @@ def main():
     ap.add_argument("--library", default=os.path.join(ROOT, "lua", "redisched.lua"))
     a = ap.parse_args()
 
-    port, d = free_port(), tempfile.mkdtemp()
-    server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
-                               "--appendonly", "no", "--dir", d], stdout=subprocess.DEVNULL)
-    try:
-        r = redis.Redis(port=port)
-        for _ in range(100):
-            try:
-                r.ping()
-                break
-            except redis.ConnectionError:
-                time.sleep(0.05)
+    with scratch_redis() as r:
         with open(a.library, encoding="utf-8") as f:
             r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
         keys = [f"redisched:{{bench}}:{k}" for k in KEY_NAMES]
@@ -103,9 +83,6 @@ def main():
         for name, usec in sorted(inner.items(), key=lambda kv: -kv[1]):
             print(f"    {name:22s} {usec / n:6.2f}")
         print(f"    {'(outside commands)':22s} {(in_reserve + in_ack - sum(inner.values())) / n:6.2f}")
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,44 @@
+"""A throwaway redis-server for the Python benchmarks: no persistence, on a
+free port, in a temp dir that goes with it. Needs Debian's python3-redis.
+
+    with scratch_redis("--hash-max-listpack-value", "128") as r:
+        r.ping()
+"""
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+import redis
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def scratch_redis(*settings):
+    """Starts redis-server with these extra settings; yields a client of it
+    once it answers, and stops it afterwards."""
+    port, d = free_port(), tempfile.mkdtemp()
+    server = subprocess.Popen(["redis-server", "--port", str(port), "--save", "",
+                               "--appendonly", "no", "--dir", d, *settings],
+                              stdout=subprocess.DEVNULL)
+    try:
+        r = redis.Redis(port=port)
+        for _ in range(100):
+            try:
+                r.ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        yield r
+    finally:
+        server.terminate()
+        server.wait()
+        shutil.rmtree(d, ignore_errors=True)
