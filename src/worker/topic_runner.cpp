@@ -47,8 +47,10 @@ void TopicRunner::start() { pool_.start(); }
 int TopicRunner::free_slots() const { return opts_.concurrency + opts_.prefetch - held_; }
 
 // Reserves for the free handlers. While the topic is busy (the last reserve
-// filled up), two reserves share the free slots, so that Redis works on one
-// while the answer to the other is handled here; an idle topic sends one.
+// filled up), two reserves are kept in flight, the first for half the free
+// slots and the second for what is free when it goes out, so that Redis
+// works on one while the answer to the other is handled here; an idle topic
+// sends one.
 //
 // The second of the two goes out half a round trip after the first. Redis
 // answers all it read from a connection at once: two reserves that reach it
@@ -76,7 +78,8 @@ void TopicRunner::look() {
         reserve_rtt_ / 2, kStaggerMin, kStaggerMax));
     stagger_timer_.async_wait([this](boost::system::error_code ec) {
       staggering_ = false;
-      if (!ec) look();
+      // Not if the first came back without a backlog and nothing asked since.
+      if (!ec && (busy_ || look_again_)) look();
     });
     return;
   }
@@ -96,7 +99,7 @@ void TopicRunner::fetch(int count) {
                                 std::move(cb));
       },
       [this, count, sent](Result<ReserveResult> r) {
-        reserve_rtt_ = std::chrono::steady_clock::now() - sent;
+        if (r.ok()) reserve_rtt_ = std::chrono::steady_clock::now() - sent;
         --reserves_;
         requested_ -= count;
         on_reserved(std::move(r));
@@ -108,6 +111,10 @@ void TopicRunner::on_reserved(Result<ReserveResult> r) {
   if (!r.ok()) {
     if (stopping_) return;
     spdlog::warn("redisched worker: reserve on topic {} failed: {}", topic(), r.error().what());
+    // Nothing more until the backoff is over: no second reserve either, and
+    // the next look sends one (a failure says nothing of a backlog).
+    stagger_timer_.cancel();
+    busy_ = false;
     retry_timer_.expires_after(retry_backoff_);
     retry_backoff_ = std::min(retry_backoff_ * 2, TopicCalls::kRetryMax);
     retry_timer_.async_wait([this](boost::system::error_code ec) {

@@ -66,16 +66,19 @@ class TopicRunner {
   Heartbeats heartbeats_;
   LapseSweeper sweeper_;
 
-  int held_ = 0;                         // reserved and not yet settled here (queued or running)
-  int reserves_ = 0;                     // reserve calls in flight
-  int requested_ = 0;                    // the jobs they asked for
-  bool busy_ = false;                    // the last reserve left jobs behind
-  bool look_again_ = false;              // a wake-up came while a reserve was in flight
+  int held_ = 0;             // reserved and not yet settled here (queued or running)
+  int reserves_ = 0;         // reserve calls in flight
+  int requested_ = 0;        // the jobs they asked for
+  bool busy_ = false;        // the last reserve left jobs behind
+  bool look_again_ = false;  // a wake-up came while a reserve was in flight, or while staggering_
   bool reserved_ahead_of_acks_ = false;  // a reserve went out before acks kept back
   bool stopping_ = false;
-  bool staggering_ = false;                            // the second of two reserves waits
-  std::chrono::steady_clock::duration reserve_rtt_{};  // the last reserve's round trip
-  boost::asio::steady_timer stagger_timer_;            // ... this long: half of it
+  // Between the two reserves of a busy topic: the second waits for
+  // stagger_timer_, half of reserve_rtt_ (from fetch() to the answer back
+  // on this shard, of the last reserve that succeeded), 20 us to 2 ms.
+  bool staggering_ = false;
+  std::chrono::steady_clock::duration reserve_rtt_{};
+  boost::asio::steady_timer stagger_timer_;
   boost::asio::steady_timer due_timer_;
   std::int64_t due_at_ = -1;  // what due_timer_ aims at (Redis ms), -1 none
   boost::asio::steady_timer retry_timer_;
