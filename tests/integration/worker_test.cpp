@@ -840,14 +840,19 @@ TEST(WorkerRestart, CarriesOnWhenRedisRestartsWithItsAppendOnlyFile) {
   EXPECT_EQ(s.ready + s.reserved + s.delayed + s.dead, 0);
 }
 
+// A Redis that keeps every write it answered through a stop and a start.
+test::RedisServer::Options durable() {
+  test::RedisServer::Options ro;
+  ro.append_only = true;
+  ro.extra_config = "appendfsync always";
+  return ro;
+}
+
 // An ack queued while Redis was away goes out before the next reserve once
 // Redis is back: the job, whose reservation has run out meanwhile, is not
 // handed out and run again.
 TEST(WorkerRestart, PendingAcksGoBeforeTheNextReserveAfterAReconnect) {
-  test::RedisServer::Options ro;
-  ro.append_only = true;
-  ro.extra_config = "appendfsync always";
-  test::RedisServer server(ro);
+  test::RedisServer server(durable());
   Worker worker(options_for(server.url()));
   const std::string topic = "acks_first";
   std::atomic<int> runs{0};
@@ -876,10 +881,7 @@ TEST(WorkerRestart, PendingAcksGoBeforeTheNextReserveAfterAReconnect) {
 // while it is away, and once it is back every job is done, once or again
 // after its reservation lapsed, and none is left behind.
 TEST(WorkerRestart, ABusyTopicWaitsOutAnOutageAndLosesNothing) {
-  test::RedisServer::Options ro;
-  ro.append_only = true;
-  ro.extra_config = "appendfsync always";
-  test::RedisServer server(ro);
+  test::RedisServer server(durable());
   Worker worker(options_for(server.url()));
   const std::string topic = "busy_outage";
   constexpr int kJobs = 20000;
