@@ -12,7 +12,9 @@ Every function takes the same eight keys of one topic T, in this order
   KEYS[3] P:{T}:ready     zset  M -> (1000 - priority) * 2^43 + due time (ms);
                                 while paused also NUL "paused" -> -inf, while
                                 limited (redisched_limit) NUL "limited" -> -inf
-  KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms)
+  KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms);
+                                from the first reservation also its pin
+                                (PIN.reserved) -> +inf
   KEYS[5] P:{T}:dead      zset  id -> time it died (ms)
   KEYS[6] P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
   KEYS[7] P:{T}:meta      hash  seq (counter), totals, limits
@@ -64,7 +66,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 15 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 16 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -551,8 +553,21 @@ end
 -- to 512 short fields as a listpack, scanned from its start for every field
 -- set or deleted: at a few hundred reservations that was a good part of
 -- reserve's and ack's time. With this field the hash is a hash table.
-local LEASES_PIN, LEASES_PIN_VALUE = '\0unpacked',
-  'a value longer than hash-max-listpack-value keeps this hash a hash table'
+--
+-- The reserved set likewise holds one more member, never a reservation (a
+-- reservation's member starts with its id), longer than Redis packs into a
+-- listpack (zset-max-listpack-value, 64 bytes), at +inf: after every
+-- deadline, so no lapse scan reaches it. Redis keeps a sorted set of up to
+-- 128 short members as a listpack, and every ZADD and ZREM scans it and
+-- parses its scores: with the few dozen reservations of a busy worker that
+-- was a fifth of Redis's time. Counts of reservations leave it out
+-- (reservations()).
+-- (One table: the main chunk is at Lua's limit of 200 locals.)
+local PIN = {
+  lease = '\0unpacked',
+  lease_value = 'a value longer than hash-max-listpack-value keeps this hash a hash table',
+  reserved = '\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist',
+}
 
 -- Reservations. The reserved set's member is id NUL token (ids hold no
 -- control characters), so ack, release, fail and touch find and check a
@@ -593,10 +608,18 @@ local function end_lease(k, id, lm)
   redis.call('HDEL', k.leases, id)
 end
 
--- The lowest score in a sorted set, or -1 when it is empty.
+-- The lowest score in a sorted set, or -1 when it is empty (or holds only
+-- the reserved set's pin, at +inf).
 local function earliest(key)
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  return first[2] and tonumber(first[2]) or -1
+  local t = first[2] and tonumber(first[2])
+  if not t or t == math.huge then return -1 end
+  return t
+end
+
+-- How many reservations the topic holds (the reserved set but its pin).
+local function reservations(k)
+  return redis.call('ZCOUNT', k.reserved, '-inf', '(+inf')
 end
 
 local function paused(k)
@@ -1129,10 +1152,15 @@ local function list(keys, args)
     entries = {}
     for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'delayed' } end
   else
-    total = redis.call('ZCARD', set)
+    total = state == 'reserved' and reservations(k) or redis.call('ZCARD', set)
     local page = redis.call('ZRANGE', set, offset, offset + count - 1, 'WITHSCORES')
     entries = {}
-    for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), state } end
+    for i = 1, #page / 2 do
+      -- (the reserved set's pin comes last, after every reservation)
+      if page[2 * i - 1] ~= PIN.reserved then
+        entries[#entries + 1] = { page[2 * i - 1], tonumber(page[2 * i]), state }
+      end
+    end
   end
   local out = { total }
   if #entries == 0 then return out end
@@ -1189,7 +1217,7 @@ local function stats(keys, args)
   return {
     'delayed', redis.call('ZCARD', k.delayed) - due,
     'ready', redis.call('ZCARD', k.ready) - nmarks + due,
-    'reserved', redis.call('ZCARD', k.reserved), 'dead', redis.call('ZCARD', k.dead),
+    'reserved', reservations(k), 'dead', redis.call('ZCARD', k.dead),
     'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
     'next_due', next_due[2] and tonumber(next_due[2]) or -1,
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
@@ -1228,7 +1256,7 @@ local function limit_room(k, now, n)
     room = math.max(math.min(room, rate - lim.used), 0)
   end
   if cap > 0 then
-    local free = cap - redis.call('ZCARD', k.reserved)
+    local free = cap - reservations(k)
     if free < room then room, lim.capped = math.max(free, 0), true end
   end
   return room, lim
@@ -1477,9 +1505,11 @@ local function reserve(keys, args)
       end
     end
     if w > 0 then
-      leases[w + 1], leases[w + 2] = LEASES_PIN, LEASES_PIN_VALUE
+      leases[w + 1], leases[w + 2] = PIN.lease, PIN.lease_value
       redis.call('HSET', k.leases, unpack(leases))
-      redis.call('ZADD', k.reserved, unpack(zadd))
+      -- The pin first: a set that is still a listpack becomes a skiplist
+      -- before the reservations go in.
+      redis.call('ZADD', k.reserved, '+inf', PIN.reserved, unpack(zadd))
     end
     if once then redis.call('HDEL', k.jobs, unpack(once)) end
   end

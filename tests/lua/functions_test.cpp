@@ -2,6 +2,7 @@
 // under the test's control through the NOW argument.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -353,6 +354,63 @@ TEST_F(FunctionsTest, LeasesAreAHashTableFromTheFirstReservation) {
   EXPECT_EQ(integer("ack", {"one", std::to_string(held.jobs[0].token)}), 1);
   EXPECT_EQ(redis_.call({"HLEN", leases})->integer, 1) << "the pin stays";
   EXPECT_EQ(stat("reserved"), 0);
+}
+
+// The reserved set stays a skiplist (its one long member, at +inf): a
+// listpack of a busy worker's few dozen reservations was scanned, and its
+// scores parsed, for every reservation added or taken out. Nothing that
+// counts or lists reservations, or says when the next one lapses, sees it.
+TEST_F(FunctionsTest, ReservedIsASkiplistAndItsPinIsNoReservation) {
+  const std::string reserved = "redisched:{" + topic_ + "}:reserved";
+  auto encoding = [&] {
+    auto enc = redis_.call({"OBJECT", "ENCODING", reserved});
+    return enc->type == REDIS_REPLY_STRING ? std::string(enc->str, enc->len) : "none";
+  };
+  // A set as version 15 left it: a listpack of reservations, no pin.
+  put("old", 1000);
+  auto old = reserve(1, 1000, {"TTR", "500"});
+  ASSERT_EQ(old.jobs.size(), 1u);
+  const std::string old_member = "old" + std::string(1, '\0') + std::to_string(old.jobs[0].token);
+  ASSERT_EQ(redis_.call({"DEL", reserved})->integer, 1);
+  ASSERT_EQ(redis_.call({"ZADD", reserved, "1500", old_member})->integer, 1);
+  ASSERT_EQ(encoding(), "listpack");
+
+  for (const char* id : {"a", "b", "c"}) put(id, 1000);
+  auto held = reserve(2, 1000, {"TTR", "1000"});
+  ASSERT_EQ(ids(held), (Args{"a", "b"}));
+  EXPECT_EQ(encoding(), "skiplist");
+  EXPECT_EQ(redis_.call({"ZCARD", reserved})->integer, 4) << "three reservations and the pin";
+  EXPECT_EQ(stat("reserved", 1000), 3);
+  auto listed = call("list", {"reserved", "0", "10", "NOW", "1000"});
+  ASSERT_EQ(listed->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(listed->element[0]->integer, 3);
+  EXPECT_EQ(listed->elements, 4u) << "the three reservations, no pin";
+
+  // Acked, released and lapsed, the reservations go; the pin stays, and
+  // nothing is said to lapse at +inf.
+  EXPECT_EQ(integer("ack", {"a", std::to_string(held.jobs[0].token)}), 1);
+  EXPECT_EQ(integer("ack", {"b", std::to_string(held.jobs[1].token)}), 1);
+  auto requeued = call("requeue", {"NOW", "1600"});
+  ASSERT_EQ(requeued->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(requeued->element[0]->integer, 1) << "old lapsed";
+  EXPECT_EQ(requeued->element[2]->integer, -1) << "no reservation left to lapse";
+  EXPECT_EQ(stat("reserved", 1600), 0);
+  EXPECT_EQ(redis_.call({"ZCARD", reserved})->integer, 1) << "the pin stays";
+  auto last = reserve(5, 1600);
+  auto last_ids = ids(last);
+  std::sort(last_ids.begin(), last_ids.end());
+  EXPECT_EQ(last_ids, (Args{"c", "old"}));
+  EXPECT_EQ(last.next, 31600) << "the earliest deadline, not the pin's +inf";
+  for (const auto& j : last.jobs) EXPECT_EQ(integer("ack", {j.id, std::to_string(j.token)}), 1);
+  EXPECT_EQ(reserve(1, 1700).next, -1) << "nothing scheduled, nothing reserved";
+}
+
+// A concurrency cap counts reservations, not the pin.
+TEST_F(FunctionsTest, AConcurrencyCapDoesNotCountTheReservedPin) {
+  ASSERT_NE(call("limit", {"CONCURRENCY", "2", "NOW", "1000"})->type, REDIS_REPLY_ERROR);
+  for (const char* id : {"a", "b", "c"}) put(id, 1000);
+  EXPECT_EQ(reserve(5, 1000).jobs.size(), 2u);
+  EXPECT_EQ(reserve(5, 1000).jobs.size(), 0u);
 }
 
 TEST_F(FunctionsTest, ReserveRecoversLapsedJobsWhenNothingIsReady) {

@@ -16,6 +16,8 @@ from model import Error, Status
 KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases']
 LEASES_PIN = b'\0unpacked'  # (library version 15)
 LEASES_PIN_VALUE = b'a value longer than hash-max-listpack-value keeps this hash a hash table'
+# The reserved set's member that is no reservation, at +inf (version 16).
+RESERVED_PIN = b'\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist'
 TIME_SPAN = 2 ** 43
 PAUSED = b'\0paused'
 SHARDED = b'\0sharded'  # a spread topic's mark (redisched_shard)
@@ -287,8 +289,12 @@ def check_invariants(raw, keys, others=()):
     pin = leases.pop(LEASES_PIN, None)
     assert pin is None or pin == LEASES_PIN_VALUE, 'the leases pin holds %r' % pin
     assert not any(f.startswith(b'\0') for f in leases), 'a lease of no id'
-    assert len([m for m, _ in raw['reserved']]) == len(leases), 'leases and reserved differ'
-    for m, deadline in raw['reserved']:
+    reserved = [(m, d) for m, d in raw['reserved'] if m != RESERVED_PIN]
+    pins = [d for m, d in raw['reserved'] if m == RESERVED_PIN]
+    assert pins in ([], [float('inf')]), 'the reserved pin is at %r' % pins
+    assert not pins or raw['reserved'][-1][0] == RESERVED_PIN, 'a reservation after the pin'
+    assert len(reserved) == len(leases), 'leases and reserved differ'
+    for m, deadline in reserved:
         id_, token = m.split(b'\0')
         hold(id_, 'reserved')
         lease = leases.get(id_)

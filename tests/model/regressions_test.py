@@ -190,9 +190,11 @@ class Limits(Case):
         self.assertEqual(self.f('touch', 'x', 100000000000000, 'NOW', MS_MAX), MS_MAX + 30000)
         self.assertEqual(self.f('delete', 'x'), 1)
         check_invariants(read_raw(self.c, self.K), self.K)
-        # Left: the counter, and (version 15 on) the leases hash's pin.
-        self.assertEqual(set(self.c.call('KEYS', '*')) - {self.K[7]}, {self.K[6]})
+        # Left: the counter, the leases hash's pin (version 15 on) and the
+        # reserved set's (version 16 on).
+        self.assertEqual(set(self.c.call('KEYS', '*')) - {self.K[7], self.K[3]}, {self.K[6]})
         self.assertIn(self.c.call('HKEYS', self.K[7]), ([], [harness.LEASES_PIN]))
+        self.assertIn(self.c.call('ZRANGE', self.K[3], 0, -1), ([], [harness.RESERVED_PIN]))
 
     def test_11_the_counter_never_wraps_to_a_refused_token(self):
         self.c.check('HSET', self.K[6], 'seq', 8796093022206)
