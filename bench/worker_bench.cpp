@@ -38,6 +38,9 @@ int run(int argc, char** argv) {
   int only_concurrency = 0;
   app.add_option("--only-concurrency", only_concurrency,
                  "measure just the no-op throughput at this concurrency (for profiling)");
+  bool with_producer = false;
+  app.add_flag("--with-producer", with_producer,
+               "with --only-concurrency: a producer puts the jobs meanwhile");
   bool only_lateness = false;
   app.add_flag("--only-lateness", only_lateness, "measure just the lateness figures");
   CLI11_PARSE(app, argc, argv);
@@ -55,10 +58,11 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (only_concurrency > 0) {
-    fmt::print("no-op handler, concurrency {}: {:.0f} jobs/s threads, {:.0f} async\n",
-               only_concurrency,
-               bench::noop_throughput(admin, target, only_concurrency, w.jobs, false, false).rate,
-               bench::noop_throughput(admin, target, only_concurrency, w.jobs, false, true).rate);
+    fmt::print(
+        "no-op handler, concurrency {}{}: {:.0f} jobs/s threads, {:.0f} async\n", only_concurrency,
+        with_producer ? " + producer" : "",
+        bench::noop_throughput(admin, target, only_concurrency, w.jobs, with_producer, false).rate,
+        bench::noop_throughput(admin, target, only_concurrency, w.jobs, with_producer, true).rate);
     return 0;
   }
   const double ceiling = bench::evalsha_ceiling(admin, target, w.jobs * 2);
