@@ -11,7 +11,8 @@ Every function takes the same eight keys of one topic T, in this order
   KEYS[2] P:{T}:delayed   zset  M -> due time (ms)
   KEYS[3] P:{T}:ready     zset  M -> (1000 - priority) * 2^43 + due time (ms);
                                 while paused also NUL "paused" -> -inf, while
-                                limited (redisched_limit) NUL "limited" -> -inf
+                                limited (redisched_limit) NUL "limited" -> -inf;
+                                from the first put also its pin (PIN.ready) -> +inf
   KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms);
                                 from the first reservation also its pin
                                 (PIN.reserved) -> +inf
@@ -113,6 +114,33 @@ local AGING_MAX = 86400000       -- ms of waiting a level of priority is worth, 
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
 local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases' }
+
+-- The leases hash holds one more field, never an id (ids hold no control
+-- characters), whose value is longer than Redis packs into a listpack
+-- (hash-max-listpack-value, 64 bytes by default). Redis keeps a hash of up
+-- to 512 short fields as a listpack, scanned from its start for every field
+-- set or deleted: at a few hundred reservations that was a good part of
+-- reserve's and ack's time. With this field the hash is a hash table.
+--
+-- The reserved set likewise holds one more member, never a reservation (a
+-- reservation's member starts with its id), longer than Redis packs into a
+-- listpack (zset-max-listpack-value, 64 bytes), at +inf: after every
+-- deadline, so no lapse scan reaches it. Redis keeps a sorted set of up to
+-- 128 short members as a listpack, and every ZADD and ZREM scans it and
+-- parses its scores: with the few dozen reservations of a busy worker that
+-- was a fifth of Redis's time. Counts of reservations leave it out
+-- (unpinned). The ready set holds the same member at +inf, after every
+-- job (a topic whose workers keep up holds a few dozen ready jobs, and
+-- each put walked them all); no job's member is it (its bytes 8 and 9,
+-- read as a member's priority, make 25956). Counts, pages and pops of
+-- ready step around it (unpinned, pop).
+-- (One table: the main chunk is at Lua's limit of 200 locals.)
+local PIN = {
+  lease = '\0unpacked',
+  lease_value = 'a value longer than hash-max-listpack-value keeps this hash a hash table',
+  reserved = '\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist',
+  ready = '\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist',
+}
 
 -- Record layout, format 2 (docs/redis-api.md, "Stored format"): a flags byte
 -- (128 set), an optional second flags byte, created (6 bytes), the put
@@ -543,31 +571,9 @@ local function place(k, id, j, now)
     return 'delayed'
   end
   wake(now)
-  redis.call('ZADD', k.ready, ready_score(j.prio, j.due), member(j, id))
+  redis.call('ZADD', k.ready, '+inf', PIN.ready, ready_score(j.prio, j.due), member(j, id))
   return 'ready'
 end
-
--- The leases hash holds one more field, never an id (ids hold no control
--- characters), whose value is longer than Redis packs into a listpack
--- (hash-max-listpack-value, 64 bytes by default). Redis keeps a hash of up
--- to 512 short fields as a listpack, scanned from its start for every field
--- set or deleted: at a few hundred reservations that was a good part of
--- reserve's and ack's time. With this field the hash is a hash table.
---
--- The reserved set likewise holds one more member, never a reservation (a
--- reservation's member starts with its id), longer than Redis packs into a
--- listpack (zset-max-listpack-value, 64 bytes), at +inf: after every
--- deadline, so no lapse scan reaches it. Redis keeps a sorted set of up to
--- 128 short members as a listpack, and every ZADD and ZREM scans it and
--- parses its scores: with the few dozen reservations of a busy worker that
--- was a fifth of Redis's time. Counts of reservations leave it out
--- (reservations()).
--- (One table: the main chunk is at Lua's limit of 200 locals.)
-local PIN = {
-  lease = '\0unpacked',
-  lease_value = 'a value longer than hash-max-listpack-value keeps this hash a hash table',
-  reserved = '\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist',
-}
 
 -- Reservations. The reserved set's member is id NUL token (ids hold no
 -- control characters), so ack, release, fail and touch find and check a
@@ -617,9 +623,29 @@ local function earliest(key)
   return t
 end
 
+-- Reads of the reserved and ready sets that leave their pins out (one
+-- table: the main chunk is at Lua's limit of 200 locals).
+local unpinned = {}
+
 -- How many reservations the topic holds (the reserved set but its pin).
-local function reservations(k)
+function unpinned.reservations(k)
   return redis.call('ZCOUNT', k.reserved, '-inf', '(+inf')
+end
+
+-- How many jobs the ready set holds (but its marks, at -inf, and its pin).
+function unpinned.ready_count(k)
+  return redis.call('ZCOUNT', k.ready, '(-inf', '(+inf')
+end
+
+-- ZRANGE of ready by rank, less the pin (which can only come last).
+function unpinned.ready_range(k, from, to, withscores)
+  local got = withscores and redis.call('ZRANGE', k.ready, from, to, 'WITHSCORES')
+    or redis.call('ZRANGE', k.ready, from, to)
+  local step = withscores and 2 or 1
+  if got[#got - step + 1] == PIN.ready then
+    for _ = 1, step do got[#got] = nil end
+  end
+  return got
 end
 
 local function paused(k)
@@ -1069,7 +1095,7 @@ local function putmany(keys, args)
   end
   redis.call('HSET', k.jobs, unpack(hset, 1, nh))
   if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
-  if nr > 0 then redis.call('ZADD', k.ready, unpack(zready, 1, nr)) end
+  if nr > 0 then redis.call('ZADD', k.ready, '+inf', PIN.ready, unpack(zready, 1, nr)) end
   return codes
 end
 
@@ -1130,11 +1156,11 @@ local function list(keys, args)
   local entries, total -- entries: {member, score, state}
   if state == 'ready' then
     local skip = marks(k) -- the marks come first
-    local nready = redis.call('ZCARD', k.ready) - skip
+    local nready = unpinned.ready_count(k)
     local ndue = backlog and redis.call('ZCOUNT', k.delayed, '-inf', now) or 0
     total, entries = nready + ndue, {}
     if offset < nready then
-      local page = redis.call('ZRANGE', k.ready, offset + skip, offset + skip + count - 1, 'WITHSCORES')
+      local page = unpinned.ready_range(k, offset + skip, offset + skip + count - 1, true)
       for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'ready' } end
     end
     if ndue > 0 and #entries < count and offset + #entries < total then
@@ -1152,7 +1178,7 @@ local function list(keys, args)
     entries = {}
     for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'delayed' } end
   else
-    total = state == 'reserved' and reservations(k) or redis.call('ZCARD', set)
+    total = state == 'reserved' and unpinned.reservations(k) or redis.call('ZCARD', set)
     local page = redis.call('ZRANGE', set, offset, offset + count - 1, 'WITHSCORES')
     entries = {}
     for i = 1, #page / 2 do
@@ -1205,7 +1231,7 @@ local function stats(keys, args)
   local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total',
                            'limit_rate', 'limit_window', 'limit_concurrency', 'limit_start', 'limit_used',
                            'limit_aging', 'schedules', 'shards')
-  local nmarks, is_paused = marks(k)
+  local _, is_paused = marks(k)
   local rate = tonumber(meta[4] or 0)
   local used = 0
   if rate > 0 then
@@ -1216,8 +1242,8 @@ local function stats(keys, args)
   local next_due = redis.call('ZRANGEBYSCORE', k.delayed, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   return {
     'delayed', redis.call('ZCARD', k.delayed) - due,
-    'ready', redis.call('ZCARD', k.ready) - nmarks + due,
-    'reserved', reservations(k), 'dead', redis.call('ZCARD', k.dead),
+    'ready', unpinned.ready_count(k) + due,
+    'reserved', unpinned.reservations(k), 'dead', redis.call('ZCARD', k.dead),
     'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
     'next_due', next_due[2] and tonumber(next_due[2]) or -1,
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
@@ -1256,7 +1282,7 @@ local function limit_room(k, now, n)
     room = math.max(math.min(room, rate - lim.used), 0)
   end
   if cap > 0 then
-    local free = cap - reservations(k)
+    local free = cap - unpinned.reservations(k)
     if free < room then room, lim.capped = math.max(free, 0), true end
   end
   return room, lim
@@ -1277,7 +1303,7 @@ end
 local function aged(k, now, n, age)
   local cands, from = {}, '(-inf' -- the marks hold -inf
   while true do
-    local first = redis.call('ZRANGEBYSCORE', k.ready, from, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local first = redis.call('ZRANGEBYSCORE', k.ready, from, '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
     if #first == 0 then break end
     local band = math.floor(tonumber(first[2]) / TIME_SPAN)
     local top = (band + 1) * TIME_SPAN
@@ -1303,6 +1329,10 @@ end
 -- its limits (limit_room); nil when the topic is paused.
 local function pop(k, now, n)
   local popped = redis.call('ZPOPMIN', k.ready, n)
+  if popped[#popped - 1] == PIN.ready then -- every job came out, and the pin after them
+    popped[#popped], popped[#popped - 1] = nil, nil
+    redis.call('ZADD', k.ready, '+inf', PIN.ready)
+  end
   local first = popped[1]
   if first ~= LIMIT_MARK and first ~= PAUSED_MARK and first ~= SHARD_MARK then return popped end
   put_back(k, popped) -- the marks and whatever came out behind them
@@ -1314,7 +1344,7 @@ local function pop(k, now, n)
     popped = aged(k, now, room, lim.aging)
   else
     -- Rank 0 is the limit mark; the jobs follow it.
-    popped = redis.call('ZRANGE', k.ready, 1, room, 'WITHSCORES')
+    popped = unpinned.ready_range(k, 1, room, true)
   end
   if #popped > 0 then
     local members = {}
@@ -1344,7 +1374,7 @@ end
 -- when the case does not hold; and whether lapsed reservations were
 -- requeued on the way.
 local function take_plain(k, now, count, recover)
-  local members = redis.call('ZRANGE', k.ready, 0, count - 1)
+  local members = unpinned.ready_range(k, 0, count - 1)
   if not plain_front(members) then return nil, false end
   local recovered = false
   if recover and #members < count then
@@ -1352,7 +1382,7 @@ local function take_plain(k, now, count, recover)
     if #lapsed > 0 then
       requeue_members(k, lapsed, now)
       recovered = true
-      members = redis.call('ZRANGE', k.ready, 0, count - 1)
+      members = unpinned.ready_range(k, 0, count - 1)
       if not plain_front(members) then return nil, true end
     end
   end

@@ -405,6 +405,56 @@ TEST_F(FunctionsTest, ReservedIsASkiplistAndItsPinIsNoReservation) {
   EXPECT_EQ(reserve(1, 1700).next, -1) << "nothing scheduled, nothing reserved";
 }
 
+// The ready set stays a skiplist too (a put walked a listpack of a few
+// dozen ready jobs to its end), and every read of it steps around the pin:
+// counts, pages, the plain take, the pop behind a mark, priority aging.
+TEST_F(FunctionsTest, ReadyIsASkiplistAndItsPinIsNoJob) {
+  const std::string ready = "redisched:{" + topic_ + "}:ready";
+  put("a", 1000);
+  auto enc = redis_.call({"OBJECT", "ENCODING", ready});
+  ASSERT_EQ(enc->type, REDIS_REPLY_STRING);
+  EXPECT_EQ(std::string(enc->str, enc->len), "skiplist");
+  EXPECT_EQ(redis_.call({"ZCARD", ready})->integer, 2) << "the job and the pin";
+  auto codes = call("putmany", {"2", "b", "x", "0", "c", "x", "0", "NOW", "1000"});
+  ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(codes->elements, 2u);
+  EXPECT_EQ(codes->element[1]->integer, 1);
+  EXPECT_EQ(stat("ready", 1000), 3);
+  auto listed = call("list", {"ready", "0", "10", "NOW", "1000"});
+  ASSERT_EQ(listed->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(listed->element[0]->integer, 3);
+  EXPECT_EQ(listed->elements, 4u) << "three jobs, no pin";
+
+  // The plain take asks for more than there are: the pin stays behind.
+  EXPECT_EQ(ids(reserve(10, 1000)), (Args{"a", "b", "c"}));
+  EXPECT_EQ(redis_.call({"ZCARD", ready})->integer, 1) << "the pin stays";
+  EXPECT_EQ(stat("ready", 1000), 0);
+  EXPECT_TRUE(reserve(10, 1000).jobs.empty());
+
+  // Behind a mark (pause, then resume: the pop path) and under limits with
+  // aging: the same jobs, no pin handed out, the pin still there.
+  for (const char* id : {"d", "e"}) put(id, 1000);
+  EXPECT_EQ(integer("pause", {}), 1);
+  EXPECT_TRUE(reserve(10, 1000).jobs.empty());
+  EXPECT_EQ(integer("resume", {}), 1);
+  auto pulled = call("pull", {"10", "NOW", "1000"});
+  ASSERT_EQ(pulled->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(pulled->elements, 5u) << "d and e";
+  put("f", 1000, {"PRIORITY", "2"});
+  put("g", 1000);
+  ASSERT_NE(call("limit", {"CONCURRENCY", "10", "AGING", "1000", "NOW", "1000"})->type,
+            REDIS_REPLY_ERROR);
+  EXPECT_EQ(ids(reserve(10, 1000)), (Args{"f", "g"}));
+  EXPECT_EQ(
+      redis_
+          .call({"ZSCORE", ready,
+                 std::string(1, '\0') + "unpacked: a member longer than zset-max-listpack-value "
+                                        "keeps this set a skiplist"})
+          ->str,
+      std::string("inf"));
+  EXPECT_EQ(stat("ready", 1000), 0);
+}
+
 // A concurrency cap counts reservations, not the pin.
 TEST_F(FunctionsTest, AConcurrencyCapDoesNotCountTheReservedPin) {
   ASSERT_NE(call("limit", {"CONCURRENCY", "2", "NOW", "1000"})->type, REDIS_REPLY_ERROR);
@@ -625,7 +675,8 @@ TEST_F(FunctionsTest, ASpreadTopicRefersCallsToItsShards) {
   }
   EXPECT_EQ(error("ack", {"x", "1"}), "SHARDED 1-0 1-1") << "a miss says where jobs are";
   EXPECT_EQ(error("put", {"x", "b", "REPLACE"}), "SHARDED 1-0 1-1");
-  EXPECT_EQ(redis_.call({"ZCARD", "redisched:{" + topic_ + "}:ready"})->integer, 1)
+  EXPECT_EQ(redis_.call({"ZCOUNT", "redisched:{" + topic_ + "}:ready", "-inf", "(+inf"})->integer,
+            1)
       << "a refused reserve puts the mark back";
   EXPECT_EQ(redis_.call({"HLEN", "redisched:{" + topic_ + "}:jobs"})->integer, 0);
 
@@ -732,7 +783,9 @@ TEST_F(FunctionsTest, LimitsHoldTheRateAndTheConcurrencyOfATopic) {
   // No limits: the mark goes, and everything left is handed out.
   EXPECT_EQ(limits({"CONCURRENCY", "0"}), (std::vector<long long>{0, 0, 0, 0}));
   EXPECT_EQ(ids(reserve(5, 2000)), (Args{"j7", "j8", "j9"}));
-  EXPECT_EQ(redis_.call({"ZCARD", "redisched:{" + topic_ + "}:ready"})->integer, 0);
+  EXPECT_EQ(redis_.call({"ZCOUNT", "redisched:{" + topic_ + "}:ready", "-inf", "(+inf"})->integer,
+            0)
+      << "no job and no mark left (the pin at +inf stays)";
 
   // A rate with room left: a reserve that finds fewer jobs than it asks for
   // gets the usual next (here the first lapse), not the window's end.

@@ -16,8 +16,10 @@ from model import Error, Status
 KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases']
 LEASES_PIN = b'\0unpacked'  # (library version 15)
 LEASES_PIN_VALUE = b'a value longer than hash-max-listpack-value keeps this hash a hash table'
-# The reserved set's member that is no reservation, at +inf (version 16).
+# The reserved set's member that is no reservation, at +inf (version 16),
+# and the ready set's, the same text.
 RESERVED_PIN = b'\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist'
+READY_PIN = RESERVED_PIN
 TIME_SPAN = 2 ** 43
 PAUSED = b'\0paused'
 SHARDED = b'\0sharded'  # a spread topic's mark (redisched_shard)
@@ -274,6 +276,10 @@ def check_invariants(raw, keys, others=()):
 
     for state in ('delayed', 'ready'):
         for m, score in raw[state]:
+            if m == READY_PIN:
+                assert state == 'ready' and score == float('inf'), 'the ready pin is at %r in %s' % (score, state)
+                assert (m, score) == raw['ready'][-1], 'a job after the ready pin'
+                continue
             if m in (PAUSED, SHARDED):
                 assert state == 'ready' and score == float('-inf'), 'mark %r misplaced' % m
                 assert m != SHARDED or b'shards' in raw['meta'], 'a shard mark without shards'

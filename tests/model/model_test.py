@@ -751,8 +751,8 @@ MUTANTS = [
      "if redis.call('HEXISTS', k.jobs, id) == 1 then return EXISTS end",
      "if redis.call('HEXISTS', k.jobs, id) == 1 then take_seq(k, 1) return EXISTS end"),
     ('stats counts due delayed jobs as delayed',
-     "redis.call('ZCARD', k.ready) - nmarks + due,",
-     "redis.call('ZCARD', k.ready) - nmarks,"),
+     "unpinned.ready_count(k) + due,",
+     "unpinned.ready_count(k),"),
     ('touch ignores its TTR', 'now + (ttr or lease_ttr)', 'now + lease_ttr'),
     ('putmany\'s debounce replaces a running job',
      "elseif present[id] and mode == 'debounce' and not waiting(id) then codes[i] = EXISTS",
@@ -764,9 +764,9 @@ MUTANTS = [
      'ttr_arg or j.ttr or DEFAULT_TTR'),
     # take_plain is the path most of the model's reserves take.
     ('reserve keeps the jobs it looked at before it recovers lapsed reservations',
-     "      members = redis.call('ZRANGE', k.ready, 0, count - 1)\n"
+     "      members = unpinned.ready_range(k, 0, count - 1)\n"
      "      if not plain_front(members) then return nil, true end",
-     "      for _, m in ipairs(redis.call('ZRANGE', k.ready, #members, count - 1)) do\n"
+     "      for _, m in ipairs(unpinned.ready_range(k, #members, count - 1)) do\n"
      "        members[#members + 1] = m\n"
      "      end"),
     ('reserve recovers lapsed reservations only when nothing is ready',
