@@ -12,7 +12,7 @@ Every function takes the same eight keys of one topic T, in this order
   KEYS[3] P:{T}:ready     zset  M -> (1000 - priority) * 2^43 + due time (ms);
                                 while paused also NUL "paused" -> -inf, while
                                 limited (redisched_limit) NUL "limited" -> -inf;
-                                from the first put also its pin (PIN.ready) -> +inf
+                                with its first job also its pin (PIN.ready) -> +inf
   KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms);
                                 from the first reservation also its pin
                                 (PIN.reserved) -> +inf
@@ -556,7 +556,7 @@ local function promote(k, now)
       redis.call('HSET', k.jobs, unpack(hargs))
     end
   end
-  if #zadd > 0 then redis.call('ZADD', k.ready, unpack(zadd)) end
+  if #zadd > 0 then redis.call('ZADD', k.ready, '+inf', PIN.ready, unpack(zadd)) end
   redis.call('ZREM', k.delayed, unpack(zrem))
   return boundary
 end

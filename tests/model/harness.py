@@ -299,6 +299,8 @@ def check_invariants(raw, keys, others=()):
     pins = [d for m, d in raw['reserved'] if m == RESERVED_PIN]
     assert pins in ([], [float('inf')]), 'the reserved pin is at %r' % pins
     assert not pins or raw['reserved'][-1][0] == RESERVED_PIN, 'a reservation after the pin'
+    # Reserve writes the two pins together, and nothing takes either out.
+    assert bool(pins) == (pin is not None), 'the leases pin without the reserved pin, or the reverse'
     assert len(reserved) == len(leases), 'leases and reserved differ'
     for m, deadline in reserved:
         id_, token = m.split(b'\0')
