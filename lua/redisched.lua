@@ -12,10 +12,10 @@ Every function takes the same eight keys of one topic T, in this order
   KEYS[3] P:{T}:ready     zset  M -> (1000 - priority) * 2^43 + due time (ms);
                                 while paused also NUL "paused" -> -inf, while
                                 limited (redisched_limit) NUL "limited" -> -inf;
-                                with its first job also its pin (PIN.ready) -> +inf
+                                with its first job also its pin (PIN.member) -> +inf
   KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms);
                                 from the first reservation also its pin
-                                (PIN.reserved) -> +inf
+                                (PIN.member) -> +inf
   KEYS[5] P:{T}:dead      zset  id -> time it died (ms)
   KEYS[6] P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
   KEYS[7] P:{T}:meta      hash  seq (counter), totals, limits
@@ -138,8 +138,8 @@ local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'met
 local PIN = {
   lease = '\0unpacked',
   lease_value = 'a value longer than hash-max-listpack-value keeps this hash a hash table',
-  reserved = '\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist',
-  ready = '\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist',
+  -- the reserved and ready sets' member
+  member = '\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist',
 }
 
 -- Record layout, format 2 (docs/redis-api.md, "Stored format"): a flags byte
@@ -556,7 +556,7 @@ local function promote(k, now)
       redis.call('HSET', k.jobs, unpack(hargs))
     end
   end
-  if #zadd > 0 then redis.call('ZADD', k.ready, '+inf', PIN.ready, unpack(zadd)) end
+  if #zadd > 0 then redis.call('ZADD', k.ready, '+inf', PIN.member, unpack(zadd)) end
   redis.call('ZREM', k.delayed, unpack(zrem))
   return boundary
 end
@@ -571,7 +571,7 @@ local function place(k, id, j, now)
     return 'delayed'
   end
   wake(now)
-  redis.call('ZADD', k.ready, '+inf', PIN.ready, ready_score(j.prio, j.due), member(j, id))
+  redis.call('ZADD', k.ready, '+inf', PIN.member, ready_score(j.prio, j.due), member(j, id))
   return 'ready'
 end
 
@@ -615,7 +615,7 @@ local function end_lease(k, id, lm)
 end
 
 -- The lowest score in a sorted set, or -1 when it is empty (or holds only
--- the reserved set's pin, at +inf).
+-- its pin, at +inf).
 local function earliest(key)
   local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
   local t = first[2] and tonumber(first[2])
@@ -642,7 +642,7 @@ function unpinned.ready_range(k, from, to, withscores)
   local got = withscores and redis.call('ZRANGE', k.ready, from, to, 'WITHSCORES')
     or redis.call('ZRANGE', k.ready, from, to)
   local step = withscores and 2 or 1
-  if got[#got - step + 1] == PIN.ready then
+  if got[#got - step + 1] == PIN.member then
     for _ = 1, step do got[#got] = nil end
   end
   return got
@@ -1095,7 +1095,7 @@ local function putmany(keys, args)
   end
   redis.call('HSET', k.jobs, unpack(hset, 1, nh))
   if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
-  if nr > 0 then redis.call('ZADD', k.ready, '+inf', PIN.ready, unpack(zready, 1, nr)) end
+  if nr > 0 then redis.call('ZADD', k.ready, '+inf', PIN.member, unpack(zready, 1, nr)) end
   return codes
 end
 
@@ -1183,7 +1183,7 @@ local function list(keys, args)
     entries = {}
     for i = 1, #page / 2 do
       -- (the reserved set's pin comes last, after every reservation)
-      if page[2 * i - 1] ~= PIN.reserved then
+      if page[2 * i - 1] ~= PIN.member then
         entries[#entries + 1] = { page[2 * i - 1], tonumber(page[2 * i]), state }
       end
     end
@@ -1329,9 +1329,9 @@ end
 -- its limits (limit_room); nil when the topic is paused.
 local function pop(k, now, n)
   local popped = redis.call('ZPOPMIN', k.ready, n)
-  if popped[#popped - 1] == PIN.ready then -- every job came out, and the pin after them
+  if popped[#popped - 1] == PIN.member then -- every job came out, and the pin after them
     popped[#popped], popped[#popped - 1] = nil, nil
-    redis.call('ZADD', k.ready, '+inf', PIN.ready)
+    redis.call('ZADD', k.ready, '+inf', PIN.member)
   end
   local first = popped[1]
   if first ~= LIMIT_MARK and first ~= PAUSED_MARK and first ~= SHARD_MARK then return popped end
@@ -1539,7 +1539,7 @@ local function reserve(keys, args)
       redis.call('HSET', k.leases, unpack(leases))
       -- The pin first: a set that is still a listpack becomes a skiplist
       -- before the reservations go in.
-      redis.call('ZADD', k.reserved, '+inf', PIN.reserved, unpack(zadd))
+      redis.call('ZADD', k.reserved, '+inf', PIN.member, unpack(zadd))
     end
     if once then redis.call('HDEL', k.jobs, unpack(once)) end
   end
