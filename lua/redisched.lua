@@ -67,7 +67,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 16 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 17 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -236,8 +236,11 @@ local function check_keys(keys)
                     ', got ' .. show(keys[i]) })
     end
   end
+  -- The ready list is no key of the call: it shares the others' hash tag,
+  -- so it is in their slot (docs/redis-api.md, "The ready list").
   local k = { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
-              dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8] }
+              dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8],
+              queue = base .. ':queue' }
   if n_checked >= 1000 then checked, n_checked = {}, 0 end
   checked[keys[1]], n_checked = k, n_checked + 1
   return k
@@ -561,9 +564,13 @@ local function promote(k, now)
   return boundary
 end
 
--- Stores a job and places it in delayed or ready by its due time. Returns
--- 'ready' or 'delayed'.
-local function place(k, id, j, now)
+local queue = {} -- the ready list's helpers (below, "The ready list")
+
+-- Stores a job and places it in delayed or ready by its due time; a put's
+-- ready job goes to the ready list when its score is at least bar
+-- (queue.bar, read before the put's first write). Returns 'ready' or
+-- 'delayed'.
+local function place(k, id, j, now, bar)
   redis.call('HSET', k.jobs, id, encode(j))
   if j.due > now then
     wake(j.due)
@@ -571,7 +578,12 @@ local function place(k, id, j, now)
     return 'delayed'
   end
   wake(now)
-  redis.call('ZADD', k.ready, '+inf', PIN.member, ready_score(j.prio, j.due), member(j, id))
+  local score = ready_score(j.prio, j.due)
+  if bar and score >= bar then
+    redis.call('RPUSH', k.queue, queue.entry(j, id))
+  else
+    redis.call('ZADD', k.ready, '+inf', PIN.member, score, member(j, id))
+  end
   return 'ready'
 end
 
@@ -648,6 +660,127 @@ function unpinned.ready_range(k, from, to, withscores)
   return got
 end
 
+-- The ready list (version 17), P:{T}:queue: jobs put ready in the order
+-- they will be handed out, each appended only when it sorts after the
+-- list's last entry, so the list is always in order; every other ready job
+-- is in the ready set, and reserve takes from the fronts of both, merged.
+-- A list entry costs about 100 bytes less than a sorted set's (no skiplist
+-- node, no dict entry) and an RPUSH less than a ZADD. An entry is the due
+-- time (6 bytes) and then the job's member; a job is in the list when its
+-- record is in no set and holds no lease (locate). Delete and update take
+-- the entry out with LREM (a scan from the list's front). (queue is
+-- declared before place.)
+
+function queue.entry(j, id)
+  return struct.pack('>I6', j.due) .. member(j, id)
+end
+
+-- An entry's order: its ready score, then its put sequence.
+function queue.key(e)
+  local due, seq, prio = struct.unpack('>I6I7I2', e)
+  return ready_score(prio, due), seq
+end
+
+-- Whether (score s, sequence q) sorts after (s2, q2).
+function queue.after(s, q, s2, q2)
+  return s > s2 or (s == s2 and q > q2)
+end
+
+-- The least ready score a job put now may have to go to the list's end:
+-- its last entry's (a new job's put sequence is above every entry's);
+-- -inf on an empty list when the ready set holds no job and no mark (a
+-- topic with marks or jobs out of order starts no list); nil when none
+-- may. A put reads it before its first write: in Redis Cluster a key the
+-- call does not name can be elsewhere while its slot migrates, and a
+-- failed read must leave nothing written.
+function queue.bar(k)
+  local tail = redis.call('LINDEX', k.queue, -1)
+  if tail then return (queue.key(tail)) end
+  if redis.call('ZCOUNT', k.ready, '-inf', '(+inf') == 0 then return -math.huge end
+  return nil
+end
+
+-- The order of a ready set member and its score (a version 8 member, the
+-- id alone, has sequence 0).
+function queue.zkey(m, score)
+  return tonumber(score), m:byte(1) < 32 and struct.unpack('>I7', m) or 0
+end
+
+-- Up to n jobs from the front of the ready set (zs: {member, score, ...},
+-- in order) and the list's entries (in order), merged: {member, score, ...}
+-- and how many came from each.
+function queue.merge(zs, entries, n)
+  local out, a, b = {}, 0, 0
+  while a + b < n do
+    local zm, e = zs[2 * a + 1], entries[b + 1]
+    if not zm and not e then break end
+    local from_list = not zm
+    if zm and e then
+      local s, q = queue.zkey(zm, zs[2 * a + 2])
+      local s2, q2 = queue.key(e)
+      from_list = queue.after(s, q, s2, q2)
+    end
+    if from_list then
+      b = b + 1
+      out[#out + 1], out[#out + 2] = e:sub(7), queue.key(e)
+    else
+      a = a + 1
+      out[#out + 1], out[#out + 2] = zm, zs[2 * a]
+    end
+  end
+  return out, a, b
+end
+
+-- Pops up to n ready jobs from the fronts of the ready set (its jobs from
+-- rank zfrom, after skip marks) and the list: {member, score, ...}.
+function queue.pop(k, n, zfrom)
+  local entries = redis.call('LRANGE', k.queue, 0, n - 1)
+  local zs = unpinned.ready_range(k, zfrom, zfrom + n - 1, true)
+  local out, a, b = queue.merge(zs, entries, n)
+  if a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, zfrom, zfrom + a - 1) end
+  if b > 0 then redis.call('LTRIM', k.queue, b, -1) end
+  return out
+end
+
+-- The jobs at ranks offset .. offset + count - 1 of the ready set (nset
+-- jobs after skip marks) and the list (nlist entries) merged:
+-- {member, score, ...}. The split of the first offset between the two is
+-- found by bisection, two reads a step.
+function queue.page(k, skip, nset, nlist, offset, count)
+  if nlist == 0 then return unpinned.ready_range(k, skip + offset, skip + offset + count - 1, true) end
+  local lo, hi = math.max(0, offset - nset), math.min(offset, nlist)
+  -- The least i such that the list's entry i does not come before the
+  -- set's job offset - i - 1: then the first offset are i entries and
+  -- offset - i jobs.
+  while lo < hi do
+    local i = math.floor((lo + hi) / 2)
+    local e = redis.call('LINDEX', k.queue, i)
+    local z = redis.call('ZRANGE', k.ready, skip + offset - i - 1, skip + offset - i - 1, 'WITHSCORES')
+    local s, q = queue.key(e)
+    local s2, q2 = queue.zkey(z[1], z[2])
+    if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end
+  end
+  local entries = redis.call('LRANGE', k.queue, lo, lo + count - 1)
+  local zs = offset - lo < nset
+    and unpinned.ready_range(k, skip + offset - lo, skip + offset - lo + count - 1, true) or {}
+  return (queue.merge(zs, entries, count))
+end
+
+-- Moves the whole list into the ready set (for priority aging, which looks
+-- at the ready set alone), a thousand entries at a time.
+function queue.flush(k)
+  while true do
+    local entries = redis.call('LRANGE', k.queue, 0, 999)
+    if #entries == 0 then return end
+    local zadd = { '+inf', PIN.member }
+    for _, e in ipairs(entries) do
+      zadd[#zadd + 1], zadd[#zadd + 2] = queue.key(e), e:sub(7)
+    end
+    redis.call('ZADD', k.ready, unpack(zadd))
+    redis.call('LTRIM', k.queue, #entries, -1)
+  end
+end
+
 local function paused(k)
   return redis.call('ZSCORE', k.ready, PAUSED_MARK) ~= false
 end
@@ -662,7 +795,9 @@ local function marks(k)
 end
 
 -- Where job j (id) is, read only: {state, key, member, score[, token,
--- reserved_at]}; state 'unknown' for a record in no set (never left so).
+-- reserved_at]}. A record in no set and without a lease is in the ready
+-- list (its member there the list's entry); 'unknown' for a version 8
+-- record so (never left so).
 local function locate(k, id, j)
   local m = member(j, id)
   local score = redis.call('ZSCORE', k.ready, m)
@@ -679,13 +814,20 @@ local function locate(k, id, j)
     local lm = lease_member(id, token)
     return { 'reserved', k.reserved, lm, tonumber(redis.call('ZSCORE', k.reserved, lm)), token, at }
   end
-  return { 'unknown' }
+  -- (EXISTS: a read of the list before the caller's first write, as
+  -- queue.bar says why)
+  if j.legacy or redis.call('EXISTS', k.queue) == 0 then return { 'unknown' } end
+  return { 'ready', k.queue, queue.entry(j, id), ready_score(j.prio, j.due) }
 end
 
 -- Takes a located job out of its set (and ends its reservation).
 local function unplace(k, id, where)
   if where[1] == 'unknown' then return end
-  redis.call('ZREM', where[2], where[3])
+  if where[2] == k.queue then
+    redis.call('LREM', k.queue, 1, where[3])
+  else
+    redis.call('ZREM', where[2], where[3])
+  end
   if where[1] == 'reserved' then redis.call('HDEL', k.leases, id) end
 end
 
@@ -887,10 +1029,11 @@ local function put(keys, args)
   local now = clock(o)
   local p = parse_job(args[1], args[2], o, now, body_max)
   local id, old = p.id, nil
+  local bar = p.due <= now and queue.bar(k)
   if id == GENERATE then
     local seq
     id, seq = fresh_id(k, now, take_seq(k, 1), function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
-    place(k, id, new_job(p, seq, now), now)
+    place(k, id, new_job(p, seq, now), now, bar)
     return id
   end
   if p.mode == 'create' then
@@ -913,7 +1056,7 @@ local function put(keys, args)
   end
   local j = new_job(p, take_seq(k, 1), old and old.created or now)
   if where then unplace(k, id, where) end
-  place(k, id, j, now)
+  place(k, id, j, now, bar)
   return old and UPDATED or OK
 end
 
@@ -1054,6 +1197,7 @@ local function putmany(keys, args)
     end
   end
 
+  local bar = queue.bar(k) -- (before the first write)
   local seq, seqs = take_seq(k, stored), {}
   for i = 1, count do
     if ids[i] == GENERATE then
@@ -1069,8 +1213,11 @@ local function putmany(keys, args)
   end
   for id, where in pairs(where_of) do unplace(k, id, where) end
   -- New jobs are written with one HSET and one ZADD per set; a job given
-  -- twice is written as its last version.
+  -- twice is written as its last version. The ready ones go to the end of
+  -- the ready list instead when they are in order and sort after it
+  -- (queue.bar): each call's plain jobs are (one score, rising sequences).
   local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
+  local entries, in_order, first_s, last_s, last_q = {}, true, nil, nil, nil
   local score = fmt_once()
   for i = 1, count do
     local id, s = ids[i], seqs[i]
@@ -1089,13 +1236,24 @@ local function putmany(keys, args)
         zdelayed[nd + 1], zdelayed[nd + 2], nd = score(due), m, nd + 2
       else
         wake(now)
-        zready[nr + 1], zready[nr + 2], nr = score(ready_score(prio, due)), m, nr + 2
+        local rs = ready_score(prio, due)
+        zready[nr + 1], zready[nr + 2], nr = score(rs), m, nr + 2
+        entries[nr / 2] = struct.pack('>I6', due) .. m
+        if not first_s then first_s = rs
+        elseif in_order then in_order = queue.after(rs, s, last_s, last_q) end
+        last_s, last_q = rs, s
       end
     end
   end
   redis.call('HSET', k.jobs, unpack(hset, 1, nh))
   if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
-  if nr > 0 then redis.call('ZADD', k.ready, '+inf', PIN.member, unpack(zready, 1, nr)) end
+  if nr > 0 then
+    if in_order and bar and first_s >= bar then
+      redis.call('RPUSH', k.queue, unpack(entries))
+    else
+      redis.call('ZADD', k.ready, '+inf', PIN.member, unpack(zready, 1, nr))
+    end
+  end
   return codes
 end
 
@@ -1151,16 +1309,19 @@ local function list(keys, args)
   local count = int_arg(args[3], 'count', 1, BATCH_MAX)
   local o = options(args, 4, #args, OPT_NOBODY_NOW)
   local now = clock(o)
+  -- (the list before the first write, queue.bar says why)
+  local nlist = state == 'ready' and redis.call('LLEN', k.queue)
   local backlog = promote(k, now)
   local set = k[state]
   local entries, total -- entries: {member, score, state}
   if state == 'ready' then
     local skip = marks(k) -- the marks come first
-    local nready = unpinned.ready_count(k)
+    local nset = unpinned.ready_count(k)
+    local nready = nset + nlist
     local ndue = backlog and redis.call('ZCOUNT', k.delayed, '-inf', now) or 0
     total, entries = nready + ndue, {}
     if offset < nready then
-      local page = unpinned.ready_range(k, offset + skip, offset + skip + count - 1, true)
+      local page = queue.page(k, skip, nset, nlist, offset, count)
       for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'ready' } end
     end
     if ndue > 0 and #entries < count and offset + #entries < total then
@@ -1242,7 +1403,7 @@ local function stats(keys, args)
   local next_due = redis.call('ZRANGEBYSCORE', k.delayed, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   return {
     'delayed', redis.call('ZCARD', k.delayed) - due,
-    'ready', unpinned.ready_count(k) + due,
+    'ready', unpinned.ready_count(k) + redis.call('LLEN', k.queue) + due,
     'reserved', unpinned.reservations(k), 'dead', redis.call('ZCARD', k.dead),
     'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
     'next_due', next_due[2] and tonumber(next_due[2]) or -1,
@@ -1325,9 +1486,22 @@ local function aged(k, now, n, age)
   return out
 end
 
+-- pop's case when the ready list holds jobs: the marks at the front of the
+-- ready set are read as pop reads them, then the fronts merged.
+function queue.pop_listed(k, now, n)
+  local nmarks, is_paused = marks(k)
+  if nmarks == 0 then return queue.pop(k, n, 0) end
+  if is_paused then return nil end
+  -- (a spread topic holds no jobs, and aging moves the list into the set)
+  local room, lim = limit_room(k, now, n)
+  if room == 0 then return {}, lim end
+  return queue.pop(k, room, nmarks), lim
+end
+
 -- Pops up to n ready jobs: {member, score, ...}, and for a limited topic
 -- its limits (limit_room); nil when the topic is paused.
-local function pop(k, now, n)
+local function pop(k, now, n, listed)
+  if listed then return queue.pop_listed(k, now, n) end
   local popped = redis.call('ZPOPMIN', k.ready, n)
   if popped[#popped - 1] == PIN.member then -- every job came out, and the pin after them
     popped[#popped], popped[#popped - 1] = nil, nil
@@ -1400,20 +1574,23 @@ end
 -- go back. Returns paused (true), the popped {member, score, ...} left to
 -- hand out, the backlog (nil if none) and the limits (nil if none).
 local function take(k, now, count, recover)
+  -- The list first (a read before the first write, queue.bar says why);
+  -- promotion and requeues add nothing to it.
+  local listed = redis.call('LLEN', k.queue) > 0
   local backlog = promote(k, now)
-  if not backlog then
+  if not backlog and not listed then
     local plain, recovered = take_plain(k, now, count, recover)
     if plain then return false, plain end
     recover = recover and not recovered
   end
-  local popped, lim = pop(k, now, count)
+  local popped, lim = pop(k, now, count, listed)
   if not popped then return true end
   if recover and #popped < 2 * count then
     local lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
     if #lapsed > 0 then
       if #popped > 0 then put_back(k, popped) end
       requeue_members(k, lapsed, now)
-      popped, lim = pop(k, now, count)
+      popped, lim = pop(k, now, count, listed)
       if not popped then return true end
     end
   end
@@ -2012,6 +2189,10 @@ local function limit(keys, args)
   if rate == 0 then window = 0 end
   if not rate then rate, window = was_rate, was_window end
   cap = cap or was_cap
+  -- Aging compares the fronts of each priority in the ready set: the list
+  -- joins it (and, the mark set, starts no more). First: it reads the list
+  -- before any write (queue.bar says why).
+  if age > 0 then queue.flush(k) end
   local changed = false
   if rate ~= was_rate or window ~= was_window then
     if rate > 0 then
@@ -2155,7 +2336,6 @@ local ZONE_MAX = 64
 local SCHED_JOB_WORDS = { 'PRIORITY', 'TTR', 'ATTEMPTS', 'BACKOFF', 'KEEP' }
 local OPT_SCHEDULE = { CRON = 2, EVERY = 1, NEXT = 1, CATCHUP = 1, PAUSED = 0, PRIORITY = 1,
                        TTR = 1, ATTEMPTS = 1, BACKOFF = 3, KEEP = 1, MAXBODY = 1, NOW = 1 }
-local OPT_TICK = { RUN = 1, NOW = 1 }
 local OPT_NEXT = { NEXT = 1, NOW = 1 }
 local OPT_NAME_NOW = { NAME = 1, NOW = 1 }
 
@@ -2353,7 +2533,7 @@ local function tick(keys, args)
   local name = sched_name(args[1])
   local expect = int_arg(args[2], 'expect', 0, MS_MAX)
   local nxt = int_arg(args[3], 'next', 0, MS_MAX)
-  local o = options(args, 4, #args, OPT_TICK)
+  local o = options(args, 4, #args, { RUN = 1, NOW = 1 })
   if nxt <= expect then bad('next must be after expect') end
   local run = o.RUN and int_arg(o.RUN, 'RUN', 0, MS_MAX)
   local now = clock(o)

@@ -408,9 +408,11 @@ TEST_F(FunctionsTest, ReservedIsASkiplistAndItsPinIsNoReservation) {
 // The ready set stays a skiplist too (a put walked a listpack of a few
 // dozen ready jobs to its end), and every read of it steps around the pin:
 // counts, pages, the plain take, the pop behind a mark, priority aging.
+// (A job out of the ready list's order goes to the set: "a" here.)
 TEST_F(FunctionsTest, ReadyIsASkiplistAndItsPinIsNoJob) {
   const std::string ready = "redisched:{" + topic_ + "}:ready";
-  put("a", 1000);
+  put("z", 1000);
+  put("a", 1000, {"PRIORITY", "1"});
   auto enc = redis_.call({"OBJECT", "ENCODING", ready});
   ASSERT_EQ(enc->type, REDIS_REPLY_STRING);
   EXPECT_EQ(std::string(enc->str, enc->len), "skiplist");
@@ -419,17 +421,24 @@ TEST_F(FunctionsTest, ReadyIsASkiplistAndItsPinIsNoJob) {
   ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
   ASSERT_EQ(codes->elements, 2u);
   EXPECT_EQ(codes->element[1]->integer, 1);
-  EXPECT_EQ(stat("ready", 1000), 3);
+  EXPECT_EQ(stat("ready", 1000), 4);
   auto listed = call("list", {"ready", "0", "10", "NOW", "1000"});
   ASSERT_EQ(listed->type, REDIS_REPLY_ARRAY);
-  EXPECT_EQ(listed->element[0]->integer, 3);
-  EXPECT_EQ(listed->elements, 4u) << "three jobs, no pin";
+  EXPECT_EQ(listed->element[0]->integer, 4);
+  EXPECT_EQ(listed->elements, 5u) << "four jobs, no pin";
 
-  // The plain take asks for more than there are: the pin stays behind.
-  EXPECT_EQ(ids(reserve(10, 1000)), (Args{"a", "b", "c"}));
+  // The take asks for more than there are: the pin stays behind.
+  EXPECT_EQ(ids(reserve(10, 1000)), (Args{"a", "z", "b", "c"}));
   EXPECT_EQ(redis_.call({"ZCARD", ready})->integer, 1) << "the pin stays";
   EXPECT_EQ(stat("ready", 1000), 0);
   EXPECT_TRUE(reserve(10, 1000).jobs.empty());
+  // The plain take, from the set alone (the list emptied by a delete).
+  put("w", 1000);
+  put("y", 1000, {"PRIORITY", "1"});
+  EXPECT_EQ(integer("delete", {"w"}), 1);
+  EXPECT_EQ(redis_.call({"EXISTS", "redisched:{" + topic_ + "}:queue"})->integer, 0);
+  EXPECT_EQ(ids(reserve(10, 1000)), (Args{"y"}));
+  EXPECT_EQ(redis_.call({"ZCARD", ready})->integer, 1) << "the pin stays";
 
   // Paused (the pop path, behind the mark), resumed (the plain take
   // again), and under limits with aging (the pop path, then aging's
@@ -455,6 +464,124 @@ TEST_F(FunctionsTest, ReadyIsASkiplistAndItsPinIsNoJob) {
   EXPECT_EQ(stat("ready", 1000), 0);
 }
 
+// The ready list (version 17): jobs put ready in order are appended to it;
+// a job that sorts before its end goes to the ready set; reserve hands out
+// the two fronts merged, in the one order of priority, due time and put.
+class ReadyListTest : public FunctionsTest {
+ protected:
+  std::string key(const char* name) { return "redisched:{" + topic_ + "}:" + name; }
+  long long listed() { return redis_.call({"LLEN", key("queue")})->integer; }
+  long long in_set() { return redis_.call({"ZCOUNT", key("ready"), "(-inf", "(+inf"})->integer; }
+  // The ids of list ready offset count (bodies left out).
+  std::vector<std::string> page(int offset, int count, long long now) {
+    auto r = call("list", {"ready", std::to_string(offset), std::to_string(count), "NOBODY", "NOW",
+                           std::to_string(now)});
+    std::vector<std::string> out;
+    EXPECT_EQ(r->type, REDIS_REPLY_ARRAY);
+    if (r->type != REDIS_REPLY_ARRAY) return out;
+    for (size_t i = 1; i < r->elements; ++i) out.emplace_back(r->element[i]->element[1]->str);
+    return out;
+  }
+};
+
+TEST_F(ReadyListTest, JobsInOrderAreListedAndReserveMergesBothFronts) {
+  for (const char* id : {"a", "b", "c"}) put(id, 1000);
+  put("hi", 1000, {"PRIORITY", "5"});  // before the list's end: the set
+  put("d", 1001);
+  EXPECT_EQ(listed(), 4);
+  EXPECT_EQ(in_set(), 1);
+  EXPECT_EQ(stat("ready", 1001), 5);
+  EXPECT_EQ(state("b"), "ready");
+  EXPECT_EQ(page(0, 10, 1001), (Args{"hi", "a", "b", "c", "d"}));
+  EXPECT_EQ(ids(reserve(2, 1001)), (Args{"hi", "a"}));
+  EXPECT_EQ(listed(), 3);
+  // A released job goes back to the set, by its new due time: after b and
+  // c, put earlier; before d? No: d was put at 1001, the release is at 1002.
+  auto one = reserve(1, 1002);
+  ASSERT_EQ(ids(one), Args{"b"});
+  EXPECT_EQ(integer("release", {"b", std::to_string(one.jobs[0].token), "NOW", "1002"}), 1);
+  EXPECT_EQ(in_set(), 1);
+  EXPECT_EQ(page(0, 10, 1002), (Args{"c", "d", "b"}));
+  EXPECT_EQ(ids(reserve(10, 1002)), (Args{"c", "d", "b"}));
+  EXPECT_EQ(redis_.call({"EXISTS", key("queue")})->integer, 0) << "an empty list is no key";
+  EXPECT_EQ(stat("ready", 1002), 0);
+}
+
+TEST_F(ReadyListTest, PutManyAppendsABatchInOrderAndSendsOneOutOfOrderToTheSet) {
+  auto codes = call("putmany", {"3", "a", "x", "0", "b", "x", "0", "c", "x", "0", "NOW", "1000"});
+  ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(listed(), 3);
+  // A batch whose second job sorts before its first: the whole batch to the set.
+  codes = call("putmany",
+               {"2", "d", "x", "0", "e", "x", "2", "PRIORITY", "3", "NOW", "1000"});
+  ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(listed(), 3);
+  EXPECT_EQ(in_set(), 2);
+  EXPECT_EQ(page(0, 10, 1000), (Args{"e", "a", "b", "c", "d"}));
+  EXPECT_EQ(ids(reserve(10, 1000)), (Args{"e", "a", "b", "c", "d"}));
+}
+
+// Delete, update and debounce find a listed job (in no set) and take its
+// entry out; a job put again goes to the list's end.
+TEST_F(ReadyListTest, DeleteAndUpdateTakeAJobOutOfTheList) {
+  for (const char* id : {"a", "b", "c", "d"}) put(id, 1000);
+  EXPECT_EQ(integer("delete", {"b"}), 1);
+  EXPECT_EQ(listed(), 3);
+  EXPECT_EQ(state("b"), "absent");
+  EXPECT_EQ(integer("put", {"a", "new a", "UPSERT", "NOW", "1000"}), 2);
+  EXPECT_EQ(listed(), 3);
+  EXPECT_EQ(page(0, 10, 1000), (Args{"c", "d", "a"}));
+  EXPECT_EQ(integer("put", {"c", "later c", "DEBOUNCE", "DELAY", "50", "NOW", "1000"}), 2);
+  EXPECT_EQ(state("c", 1000), "delayed");
+  EXPECT_EQ(listed(), 2);
+  auto r = reserve(10, 1000);
+  EXPECT_EQ(ids(r), (Args{"d", "a"}));
+  ASSERT_EQ(r.jobs.size(), 2u);
+  EXPECT_EQ(r.jobs[1].body, "new a");
+  EXPECT_EQ(ids(reserve(10, 1050)), Args{"c"});
+}
+
+// Pages of the two merged, at every offset: list jobs put at even times,
+// delayed jobs due at odd times made ready into the set in between.
+TEST_F(ReadyListTest, PagesMergeTheListAndTheSetAtEveryOffset) {
+  std::vector<std::string> want;
+  for (int i = 0; i < 12; ++i) {
+    const std::string l = "l" + std::to_string(i), d = "d" + std::to_string(i);
+    put(l, 1000 + 2 * i);
+    put(d, 1000, {"AT", std::to_string(1001 + 2 * i)});
+    want.push_back(l);
+    want.push_back(d);
+  }
+  EXPECT_EQ(listed(), 12);
+  EXPECT_EQ(page(0, 100, 2000), want);  // (made the delayed ones ready)
+  EXPECT_EQ(in_set(), 12);
+  for (int offset = 0; offset <= 24; ++offset) {
+    for (int count : {1, 3, 7}) {
+      SCOPED_TRACE("offset " + std::to_string(offset) + " count " + std::to_string(count));
+      std::vector<std::string> slice(want.begin() + std::min(offset, 24),
+                                     want.begin() + std::min(offset + count, 24));
+      EXPECT_EQ(page(offset, count, 2000), slice);
+    }
+  }
+  EXPECT_EQ(ids(reserve(5, 2000)), (std::vector<std::string>(want.begin(), want.begin() + 5)));
+}
+
+// Priority aging looks at the ready set alone: setting it moves the list in.
+TEST_F(ReadyListTest, AgingMovesTheListIntoTheSet) {
+  for (const char* id : {"a", "b"}) put(id, 1000);
+  put("hi", 1003, {"PRIORITY", "2"});
+  EXPECT_EQ(listed(), 2);
+  ASSERT_NE(call("limit", {"AGING", "1", "NOW", "1003"})->type, REDIS_REPLY_ERROR);
+  EXPECT_EQ(listed(), 0);
+  EXPECT_EQ(in_set(), 3);
+  put("c", 1000);
+  EXPECT_EQ(listed(), 0) << "a topic with a mark starts no list";
+  EXPECT_EQ(stat("ready", 1003), 4);
+  // At 1003 a, b and c have waited 3 ms, worth 3 levels at AGING 1: past
+  // hi, which has priority 2 and has not waited.
+  EXPECT_EQ(ids(reserve(10, 1003)), (Args{"a", "b", "c", "hi"}));
+}
+
 // A concurrency cap counts reservations, not the pin: one slot left is
 // one job (counting the pin would leave none).
 TEST_F(FunctionsTest, AConcurrencyCapDoesNotCountTheReservedPin) {
@@ -475,16 +602,23 @@ TEST_F(FunctionsTest, ReserveRecoversLapsedJobsWhenNothingIsReady) {
 
 // When fewer than count are ready, lapsed reservations go back first and
 // the jobs are handed out in ready order, the recovered one included: a
-// higher priority comes first. The plain path (take_plain) and, with
-// limits (their mark at the front of ready), the popping one.
+// higher priority comes first. The plain path (take_plain: jobs made ready
+// by promotion are in the ready set), the ready list's merge (jobs put
+// ready) and, with limits (their mark at the front of ready), the popping
+// one.
 TEST_F(FunctionsTest, ReserveRecoversLapsedJobsBeforeItTakesAndKeepsTheOrder) {
-  for (bool limited : {false, true}) {
-    SCOPED_TRACE(limited ? "limited" : "plain");
+  for (const std::string path : {"plain", "listed", "limited"}) {
+    SCOPED_TRACE(path);
     call("delete", {"x"});
     call("delete", {"y"});
-    if (limited) call("limit", {"RATE", "100", "1000", "NOW", "1000"});
-    put("x", 1000, {"PRIORITY", "5"});
-    put("y", 1000);
+    if (path == "limited") call("limit", {"RATE", "100", "1000", "NOW", "1000"});
+    if (path == "plain") {
+      put("x", 999, {"PRIORITY", "5", "DELAY", "1"});
+      put("y", 999, {"DELAY", "1"});
+    } else {
+      put("x", 1000, {"PRIORITY", "5"});
+      put("y", 1000);
+    }
     ASSERT_EQ(ids(reserve(1, 1000, {"TTR", "50"})), Args{"x"});
     auto again = reserve(2, 1050);
     EXPECT_EQ(ids(again), (Args{"x", "y"})) << "x lapsed, went back, and its priority leads";

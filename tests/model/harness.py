@@ -29,6 +29,12 @@ def topic_keys(topic, prefix='redisched'):
     return [f'{prefix}:{{{topic}}}:{n}'.encode() for n in KEY_NAMES]
 
 
+def queue_key(keys):
+    """The topic's ready list (version 17): no key of the calls, named from
+    their base."""
+    return keys[0][:-len(b'jobs')] + b'queue'
+
+
 # ---------------------------------------------------------------- RESP
 
 def encode(args):
@@ -234,7 +240,7 @@ def decode_member(m):
 def dump(conn, keys):
     """Every key's serialised value (None when absent): equal dumps mean the
     call changed nothing."""
-    return conn.pipeline([('DUMP', k) for k in keys])
+    return conn.pipeline([('DUMP', k) for k in list(keys) + [queue_key(keys)]])
 
 
 def read_raw(conn, keys):
@@ -243,7 +249,7 @@ def read_raw(conn, keys):
         ('HGETALL', k[0]), ('ZRANGE', k[1], 0, -1, 'WITHSCORES'),
         ('ZRANGE', k[2], 0, -1, 'WITHSCORES'), ('ZRANGE', k[3], 0, -1, 'WITHSCORES'),
         ('ZRANGE', k[4], 0, -1, 'WITHSCORES'), ('ZRANGE', k[5], 0, -1, 'WITHSCORES'),
-        ('HGETALL', k[6]), ('HGETALL', k[7]), ('KEYS', '*')])
+        ('HGETALL', k[6]), ('HGETALL', k[7]), ('KEYS', '*'), ('LRANGE', queue_key(k), 0, -1)])
 
     def number(v):
         try:
@@ -258,13 +264,14 @@ def read_raw(conn, keys):
         'jobs': dict(pairs(r[0])), 'delayed': pairs(r[1], True), 'ready': pairs(r[2], True),
         'reserved': pairs(r[3], True), 'dead': pairs(r[4], True), 'done': pairs(r[5], True),
         'meta': dict(pairs(r[6])), 'leases': dict(pairs(r[7])), 'keys': set(r[8]),
+        'queue': r[9],
     }
 
 
 def check_invariants(raw, keys, others=()):
     """The structural invariants of a topic's keys (docs/redis-api.md,
     "Keyspace"); returns the decoded records by id. Raises AssertionError."""
-    allowed = set(keys) | set(others)
+    allowed = set(keys) | {queue_key(keys)} | set(others)
     assert raw['keys'] <= allowed, 'keys outside the topic: %r' % (raw['keys'] - allowed)
     recs = {i: decode_record(v) for i, v in raw['jobs'].items()}
     where = {}
@@ -290,6 +297,18 @@ def check_invariants(raw, keys, others=()):
             assert (seq, prio) == (j['seq'], j['prio']), 'member of %r disagrees with its record' % id_
             want = j['due'] if state == 'delayed' else (1000 - prio) * TIME_SPAN + j['due']
             assert score == want, 'score of %r in %s is %d, not %d' % (id_, state, score, want)
+    # The ready list: entries in order (ready score, then put sequence), each
+    # a job in no other place, as its record says.
+    last = None
+    for e in raw['queue']:
+        due, (seq, prio, id_) = int.from_bytes(e[:6], 'big'), decode_member(e[6:])
+        hold(id_, 'ready')
+        j = recs[id_]
+        assert (seq, prio, due) == (j['seq'], j['prio'], j['due']), 'list entry of %r disagrees with its record' % id_
+        key = ((1000 - prio) * TIME_SPAN + due, seq)
+        assert last is None or key > last, 'the ready list is out of order at %r' % id_
+        last = key
+    assert not raw['queue'] or b'limit_aging' not in raw['meta'], 'a ready list under priority aging'
     # The leases hash's one field that is no id (a long value: no listpack).
     leases = dict(raw['leases'])
     pin = leases.pop(LEASES_PIN, None)
