@@ -668,7 +668,7 @@ end
 -- node, no dict entry) and an RPUSH less than a ZADD. An entry is the due
 -- time (6 bytes) and then the job's member; a job is in the list when its
 -- record is in no set and holds no lease (locate). Delete and update take
--- the entry out with LREM (a scan from the list's front). (queue is
+-- the entry out with LREM (a scan from the nearer end). (queue is
 -- declared before place.)
 
 function queue.entry(j, id)
@@ -824,7 +824,16 @@ end
 local function unplace(k, id, where)
   if where[1] == 'unknown' then return end
   if where[2] == k.queue then
-    redis.call('LREM', k.queue, 1, where[3])
+    -- LREM scans from one end: the one nearer the entry by its score
+    -- between the ends' (a job cancelled soon after its put is near the
+    -- end of a long backlog).
+    local first, last = redis.call('LINDEX', k.queue, 0), redis.call('LINDEX', k.queue, -1)
+    local from = 1
+    if first and last then
+      local s0, s1 = queue.key(first), queue.key(last)
+      if (where[4] - s0) * 2 > s1 - s0 then from = -1 end
+    end
+    redis.call('LREM', k.queue, from, where[3])
   else
     redis.call('ZREM', where[2], where[3])
   end

@@ -541,6 +541,19 @@ TEST_F(ReadyListTest, DeleteAndUpdateTakeAJobOutOfTheList) {
   EXPECT_EQ(ids(reserve(10, 1050)), Args{"c"});
 }
 
+// A delete scans the list from the end nearer the job (by its due time
+// between the ends'): either way the one entry goes.
+TEST_F(ReadyListTest, DeleteTakesTheEntryOutFromEitherEnd) {
+  for (int i = 0; i < 6; ++i) put("l" + std::to_string(i), 1000 + i);
+  EXPECT_EQ(integer("delete", {"l4"}), 1);  // nearer the end
+  EXPECT_EQ(integer("delete", {"l1"}), 1);  // nearer the front
+  EXPECT_EQ(listed(), 4);
+  EXPECT_EQ(page(0, 10, 1010), (Args{"l0", "l2", "l3", "l5"}));
+  EXPECT_EQ(integer("delete", {"l5"}), 1);
+  EXPECT_EQ(integer("delete", {"l0"}), 1);
+  EXPECT_EQ(page(0, 10, 1010), (Args{"l2", "l3"}));
+}
+
 // Pages of the two merged, at every offset: list jobs put at even times,
 // delayed jobs due at odd times made ready into the set in between.
 TEST_F(ReadyListTest, PagesMergeTheListAndTheSetAtEveryOffset) {
