@@ -1226,7 +1226,9 @@ local function putmany(keys, args)
   -- the ready list instead when they are in order and sort after it
   -- (queue.bar): each call's plain jobs are (one score, rising sequences).
   local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
-  local entries, in_order, first_s, last_s, last_q = {}, true, nil, nil, nil
+  -- (listing: the batch may still go to the list; its entries are made
+  -- only while it may)
+  local entries, listing, last_s, last_q = {}, bar ~= nil, nil, nil
   local score = fmt_once()
   for i = 1, count do
     local id, s = ids[i], seqs[i]
@@ -1247,17 +1249,17 @@ local function putmany(keys, args)
         wake(now)
         local rs = ready_score(prio, due)
         zready[nr + 1], zready[nr + 2], nr = score(rs), m, nr + 2
-        entries[nr / 2] = struct.pack('>I6', due) .. m
-        if not first_s then first_s = rs
-        elseif in_order then in_order = queue.after(rs, s, last_s, last_q) end
-        last_s, last_q = rs, s
+        if listing then
+          if last_s then listing = queue.after(rs, s, last_s, last_q) else listing = rs >= bar end
+          entries[nr / 2], last_s, last_q = struct.pack('>I6', due) .. m, rs, s
+        end
       end
     end
   end
   redis.call('HSET', k.jobs, unpack(hset, 1, nh))
   if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
   if nr > 0 then
-    if in_order and bar and first_s >= bar then
+    if listing then
       redis.call('RPUSH', k.queue, unpack(entries))
     else
       redis.call('ZADD', k.ready, '+inf', PIN.member, unpack(zready, 1, nr))
