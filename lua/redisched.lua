@@ -711,18 +711,20 @@ end
 -- and how many came from each.
 function queue.merge(zs, entries, n)
   local out, a, b = {}, 0, 0
+  local es, eq -- the order of entries[b + 1], decoded once
   while a + b < n do
     local zm, e = zs[2 * a + 1], entries[b + 1]
     if not zm and not e then break end
+    if e and not es then es, eq = queue.key(e) end
     local from_list = not zm
     if zm and e then
       local s, q = queue.zkey(zm, zs[2 * a + 2])
-      local s2, q2 = queue.key(e)
-      from_list = queue.after(s, q, s2, q2)
+      from_list = queue.after(s, q, es, eq)
     end
     if from_list then
       b = b + 1
-      out[#out + 1], out[#out + 2] = e:sub(7), queue.key(e)
+      out[#out + 1], out[#out + 2] = e:sub(7), es
+      es = nil
     else
       a = a + 1
       out[#out + 1], out[#out + 2] = zm, zs[2 * a]

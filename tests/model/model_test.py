@@ -811,7 +811,7 @@ MUTANTS = [
     ('own_ttr is 0 for a TTR equal to the default', "f[#f + 1] = j.ttr and 1 or 0",
      "f[#f + 1] = (j.ttr and j.ttr ~= DEFAULT_TTR) and 1 or 0"),
     # Library version 17: the ready list.
-    ('reserve takes the list\'s front first', '      from_list = queue.after(s, q, s2, q2)',
+    ('reserve takes the list\'s front first', '      from_list = queue.after(s, q, es, eq)',
      '      from_list = true'),
     ('a put appends to the list out of order', '  if bar and score >= bar then', '  if bar then'),
     ('putmany appends a batch out of its own order',
