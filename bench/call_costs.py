@@ -8,6 +8,7 @@ call overhead.
 
     python3 bench/call_costs.py                 # batches of 100, 8 in flight
     python3 bench/call_costs.py --batch 25 --jobs 100000
+    python3 bench/call_costs.py --delayed       # jobs put delayed, made ready by reserve
 
 Starts its own redis-server (default settings, no persistence) on a free
 port in a temp dir; needs Debian's python3-redis.
@@ -15,6 +16,7 @@ port in a temp dir; needs Debian's python3-redis.
 
 import argparse
 import os
+import time
 
 from scratch_redis import scratch_redis
 
@@ -32,6 +34,9 @@ def main():
     ap.add_argument("--batch", type=int, default=100, help="jobs per reserve and ackmany")
     ap.add_argument("--window", type=int, default=8, help="reserves held before the first ack")
     ap.add_argument("--library", default=os.path.join(ROOT, "lua", "redisched.lua"))
+    ap.add_argument("--delayed", action="store_true",
+                    help="put every job delayed (an hour and i ms: in due order), and reserve and "
+                         "ack an hour and more later, so that reserve makes them ready")
     a = ap.parse_args()
 
     with scratch_redis() as r:
@@ -40,21 +45,30 @@ def main():
         keys = [f"redisched:{{bench}}:{k}" for k in KEY_NAMES]
         body = b"x" * 100
         total = (a.jobs // a.batch + a.window) * a.batch
+        # With --delayed, puts name one time and reserves a later one (NOW),
+        # when every job is due; acks take the server's clock (an option
+        # would leave ackmany's plain path), before every deadline.
+        now = int(time.time() * 1000)
+        put_now = ["NOW", now] if a.delayed else []
+        take_now = ["NOW", now + 3600000 + total] if a.delayed else []
 
         r.config_resetstat()
         pipe = r.pipeline(transaction=False)
         for b in range(0, total, 100):
             args = []
+            n = 0
             for i in range(b, min(b + 100, total)):
-                args += [f"job-{i:07d}", body, 0]
-            pipe.execute_command("FCALL", "redisched_putmany", 8, *keys, len(args) // 3, *args)
+                args += [f"job-{i:07d}", body] + ([2, "DELAY", 3600000 + i] if a.delayed else [0])
+                n += 1
+            pipe.execute_command("FCALL", "redisched_putmany", 8, *keys, n, *args, *put_now)
             if b % 5000 == 4900:
                 pipe.execute()
         pipe.execute()
         put = fcall_usec(r) / total
 
         def reserve():
-            out = r.execute_command("FCALL", "redisched_reserve", 8, *keys, a.batch, "TTR", 60000)
+            out = r.execute_command("FCALL", "redisched_reserve", 8, *keys, a.batch, "TTR", 60000,
+                                    *take_now)
             return out[3:]
 
         held = [reserve() for _ in range(a.window)]
@@ -75,7 +89,7 @@ def main():
         inner = {k[8:]: v["usec"] for k, v in stats.items()
                  if k not in ("cmdstat_fcall", "cmdstat_info", "cmdstat_config|resetstat")}
         print(f"us per job inside Redis, batches of {a.batch}, {a.window} reserves held, "
-              f"{a.jobs} jobs")
+              f"{a.jobs} jobs{', put delayed' if a.delayed else ''}")
         print(f"  putmany (100 per call)   {put:6.2f}")
         print(f"  reserve                  {in_reserve / n:6.2f}")
         print(f"  ackmany                  {in_ack / n:6.2f}")

@@ -24,10 +24,14 @@ where M, a job's member in delayed and ready, is its put sequence (7 bytes,
 big-endian), its priority (2 bytes) and its id: jobs due in the same
 millisecond sort by put order, and due jobs move to ready without reading
 their records. The names are checked (BADKEYS): the same P:{T} before each
-suffix, with a non-empty hash tag.
+suffix, with a non-empty hash tag. Two more keys, in the same slot, are
+named by the library from KEYS[1]: the ready list P:{T}:queue (version 17)
+and the delayed list P:{T}:later (version 18), which hold the jobs puts
+make in order, beside the ready and delayed sets ("The ready list", "The
+delayed list" below).
 
 A job is in exactly one of delayed, ready, reserved, dead, done: its state
-is the set that holds it (docs/lifecycle.md draws the transitions), except
+is the set (or list) that holds it (docs/lifecycle.md draws the transitions), except
 that a delayed job whose due time has come counts as ready for every read
 (get, list, stats) until a reserve, pull or list moves it.
 
@@ -67,7 +71,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 17 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 18 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -149,12 +153,12 @@ local PIN = {
 -- is rewritten in format 2 when its job next moves.
 local V2 = 128
 local F_PRIO, F_DUE, F_MADE, F_ERROR, F_EXT, F_PLACE, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 64
-local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_UNKNOWN = 1, 2, 4, 8, 16, 32, 192
+local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_UNKNOWN =
+  1, 2, 4, 8, 16, 32, 64, 128
 -- Format 1: flags 1 priority, 2 due, 8 made, 16 error, 32 second byte; the
 -- stamp created * 4096 + put sequence mod 4096 in 7 bytes (as its top 32 and
 -- low 24 bits); ttr, backoff base and cap in 4 bytes.
-local V1_PRIO, V1_DUE, V1_MADE, V1_ERROR, V1_EXT, V1_UNKNOWN = 1, 2, 8, 16, 32, 196
-local V1_X_UNKNOWN = 240
+local V1 = { PRIO = 1, DUE = 2, MADE = 8, ERROR = 16, EXT = 32, UNKNOWN = 196, X_UNKNOWN = 240 }
 local TICKS = 4096
 
 -- (bit and struct are only reachable inside calls, not while loading.)
@@ -236,11 +240,12 @@ local function check_keys(keys)
                     ', got ' .. show(keys[i]) })
     end
   end
-  -- The ready list is no key of the call: it shares the others' hash tag,
-  -- so it is in their slot (docs/redis-api.md, "The ready list").
+  -- The ready and delayed lists are no keys of the call: they share the
+  -- others' hash tag, so they are in their slot (docs/redis-api.md, "The
+  -- ready list").
   local k = { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
               dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8],
-              queue = base .. ':queue' }
+              queue = base .. ':queue', later = base .. ':later' }
   if n_checked >= 1000 then checked, n_checked = {}, 0 end
   checked[keys[1]], n_checked = k, n_checked + 1
   return k
@@ -330,16 +335,16 @@ end
 local function decode_v1(rec, flags)
   local pos = 2
   local ext = 0
-  if band(flags, V1_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
-  if band(flags, V1_UNKNOWN) ~= 0 or band(ext, V1_X_UNKNOWN) ~= 0 then
+  if band(flags, V1.EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
+  if band(flags, V1.UNKNOWN) ~= 0 or band(ext, V1.X_UNKNOWN) ~= 0 then
     error({ bad = 'BADFORMAT a stored job has a format this library version does not read' })
   end
   local hi, lo
   hi, lo, pos = struct.unpack('>I4I3', rec, pos)
   local j = { legacy = true, prio = 0, created = hi * TICKS + math.floor(lo / TICKS), seq = lo % TICKS }
-  if band(flags, V1_PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
-  if band(flags, V1_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, V1_MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
+  if band(flags, V1.PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
+  if band(flags, V1.DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
+  if band(flags, V1.MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
   if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
   if band(ext, X_ATTEMPTS) ~= 0 then j.max, pos = struct.unpack('>I2', rec, pos) end
   if band(ext, X_BACKOFF) ~= 0 then
@@ -348,7 +353,7 @@ local function decode_v1(rec, flags)
     j.backoff = { kind, base, cap }
   end
   if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, V1_ERROR) ~= 0 then j.err, pos = struct.unpack('>I2c0', rec, pos) end
+  if band(flags, V1.ERROR) ~= 0 then j.err, pos = struct.unpack('>I2c0', rec, pos) end
   j.due = j.due or j.created
   j.body = rec:sub(pos)
   return j
@@ -357,7 +362,8 @@ end
 -- A job from its record: prio, created, seq (put sequence), due, made,
 -- place (the sequence of its latest return to delayed/ready: its next token;
 -- nil when that is seq), ttr (its own, nil if none), max, backoff, finished,
--- err, body.
+-- err, body; later (version 18): true when the job was last placed in the
+-- delayed list (place), which says where locate looks for it.
 local function decode(rec)
   local flags = rec:byte(1)
   if flags == V2 then -- the common case: nothing but created and seq
@@ -388,6 +394,7 @@ local function decode(rec)
   -- (c0: a string of the length read just before it, which is not returned.)
   if band(flags, F_ERROR) ~= 0 then j.err, pos = struct.unpack('>I2c0', rec, pos) end
   if band(ext, X_RESULT) ~= 0 then j.result, pos = struct.unpack('>I4c0', rec, pos) end
+  if band(ext, X_LATER) ~= 0 then j.later = true end
   j.due = j.due or j.created
   j.body = rec:sub(pos)
   return j
@@ -403,7 +410,7 @@ local function encode(j)
   local place = j.place ~= j.seq and j.place
   if j.prio == 0 and not store_due and not j.made and not place and not j.ttr
       and not j.max and not j.backoff and not j.finished and not j.err and not j.keep
-      and not j.result then
+      and not j.result and not j.later then
     return struct.pack('>BI6I7', V2, j.created, j.seq) .. j.body -- the common case, kept fast
   end
   local flags, ext, opt = V2, 0, {}
@@ -421,6 +428,7 @@ local function encode(j)
   if j.keep then ext = ext + X_KEEP; opt[#opt + 1] = struct.pack('>I6', j.keep) end
   if j.err then flags = flags + F_ERROR; opt[#opt + 1] = struct.pack('>I2', #j.err) .. j.err end
   if j.result then ext = ext + X_RESULT; opt[#opt + 1] = struct.pack('>I4', #j.result) .. j.result end
+  if j.later then ext = ext + X_LATER end
   local head
   if ext ~= 0 then head = struct.pack('>BBI6I7', flags + F_EXT, ext, j.created, j.seq)
   else head = struct.pack('>BI6I7', flags, j.created, j.seq) end
@@ -502,24 +510,35 @@ local function finished(id)
   finished_ids[#finished_ids + 1] = id
 end
 
+local queue = {} -- the ready list's helpers (below, "The ready list")
+local later = {} -- the delayed list's helpers (below, "The delayed list")
+
 -- Moves up to PROMOTE_BATCH due delayed jobs to ready, in order of due time
--- and then put order. Their members carry what the ready score needs, so no
+-- and then put order, from the fronts of the delayed set and the delayed
+-- list merged. Their members carry what the ready score needs, so no
 -- record is read (but those of format 1). Returns nil, or when more are due
 -- (a backlog) the first one left: {due = ms, seq = its put sequence}.
 local function promote(k, now)
-  local due = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH + 1)
-  local n = #due / 2
-  if n == 0 then return nil end
+  local zs = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH + 1)
+  local entries = later.due_front(k, now, PROMOTE_BATCH + 1)
+  if #zs == 0 and #entries == 0 then return nil end
+  local due, a, b = zs, math.min(#zs / 2, PROMOTE_BATCH), 0
+  if #entries > 0 then due, a, b = queue.merge(zs, entries, PROMOTE_BATCH, later.key) end
+  local n = a + b
   local boundary
-  if n > PROMOTE_BATCH then
-    n = PROMOTE_BATCH
-    local m = due[2 * n + 1]
-    boundary = { due = tonumber(due[2 * n + 2]), seq = m:byte(1) < 32 and struct.unpack('>I7', m) or 0 }
+  local zm, e = zs[2 * a + 1], entries[b + 1]
+  if zm or e then
+    local d, q
+    if zm then d, q = queue.zkey(zm, zs[2 * a + 2]) end
+    if e then
+      local d2, q2 = later.key(e)
+      if not d or queue.after(d, q, d2, q2) then d, q = d2, q2 end
+    end
+    boundary = { due = d, seq = q }
   end
-  local zadd, zrem, legacy = {}, {}, nil
+  local zadd, legacy = {}, nil
   for i = 1, n do
     local m, d = due[2 * i - 1], tonumber(due[2 * i])
-    zrem[i] = m
     if m:byte(1) < 32 then
       zadd[#zadd + 1] = ready_score(struct.unpack('>I2', m, 8), d)
       zadd[#zadd + 1] = m
@@ -560,26 +579,38 @@ local function promote(k, now)
     end
   end
   if #zadd > 0 then redis.call('ZADD', k.ready, '+inf', PIN.member, unpack(zadd)) end
-  redis.call('ZREM', k.delayed, unpack(zrem))
+  if a > 0 then
+    local zrem = {}
+    for i = 1, a do zrem[i] = zs[2 * i - 1] end
+    redis.call('ZREM', k.delayed, unpack(zrem))
+  end
+  if b > 0 then redis.call('LTRIM', k.later, b, -1) end
   return boundary
 end
 
-local queue = {} -- the ready list's helpers (below, "The ready list")
-
--- Stores a job and places it in delayed or ready by its due time; a put's
--- ready job goes to the ready list when its score is at least bar
--- (queue.bar, read before the put's first write). Returns 'ready' or
--- 'delayed'.
+-- Stores a job and places it in delayed or ready by its due time. A put's
+-- job goes to the end of its list instead when it sorts there: bar is the
+-- least order the list takes (queue.bar for a ready job, its ready score;
+-- later.bar for a delayed one, its due time; read before the put's first
+-- write). The record says whether the job is in the delayed list (later).
+-- Returns 'ready' or 'delayed'.
 local function place(k, id, j, now, bar)
+  local delayed = j.due > now
+  local score = not delayed and ready_score(j.prio, j.due)
+  local listed = bar and (score or j.due) >= bar
+  j.later = delayed and listed or nil
   redis.call('HSET', k.jobs, id, encode(j))
-  if j.due > now then
+  if delayed then
     wake(j.due)
-    redis.call('ZADD', k.delayed, j.due, member(j, id))
+    if listed then
+      redis.call('RPUSH', k.later, queue.entry(j, id))
+    else
+      redis.call('ZADD', k.delayed, j.due, member(j, id))
+    end
     return 'delayed'
   end
   wake(now)
-  local score = ready_score(j.prio, j.due)
-  if bar and score >= bar then
+  if listed then
     redis.call('RPUSH', k.queue, queue.entry(j, id))
   else
     redis.call('ZADD', k.ready, '+inf', PIN.member, score, member(j, id))
@@ -649,10 +680,11 @@ function unpinned.ready_count(k)
   return redis.call('ZCOUNT', k.ready, '(-inf', '(+inf')
 end
 
--- ZRANGE of ready by rank, less the pin (which can only come last).
-function unpinned.ready_range(k, from, to, withscores)
-  local got = withscores and redis.call('ZRANGE', k.ready, from, to, 'WITHSCORES')
-    or redis.call('ZRANGE', k.ready, from, to)
+-- ZRANGE of ready (or delayed, which holds no pin) by rank, less the pin
+-- (which can only come last).
+function unpinned.range(set, from, to, withscores)
+  local got = withscores and redis.call('ZRANGE', set, from, to, 'WITHSCORES')
+    or redis.call('ZRANGE', set, from, to)
   local step = withscores and 2 or 1
   if got[#got - step + 1] == PIN.member then
     for _ = 1, step do got[#got] = nil end
@@ -706,16 +738,17 @@ function queue.zkey(m, score)
   return tonumber(score), m:byte(1) < 32 and struct.unpack('>I7', m) or 0
 end
 
--- Up to n jobs from the front of the ready set (zs: {member, score, ...},
--- in order) and the list's entries (in order), merged: {member, score, ...}
--- and how many came from each.
-function queue.merge(zs, entries, n)
+-- Up to n jobs from the front of a sorted set (zs: {member, score, ...},
+-- in order) and its list's entries (in order; key: queue.key for the ready
+-- list, later.key for the delayed one), merged: {member, score, ...} and
+-- how many came from each.
+function queue.merge(zs, entries, n, key)
   local out, a, b = {}, 0, 0
   local es, eq -- the order of entries[b + 1], decoded once
   while a + b < n do
     local zm, e = zs[2 * a + 1], entries[b + 1]
     if not zm and not e then break end
-    if e and not es then es, eq = queue.key(e) end
+    if e and not es then es, eq = key(e) end
     local from_list = not zm
     if zm and e then
       local s, q = queue.zkey(zm, zs[2 * a + 2])
@@ -737,35 +770,36 @@ end
 -- rank zfrom, after skip marks) and the list: {member, score, ...}.
 function queue.pop(k, n, zfrom)
   local entries = redis.call('LRANGE', k.queue, 0, n - 1)
-  local zs = unpinned.ready_range(k, zfrom, zfrom + n - 1, true)
-  local out, a, b = queue.merge(zs, entries, n)
+  local zs = unpinned.range(k.ready, zfrom, zfrom + n - 1, true)
+  local out, a, b = queue.merge(zs, entries, n, queue.key)
   if a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, zfrom, zfrom + a - 1) end
   if b > 0 then redis.call('LTRIM', k.queue, b, -1) end
   return out
 end
 
--- The jobs at ranks offset .. offset + count - 1 of the ready set (nset
--- jobs after skip marks) and the list (nlist entries) merged:
--- {member, score, ...}. The split of the first offset between the two is
--- found by bisection, two reads a step.
-function queue.page(k, skip, nset, nlist, offset, count)
-  if nlist == 0 then return unpinned.ready_range(k, skip + offset, skip + offset + count - 1, true) end
+-- The jobs at ranks offset .. offset + count - 1 of a sorted set (nset
+-- jobs after skip marks) and its list (nlist entries) merged: {member,
+-- score, ...}. lane: {set = key, list = key, key = queue.key or later.key}.
+-- The split of the first offset between the two is found by bisection,
+-- two reads a step.
+function queue.page(lane, skip, nset, nlist, offset, count)
+  if nlist == 0 then return unpinned.range(lane.set, skip + offset, skip + offset + count - 1, true) end
   local lo, hi = math.max(0, offset - nset), math.min(offset, nlist)
   -- The least i such that the list's entry i does not come before the
   -- set's job offset - i - 1: then the first offset are i entries and
   -- offset - i jobs.
   while lo < hi do
     local i = math.floor((lo + hi) / 2)
-    local e = redis.call('LINDEX', k.queue, i)
-    local z = redis.call('ZRANGE', k.ready, skip + offset - i - 1, skip + offset - i - 1, 'WITHSCORES')
-    local s, q = queue.key(e)
+    local e = redis.call('LINDEX', lane.list, i)
+    local z = redis.call('ZRANGE', lane.set, skip + offset - i - 1, skip + offset - i - 1, 'WITHSCORES')
+    local s, q = lane.key(e)
     local s2, q2 = queue.zkey(z[1], z[2])
     if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end
   end
-  local entries = redis.call('LRANGE', k.queue, lo, lo + count - 1)
+  local entries = redis.call('LRANGE', lane.list, lo, lo + count - 1)
   local zs = offset - lo < nset
-    and unpinned.ready_range(k, skip + offset - lo, skip + offset - lo + count - 1, true) or {}
-  return (queue.merge(zs, entries, count))
+    and unpinned.range(lane.set, skip + offset - lo, skip + offset - lo + count - 1, true) or {}
+  return (queue.merge(zs, entries, count, lane.key))
 end
 
 -- Moves the whole list into the ready set (for priority aging, which looks
@@ -783,6 +817,78 @@ function queue.flush(k)
   end
 end
 
+-- The delayed list (version 18), P:{T}:later: jobs put delayed, in order
+-- of due time and then put sequence, each appended only when it is due no
+-- earlier than the list's last entry (with one delay for all, every put);
+-- every other delayed job is in the delayed set, and promotion takes from
+-- the fronts of both, merged. Its entries are the ready list's
+-- (queue.entry). A job is in it when its record says so (later, set by
+-- place) and it is in no set and holds no lease (locate): a record is not
+-- rewritten when promotion moves its job to ready, so the flag outlives
+-- the entry, but then the job is in a set, which locate asks first. (later
+-- is declared before promote.)
+
+-- An entry's order: its due time, then its put sequence.
+function later.key(e)
+  local due, seq = struct.unpack('>I6I7', e)
+  return due, seq
+end
+
+-- The least due time a job put now must have to go to the list's end: its
+-- last entry's (a new job's put sequence is above every entry's); -inf on
+-- an empty list. A put reads it before its first write (queue.bar says
+-- why).
+function later.bar(k)
+  local tail = redis.call('LINDEX', k.later, -1)
+  if tail then return (later.key(tail)) end
+  return -math.huge
+end
+
+-- The entries at the front of the list that are due by now, at most n,
+-- read in growing steps: a list whose front is not due costs one entry.
+function later.due_front(k, now, n)
+  local want = 1
+  while true do
+    local es = redis.call('LRANGE', k.later, 0, want - 1)
+    local i = 0
+    while i < #es and i < n and later.key(es[i + 1]) <= now do i = i + 1 end
+    if i < #es or #es < want or want >= n then
+      for j = #es, i + 1, -1 do es[j] = nil end
+      return es
+    end
+    want = math.min(want * 16, n)
+  end
+end
+
+-- How many entries at the front of the list are due by now: found by
+-- doubling, then bisection (reads near the front are cheap).
+function later.count_due(k, now)
+  local function due_at(i)
+    local e = redis.call('LINDEX', k.later, i)
+    return e and later.key(e) <= now
+  end
+  if not due_at(0) then return 0 end
+  local lo, hi = 1, 1 -- entries before lo are due; hi is the next to try
+  while due_at(hi) do lo, hi = hi + 1, 2 * hi + 1 end
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    if due_at(mid) then lo = mid + 1 else hi = mid end
+  end
+  return lo
+end
+
+-- The earliest due time of a delayed job, in the set or the list; -1 when
+-- there is none.
+function later.earliest(k)
+  local t = earliest(k.delayed)
+  local head = redis.call('LINDEX', k.later, 0)
+  if head then
+    local d = later.key(head)
+    if t < 0 or d < t then t = d end
+  end
+  return t
+end
+
 local function paused(k)
   return redis.call('ZSCORE', k.ready, PAUSED_MARK) ~= false
 end
@@ -797,9 +903,9 @@ local function marks(k)
 end
 
 -- Where job j (id) is, read only: {state, key, member, score[, token,
--- reserved_at]}. A record in no set and without a lease is in the ready
--- list (its member there the list's entry); 'unknown' for a version 8
--- record so (never left so).
+-- reserved_at]}. A record in no set and without a lease is in the delayed
+-- list when it says so (later), else in the ready list (its member there
+-- the list's entry); 'unknown' for a version 8 record so (never left so).
 local function locate(k, id, j)
   local m = member(j, id)
   local score = redis.call('ZSCORE', k.ready, m)
@@ -818,24 +924,28 @@ local function locate(k, id, j)
   end
   -- (EXISTS: a read of the list before the caller's first write, as
   -- queue.bar says why)
-  if j.legacy or redis.call('EXISTS', k.queue) == 0 then return { 'unknown' } end
-  return { 'ready', k.queue, queue.entry(j, id), ready_score(j.prio, j.due) }
+  local list = j.later and k.later or k.queue
+  if j.legacy or redis.call('EXISTS', list) == 0 then return { 'unknown' } end
+  if j.later then return { 'delayed', list, queue.entry(j, id), j.due } end
+  return { 'ready', list, queue.entry(j, id), ready_score(j.prio, j.due) }
 end
 
 -- Takes a located job out of its set (and ends its reservation).
 local function unplace(k, id, where)
   if where[1] == 'unknown' then return end
-  if where[2] == k.queue then
-    -- LREM scans from one end: the one nearer the entry by its score
-    -- between the ends' (a job cancelled soon after its put is near the
-    -- end of a long backlog).
-    local first, last = redis.call('LINDEX', k.queue, 0), redis.call('LINDEX', k.queue, -1)
+  if where[2] == k.queue or where[2] == k.later then
+    -- LREM scans from one end: the one nearer the entry by its score (or
+    -- due time) between the ends' (a job cancelled or debounced soon after
+    -- its put is near the end of a long list).
+    local list = where[2]
+    local key = list == k.queue and queue.key or later.key
+    local first, last = redis.call('LINDEX', list, 0), redis.call('LINDEX', list, -1)
     local from = 1
     if first and last then
-      local s0, s1 = queue.key(first), queue.key(last)
+      local s0, s1 = key(first), key(last)
       if (where[4] - s0) * 2 > s1 - s0 then from = -1 end
     end
-    redis.call('LREM', k.queue, from, where[3])
+    redis.call('LREM', list, from, where[3])
   else
     redis.call('ZREM', where[2], where[3])
   end
@@ -1040,7 +1150,8 @@ local function put(keys, args)
   local now = clock(o)
   local p = parse_job(args[1], args[2], o, now, body_max)
   local id, old = p.id, nil
-  local bar = p.due <= now and queue.bar(k)
+  local bar -- (the job's list's, before the first write)
+  if p.due <= now then bar = queue.bar(k) else bar = later.bar(k) end
   if id == GENERATE then
     local seq
     id, seq = fresh_id(k, now, take_seq(k, 1), function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
@@ -1208,7 +1319,12 @@ local function putmany(keys, args)
     end
   end
 
-  local bar = queue.bar(k) -- (before the first write)
+  -- The lists' ends (before the first write); the delayed list's only when
+  -- a job is delayed.
+  local bar, lbar = queue.bar(k), nil
+  for i = 1, count do
+    if parsed[i] and parsed[i].due > now then lbar = later.bar(k); break end
+  end
   local seq, seqs = take_seq(k, stored), {}
   for i = 1, count do
     if ids[i] == GENERATE then
@@ -1223,11 +1339,22 @@ local function putmany(keys, args)
     end
   end
   for id, where in pairs(where_of) do unplace(k, id, where) end
+  -- The delayed jobs go to the end of the delayed list when they are in
+  -- order and due no earlier than its end (later.bar), as with one delay
+  -- for all; decided first, as their records say so.
+  local to_later = lbar ~= nil
+  for i = 1, count do
+    local p = parsed[i]
+    if to_later and seqs[i] and latest[ids[i]] == i and p and p.due > now then
+      if p.due < lbar then to_later = false else lbar = p.due end
+    end
+  end
   -- New jobs are written with one HSET and one ZADD per set; a job given
   -- twice is written as its last version. The ready ones go to the end of
   -- the ready list instead when they are in order and sort after it
   -- (queue.bar): each call's plain jobs are (one score, rising sequences).
   local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
+  local delayed_entries = {}
   -- (listing: the batch may still go to the list; its entries are made
   -- only while it may)
   local entries, listing, last_s, last_q = {}, bar ~= nil, nil, nil
@@ -1238,6 +1365,7 @@ local function putmany(keys, args)
       local p, rec, due, prio = parsed[i], nil, now, 0
       if p then
         local j = new_job(p, s, created_of[id] or now)
+        j.later = to_later and j.due > now or nil
         prio, due, rec = j.prio, j.due, encode(j)
       else -- encode's common case, without a table per job
         rec = struct.pack('>BI6I7', V2, now, s) .. bodies[i]
@@ -1246,7 +1374,11 @@ local function putmany(keys, args)
       local m = struct.pack('>I7I2', s, prio) .. id
       if due > now then
         wake(due)
-        zdelayed[nd + 1], zdelayed[nd + 2], nd = score(due), m, nd + 2
+        if to_later then
+          delayed_entries[#delayed_entries + 1] = struct.pack('>I6', due) .. m
+        else
+          zdelayed[nd + 1], zdelayed[nd + 2], nd = score(due), m, nd + 2
+        end
       else
         wake(now)
         local rs = ready_score(prio, due)
@@ -1260,6 +1392,7 @@ local function putmany(keys, args)
   end
   redis.call('HSET', k.jobs, unpack(hset, 1, nh))
   if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
+  if #delayed_entries > 0 then redis.call('RPUSH', k.later, unpack(delayed_entries)) end
   if nr > 0 then
     if listing then
       redis.call('RPUSH', k.queue, unpack(entries))
@@ -1322,33 +1455,41 @@ local function list(keys, args)
   local count = int_arg(args[3], 'count', 1, BATCH_MAX)
   local o = options(args, 4, #args, OPT_NOBODY_NOW)
   local now = clock(o)
-  -- (the list before the first write, queue.bar says why)
+  -- (the ready list before the first write, queue.bar says why; promote
+  -- reads the delayed list's front before its own)
   local nlist = state == 'ready' and redis.call('LLEN', k.queue)
   local backlog = promote(k, now)
   local set = k[state]
   local entries, total -- entries: {member, score, state}
+  -- Delayed jobs are the delayed set and list merged; in a backlog, the
+  -- first ndue of them are due.
+  local delayed_lane = { set = k.delayed, list = k.later, key = later.key }
+  local nlater, nlater_set, ndue = 0, 0, 0
+  if state == 'ready' or state == 'delayed' then
+    nlater, nlater_set = redis.call('LLEN', k.later), redis.call('ZCARD', k.delayed)
+    if backlog then ndue = redis.call('ZCOUNT', k.delayed, '-inf', now) + later.count_due(k, now) end
+  end
   if state == 'ready' then
     local skip = marks(k) -- the marks come first
     local nset = unpinned.ready_count(k)
     local nready = nset + nlist
-    local ndue = backlog and redis.call('ZCOUNT', k.delayed, '-inf', now) or 0
     total, entries = nready + ndue, {}
     if offset < nready then
-      local page = queue.page(k, skip, nset, nlist, offset, count)
+      local lane = { set = k.ready, list = k.queue, key = queue.key }
+      local page = queue.page(lane, skip, nset, nlist, offset, count)
       for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'ready' } end
     end
     if ndue > 0 and #entries < count and offset + #entries < total then
       local from = offset + #entries - nready
-      local to = math.min(from + count - #entries, ndue) - 1
-      local page = redis.call('ZRANGE', k.delayed, from, to, 'WITHSCORES')
+      local n = math.min(count - #entries, ndue - from)
+      local page = queue.page(delayed_lane, 0, nlater_set, nlater, from, n)
       for i = 1, #page / 2 do
         entries[#entries + 1] = { page[2 * i - 1], tonumber(page[2 * i]), 'due' }
       end
     end
   elseif state == 'delayed' then
-    local ndue = backlog and redis.call('ZCOUNT', k.delayed, '-inf', now) or 0
-    total = redis.call('ZCARD', k.delayed) - ndue
-    local page = redis.call('ZRANGE', k.delayed, ndue + offset, ndue + offset + count - 1, 'WITHSCORES')
+    total = nlater_set + nlater - ndue
+    local page = queue.page(delayed_lane, 0, nlater_set, nlater, ndue + offset, count)
     entries = {}
     for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'delayed' } end
   else
@@ -1412,14 +1553,21 @@ local function stats(keys, args)
     local window = tonumber(meta[5])
     if tonumber(meta[7] or -1) == now - now % window then used = tonumber(meta[8] or 0) end
   end
-  local due = redis.call('ZCOUNT', k.delayed, '-inf', now)
+  -- Delayed jobs are in the delayed set and the delayed list.
+  local due_set, due_list = redis.call('ZCOUNT', k.delayed, '-inf', now), later.count_due(k, now)
   local next_due = redis.call('ZRANGEBYSCORE', k.delayed, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  next_due = next_due[2] and tonumber(next_due[2]) or -1
+  local next_listed = redis.call('LINDEX', k.later, due_list)
+  if next_listed then
+    local d = later.key(next_listed)
+    if next_due < 0 or d < next_due then next_due = d end
+  end
   return {
-    'delayed', redis.call('ZCARD', k.delayed) - due,
-    'ready', unpinned.ready_count(k) + redis.call('LLEN', k.queue) + due,
+    'delayed', redis.call('ZCARD', k.delayed) + redis.call('LLEN', k.later) - due_set - due_list,
+    'ready', unpinned.ready_count(k) + redis.call('LLEN', k.queue) + due_set + due_list,
     'reserved', unpinned.reservations(k), 'dead', redis.call('ZCARD', k.dead),
     'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
-    'next_due', next_due[2] and tonumber(next_due[2]) or -1,
+    'next_due', next_due,
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
     'lapsed_total', tonumber(meta[3] or 0),
     'limit_rate', rate, 'limit_window', tonumber(meta[5] or 0),
@@ -1531,7 +1679,7 @@ local function pop(k, now, n, listed)
     popped = aged(k, now, room, lim.aging)
   else
     -- Rank 0 is the limit mark; the jobs follow it.
-    popped = unpinned.ready_range(k, 1, room, true)
+    popped = unpinned.range(k.ready, 1, room, true)
   end
   if #popped > 0 then
     local members = {}
@@ -1561,7 +1709,7 @@ end
 -- when the case does not hold; and whether lapsed reservations were
 -- requeued on the way.
 local function take_plain(k, now, count, recover)
-  local members = unpinned.ready_range(k, 0, count - 1)
+  local members = unpinned.range(k.ready, 0, count - 1)
   if not plain_front(members) then return nil, false end
   local recovered = false
   if recover and #members < count then
@@ -1569,7 +1717,7 @@ local function take_plain(k, now, count, recover)
     if #lapsed > 0 then
       requeue_members(k, lapsed, now)
       recovered = true
-      members = unpinned.ready_range(k, 0, count - 1)
+      members = unpinned.range(k.ready, 0, count - 1)
       if not plain_front(members) then return nil, true end
     end
   end
@@ -1632,7 +1780,7 @@ local function next_time(k, now, handed, count, backlog, lapses, lim)
     return lim.start + lim.window
   end
   if handed >= count or backlog then return 0 end
-  local t = earliest(k.delayed)
+  local t = later.earliest(k)
   -- Held by the cap: room comes when a reservation ends (a worker looks
   -- again when its own ack is in) or lapses.
   if lapses or (lim and lim.capped) then

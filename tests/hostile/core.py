@@ -242,14 +242,14 @@ def in_set(r, key, job_id):
     """Whether job_id is a member of the delayed or ready set: its member
     there is the put sequence (7 bytes) and priority (2 bytes) before the id
     (library version 9; docs/redis-api.md, Keyspace), or the id alone
-    (version 8). For ready, also an entry of the ready list (version 17):
-    the due time (6 bytes) before such a member."""
+    (version 8). Also an entry of the ready list (version 17) or the
+    delayed list (version 18): the due time (6 bytes) before such a member."""
     want = job_id.encode()
     if any(m == want or m[9:] == want for m in r.zrange(key, 0, -1)):
         return True
-    if not key.endswith(":ready"):
-        return False
-    return any(e[15:] == want for e in r.lrange(key[:-len("ready")] + "queue", 0, -1))
+    base, _, state = key.rpartition(":")
+    lst = base + (":queue" if state == "ready" else ":later")
+    return any(e[15:] == want for e in r.lrange(lst, 0, -1))
 
 
 def fixture_intact(srv, token, trap=True):

@@ -472,9 +472,9 @@ class ReadyListTest : public FunctionsTest {
   std::string key(const char* name) { return "redisched:{" + topic_ + "}:" + name; }
   long long listed() { return redis_.call({"LLEN", key("queue")})->integer; }
   long long in_set() { return redis_.call({"ZCOUNT", key("ready"), "(-inf", "(+inf"})->integer; }
-  // The ids of list ready offset count (bodies left out).
-  std::vector<std::string> page(int offset, int count, long long now) {
-    auto r = call("list", {"ready", std::to_string(offset), std::to_string(count), "NOBODY", "NOW",
+  // The ids of list <state> offset count (bodies left out).
+  std::vector<std::string> page(int offset, int count, long long now, const char* state = "ready") {
+    auto r = call("list", {state, std::to_string(offset), std::to_string(count), "NOBODY", "NOW",
                            std::to_string(now)});
     std::vector<std::string> out;
     EXPECT_EQ(r->type, REDIS_REPLY_ARRAY);
@@ -512,8 +512,7 @@ TEST_F(ReadyListTest, PutManyAppendsABatchInOrderAndSendsOneOutOfOrderToTheSet) 
   ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
   EXPECT_EQ(listed(), 3);
   // A batch whose second job sorts before its first: the whole batch to the set.
-  codes = call("putmany",
-               {"2", "d", "x", "0", "e", "x", "2", "PRIORITY", "3", "NOW", "1000"});
+  codes = call("putmany", {"2", "d", "x", "0", "e", "x", "2", "PRIORITY", "3", "NOW", "1000"});
   ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
   EXPECT_EQ(listed(), 3);
   EXPECT_EQ(in_set(), 2);
@@ -593,6 +592,155 @@ TEST_F(ReadyListTest, AgingMovesTheListIntoTheSet) {
   // At 1003 a, b and c have waited 3 ms, worth 3 levels at AGING 1: past
   // hi, which has priority 2 and has not waited.
   EXPECT_EQ(ids(reserve(10, 1003)), (Args{"a", "b", "c", "hi"}));
+}
+
+// The delayed list (version 18): jobs put delayed in order of due time are
+// appended to it; one due before its end goes to the delayed set; promotion
+// takes the two fronts merged, in the one order of due time and put.
+class DelayedListTest : public ReadyListTest {
+ protected:
+  long long later() { return redis_.call({"LLEN", key("later")})->integer; }
+  long long delayed_set() { return redis_.call({"ZCARD", key("delayed")})->integer; }
+};
+
+TEST_F(DelayedListTest, JobsInDueOrderAreListedAndPromotionMergesBothFronts) {
+  put("a", 1000, {"DELAY", "100"});
+  put("b", 1000, {"DELAY", "200"});
+  put("c", 1000, {"DELAY", "150"});  // due before the list's end: the set
+  auto codes = call("putmany", {"2", "d", "x", "2", "DELAY", "300", "e", "x", "2", "DELAY", "300",
+                                "NOW", "1000"});
+  ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(later(), 4) << "a, b, d, e";
+  EXPECT_EQ(delayed_set(), 1) << "c";
+  EXPECT_EQ(state("b", 1000), "delayed");
+  EXPECT_EQ(field("b", "due"), "1200");
+  EXPECT_EQ(stat("delayed", 1000), 5);
+  EXPECT_EQ(stat("next_due", 1000), 1100);
+  EXPECT_EQ(page(0, 10, 1000, "delayed"), (Args{"a", "c", "b", "d", "e"}));
+  EXPECT_EQ(page(1, 2, 1000, "delayed"), (Args{"c", "b"}));
+  auto early = reserve(10, 1099);
+  EXPECT_TRUE(early.jobs.empty());
+  EXPECT_EQ(early.next, 1100) << "the list's front is the next due time";
+  EXPECT_EQ(stat("ready", 1160), 2) << "a and c are due";
+  EXPECT_EQ(stat("next_due", 1160), 1200);
+  EXPECT_EQ(ids(reserve(10, 1160)), (Args{"a", "c"}));
+  EXPECT_EQ(page(0, 10, 1160, "delayed"), (Args{"b", "d", "e"}));
+  EXPECT_EQ(ids(reserve(10, 1300)), (Args{"b", "d", "e"}));
+  EXPECT_EQ(redis_.call({"EXISTS", key("later")})->integer, 0) << "an empty list is no key";
+  EXPECT_EQ(stat("delayed", 1300), 0);
+}
+
+// A backlog of due jobs larger than one promotion (1000) in both the list
+// and the set: every reserve hands them out in due order, stats and list
+// count the due ones as ready, and no job is lost on the way.
+TEST_F(DelayedListTest, ABacklogLeavesInDueOrderAcrossPromotions) {
+  std::vector<std::string> want(2400);
+  for (int batch = 0; batch < 2; ++batch) {
+    // Batch 0 (the list): due 2000, 2002, ...; batch 1, put after it,
+    // due 2001, 2003, ...: before the list's end, so the set.
+    Args args = {"1000"};
+    for (int i = 0; i < 1000; ++i) {
+      const int due = 2000 + 2 * i + batch;
+      const std::string id = (batch ? "s" : "l") + std::to_string(i);
+      want[2 * i + batch] = id;
+      args.insert(args.end(), {id, "x", "2", "AT", std::to_string(due)});
+    }
+    args.insert(args.end(), {"NOW", "1000"});
+    ASSERT_EQ(call("putmany", args)->type, REDIS_REPLY_ARRAY);
+  }
+  for (int i = 0; i < 400; ++i) {  // and 400 more to the list: due 4000...
+    want[2000 + i] = "m" + std::to_string(i);
+    put(want[2000 + i], 1000, {"AT", std::to_string(4000 + i)});
+  }
+  EXPECT_EQ(later(), 1400);
+  EXPECT_EQ(delayed_set(), 1000);
+  EXPECT_EQ(stat("ready", 5000), 2400);
+  EXPECT_EQ(stat("ready", 2010), 11) << "due at 2000..2010";
+  EXPECT_EQ(stat("delayed", 2010), 2389);
+  EXPECT_EQ(page(1500, 3, 5000), (Args{want[1500], want[1501], want[1502]}))
+      << "due jobs still in delayed are listed as ready, in due order";
+  std::vector<std::string> got;
+  for (int n = 0; n < 10 && got.size() < want.size(); ++n) {
+    for (auto& id : ids(reserve(700, 5000))) got.push_back(id);
+  }
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(later() + delayed_set(), 0);
+}
+
+// In a backlog, a job made ready earlier that falls due after the first
+// job left behind waits for it, whether that one is in the list or the
+// set: here l1001 (list, due 3001) is first left, s (set, due 3050) next.
+TEST_F(DelayedListTest, ABacklogHoldsBackJobsDueAfterTheFirstLeftInTheList) {
+  for (int from = 1; from <= 1100; from += 550) {
+    Args args = {"550"};
+    for (int i = from; i < from + 550; ++i) {
+      args.insert(args.end(), {"l" + std::to_string(i), "x", "2", "AT", std::to_string(2000 + i)});
+    }
+    args.insert(args.end(), {"NOW", "1000"});
+    ASSERT_EQ(call("putmany", args)->type, REDIS_REPLY_ARRAY);
+  }
+  put("s", 1000, {"AT", "3050"});
+  EXPECT_EQ(later(), 1100);
+  EXPECT_EQ(delayed_set(), 1);
+  put("r", 3020, {"PRIORITY", "1"});  // ready, ahead of every priority 0 job
+  auto held = reserve(1, 4000);
+  EXPECT_TRUE(held.jobs.empty()) << "r is due after l1001, which may still come first";
+  EXPECT_EQ(held.next, 0) << "the backlog: call again at once";
+  std::vector<std::string> got;
+  for (int n = 0; n < 5 && got.size() < 1102; ++n) {
+    for (auto& id : ids(reserve(1000, 4000))) got.push_back(id);
+  }
+  ASSERT_EQ(got.size(), 1102u);
+  EXPECT_EQ(got[0], "r") << "once the backlog is all ready, the priority leads";
+  EXPECT_EQ(got[1000], "l1000");
+  EXPECT_EQ(got[1050], "l1050");
+  EXPECT_EQ(got[1051], "s") << "due with l1050, put after it";
+  EXPECT_EQ(got[1101], "l1100");
+}
+
+// Delete, update and debounce find a job in the delayed list by its
+// record's flag and take its entry out; a debounced job goes to the end.
+TEST_F(DelayedListTest, DeleteUpdateAndDebounceTakeAJobOutOfTheList) {
+  for (const char* id : {"a", "b", "c", "d"}) put(id, 1000, {"DELAY", "100"});
+  EXPECT_EQ(later(), 4);
+  EXPECT_EQ(integer("delete", {"b"}), 1);
+  EXPECT_EQ(state("b"), "absent");
+  EXPECT_EQ(later(), 3);
+  EXPECT_EQ(integer("put", {"c", "later c", "DEBOUNCE", "DELAY", "100", "NOW", "1050"}), 2);
+  EXPECT_EQ(later(), 3) << "c moved to the end";
+  EXPECT_EQ(field("c", "due"), "1150");
+  EXPECT_EQ(page(0, 10, 1050, "delayed"), (Args{"a", "d", "c"}));
+  EXPECT_EQ(integer("put", {"a", "now a", "UPSERT", "NOW", "1050"}), 2);
+  EXPECT_EQ(state("a", 1050), "ready");
+  EXPECT_EQ(later(), 2);
+  EXPECT_EQ(listed(), 1) << "a went to the ready list";
+  EXPECT_EQ(ids(reserve(10, 1100)), (Args{"a", "d"}));
+  // A job promoted from the list still carries the flag in its record; it
+  // is found in the sets first, and a release to delayed clears it.
+  auto r = reserve(1, 1150);
+  ASSERT_EQ(ids(r), Args{"c"});
+  EXPECT_EQ(r.jobs[0].body, "later c");
+  EXPECT_EQ(
+      integer("release", {"c", std::to_string(r.jobs[0].token), "DELAY", "10", "NOW", "1150"}), 1);
+  EXPECT_EQ(state("c", 1150), "delayed");
+  EXPECT_EQ(delayed_set(), 1);
+  EXPECT_EQ(integer("delete", {"c"}), 1);
+  EXPECT_EQ(stat("delayed", 1150), 0);
+}
+
+// stats counts the due entries at the list's front at every length, and
+// the first one not yet due is next_due.
+TEST_F(DelayedListTest, StatsCountTheDueFrontAtEveryLength) {
+  for (int i = 1; i <= 40; ++i)
+    put("j" + std::to_string(i), 1000, {"AT", std::to_string(1000 + i)});
+  EXPECT_EQ(later(), 40);
+  for (int i = 0; i <= 41; ++i) {
+    SCOPED_TRACE(i);
+    const int due = std::min(i, 40);
+    EXPECT_EQ(stat("ready", 1000 + i), due);
+    EXPECT_EQ(stat("delayed", 1000 + i), 40 - due);
+    EXPECT_EQ(stat("next_due", 1000 + i), i < 40 ? 1001 + i : -1);
+  }
 }
 
 // A concurrency cap counts reservations, not the pin: one slot left is

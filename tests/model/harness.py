@@ -35,6 +35,15 @@ def queue_key(keys):
     return keys[0][:-len(b'jobs')] + b'queue'
 
 
+def later_key(keys):
+    """The topic's delayed list (version 18), named as the ready list."""
+    return keys[0][:-len(b'jobs')] + b'later'
+
+
+def list_keys(keys):
+    return [queue_key(keys), later_key(keys)]
+
+
 # ---------------------------------------------------------------- RESP
 
 def encode(args):
@@ -194,7 +203,8 @@ def decode_record(rec):
         if flags & 16:
             ext = rec[pos]
             pos += 1
-        assert not flags & 64 and not ext & 0xC0, 'reserved flag bits set: %r' % rec[:2]
+        assert not flags & 64 and not ext & 0x80, 'reserved flag bits set: %r' % rec[:2]
+        j['later'] = bool(ext & 64)
         j['format'] = 2
         j['created'] = int.from_bytes(rec[pos:pos + 6], 'big')
         j['seq'] = int.from_bytes(rec[pos + 6:pos + 13], 'big')
@@ -240,7 +250,7 @@ def decode_member(m):
 def dump(conn, keys):
     """Every key's serialised value (None when absent): equal dumps mean the
     call changed nothing."""
-    return conn.pipeline([('DUMP', k) for k in list(keys) + [queue_key(keys)]])
+    return conn.pipeline([('DUMP', k) for k in list(keys) + list_keys(keys)])
 
 
 def read_raw(conn, keys):
@@ -249,7 +259,8 @@ def read_raw(conn, keys):
         ('HGETALL', k[0]), ('ZRANGE', k[1], 0, -1, 'WITHSCORES'),
         ('ZRANGE', k[2], 0, -1, 'WITHSCORES'), ('ZRANGE', k[3], 0, -1, 'WITHSCORES'),
         ('ZRANGE', k[4], 0, -1, 'WITHSCORES'), ('ZRANGE', k[5], 0, -1, 'WITHSCORES'),
-        ('HGETALL', k[6]), ('HGETALL', k[7]), ('KEYS', '*'), ('LRANGE', queue_key(k), 0, -1)])
+        ('HGETALL', k[6]), ('HGETALL', k[7]), ('KEYS', '*'), ('LRANGE', queue_key(k), 0, -1),
+        ('LRANGE', later_key(k), 0, -1)])
 
     def number(v):
         try:
@@ -264,14 +275,14 @@ def read_raw(conn, keys):
         'jobs': dict(pairs(r[0])), 'delayed': pairs(r[1], True), 'ready': pairs(r[2], True),
         'reserved': pairs(r[3], True), 'dead': pairs(r[4], True), 'done': pairs(r[5], True),
         'meta': dict(pairs(r[6])), 'leases': dict(pairs(r[7])), 'keys': set(r[8]),
-        'queue': r[9],
+        'queue': r[9], 'later': r[10],
     }
 
 
 def check_invariants(raw, keys, others=()):
     """The structural invariants of a topic's keys (docs/redis-api.md,
     "Keyspace"); returns the decoded records by id. Raises AssertionError."""
-    allowed = set(keys) | {queue_key(keys)} | set(others)
+    allowed = set(keys) | set(list_keys(keys)) | set(others)
     assert raw['keys'] <= allowed, 'keys outside the topic: %r' % (raw['keys'] - allowed)
     recs = {i: decode_record(v) for i, v in raw['jobs'].items()}
     where = {}
@@ -294,20 +305,24 @@ def check_invariants(raw, keys, others=()):
             seq, prio, id_ = decode_member(m)
             hold(id_, state)
             j = recs[id_]
+            assert state == 'ready' or not j['later'], 'a job of the delayed set says it is listed: %r' % id_
             assert (seq, prio) == (j['seq'], j['prio']), 'member of %r disagrees with its record' % id_
             want = j['due'] if state == 'delayed' else (1000 - prio) * TIME_SPAN + j['due']
             assert score == want, 'score of %r in %s is %d, not %d' % (id_, state, score, want)
     # The ready list: entries in order (ready score, then put sequence), each
-    # a job in no other place, as its record says.
-    last = None
-    for e in raw['queue']:
-        due, (seq, prio, id_) = int.from_bytes(e[:6], 'big'), decode_member(e[6:])
-        hold(id_, 'ready')
-        j = recs[id_]
-        assert (seq, prio, due) == (j['seq'], j['prio'], j['due']), 'list entry of %r disagrees with its record' % id_
-        key = ((1000 - prio) * TIME_SPAN + due, seq)
-        assert last is None or key > last, 'the ready list is out of order at %r' % id_
-        last = key
+    # a job in no other place, as its record says; the delayed list the
+    # same in order of due time, each job's record saying it is listed.
+    for name, state in (('queue', 'ready'), ('later', 'delayed')):
+        last = None
+        for e in raw[name]:
+            due, (seq, prio, id_) = int.from_bytes(e[:6], 'big'), decode_member(e[6:])
+            hold(id_, state)
+            j = recs[id_]
+            assert (seq, prio, due) == (j['seq'], j['prio'], j['due']), '%s entry of %r disagrees with its record' % (name, id_)
+            assert j['later'] == (name == 'later'), 'the record of %r in the %s list has later=%r' % (id_, name, j['later'])
+            key = ((1000 - prio) * TIME_SPAN + due if state == 'ready' else due, seq)
+            assert last is None or key > last, 'the %s list is out of order at %r' % (name, id_)
+            last = key
     assert not raw['queue'] or b'limit_aging' not in raw['meta'], 'a ready list under priority aging'
     # The leases hash's one field that is no id (a long value: no listpack).
     leases = dict(raw['leases'])
