@@ -1150,8 +1150,11 @@ local function put(keys, args)
   local now = clock(o)
   local p = parse_job(args[1], args[2], o, now, body_max)
   local id, old = p.id, nil
-  local bar -- (the job's list's, before the first write)
-  if p.due <= now then bar = queue.bar(k) else bar = later.bar(k) end
+  -- The end of the job's list, before the first write. A put that names an
+  -- update (REPLACE, UPSERT, DEBOUNCE) keeps its delayed job in the delayed
+  -- set: the next update finds it there at once, not by a scan of the list.
+  local bar
+  if p.due <= now then bar = queue.bar(k) elseif p.mode == 'create' then bar = later.bar(k) end
   if id == GENERATE then
     local seq
     id, seq = fresh_id(k, now, take_seq(k, 1), function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
@@ -1320,10 +1323,11 @@ local function putmany(keys, args)
   end
 
   -- The lists' ends (before the first write); the delayed list's only when
-  -- a job is delayed.
+  -- a job may go there: delayed, and put without an update mode (as put).
+  local function to_list(p) return p and p.due > now and p.mode == 'create' end
   local bar, lbar = queue.bar(k), nil
   for i = 1, count do
-    if parsed[i] and parsed[i].due > now then lbar = later.bar(k); break end
+    if to_list(parsed[i]) then lbar = later.bar(k); break end
   end
   local seq, seqs = take_seq(k, stored), {}
   for i = 1, count do
@@ -1339,14 +1343,13 @@ local function putmany(keys, args)
     end
   end
   for id, where in pairs(where_of) do unplace(k, id, where) end
-  -- The delayed jobs go to the end of the delayed list when they are in
-  -- order and due no earlier than its end (later.bar), as with one delay
-  -- for all; decided first, as their records say so.
+  -- The delayed jobs that may (to_list) go to the end of the delayed list
+  -- when they are in order and due no earlier than its end (later.bar), as
+  -- with one delay for all; decided first, as their records say so.
   local to_later = lbar ~= nil
   for i = 1, count do
-    local p = parsed[i]
-    if to_later and seqs[i] and latest[ids[i]] == i and p and p.due > now then
-      if p.due < lbar then to_later = false else lbar = p.due end
+    if to_later and seqs[i] and latest[ids[i]] == i and to_list(parsed[i]) then
+      if parsed[i].due < lbar then to_later = false else lbar = parsed[i].due end
     end
   end
   -- New jobs are written with one HSET and one ZADD per set; a job given
@@ -1362,10 +1365,11 @@ local function putmany(keys, args)
   for i = 1, count do
     local id, s = ids[i], seqs[i]
     if s and latest[id] == i then
-      local p, rec, due, prio = parsed[i], nil, now, 0
+      local p, rec, due, prio, listed = parsed[i], nil, now, 0, nil
       if p then
         local j = new_job(p, s, created_of[id] or now)
-        j.later = to_later and j.due > now or nil
+        listed = to_later and to_list(p) or nil
+        j.later = listed
         prio, due, rec = j.prio, j.due, encode(j)
       else -- encode's common case, without a table per job
         rec = struct.pack('>BI6I7', V2, now, s) .. bodies[i]
@@ -1374,7 +1378,7 @@ local function putmany(keys, args)
       local m = struct.pack('>I7I2', s, prio) .. id
       if due > now then
         wake(due)
-        if to_later then
+        if listed then
           delayed_entries[#delayed_entries + 1] = struct.pack('>I6', due) .. m
         else
           zdelayed[nd + 1], zdelayed[nd + 2], nd = score(due), m, nd + 2

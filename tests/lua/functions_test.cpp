@@ -699,7 +699,8 @@ TEST_F(DelayedListTest, ABacklogHoldsBackJobsDueAfterTheFirstLeftInTheList) {
 }
 
 // Delete, update and debounce find a job in the delayed list by its
-// record's flag and take its entry out; a debounced job goes to the end.
+// record's flag and take its entry out; a put that names an update
+// (REPLACE, UPSERT, DEBOUNCE) places its delayed job in the set.
 TEST_F(DelayedListTest, DeleteUpdateAndDebounceTakeAJobOutOfTheList) {
   for (const char* id : {"a", "b", "c", "d"}) put(id, 1000, {"DELAY", "100"});
   EXPECT_EQ(later(), 4);
@@ -707,12 +708,20 @@ TEST_F(DelayedListTest, DeleteUpdateAndDebounceTakeAJobOutOfTheList) {
   EXPECT_EQ(state("b"), "absent");
   EXPECT_EQ(later(), 3);
   EXPECT_EQ(integer("put", {"c", "later c", "DEBOUNCE", "DELAY", "100", "NOW", "1050"}), 2);
-  EXPECT_EQ(later(), 3) << "c moved to the end";
+  EXPECT_EQ(later(), 2);
+  EXPECT_EQ(delayed_set(), 1) << "a put that names an update goes to the set, where the next "
+                                 "finds it without a scan";
   EXPECT_EQ(field("c", "due"), "1150");
+  Args batch = {"2", "c", "later c", "3",     "DEBOUNCE", "DELAY", "100",
+                "e", "x", "2",       "DELAY", "150",      "NOW",   "1050"};
+  EXPECT_EQ(call("putmany", batch)->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(later(), 3) << "e, put plainly, to the list; c again to the set";
+  EXPECT_EQ(delayed_set(), 1);
+  EXPECT_EQ(integer("delete", {"e"}), 1);
   EXPECT_EQ(page(0, 10, 1050, "delayed"), (Args{"a", "d", "c"}));
   EXPECT_EQ(integer("put", {"a", "now a", "UPSERT", "NOW", "1050"}), 2);
   EXPECT_EQ(state("a", 1050), "ready");
-  EXPECT_EQ(later(), 2);
+  EXPECT_EQ(later(), 1) << "d";
   EXPECT_EQ(listed(), 1) << "a went to the ready list";
   EXPECT_EQ(ids(reserve(10, 1100)), (Args{"a", "d"}));
   // A job promoted from the list still carries the flag in its record; it

@@ -830,10 +830,9 @@ MUTANTS = [
      'local entries = {}'),
     ('promotion takes delayed list entries before they are due', 'later.key(es[i + 1]) <= now do',
      'later.key(es[i + 1]) <= now + 1 do'),
-    ('a delayed put appends to the list out of order', 'local listed = bar and (score or j.due) >= bar',
-     'local listed = bar and (score and score >= bar or not score)'),
     ('putmany appends delayed jobs out of their order',
-     'if p.due < lbar then to_later = false else lbar = p.due end', 'lbar = p.due'),
+     'if parsed[i].due < lbar then to_later = false else lbar = parsed[i].due end',
+     'lbar = parsed[i].due'),
     ('a job in the delayed list reads as ready',
      "  if j.later then return { 'delayed', list, queue.entry(j, id), j.due } end\n", ''),
     ('a job keeps its delayed-list flag wherever it goes', 'j.later = delayed and listed or nil',
@@ -846,6 +845,10 @@ MUTANTS = [
     ('list delayed pages the set alone',
      "local page = queue.page(delayed_lane, 0, nlater_set, nlater, ndue + offset, count)",
      "local page = queue.page(delayed_lane, 0, nlater_set, 0, ndue + offset, count)"),
+    # (A single put appending its delayed job out of order: seeds 1 to 3
+    # missed it within 30 s once puts with an update mode went to the set;
+    # functions_test's DelayedListTest.JobsInDueOrderAreListed... catches
+    # it, as its c, due before the list's end, must go to the set.)
     # (The backlog's first job left from the list rather than the set needs
     # a backlog of both whose list part comes first, and a job of higher
     # priority due after it: functions_test's
