@@ -1346,10 +1346,13 @@ local function putmany(keys, args)
   -- The delayed jobs that may (to_list) go to the end of the delayed list
   -- when they are in order and due no earlier than its end (later.bar), as
   -- with one delay for all; decided first, as their records say so.
-  local to_later = lbar ~= nil
+  -- (Sequences too: a generated id that was taken gets a number above the
+  -- batch's block, so the batch's jobs need not be in put order.)
+  local to_later, lseq = lbar ~= nil, -1
   for i = 1, count do
     if to_later and seqs[i] and latest[ids[i]] == i and to_list(parsed[i]) then
-      if parsed[i].due < lbar then to_later = false else lbar = parsed[i].due end
+      to_later = queue.after(parsed[i].due, seqs[i], lbar, lseq)
+      lbar, lseq = parsed[i].due, seqs[i]
     end
   end
   -- New jobs are written with one HSET and one ZADD per set; a job given

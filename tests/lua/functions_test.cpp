@@ -698,6 +698,21 @@ TEST_F(DelayedListTest, ABacklogHoldsBackJobsDueAfterTheFirstLeftInTheList) {
   EXPECT_EQ(got[1101], "l1100");
 }
 
+// A generated id that a job already holds makes putmany take a number
+// above its block, so its batch is not in put order: due at once, the
+// two go to the set, which keeps them in put order.
+TEST_F(DelayedListTest, APutManyOutOfPutOrderGoesToTheSet) {
+  put("1000-2", 1000);  // the id the batch's first "*" would be given
+  auto codes = call("putmany", {"2", "*", "x", "2", "DELAY", "100", "*", "x", "2", "DELAY", "100",
+                                "NOW", "1000"});
+  ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(codes->elements, 2u);
+  EXPECT_EQ(std::string(codes->element[0]->str), "1000-4");
+  EXPECT_EQ(std::string(codes->element[1]->str), "1000-3");
+  EXPECT_EQ(later(), 0);
+  EXPECT_EQ(page(0, 10, 1000, "delayed"), (Args{"1000-3", "1000-4"}));
+}
+
 // Delete, update and debounce find a job in the delayed list by its
 // record's flag and take its entry out; a put that names an update
 // (REPLACE, UPSERT, DEBOUNCE) places its delayed job in the set.
