@@ -1472,7 +1472,7 @@ local function list(keys, args)
   -- first ndue of them are due.
   local delayed_lane = { set = k.delayed, list = k.later, key = later.key }
   local nlater, nlater_set, ndue = 0, 0, 0
-  if state == 'ready' or state == 'delayed' then
+  if state == 'delayed' or (state == 'ready' and backlog) then
     nlater, nlater_set = redis.call('LLEN', k.later), redis.call('ZCARD', k.delayed)
     if backlog then ndue = redis.call('ZCOUNT', k.delayed, '-inf', now) + later.count_due(k, now) end
   end
