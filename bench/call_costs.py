@@ -15,17 +15,10 @@ port in a temp dir; needs Debian's python3-redis.
 """
 
 import argparse
-import os
 import time
 
-from scratch_redis import scratch_redis
+from scratch_redis import LIBRARY, fcall_usec, scratch_redis, topic_keys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases")
-
-
-def fcall_usec(r):
-    return r.info("commandstats").get("cmdstat_fcall", {"usec": 0})["usec"]
 
 
 def main():
@@ -33,7 +26,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=200000)
     ap.add_argument("--batch", type=int, default=100, help="jobs per reserve and ackmany")
     ap.add_argument("--window", type=int, default=8, help="reserves held before the first ack")
-    ap.add_argument("--library", default=os.path.join(ROOT, "lua", "redisched.lua"))
+    ap.add_argument("--library", default=LIBRARY)
     ap.add_argument("--delayed", action="store_true",
                     help="put every job delayed (an hour and i ms: in due order), and reserve and "
                          "ack an hour and more later, so that reserve makes them ready")
@@ -42,7 +35,7 @@ def main():
     with scratch_redis() as r:
         with open(a.library, encoding="utf-8") as f:
             r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
-        keys = [f"redisched:{{bench}}:{k}" for k in KEY_NAMES]
+        keys = topic_keys("bench")
         body = b"x" * 100
         total = (a.jobs // a.batch + a.window) * a.batch
         # With --delayed, puts name one time and reserves a later one (NOW),

@@ -6,6 +6,7 @@ free port, in a temp dir that goes with it. Needs Debian's python3-redis.
 """
 
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -42,3 +43,19 @@ def scratch_redis(*settings):
         server.terminate()
         server.wait()
         shutil.rmtree(d, ignore_errors=True)
+
+
+# What the library's benchmarks share: the library's source and a topic's
+# keys (docs/redis-api.md, "Keyspace"), and the time Redis spent in FCALLs.
+LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lua",
+                       "redisched.lua")
+KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases")
+
+
+def topic_keys(topic):
+    return [f"redisched:{{{topic}}}:{k}" for k in KEY_NAMES]
+
+
+def fcall_usec(r):
+    """Microseconds Redis spent in FCALLs since its stats were reset."""
+    return r.info("commandstats").get("cmdstat_fcall", {"usec": 0})["usec"]

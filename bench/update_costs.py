@@ -16,17 +16,10 @@ needs Debian's python3-redis.
 """
 
 import argparse
-import os
 
-from scratch_redis import scratch_redis
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases")
+from scratch_redis import LIBRARY, fcall_usec, scratch_redis, topic_keys
 NOW = 10 ** 12
 
-
-def fcall_usec(r):
-    return r.info("commandstats").get("cmdstat_fcall", {"usec": 0})["usec"]
 
 
 def main():
@@ -34,7 +27,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=1000000)
     ap.add_argument("--ready", action="store_true", help="jobs put ready (default: delayed)")
     ap.add_argument("--op", choices=("debounce", "delete"), default="debounce")
-    ap.add_argument("--library", default=os.path.join(ROOT, "lua", "redisched.lua"))
+    ap.add_argument("--library", default=LIBRARY)
     a = ap.parse_args()
     if a.jobs < 10:
         ap.error("--jobs must be at least 10")
@@ -42,7 +35,7 @@ def main():
     with scratch_redis() as r:
         with open(a.library, encoding="utf-8") as f:
             r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
-        keys = [f"redisched:{{update}}:{k}" for k in KEY_NAMES]
+        keys = topic_keys("update")
         body = b"x" * 100
         pipe = r.pipeline(transaction=False)
         for b in range(0, a.jobs, 1000):
