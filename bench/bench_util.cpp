@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -97,6 +98,38 @@ long long Admin::used_memory() {
   const std::string info = str("INFO memory");
   const auto at = info.find("used_memory:");
   return std::stoll(info.substr(at + 12));
+}
+
+long long Admin::finish_rehash(const std::string& key) {
+  // Each lookup moves one bucket of the old table or steps over up to ten
+  // empty ones, and the old table has no more buckets than the hash has
+  // entries (it grows when full): HLEN lookups end any move. Sent in chunks
+  // so that no script holds the server for long.
+  static const std::string step =
+      "for _ = 1, tonumber(ARGV[1]) do redis.call('HEXISTS', KEYS[1], '') end return 0";
+  auto* len = static_cast<redisReply*>(redisCommand(c_, "HLEN %b", key.data(), key.size()));
+  if (len == nullptr || len->type != REDIS_REPLY_INTEGER) {
+    if (len != nullptr) freeReplyObject(len);
+    throw std::runtime_error("HLEN " + key + " failed");
+  }
+  const long long steps = len->integer;
+  freeReplyObject(len);
+  constexpr long long chunk = 1000000;
+  // One call even for an empty hash: Redis makes its scripts' client at the
+  // first EVAL (about 74 KB), which a caller measuring memory wants out of
+  // the way before it starts.
+  long long sent = 0;
+  do {
+    const std::string n = std::to_string(std::min(chunk, steps - sent));
+    auto* r = static_cast<redisReply*>(redisCommand(c_, "EVAL %b 1 %b %b", step.data(), step.size(),
+                                                    key.data(), key.size(), n.data(), n.size()));
+    const bool failed = r == nullptr || r->type == REDIS_REPLY_ERROR;
+    const std::string why = r != nullptr && r->str != nullptr ? std::string(r->str, r->len) : "";
+    if (r != nullptr) freeReplyObject(r);
+    if (failed) throw std::runtime_error("finishing the rehash of " + key + " failed: " + why);
+    sent += chunk;
+  } while (sent < steps);
+  return steps;
 }
 
 double Admin::cpu_seconds() {

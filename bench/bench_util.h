@@ -54,6 +54,11 @@ class Admin {
   std::string str(const char* cmd);
   std::string script_load(const std::string& script);
   long long used_memory();
+  // Ends a grown hash's move to its new table, if one is under way. Redis moves a hash object's
+  // entries one bucket per command on that hash, never in the background (its active rehashing
+  // covers only the keyspace's own tables), so a hash that just crossed a power of two holds both
+  // tables for millions of commands. Returns the HEXISTS sent.
+  long long finish_rehash(const std::string& key);
   // CPU seconds Redis's main thread has used (INFO cpu): the thread that
   // runs every command and script.
   double cpu_seconds();
