@@ -404,14 +404,25 @@ end
 -- seq, due (= created) and body: nothing but defaults. (Read only.)
 local PLAIN = { prio = 0 }
 
+-- The record of a job with every option at its default but its due time
+-- and the delayed-list flag: encode's common cases, packed without a table
+-- per job (putmany's jobs put with no option but DELAY come here directly).
+local function encode_plain(created, seq, due, later, body)
+  if later then
+    return struct.pack('>BBI6I7I6', V2 + F_DUE + F_EXT, X_LATER, created, seq, due) .. body
+  end
+  if due == created then return struct.pack('>BI6I7', V2, created, seq) .. body end
+  return struct.pack('>BI6I7I6', V2 + F_DUE, created, seq, due) .. body
+end
+
 -- Packs a job (always in format 2).
 local function encode(j)
   local store_due = j.due ~= j.created
   local place = j.place ~= j.seq and j.place
-  if j.prio == 0 and not store_due and not j.made and not place and not j.ttr
-      and not j.max and not j.backoff and not j.finished and not j.err and not j.keep
-      and not j.result and not j.later then
-    return struct.pack('>BI6I7', V2, j.created, j.seq) .. j.body -- the common case, kept fast
+  if j.prio == 0 and not j.made and not place and not j.ttr and not j.max and not j.backoff
+      and not j.finished and not j.err and not j.keep and not j.result
+      and (store_due or not j.later) then
+    return encode_plain(j.created, j.seq, j.due, j.later, j.body) -- the common cases, kept fast
   end
   local flags, ext, opt = V2, 0, {}
   if j.prio ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.prio) end
@@ -1241,14 +1252,19 @@ local function putmany(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local nargs = #args
-  -- Jobs without options (the usual batch) skip option parsing entirely.
-  local ids, bodies, opts, pos = {}, {}, {}, 2
+  -- Jobs without options (the usual batch) skip option parsing entirely,
+  -- and so do jobs with DELAY alone (the usual delayed batch): delays[i].
+  local ids, bodies, opts, delays, pos = {}, {}, {}, {}, 2
   for i = 1, count do
     if pos + 2 > nargs then bad('job ' .. i .. ' of ' .. count .. ' is incomplete') end
     ids[i], bodies[i] = args[pos], args[pos + 1]
     local nopts = args[pos + 2]
     if nopts == '0' then
       pos = pos + 3
+    elseif nopts == '2' and pos + 4 <= nargs
+        and (args[pos + 3] == 'DELAY' or args[pos + 3]:upper() == 'DELAY') then
+      delays[i] = args[pos + 4]
+      pos = pos + 5
     else
       nopts = int_arg(nopts, 'option count of job ' .. i, 0, 20)
       if pos + 2 + nopts > nargs then bad('job ' .. i .. ' has fewer option words than ' .. nopts) end
@@ -1261,15 +1277,19 @@ local function putmany(keys, args)
   local now = clock(g)
 
   -- Validate everything before the first write. One scan finds whether any
-  -- id has a control character; parse_job then names the job.
+  -- id has a control character; parse_job then names the job. A job with
+  -- DELAY alone has its due time in dues[i], and no other option.
   local ids_clean = not table.concat(ids):find('%c')
-  local parsed, at = {}, 0
+  local parsed, dues, at = {}, {}, 0
   local ok, err = pcall(function()
     for i = 1, count do
       at = i
       local id = ids[i]
       if opts[i] or not ids_clean or id == '' or #id > ID_MAX or #bodies[i] > body_max then
-        parsed[i] = parse_job(id, bodies[i], opts[i] or NO_OPTIONS, now, body_max, ids_clean)
+        local o = opts[i] or (delays[i] and { DELAY = delays[i] }) or NO_OPTIONS
+        parsed[i] = parse_job(id, bodies[i], o, now, body_max, ids_clean)
+      elseif delays[i] then
+        dues[i] = after(now, int_arg(delays[i], 'DELAY', 0, DELAY_MAX))
       end
     end
   end)
@@ -1324,10 +1344,20 @@ local function putmany(keys, args)
 
   -- The lists' ends (before the first write); the delayed list's only when
   -- a job may go there: delayed, and put without an update mode (as put).
-  local function to_list(p) return p and p.due > now and p.mode == 'create' end
+  local function due_of(i)
+    local p = parsed[i]
+    return p and p.due or dues[i] or now
+  end
+  local function to_list(i)
+    local p = parsed[i]
+    if p then return p.due > now and p.mode == 'create' end
+    return dues[i] ~= nil and dues[i] > now
+  end
   local bar, lbar = queue.bar(k), nil
-  for i = 1, count do
-    if to_list(parsed[i]) then lbar = later.bar(k); break end
+  if next(parsed) or next(dues) then
+    for i = 1, count do
+      if to_list(i) then lbar = later.bar(k); break end
+    end
   end
   local seq, seqs = take_seq(k, stored), {}
   for i = 1, count do
@@ -1350,9 +1380,10 @@ local function putmany(keys, args)
   -- batch's block, so the batch's jobs need not be in put order.)
   local to_later, lseq = lbar ~= nil, -1
   for i = 1, count do
-    if to_later and seqs[i] and latest[ids[i]] == i and to_list(parsed[i]) then
-      to_later = queue.after(parsed[i].due, seqs[i], lbar, lseq)
-      lbar, lseq = parsed[i].due, seqs[i]
+    if to_later and seqs[i] and latest[ids[i]] == i and to_list(i) then
+      local due = due_of(i)
+      to_later = queue.after(due, seqs[i], lbar, lseq)
+      lbar, lseq = due, seqs[i]
     end
   end
   -- New jobs are written with one HSET and one ZADD per set; a job given
@@ -1371,11 +1402,17 @@ local function putmany(keys, args)
       local p, rec, due, prio, listed = parsed[i], nil, now, 0, nil
       if p then
         local j = new_job(p, s, created_of[id] or now)
-        listed = to_later and to_list(p) or nil
+        listed = to_later and to_list(i) or nil
         j.later = listed
         prio, due, rec = j.prio, j.due, encode(j)
-      else -- encode's common case, without a table per job
-        rec = struct.pack('>BI6I7', V2, now, s) .. bodies[i]
+      else -- encode's common cases, without a table per job
+        local d = dues[i]
+        if d then
+          due, listed = d, to_later and d > now or nil
+          rec = encode_plain(now, s, due, listed, bodies[i])
+        else
+          rec = struct.pack('>BI6I7', V2, now, s) .. bodies[i]
+        end
       end
       hset[nh + 1], hset[nh + 2], nh = id, rec, nh + 2
       local m = struct.pack('>I7I2', s, prio) .. id

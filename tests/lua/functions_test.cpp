@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <sstream>
 
@@ -711,6 +712,74 @@ TEST_F(DelayedListTest, APutManyOutOfPutOrderGoesToTheSet) {
   EXPECT_EQ(std::string(codes->element[1]->str), "1000-3");
   EXPECT_EQ(later(), 0);
   EXPECT_EQ(page(0, 10, 1000, "delayed"), (Args{"1000-3", "1000-4"}));
+}
+
+// A job put by putmany with DELAY alone skips option parsing: its record,
+// its list or set entry and its reply are byte for byte what the full
+// parse makes of the same job (here, the same words with PRIORITY 0
+// added). In order (the list), due at once (ready), lowercase, a generated
+// id; then a batch due before the list's end (the set).
+TEST_F(DelayedListTest, APutManyWithDelayAloneStoresWhatTheFullParseStores) {
+  auto state_of_topic = [&](bool parsed) {
+    redis_.call({"FLUSHALL"});
+    std::vector<std::string> out;
+    auto batch = [&](std::vector<std::array<const char*, 3>> jobs) {
+      Args args{std::to_string(jobs.size())};
+      for (const auto& [id, word, delay] : jobs) {
+        for (const char* w : {id, "body", parsed ? "4" : "2", word, delay}) args.emplace_back(w);
+        if (parsed) {
+          args.emplace_back("PRIORITY");
+          args.emplace_back("0");
+        }
+      }
+      for (const char* w : {"NOW", "1000"}) args.emplace_back(w);
+      auto codes = call("putmany", args);
+      EXPECT_EQ(codes->type, REDIS_REPLY_ARRAY);
+      for (size_t i = 0; codes->type == REDIS_REPLY_ARRAY && i < codes->elements; ++i) {
+        auto* c = codes->element[i];
+        out.push_back(c->type == REDIS_REPLY_STRING ? c->str : std::to_string(c->integer));
+      }
+    };
+    batch({{{"a", "DELAY", "100"}},
+           {{"b", "DELAY", "200"}},
+           {{"d", "DELAY", "0"}},  // due at once: ready
+           {{"e", "delay", "200"}},
+           {{"*", "DELAY", "300"}}});
+    batch({{{"c", "DELAY", "150"}}});  // before the list's end: the set
+    for (const char* id : {"a", "b", "c", "d", "e", "1000-5"}) {
+      auto r = redis_.call({"HGET", key("jobs"), id});
+      out.push_back(r->type == REDIS_REPLY_STRING ? std::string(r->str, r->len) : "(none)");
+    }
+    for (const char* list : {"later", "queue"}) {
+      auto r = redis_.call({"LRANGE", key(list), "0", "-1"});
+      for (size_t i = 0; i < r->elements; ++i)
+        out.emplace_back(r->element[i]->str, r->element[i]->len);
+      out.emplace_back("|");
+    }
+    for (const char* set : {"delayed", "ready"}) {
+      auto r = redis_.call({"ZRANGE", key(set), "-inf", "+inf", "BYSCORE", "WITHSCORES"});
+      for (size_t i = 0; i < r->elements; ++i)
+        out.emplace_back(r->element[i]->str, r->element[i]->len);
+      out.emplace_back("|");
+    }
+    return out;
+  };
+  const auto fast = state_of_topic(false);
+  EXPECT_EQ(later(), 4) << "a, b, e and the generated one";
+  EXPECT_EQ(delayed_set(), 1) << "c";
+  EXPECT_EQ(state("d", 1000), "ready");
+  EXPECT_EQ(field("e", "due"), "1200");
+  EXPECT_EQ(page(0, 10, 1000, "delayed"), (Args{"a", "c", "b", "e", "1000-5"}));
+  const auto parsed = state_of_topic(true);
+  EXPECT_EQ(fast, parsed);
+
+  // A bad DELAY names its job, and the batch writes nothing.
+  redis_.call({"FLUSHALL"});
+  auto bad = call("putmany", {"2", "a", "x", "2", "DELAY", "100", "b", "x", "2", "DELAY", "soon",
+                              "NOW", "1000"});
+  ASSERT_EQ(bad->type, REDIS_REPLY_ERROR);
+  EXPECT_EQ(std::string(bad->str), "BADARG job 2: DELAY must be an integer, got 'soon'");
+  EXPECT_EQ(redis_.call({"EXISTS", key("jobs")})->integer, 0);
 }
 
 // Delete, update and debounce find a job in the delayed list by its

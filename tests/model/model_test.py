@@ -170,6 +170,9 @@ OPS = st.one_of(
     st.tuples(st.just('reserve'), st.integers(1, 3), st.sampled_from([3, 10, 30000])),
     st.tuples(st.just('put'), ID, BODY, st.just({})),
     st.tuples(st.just('putmany'), st.lists(st.tuples(ID, BODY, st.just({})), min_size=1, max_size=4)),
+    # DELAY alone: putmany's fast path for the usual delayed batch.
+    st.tuples(st.just('putmany'), st.lists(st.tuples(ID_OR_STAR, BODY, st.fixed_dictionaries({
+        'WHEN': st.tuples(st.just('DELAY'), st.integers(0, 25))})), min_size=1, max_size=4)),
     st.tuples(st.just('pull'), st.integers(1, 3)),
     # A worker's turn: reserve, then settle each job handed out with its token.
     st.tuples(st.just('work'), st.integers(1, 3), MAYBE(st.sampled_from([3, 30000])),
@@ -831,7 +834,9 @@ MUTANTS = [
     ('promotion takes delayed list entries before they are due', 'later.key(es[i + 1]) <= now do',
      'later.key(es[i + 1]) <= now + 1 do'),
     ('putmany appends delayed jobs out of their order',
-     'to_later = queue.after(parsed[i].due, seqs[i], lbar, lseq)', ''),
+     'to_later = queue.after(due, seqs[i], lbar, lseq)', ''),
+    ('putmany lists a job put with DELAY alone but leaves its record unflagged',
+     'rec = encode_plain(now, s, due, listed, bodies[i])', 'rec = encode_plain(now, s, due, nil, bodies[i])'),
     ('a job in the delayed list reads as ready',
      "  if j.later then return { 'delayed', list, queue.entry(j, id), j.due } end\n", ''),
     ('a job keeps its delayed-list flag wherever it goes', 'j.later = delayed and listed or nil',
