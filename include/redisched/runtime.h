@@ -51,8 +51,11 @@ class Runtime {
   // The shard of a topic or a key: the same one for the same name.
   std::size_t shard_of(std::string_view name) const noexcept;
 
-  // Stops every shard at once (handlers queued are dropped, not run) and
-  // joins the runtime's threads. Idempotent.
+  // Stops every shard at once and joins the runtime's threads; then the
+  // handlers still queued or waiting (on a socket, a timer) are destroyed,
+  // not run: every shard's, before any shard itself is destroyed, so that a
+  // handler may own I/O objects of another shard. What refers to an object
+  // of yours must be stopped before it (serve drains first). Idempotent.
   void stop();
 
  private:

@@ -15,6 +15,17 @@ namespace redisched {
 
 namespace asio = boost::asio;
 
+// An io_context whose services can be shut down apart from its destruction.
+// Objects of one shard may hold I/O objects of another (a connection's
+// coroutine frame on shard 1 holding a stream of shard 0), so every shard's
+// pending handlers are destroyed (shutdown) while all shards' services still
+// exist, and only then is any shard destroyed.
+class Shard : public asio::io_context {
+ public:
+  Shard() : asio::io_context(1) {}  // one thread each: Asio may skip its locking
+  using asio::io_context::shutdown;
+};
+
 class Runtime::Impl {
  public:
   using Guard = asio::executor_work_guard<asio::io_context::executor_type>;
@@ -26,9 +37,7 @@ class Runtime::Impl {
     }
     owned_.reserve(static_cast<std::size_t>(threads));
     for (int i = 0; i < threads; ++i) {
-      // concurrency hint 1: each shard is run by one thread, so Asio may skip
-      // its locking.
-      owned_.push_back(std::make_unique<asio::io_context>(1));
+      owned_.push_back(std::make_unique<Shard>());
       shards_.push_back(owned_.back().get());
       guards_.emplace_back(asio::make_work_guard(*shards_.back()));
     }
@@ -41,6 +50,9 @@ class Runtime::Impl {
     // What is queued (connections closing, their callbacks) runs to the end.
     guards_.clear();
     join();
+    // What was posted after stop() (objects closed after it) is destroyed
+    // here, still before any shard is.
+    shutdown();
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -48,6 +60,7 @@ class Runtime::Impl {
   void stop() {
     for (auto& io : owned_) io->stop();
     join();
+    shutdown();
   }
 
   void join() {
@@ -56,7 +69,14 @@ class Runtime::Impl {
     }
   }
 
-  std::vector<std::unique_ptr<asio::io_context>> owned_;
+  // Destroys every handler still pending on the runtime's own shards (a
+  // coroutine waiting on a socket, say): each shard's services stop, all
+  // before the first shard is destroyed. Idempotent.
+  void shutdown() {
+    for (auto& io : owned_) io->shutdown();
+  }
+
+  std::vector<std::unique_ptr<Shard>> owned_;
   std::vector<asio::io_context*> shards_;
   std::vector<Guard> guards_;
   std::vector<std::thread> threads_;
