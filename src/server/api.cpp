@@ -388,7 +388,8 @@ awaitable<Response> delete_limits(ApiContext& ctx, Request& req, const Params& p
 json::object shards_json(std::string_view topic, const std::vector<std::string>& shards) {
   json::array names;
   for (const auto& s : shards) names.emplace_back(s);
-  return json::object{{"topic", topic}, {"count", std::max<std::size_t>(1, shards.size())},
+  return json::object{{"topic", topic},
+                      {"count", std::max<std::size_t>(1, shards.size())},
                       {"shards", std::move(names)}};
 }
 
@@ -405,9 +406,8 @@ awaitable<Response> put_shards(ApiContext& ctx, Request& req, const Params& p) {
   only_fields(body, {"count"});
   const auto n = int_field(body, "count", 1, core::kShardsMax);
   if (!n) bad_request("\"count\" is required");
-  auto shards = co_await await_call<std::vector<std::string>>([&](auto cb) {
-    ctx.client.set_shards_async(p.topic, static_cast<int>(*n), std::move(cb));
-  });
+  auto shards = co_await await_call<std::vector<std::string>>(
+      [&](auto cb) { ctx.client.set_shards_async(p.topic, static_cast<int>(*n), std::move(cb)); });
   co_return ok_json(req, shards_json(p.topic, shards));
 }
 
@@ -586,7 +586,9 @@ const std::vector<Route>& table() {
        {{verb::get, get_limits}, {verb::put, put_limits}, {verb::delete_, delete_limits}},
        false,
        &kNoQuery},
-      {"/v1/topics/{topic}/shards", {{verb::get, get_shards}, {verb::put, put_shards}}, false,
+      {"/v1/topics/{topic}/shards",
+       {{verb::get, get_shards}, {verb::put, put_shards}},
+       false,
        &kNoQuery},
       {"/v1/topics/{topic}/schedules", {{verb::get, list_schedules}}, false, &kNoQuery},
       {"/v1/topics/{topic}/schedules/{name}",
@@ -628,6 +630,17 @@ HttpError http_error(const Error& e) {
     default:
       return {Status::internal_server_error, "internal", e.what()};
   }
+}
+
+// While draining, a connection stays open only for the calls of a client
+// that holds jobs: their acks (and releases, failures, touches) still count.
+// A reserve that hands nothing out closes it (draining_aware); every other
+// answer closes it, so that keep-alive clients leave at once.
+bool settles_reservations(const Route& r) {
+  for (std::string_view end : {"/reserve", "/ack", "/release", "/fail", "/touch", "/finish"}) {
+    if (r.path.ends_with(end)) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -685,6 +698,7 @@ awaitable<Response> route(ApiContext& ctx, Request& req) {
               ? matched->refusal(req, *refused)
               : error_response(req, refused->status, refused->code, refused->message);
   }
+  if (ctx.stopping && !(matched && settles_reservations(*matched))) res.keep_alive(false);
   ctx.metrics.observe(
       "request", std::string(matched ? matched->path : "unmatched"),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

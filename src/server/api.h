@@ -32,6 +32,14 @@ struct ApiContext {
   std::string token;  // bearer token every route but the open ones needs; empty: none
   std::int64_t max_wait_ms = 60000;   // the longest long-poll
   std::atomic<bool> stopping{false};  // draining: long-polls answer at once, nothing is handed out
+  Broadcast stopped{};                // fired with stopping: wakes the event streams
+
+  // Starts the drain: nothing more is handed out, and each answer but those
+  // that hand out or settle reservations closes its connection.
+  void stop() {
+    stopping = true;
+    stopped.fire();
+  }
 };
 
 // Every request of the server: routing, the token, the handler, errors as

@@ -1,6 +1,6 @@
 // Awaiting the Client's callback-style calls from the server's coroutines:
-// one call, one call with a deadline, many calls at once, and a one-shot
-// event that any thread may fire.
+// one call, one call with a deadline, many calls at once, and one-shot
+// events (for one waiter or many) that any thread may fire.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -79,6 +79,40 @@ class OneShot : public std::enable_shared_from_this<OneShot> {
 
   boost::asio::steady_timer timer_;
   bool fired_ = false;  // on the timer's executor
+};
+
+// An event that fires once for many waiters, from any thread: each waiter
+// watches it on its own executor (a watch after the fire is fired at once).
+class Broadcast {
+ public:
+  std::shared_ptr<OneShot> watch(const boost::asio::any_io_executor& ex) {
+    auto one = OneShot::make(ex);
+    std::lock_guard lock(mu_);
+    if (fired_) {
+      one->fire();
+    } else {
+      waiting_.push_back(one);
+    }
+    return one;
+  }
+  void forget(const std::shared_ptr<OneShot>& one) {
+    std::lock_guard lock(mu_);
+    std::erase(waiting_, one);
+  }
+  void fire() {
+    std::vector<std::shared_ptr<OneShot>> woken;
+    {
+      std::lock_guard lock(mu_);
+      fired_ = true;
+      woken.swap(waiting_);
+    }
+    for (const auto& one : woken) one->fire();
+  }
+
+ private:
+  std::mutex mu_;
+  bool fired_ = false;                             // GUARDED_BY(mu_)
+  std::vector<std::shared_ptr<OneShot>> waiting_;  // GUARDED_BY(mu_)
 };
 
 // Like await_call, but gives up after timeout: nullopt then (the call runs

@@ -85,6 +85,9 @@ std::optional<Response> dashboard_file(const Request& req, std::string_view path
   return std::nullopt;
 }
 
+// How long one event may take to reach a reader.
+constexpr std::chrono::seconds kEventWriteTimeout{10};
+
 asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
                                     boost::beast::tcp_stream& stream) {
   auto u = boost::urls::parse_origin_form(req.target());
@@ -92,18 +95,27 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
   if (!authorized(ctx, req) && !token_in_query(ctx, *u)) {
     co_return false;  // the regular route answers 401
   }
-  stream.expires_never();
+  stream.expires_after(kEventWriteTimeout);
   std::string head =
       "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
       "Connection: close\r\n\r\nretry: 2000\n\n";
   co_await asio::async_write(stream, asio::buffer(head), asio::use_awaitable);
+  stream.expires_never();
   std::uint64_t seq = 0;
-  asio::steady_timer tick(co_await asio::this_coro::executor);
+  // A stop ends the stream at once, not at its next tick.
+  auto stop = ctx.stopped.watch(co_await asio::this_coro::executor);
+  struct Forget {
+    Broadcast& from;
+    std::shared_ptr<OneShot> one;
+    ~Forget() { from.forget(one); }
+  } forget{ctx.stopped, stop};
   while (!ctx.stopping) {
     std::string data = "data: " + co_await snapshot(ctx, seq) + "\n\n";
+    // A reader that stops reading is dropped, not waited for forever.
+    stream.expires_after(kEventWriteTimeout);
     co_await asio::async_write(stream, asio::buffer(data), asio::use_awaitable);
-    tick.expires_after(std::chrono::seconds(1));
-    co_await tick.async_wait(asio::use_awaitable);
+    stream.expires_never();
+    if (co_await stop->wait(std::chrono::steady_clock::now() + std::chrono::seconds(1))) break;
   }
   co_return true;
 }

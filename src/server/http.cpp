@@ -204,6 +204,7 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
   static constexpr std::chrono::seconds kDrainIdle{1};
   std::mutex mu;
   std::set<std::shared_ptr<beast::tcp_stream>> idle;  // waiting for a request
+  std::set<std::shared_ptr<beast::tcp_stream>> open;  // every session's
 
   awaitable<void> accept_loop(tcp::acceptor& acceptor) {
     for (;;) {
@@ -375,6 +376,10 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
 
   awaitable<void> session(std::shared_ptr<beast::tcp_stream> stream) {
     auto self = shared_from_this();
+    {
+      std::lock_guard lock(mu);
+      open.insert(stream);
+    }
     // The buffer's bound is what bounds a head, a chunk-size line with its
     // extensions, and the trailers: each must fit whole before it is parsed.
     beast::flat_buffer buffer(opts.header_limit);
@@ -419,6 +424,10 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     boost::system::error_code ignored;
     stream->socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream->close();
+    {
+      std::lock_guard lock(mu);
+      open.erase(stream);
+    }
     --connections;
   }
 };
@@ -493,6 +502,21 @@ void HttpServer::stop() {
     // cancel would lose.
     asio::post(stream->get_executor(), [s, stream] {
       if (s->is_idle(stream)) stream->cancel();
+    });
+  }
+}
+
+void HttpServer::abort() {
+  auto s = state_;
+  stop();
+  std::lock_guard lock(s->mu);
+  for (const auto& stream : s->open) {
+    // On the connection's thread: what it awaits ends with an error, and
+    // whatever it writes next fails; either way its session ends.
+    asio::post(stream->get_executor(), [stream] {
+      boost::system::error_code ignored;
+      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream->close();
     });
   }
 }

@@ -105,6 +105,10 @@ class HttpServer {
   // (the handlers decide what they answer while draining) and close once
   // idle for a second. Any thread.
   void stop();
+  // stop(), and closes every open connection now (a drain that ran out of
+  // time): their sessions end as soon as their threads get to them. Any
+  // thread.
+  void abort();
   // Requests being handled now.
   int in_flight() const;
   // Connections open now.

@@ -118,6 +118,10 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
   if (s.timeout.count() < 1 || s.timeout.count() > 600000) {
     throw Error(Errc::invalid_argument, "webhook timeout must be from 1 to 600000 ms");
   }
+  // Held until the worker is in subs_: stop() either sees it there or comes
+  // first, and then no worker starts (it would outlive the drain).
+  std::lock_guard subscribing(subscribing_);
+  if (stopped_) throw Error(Errc::closed, "the server is stopping: no new webhook");
   // On the server's Client and runtime: a webhook costs no thread and no
   // connection of its own.
   // The server's own Scheduler runs the topic's schedules.
@@ -209,10 +213,18 @@ void Pusher::retire(std::unique_ptr<Worker> old, std::chrono::milliseconds drain
 void Pusher::stop(std::chrono::milliseconds drain) {
   std::map<std::string, std::pair<Subscription, std::unique_ptr<Worker>>> all;
   {
+    std::lock_guard subscribing(subscribing_);
     std::lock_guard lock(mu_);
+    stopped_ = true;
     all.swap(subs_);
   }
-  for (auto& [topic, sub] : all) sub.second->cancel(drain);
+  // All at once: each waits for its own deliveries in flight.
+  std::vector<std::thread> cancelling;
+  cancelling.reserve(all.size());
+  for (auto& [topic, sub] : all) {
+    cancelling.emplace_back([&worker = *sub.second, drain] { worker.cancel(drain); });
+  }
+  for (auto& t : cancelling) t.join();
   std::vector<Retiring> retiring;
   {
     std::lock_guard lock(mu_);

@@ -64,6 +64,8 @@ class Pusher {
   std::mutex mu_;
   std::map<std::string, std::pair<Subscription, std::unique_ptr<Worker>>> subs_;
   std::vector<Retiring> retiring_;  // workers draining after a change
+  std::mutex subscribing_;          // a subscribe() against stop()
+  bool stopped_ = false;            // GUARDED_BY(subscribing_): no new subscription
 };
 
 }  // namespace redisched::server

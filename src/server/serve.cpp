@@ -43,19 +43,46 @@ std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
   return {host, static_cast<std::uint16_t>(port)};
 }
 
-}  // namespace
-
-int serve(const ServeOptions& o, const RedisChoice& r) {
-  spdlog::set_level(spdlog::level::from_str(o.log_level));
-  const auto [address, port] = split_listen(o.listen);
-  std::unique_ptr<embedded::RedisProcess> embedded;
-  std::string url = r.url;
-  if (url.empty()) {
-    embedded =
-        std::make_unique<embedded::RedisProcess>(embedded::embedded_default(r.data_dir, r.fsync));
-    url = embedded->unix_url();
-    spdlog::info("started redis-server (pid {}) with its data in {}", embedded->pid(), r.data_dir);
+// The drain after a signal, within --shutdown-timeout: nothing more is
+// handed out or accepted; long-polls, waits and event streams answer at
+// once; keep-alive clients are told to close with their next answer; the
+// requests and webhook deliveries in flight finish. Connections still open
+// at the deadline are closed.
+void drain(const ServeOptions& o, ApiContext& ctx, WakeHub& hub, HttpServer& server,
+           Sweeper& sweeper, Scheduler& scheduler, Pusher& pusher) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
+  const auto left = [&] {
+    return std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+                    std::chrono::milliseconds(0));
+  };
+  ctx.stop();
+  hub.wake_all();
+  ctx.client.end_waits();  // long-polls on a job answer with it as it is
+  server.stop();
+  sweeper.stop(std::chrono::milliseconds(0));
+  scheduler.stop();
+  pusher.stop(left());
+  // Connections still open may bring the acks of jobs they hold.
+  while (server.connections() > 0 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
+  if (server.connections() > 0) {
+    spdlog::warn("{} connections still open after --shutdown-timeout: closing them",
+                 server.connections());
+    server.abort();
+    const auto grace = Clock::now() + std::chrono::seconds(1);
+    while (server.connections() > 0 && Clock::now() < grace) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  sweeper.stop(std::max(left(), std::chrono::milliseconds(100)));
+}
+
+// Everything but the embedded Redis, from start to the end of the drain.
+int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
+        const std::string& embedded_dir) {
+  const auto [address, port] = split_listen(o.listen);
   // Every part of the server runs on these threads: the HTTP connections,
   // their Redis calls, the webhooks' workers, the sweeper.
   auto runtime = std::make_shared<Runtime>(o.threads);
@@ -100,7 +127,8 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   server.start();
   // The first line on stdout, for scripts (and tests that listen on port 0).
   std::cout << "redisched serve listening on http://" << address << ":" << server.port()
-            << " (Redis " << (embedded ? "embedded, " + r.data_dir : url) << ")" << std::endl;
+            << " (Redis " << (embedded_dir.empty() ? url : "embedded, " + embedded_dir) << ")"
+            << std::endl;
 
   // This thread waits for SIGINT or SIGTERM, then drains.
   std::promise<int> signalled;
@@ -108,24 +136,40 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   signals.async_wait(
       [&](boost::system::error_code ec, int sig) { signalled.set_value(ec ? 0 : sig); });
   const int sig = signalled.get_future().get();
+  const auto began = std::chrono::steady_clock::now();
   spdlog::info("signal {}: stopping", sig);
-  // Hand out nothing more (long-polls answer empty at once); stop accepting.
-  ctx.stopping = true;
-  hub.wake_all();
-  client.end_waits();  // long-polls on a job answer with it as it is
-  server.stop();
-  sweeper.stop();
-  scheduler.stop();
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
-  // Connections still open may bring the acks of jobs they hold.
-  while (server.connections() > 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  pusher.stop(std::chrono::milliseconds(o.shutdown_timeout_ms));
+  drain(o, ctx, hub, server, sweeper, scheduler, pusher);
+  // Nothing is left running now: what still waits (a Redis connection's
+  // reader) is destroyed with the shards, before the objects it refers to.
   runtime->stop();
-  spdlog::info("stopped");
+  spdlog::info("drained in {} ms", std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::steady_clock::now() - began)
+                                       .count());
   return 0;
+}
+
+}  // namespace
+
+int serve(const ServeOptions& o, const RedisChoice& r) {
+  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  std::unique_ptr<embedded::RedisProcess> embedded;
+  std::string url = r.url;
+  if (url.empty()) {
+    embedded =
+        std::make_unique<embedded::RedisProcess>(embedded::embedded_default(r.data_dir, r.fsync));
+    url = embedded->unix_url();
+    spdlog::info("started redis-server (pid {}) with its data in {}", embedded->pid(), r.data_dir);
+  }
+  const int status = run(o, r, url, embedded ? r.data_dir : "");
+  if (embedded) {
+    // Its append-only file written and its socket gone before we exit, so
+    // that a serve started right after us finds the data dir free.
+    const pid_t pid = embedded->pid();
+    embedded->stop();
+    spdlog::info("redis-server (pid {}) exited", pid);
+  }
+  spdlog::info("stopped");
+  return status;
 }
 
 }  // namespace redisched::server

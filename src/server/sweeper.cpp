@@ -2,10 +2,12 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <future>
 #include <map>
 #include <mutex>
 #include <set>
@@ -43,6 +45,9 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   // Noted topics, until census readings surely show them.
   std::map<std::string, Clock::time_point> noted;  // GUARDED_BY(mu)
   Scheduler* scheduler = nullptr;                  // set before start
+  std::promise<void> swept;                        // set when sweep() ends
+  std::shared_future<void> ended = swept.get_future().share();
+  std::atomic<bool> started{false};
 
   asio::awaitable<void> sweep() {
     auto self = shared_from_this();
@@ -81,6 +86,7 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
       boost::system::error_code ignored;
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
     }
+    swept.set_value();
   }
 };
 
@@ -88,9 +94,12 @@ Sweeper::Sweeper(asio::io_context& io, Client& client, Census& census, Metrics& 
                  std::chrono::milliseconds period, std::chrono::milliseconds topics_age)
     : state_(std::make_shared<State>(io, client, census, metrics, period, topics_age)) {}
 
-Sweeper::~Sweeper() { stop(); }
+Sweeper::~Sweeper() { stop(std::chrono::milliseconds(0)); }
 
-void Sweeper::start() { asio::co_spawn(state_->strand, state_->sweep(), asio::detached); }
+void Sweeper::start() {
+  state_->started = true;
+  asio::co_spawn(state_->strand, state_->sweep(), asio::detached);
+}
 
 void Sweeper::note(const std::string& topic) {
   std::lock_guard lock(state_->mu);
@@ -103,11 +112,15 @@ void Sweeper::note_schedules(const std::string& topic) {
   if (state_->scheduler) state_->scheduler->add_topic(topic);
 }
 
-void Sweeper::stop() {
+void Sweeper::stop(std::chrono::milliseconds wait) {
   asio::post(state_->strand, [s = state_] {
     s->stopped = true;
     s->timer.cancel();
   });
+  // Not from the strand's own thread: the sweep could not end while it waits.
+  if (state_->started && !state_->strand.get_inner_executor().running_in_this_thread()) {
+    state_->ended.wait_for(wait);
+  }
 }
 
 }  // namespace redisched::server

@@ -36,8 +36,9 @@ class Sweeper {
   Sweeper& operator=(const Sweeper&) = delete;
 
   void start();
-  // Any thread; the sweep in progress finishes.
-  void stop();
+  // Any thread; the sweep in progress finishes, and off the sweeper's
+  // thread stop() waits up to wait for it (its calls to Redis).
+  void stop(std::chrono::milliseconds wait = std::chrono::seconds(2));
   // A topic this server just handed jobs out of: swept from the next sweep
   // on, before any census reading shows it. Any thread.
   void note(const std::string& topic);
