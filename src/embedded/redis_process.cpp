@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -132,17 +133,7 @@ RedisProcess::RedisProcess(RedisProcessOptions options) : opts_(std::move(option
   if (socket_path().size() >= sizeof(sockaddr_un{}.sun_path)) {
     throw std::runtime_error("the data directory path is too long for a unix socket: " + dir_);
   }
-  if (opts_.exclusive) {
-    const std::string lock = dir_ + "/redisched.lock";
-    lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (lock_fd_ < 0) throw std::runtime_error("cannot open " + lock + ": " + std::strerror(errno));
-    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-      ::close(lock_fd_);
-      lock_fd_ = -1;
-      throw std::runtime_error("another redisched serve is using " + dir_ +
-                               " (its lock file is held): stop it, or give another --data-dir");
-    }
-  }
+  if (opts_.exclusive) take_dir();
   if (opts_.tls) {
     const std::string cmd =
         "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
@@ -166,6 +157,58 @@ RedisProcess::RedisProcess(RedisProcessOptions options) : opts_(std::move(option
         throw;
       }
     }
+  }
+}
+
+namespace {
+
+// The pids in a data dir's lock file: the redisched that took it, and its
+// redis-server (-1 where not written yet).
+std::pair<pid_t, pid_t> lock_holders(int fd) {
+  char buf[64] = {};
+  const auto n = ::pread(fd, buf, sizeof(buf) - 1, 0);
+  long owner = -1;
+  long server = -1;
+  if (n > 0) std::sscanf(buf, "%ld %ld", &owner, &server);  // NOLINT: a fixed format of our own
+  return {static_cast<pid_t>(owner), static_cast<pid_t>(server)};
+}
+
+bool alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
+
+}  // namespace
+
+// One redis-server per data dir: an flock on redisched.lock in it, taken
+// here and inherited by the redis-server we start, so that it is held until
+// both have exited. A holder that is gone while its redis-server still
+// writes its append-only file (it gets SIGTERM when we die) is waited for.
+void RedisProcess::take_dir() {
+  const std::string lock = dir_ + "/redisched.lock";
+  lock_fd_ = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) throw std::runtime_error("cannot open " + lock + ": " + std::strerror(errno));
+  const auto deadline = std::chrono::steady_clock::now() + opts_.start_timeout;
+  while (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const auto [owner, server] = lock_holders(lock_fd_);
+    if (alive(owner) || std::chrono::steady_clock::now() > deadline) {
+      ::close(lock_fd_);
+      lock_fd_ = -1;
+      const std::string who = alive(owner) ? "another redisched serve is using " + dir_ + " (pid " +
+                                                 std::to_string(owner) + ")"
+                                           : "another redisched serve is using " + dir_ +
+                                                 " (it exited, but its redis-server, pid " +
+                                                 std::to_string(server) + ", still runs)";
+      throw std::runtime_error(who + ": stop it, or give another --data-dir");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  write_holders();
+}
+
+void RedisProcess::write_holders() {
+  if (lock_fd_ < 0) return;
+  const std::string text = std::to_string(::getpid()) + " " + std::to_string(pid_) + "\n";
+  if (::ftruncate(lock_fd_, 0) != 0 ||
+      ::pwrite(lock_fd_, text.data(), text.size(), 0) != static_cast<ssize_t>(text.size())) {
+    throw std::runtime_error("cannot write " + dir_ + "/redisched.lock: " + std::strerror(errno));
   }
 }
 
@@ -205,6 +248,7 @@ void RedisProcess::start() {
   conf.close();
   ::unlink(socket_path().c_str());  // left by a crash
   spawn();
+  write_holders();
   wait_until_up();
 }
 
@@ -232,6 +276,8 @@ void RedisProcess::spawn() {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) ::_exit(1);
     }
+    // It holds the data dir's lock as long as it runs, whoever else exits.
+    if (lock_fd_ >= 0) ::fcntl(lock_fd_, F_SETFD, 0);
     // Its output must not hold our stdout open (scripts read it to the end).
     const int null = ::open("/dev/null", O_RDWR);
     ::dup2(null, 0);

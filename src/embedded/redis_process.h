@@ -26,8 +26,10 @@ struct RedisProcessOptions {
   bool append_only = false;
   std::string appendfsync = "everysec";  // always | everysec | no
   std::vector<std::string> config;       // more redis.conf lines
-  // One process per dir: a lock file in it is held while this lives; a
-  // second one fails saying so.
+  // One redis-server per dir: a lock file in it is held while this lives
+  // and while its redis-server runs. A second one fails, naming the pid of
+  // the first; while only the first's redis-server is left (finishing its
+  // append-only file), it waits for it, up to start_timeout.
   bool exclusive = false;
   // The server gets SIGTERM when this process dies (no orphan).
   bool die_with_parent = false;
@@ -73,6 +75,8 @@ class RedisProcess {
   std::string unix_url() const { return "unix://" + socket_path(); }
 
  private:
+  void take_dir();
+  void write_holders();
   void spawn();
   void wait_until_up();
   RedisProcessOptions opts_;

@@ -31,7 +31,16 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-bool process_alive(pid_t pid) { return pid > 0 && ::kill(pid, 0) == 0; }
+bool process_alive(pid_t pid) {
+  if (pid <= 0 || ::kill(pid, 0) != 0) return false;
+  // A zombie has exited: only its parent (or init, which may take its
+  // time) has not reaped it yet.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close == std::string::npos || close + 2 >= line.size() || line[close + 2] != 'Z';
+}
 
 struct HttpClient::Impl {
   asio::io_context io;
@@ -163,9 +172,9 @@ ServeProcess::ServeProcess(std::vector<std::string> args, std::string data_dir,
   throw std::runtime_error("redisched serve did not start");
 }
 
-int ServeProcess::stop() {
+int ServeProcess::stop(int signal) {
   if (pid_ <= 0) return -1;
-  ::kill(pid_, SIGTERM);
+  ::kill(pid_, signal);
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;

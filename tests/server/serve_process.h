@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <atomic>
+#include <csignal>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -51,8 +52,8 @@ class ServeProcess {
   pid_t pid() const { return pid_; }
   pid_t redis_pid() const { return redis_pid_; }
   const std::string& data_dir() const { return dir_; }
-  // SIGTERM, and the exit status.
-  int stop();
+  // SIGTERM (or signal), and the exit status (128 + the signal when killed).
+  int stop(int signal = SIGTERM);
 
  private:
   std::string dir_;
@@ -83,6 +84,7 @@ class Receiver {
   std::thread thread_;
 };
 
+// Running (a zombie, exited but not yet reaped, is not).
 bool process_alive(pid_t pid);
 
 }  // namespace redisched::test

@@ -648,14 +648,16 @@ TEST(ServerEmbedded, OneServePerDataDirNoOrphanAndDataSurvivesARestart) {
         test::run_redisched({"--data-dir", dir + "/data", "serve", "--listen", "127.0.0.1:0"});
     EXPECT_NE(status, 0);
     EXPECT_NE(out.find("another redisched serve is using"), std::string::npos) << out;
+    EXPECT_NE(out.find("(pid " + std::to_string(serve.pid()) + ")"), std::string::npos) << out;
     // The CLI without --redis uses the running serve's Redis.
     auto [st, got] =
         test::run_redisched({"--data-dir", dir + "/data", "--json", "get", "keep", "j"});
     EXPECT_EQ(st, 0) << got;
     EXPECT_NE(got.find("\"body\":\"kept\""), std::string::npos);
     EXPECT_EQ(serve.stop(), 0);
+    // serve exits after its redis-server: the data dir is free at once.
+    EXPECT_FALSE(test::process_alive(redis_pid));
   }
-  EXPECT_TRUE(wait_until([&] { return !test::process_alive(redis_pid); }, 5s));
   {
     ServeProcess serve({}, dir);
     HttpClient http(serve.port());
@@ -680,7 +682,61 @@ TEST(ServerEmbedded, SigtermAnswersRequestsInFlightThenStops) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);  // not the 30 s wait
   EXPECT_EQ(answer.status, 200);
   EXPECT_TRUE(parse(answer.body).at("jobs").as_array().empty());
-  EXPECT_TRUE(wait_until([&] { return !test::process_alive(redis_pid); }, 5s));
+  EXPECT_FALSE(test::process_alive(redis_pid)) << "serve exited before its redis-server";
+}
+
+// While draining, a keep-alive client is told to close with its next answer,
+// so that it leaves at once instead of holding the drain up.
+TEST(ServerEmbedded, DrainClosesKeepAliveConnectionsWithTheirNextAnswer) {
+  ServeProcess serve;
+  HttpClient http(serve.port());
+  ASSERT_EQ(http.request("PUT", "/v1/topics/drain/jobs/a", R"({"body":"x"})").status, 201);
+  // The idle connection holds the drain up for a second (--shutdown-timeout
+  // is not reached): time to ask again on it.
+  ::kill(serve.pid(), SIGTERM);
+  // The acceptors close as the drain begins: a new connection is refused.
+  ASSERT_TRUE(wait_until([&] {
+    try {
+      HttpClient probe(serve.port());
+      probe.request("GET", "/healthz");
+      return false;
+    } catch (const std::exception&) {
+      return true;
+    }
+  }));
+  auto a = http.request("PUT", "/v1/topics/drain/jobs/b", R"({"body":"x"})");
+  EXPECT_EQ(a.status, 201);
+  EXPECT_EQ(a.headers["Connection"], "close");
+  EXPECT_EQ(serve.stop(), 0);
+}
+
+// A serve killed outright: its redis-server gets SIGTERM, writes its
+// append-only file and exits; a serve started at once on the same dir waits
+// for it (never two redis-servers on one dir) and has the data.
+TEST(ServerEmbedded, AServeStartedRightAfterAKillWaitsForTheOldRedisAndHasTheData) {
+  char tmpl[] = "/tmp/redisched-embedded-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  for (const char* fsync : {"always", "everysec"}) {
+    pid_t old_redis = -1;
+    {
+      ServeProcess serve({"--fsync", fsync}, dir);
+      old_redis = serve.redis_pid();
+      HttpClient http(serve.port());
+      for (int i = 0; i < 200; ++i) {
+        ASSERT_EQ(http.request("PUT", "/v1/topics/k/jobs/" + std::string(fsync) + std::to_string(i),
+                               R"({"body":"kept"})")
+                      .status,
+                  201);
+      }
+      EXPECT_EQ(serve.stop(SIGKILL), 128 + SIGKILL);
+    }
+    ServeProcess next({"--fsync", fsync}, dir);
+    EXPECT_FALSE(test::process_alive(old_redis)) << "two redis-servers on one data dir";
+    HttpClient http(next.port());
+    auto stats = parse(http.request("GET", "/v1/topics/k").body);
+    EXPECT_EQ(stats.at("ready").as_int64(), std::string(fsync) == "always" ? 200 : 400);
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ServerEmbedded, KilledServeLeavesNoRedisBehind) {
