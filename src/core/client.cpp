@@ -787,7 +787,7 @@ void restore_on(Impl& impl, const std::string& topic, const Job& job, bool repla
 
 void Client::restore_async(std::string_view topic, const Job& job, bool replace,
                            Callback<bool> done) try {
-  if (job.state == JobState::done) return done(false);
+  if (job.state == JobState::done) return impl_->answer_later(done, Result<bool>(false));
   impl_->by_id<bool>(topic, job.id, std::move(done),
                      [impl = impl_.get(), job, replace](const std::string& where, auto then) {
                        restore_on(*impl, where, job, replace, std::move(then));

@@ -436,7 +436,7 @@ class Client::Impl {
     std::string resp;
     cmd.encode(resp);
     link(topic).send_replicated(topic, std::move(resp), replicas, opts.replica_timeout,
-                                answer<T>(std::move(parse), std::move(done)));
+                                answer_replicated<T>(std::move(parse), std::move(done)));
   }
 
   // call_write, for a call the pipeline may coalesce with calls of its
@@ -487,11 +487,29 @@ class Client::Impl {
     };
   }
 
+  // answer, for a write that waited for replicas: when they fell short (or
+  // WAIT failed), a write the library refused is answered as the refusal
+  // it is, since it changed nothing; only a change is "done on the primary".
+  template <class T, class Parse>
+  static redis::ReplyHandler answer_replicated(Parse parse, Callback<T> done) {
+    return [parse = std::move(parse), done = std::move(done)](std::error_code ec, Reply reply) {
+      if (ec && reply.elements.size() == 1) {
+        try {
+          T own = parse(reply.elements.front());
+          if (core::changed_nothing(own)) return done(std::move(own));
+        } catch (const Error& refused) {
+          return done(refused);
+        }
+      }
+      answer<T>(parse, done)(ec, std::move(reply));
+    };
+  }
+
   // Splits items into calls of at most kBatchMax, in order; done gets all
   // their results, or the first error.
   template <class T, class Item, class Send>
   void batched(std::span<const Item> items, Callback<std::vector<T>> done, Send send) {
-    if (items.empty()) return done(std::vector<T>{});
+    if (items.empty()) return answer_later(done, Result<std::vector<T>>(std::vector<T>{}));
     auto g = std::make_shared<Gather<T>>();
     g->done = std::move(done);
     g->pending = (items.size() + kBatchMax - 1) / kBatchMax;
@@ -535,10 +553,17 @@ class Client::Impl {
   // callback gets the Error on a thread of the runtime, as every answer does.
   template <class T>
   void refuse(Callback<T>& done, const Error& e) {
+    answer_later(done, Result<T>(e));
+  }
+
+  // Answers a call without asking Redis, on the runtime as any answer (never
+  // on the caller's thread: its caller may hold a lock the callback takes).
+  template <class T>
+  void answer_later(Callback<T>& done, Result<T> r) {
     if (!done) return;
     const int here = runtime->current_shard();
     asio::post(runtime->shard(here >= 0 ? static_cast<std::size_t>(here) : 0),
-               [done = std::move(done), e] { done(e); });
+               [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
   }
 
   ClientOptions opts;

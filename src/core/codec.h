@@ -65,6 +65,25 @@ Error error_from_reply(const std::string& text);
 inline constexpr std::string_view kSpreadTopic = "the topic is spread over shards: ";
 bool is_sharded(const Error& e);
 
+// Whether a write's answer says it changed nothing (a refusal: the job
+// exists, is gone, or is not reserved by this token): such an answer stands
+// whatever the replicas did (a WAIT that fell short follows a change only).
+inline bool changed_nothing(PutOutcome o) {
+  return o == PutOutcome::exists || o == PutOutcome::not_found;
+}
+inline bool changed_nothing(Outcome o) { return o != Outcome::ok; }
+inline bool changed_nothing(const FailResult& r) { return r.outcome != Outcome::ok; }
+inline bool changed_nothing(const ReserveResult& r) { return r.jobs.empty(); }
+inline bool changed_nothing(bool changed) { return !changed; }
+inline bool changed_nothing(const std::string& /*new_id*/) { return false; }
+template <class T>
+bool changed_nothing(const std::vector<T>& each) {
+  for (const auto& one : each) {
+    if (!changed_nothing(one)) return false;
+  }
+  return true;
+}
+
 PutOutcome parse_put(const redis::Reply& r);
 std::vector<PutOutcome> parse_put_many(const redis::Reply& r);
 std::optional<Job> parse_get(const redis::Reply& r);

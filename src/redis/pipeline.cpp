@@ -152,8 +152,12 @@ void answer_replicated(Reply reply, int replicas, std::chrono::milliseconds time
   if (reply.is_error()) return done(std::error_code(), std::move(reply));
   Reply e;
   e.type = Reply::Type::error;
+  // The command's own reply goes along: a refusal (it changed nothing) is
+  // its caller's answer whatever the replicas did.
+  const auto with_reply = [&] { e.elements.push_back(std::move(reply)); };
   if (wait_ec) {
     e.str = "done on the primary, but WAIT failed: " + wait_reply.str;
+    with_reply();
     return done(wait_ec, std::move(e));
   }
   if (wait_reply.type != Reply::Type::integer) {
@@ -164,6 +168,7 @@ void answer_replicated(Reply reply, int replicas, std::chrono::milliseconds time
     e.str = "done on the primary, but only " + std::to_string(wait_reply.integer) + " of " +
             std::to_string(replicas) + " replicas had it within " +
             std::to_string(timeout.count()) + " ms (a failover may lose it)";
+    with_reply();
     return done(make_error_code(Errc::timeout), std::move(e));
   }
   done(std::error_code(), std::move(reply));

@@ -129,7 +129,9 @@ class Pipeline {
 
 // The answer of a write that waited for replicas: its error reply as it
 // was; else its reply if WAIT counted at least `replicas`, or Errc::timeout
-// saying the write is on the primary only. (A WAIT asks for the most
+// saying the write is on the primary only, with the write's own reply as
+// the error reply's one element (a refusal changed nothing: its caller
+// answers it as such). (A WAIT asks for the most
 // replicas of its batch; each write compares the count with its own.)
 void answer_replicated(Reply reply, int replicas, std::chrono::milliseconds timeout,
                        std::error_code wait_ec, const Reply& wait_reply, const ReplyHandler& done);

@@ -621,6 +621,35 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
       Errc::invalid_argument, "shorter than command_timeout");
 }
 
+// A write that waits for replicas and that the library refused changed
+// nothing: it is answered as the refusal, never "done on the primary",
+// whatever WAIT counted (issue 31). A change still is.
+TEST_F(ClientTest, ARefusalIsNeverDoneOnThePrimary) {
+  SKIP_ON_CLUSTER("the shared server has no replica only on the single target");
+  ClientOptions lonely = options_for();
+  lonely.replicas = 1;
+  lonely.replica_timeout = Millis{50};
+  Client unconfirmed(lonely);
+  client_.put(topic_, job("a"));
+  EXPECT_EQ(unconfirmed.put(topic_, job("a")), PutOutcome::exists);
+  auto r = client_.reserve(topic_, 1, Millis{60000});
+  ASSERT_EQ(r.jobs.size(), 1u);
+  const auto token = r.jobs[0].token;
+  EXPECT_EQ(unconfirmed.ack(topic_, "a", token + 1), Outcome::stale_token);
+  EXPECT_EQ(unconfirmed.ack(topic_, "nothing", token), Outcome::not_found);
+  EXPECT_EQ(unconfirmed.release(topic_, "a", token + 1), Outcome::stale_token);
+  EXPECT_EQ(unconfirmed.fail(topic_, "a", token + 1, "x").outcome, Outcome::stale_token);
+  EXPECT_FALSE(unconfirmed.remove(topic_, "nothing"));
+  EXPECT_EQ(unconfirmed.ack_many(
+                topic_, std::vector<std::pair<std::string, std::uint64_t>>{{"a", token + 1},
+                                                                           {"nothing", token}}),
+            (std::vector<Outcome>{Outcome::stale_token, Outcome::not_found}));
+  // The change itself: done on the primary, not confirmed.
+  EXPECT_REDISCHED_ERROR(unconfirmed.ack(topic_, "a", token), Errc::timeout,
+                         "done on the primary, but only 0 of 1 replicas");
+  EXPECT_FALSE(client_.get(topic_, "a"));
+}
+
 // Several threads put, reserve and ack 100,000 jobs: each is acked exactly
 // once and none is lost.
 TEST_F(ClientTest, ConcurrentWorkersAckEveryJobExactlyOnce) {
