@@ -28,6 +28,9 @@ namespace asio = boost::asio;
 constexpr std::int64_t kSkipGrace = 60'000;
 constexpr Millis kRetryMin{100};
 constexpr Millis kRetryMax{5000};
+// How long stop() waits for the answers of the calls in flight (a Redis that
+// does not answer at all must not hold a shutdown for ever).
+constexpr std::chrono::seconds kAnswersWait{10};
 
 struct Counters {
   std::atomic<std::uint64_t> put{0}, skipped{0}, lost{0}, errors{0};
@@ -57,8 +60,9 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
         topic_, [look](const std::string&) { look(); }, look);
   }
 
-  // Any thread: no call starts after it returns. (Every step runs on the
-  // ticker's thread, so stopping there waits for the one under way.)
+  // Any thread: no call starts after it returns. Off the ticker's thread it
+  // also waits for the answers of the calls in flight (up to kAnswersWait),
+  // so that the counters are final and nothing of the ticker runs after it.
   void stop() {
     subscription_.cancel();
     const auto halt = [self = shared_from_this()] {
@@ -66,12 +70,13 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
       self->timer_.cancel();
     };
     if (client_.runtime().current_shard() == static_cast<int>(shard_)) return halt();
-    std::promise<void> done;
-    asio::post(io_, [&] {
+    auto idle = std::make_shared<std::promise<void>>();
+    asio::post(io_, [self = shared_from_this(), halt, idle] {
       halt();
-      done.set_value();
+      self->idle_ = idle;
+      self->note_idle();
     });
-    done.get_future().wait();
+    idle->get_future().wait_for(kAnswersWait);
   }
 
  private:
@@ -88,9 +93,14 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
     });
   }
 
+  // Once stopped, tells stop() when no call is in flight any more.
+  void note_idle() {
+    if (idle_ && ticking_ == 0 && !loading_) std::exchange(idle_, nullptr)->set_value();
+  }
+
   void loaded(Result<ScheduleList> r) {
     loading_ = false;
-    if (stopped_) return;
+    if (stopped_) return note_idle();
     if (!r.ok()) return failed(r.error());
     retry_ = kRetryMin;
     const std::int64_t now = r.value().now_ms;
@@ -144,7 +154,7 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
         ++counters_->lost;
       }
     }
-    if (stopped_) return;
+    if (stopped_) return note_idle();
     if (!r.ok()) {
       // Read again after a pause (Redis out of memory, read-only after a
       // failover): no spinning on a write Redis keeps refusing.
@@ -197,6 +207,7 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
   bool stopped_ = false;
   bool loading_ = false, reload_ = false;
   int ticking_ = 0;
+  std::shared_ptr<std::promise<void>> idle_;  // stop()'s, once stopped
   Millis retry_ = kRetryMin;
   std::map<std::string, std::pair<std::string, core::TickRule>> rules_;
   std::set<std::string> refused_;

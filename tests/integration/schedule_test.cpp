@@ -153,10 +153,8 @@ TEST_F(ScheduleTest, EachTickIsPutOnceWhateverHowManySchedulersRace) {
     total.lost += st.lost;
     total.errors += st.errors;
   }
-  // Every tick put runs, up to the last one Redis holds (a tick whose
-  // answer came after stop() is put but not counted in the stats; such a
-  // call is given time to land first).
-  std::this_thread::sleep_for(200ms);
+  // Every tick put runs, up to the last one Redis holds. stop() waited for
+  // the answers in flight: the stats count every tick put.
   const auto last = client_.schedules(topic_).schedules[0].last_tick_ms;
   ASSERT_TRUE(wait_until([&] {
     std::lock_guard lock(mu);
@@ -171,6 +169,7 @@ TEST_F(ScheduleTest, EachTickIsPutOnceWhateverHowManySchedulersRace) {
   ASSERT_GE(ticks.size(), 20u) << "about 25 ticks in 2.5 s";
   EXPECT_LE(ticks.size(), 27u);
   EXPECT_EQ(std::adjacent_find(ticks.begin(), ticks.end()), ticks.end()) << "a tick put twice";
+  EXPECT_EQ(ticks.size(), total.put) << "stats final once stop() returned";
   for (std::size_t i = 1; i < ticks.size(); ++i) {
     EXPECT_EQ(ticks[i] - ticks[i - 1], kEvery.count()) << "a gap after tick " << i;
   }
