@@ -49,11 +49,11 @@ due delayed jobs publishes nothing: waiting workers already know that time).
 
 Finished signal: a call that finishes jobs someone may wait for publishes
 their ids, separated by newlines, with SPUBLISH on P:{T}:done, once per
-call: an ack with KEEP, and for jobs put with KEEP (their producers may
-wait) going dead, deleted before they finished, or taken for good (TTR 0,
+call: an ack with KEEP; any job going dead or deleted before it finished
+(version 19: kept or not); and jobs put with KEEP taken for good (TTR 0,
 pull). A producer waiting for a job listens there, then reads the job with
-get (docs/redis-api.md, "Waiting for a job"). A topic that keeps nothing
-pays for no signal.
+get (docs/redis-api.md, "Waiting for a job"). Acks without KEEP, the hot
+path, publish nothing.
 
 Time is the Redis server's clock in milliseconds, from 0 to MS_MAX (2^43 - 1,
 in the year 2248). Every function that reads the clock accepts "NOW <ms>" for
@@ -71,7 +71,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 18 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 19 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -999,7 +999,7 @@ local function requeue_members(k, members, now)
       redis.call('HSET', k.jobs, id, encode(j))
       dead[#dead + 1], dead[#dead + 2] = now, id
       buried = buried + 1
-      if j.keep then finished(id) end
+      finished(id) -- dead, kept or not: its waiter has its outcome
     elseif j then
       renew(j, seq)
       seq = seq + 1
@@ -2213,7 +2213,7 @@ local function fail_job(keys, args)
     redis.call('HSET', k.jobs, id, encode(j))
     redis.call('ZADD', k.dead, now, id)
     redis.call('HINCRBY', k.meta, 'dead_total', 1)
-    if j.keep then finished(id) end
+    finished(id) -- dead, kept or not: its waiter has its outcome
   end
   return { ok = to }
 end
@@ -2243,22 +2243,21 @@ end
 
 --[[ redisched_delete: remove a job in any state.
 ARGV: id [id...]   (at most 1000; an id given twice counts once)
-  The ids of removed jobs put with KEEP that had not finished (not done,
-  not dead) are published on P:{T}:done: their waiters learn they are gone.
+  The ids of removed jobs that had not finished (not done, not dead) are
+  published on P:{T}:done: their waiters learn they are gone.
 Output: the number of jobs removed (for one id: 1 removed, 0 absent).
 ]]
 local function delete(keys, args)
   local k = check_keys(keys)
   local ids = ids_arg(args)
   local recs = redis.call('HMGET', k.jobs, unpack(ids))
-  local gone, where, kept, seen = {}, {}, {}, {}
+  local gone, where, seen = {}, {}, {}
   for i, id in ipairs(ids) do
     if recs[i] and not seen[id] then
       seen[id] = true
       local j = decode(recs[i])
       gone[#gone + 1] = id
       where[#where + 1] = locate(k, id, j)
-      kept[#kept + 1] = j.keep ~= nil
     end
   end
   if #gone == 0 then
@@ -2268,7 +2267,7 @@ local function delete(keys, args)
   redis.call('HDEL', k.jobs, unpack(gone))
   for i, id in ipairs(gone) do
     unplace(k, id, where[i])
-    if kept[i] and where[i][1] ~= 'done' and where[i][1] ~= 'dead' then finished(id) end
+    if where[i][1] ~= 'done' and where[i][1] ~= 'dead' then finished(id) end
   end
   return #gone
 end

@@ -1333,7 +1333,8 @@ TEST_F(FunctionsTest, KeepAndResultGoWithTheJobAndFinishedJobsAreSignalled) {
   EXPECT_EQ(integer("ack", {"q", std::to_string(q.jobs[0].token), "NOW", "1200"}), 1);
   EXPECT_EQ(integer("delete", {"nothing-here"}), 0);
   put("plain", 1300);
-  EXPECT_EQ(integer("delete", {"plain"}), 1) << "not kept: no waiter, no message";
+  EXPECT_EQ(integer("delete", {"plain"}), 1);
+  EXPECT_EQ(message(), "plain") << "deleted, kept or not: its waiter wakes (version 19)";
   put("z", 1300, {"KEEP", "100", "TTR", "0"});
   put("y", 1300, {"KEEP", "100"});
   EXPECT_EQ(ids(reserve(1, 1300)), (Args{"z"}));

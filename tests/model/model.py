@@ -299,8 +299,7 @@ class Topic:
                 j.state, j.died = 'dead', now
                 j.token = j.reserved_at = j.deadline = j.lease_ttr = None
                 buried += 1
-                if j.keep:
-                    self.finished.append(j.id)
+                self.finished.append(j.id)  # dead, kept or not (version 19)
             else:
                 j.place, seq = seq, seq + 1
                 j.due = now
@@ -718,8 +717,7 @@ class Topic:
         j.state, j.died = 'dead', now
         j.token = j.reserved_at = j.deadline = j.lease_ttr = None
         self.dead_total += 1
-        if j.keep:
-            self.finished.append(id_)
+        self.finished.append(id_)  # dead, kept or not (version 19)
         return Status('dead')
 
     def op_touch(self, args):
@@ -743,7 +741,7 @@ class Topic:
         n = 0
         for id_ in dict.fromkeys(self.ids_arg(args)):
             if id_ in self.jobs:
-                if self.jobs[id_].keep and self.jobs[id_].state not in ('done', 'dead'):
+                if self.jobs[id_].state not in ('done', 'dead'):  # kept or not (version 19)
                     self.finished.append(id_)
                 del self.jobs[id_]
                 n += 1

@@ -46,6 +46,22 @@ class Case(unittest.TestCase):
         keys = keys or self.K
         return self.c.call('FCALL', 'redisched_' + op, len(keys), *keys, *args)
 
+    def published(self, channel, calls):
+        """What calls() published on channel (SSUBSCRIBE), in order."""
+        sub = Conn(SERVER.port)
+        sub.sock.sendall(harness.encode(['SSUBSCRIBE', channel]))
+        sub.read()
+        calls()
+        sub.sock.sendall(harness.encode(['PING']))
+        got = []
+        while True:
+            r = sub.read()
+            if r == [b'pong', b'']:
+                break
+            got.append(r[2])
+        sub.close()
+        return got
+
     def ids(self, reply):
         return [j[0].decode() for j in reply[3:]]
 
@@ -340,21 +356,33 @@ class Settled(Case):
         self.assertEqual(self.ids(self.f('reserve', 2, 'NOW', 1001)), ['a', 'b'])
 
     def test_wake_up_signal_of_a_put(self):
-        sub = Conn(SERVER.port)
-        sub.sock.sendall(harness.encode(['SSUBSCRIBE', self.K[2]]))
-        sub.read()
-        self.f('put', 'a', 'x', 'NOW', 1000)
-        self.f('put', 'b', 'x', 'AT', 1500, 'NOW', 1000)
-        self.f('put', 'a', 'x', 'NOW', 1000)  # refused: no signal
-        sub.sock.sendall(harness.encode(['PING']))
-        got = []
-        while True:
-            r = sub.read()
-            if r == [b'pong', b'']:
-                break
-            got.append(r[2])
-        self.assertEqual(got, [b'1000', b'1500'])
-        sub.close()
+        def calls():
+            self.f('put', 'a', 'x', 'NOW', 1000)
+            self.f('put', 'b', 'x', 'AT', 1500, 'NOW', 1000)
+            self.f('put', 'a', 'x', 'NOW', 1000)  # refused: no signal
+        self.assertEqual(self.published(self.K[2], calls), [b'1000', b'1500'])
+
+
+# ---------------------------------------------------------------- version 19
+
+class Version19(Case):
+    """Jobs put without KEEP are published on the finished channel when they
+    go dead or are deleted, so that their waiters wake at once."""
+
+    def test_v19_01_dead_or_deleted_jobs_are_published_kept_or_not(self):
+        self.f('putmany', 4, 'failed', 'x', 0, 'lapsed', 'x', 2, 'ATTEMPTS', 1,
+               'deleted', 'x', 0, 'acked', 'x', 0, 'NOW', 1000)
+        r = self.f('reserve', 4, 'TTR', 100, 'NOW', 1000)
+        token = {j[0]: j[2] for j in r[3:]}
+
+        def calls():
+            self.assertEqual(self.f('fail', 'failed', token[b'failed'], 'boom', 'DEAD',
+                                    'NOW', 1001), Status('dead'))
+            self.assertEqual(self.f('requeue', 'NOW', 2000)[1], 1)  # lapsed: dead
+            self.f('put', 'deleted', 'x', 'NOW', 2000)              # refused: exists
+            self.assertEqual(self.f('delete', 'deleted', 'nothing'), 1)
+            self.assertEqual(self.f('delete', 'failed'), 1)         # dead: published already
+        self.assertEqual(self.published(self.K[5], calls), [b'failed', b'lapsed', b'deleted'])
 
 
 # ---------------------------------------------------------------- version 10
@@ -704,8 +732,9 @@ FIXED_IN = {
          'test_v10_05_fails_attempts_overrides_the_jobs_and_get_shows_it',
          'test_v10_06_fails_attempts_is_checked_and_a_refused_fail_stores_nothing',
          'test_v10_07_own_ttr_tells_a_jobs_own_ttr_from_the_default'],
+    19: ['test_v19_01_dead_or_deleted_jobs_are_published_kept_or_not'],
 }
-CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Upgrade)
+CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Version19, Upgrade)
 
 
 def expect_fail(libraries):

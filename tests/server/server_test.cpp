@@ -233,6 +233,38 @@ TEST_F(ServerTest, ALongPollOnAJobAnswersWithItsResult) {
   EXPECT_EQ(call("GET", topic_jobs() + "/later?wait_ms=-1").status, 400);
 }
 
+// A wait on a job put without keep_ms ends as soon as the job goes dead or
+// is deleted (library 19), not at its timeout (issue 31).
+TEST_F(ServerTest, ALongPollOnAJobEndsWhenItGoesDeadOrIsDeleted) {
+  for (const std::string how : {"dead", "deleted"}) {
+    const std::string job = topic_jobs() + "/" + how;
+    ASSERT_EQ(call("PUT", job, R"({"body":"x"})").status, 201);
+    auto taken = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", "{}").body);
+    const std::string token = std::to_string(taken.at("jobs").at(0).at("token").as_int64());
+    std::thread worker([&] {
+      std::this_thread::sleep_for(200ms);
+      HttpClient other(serve_->port());
+      if (how == "dead") {
+        other.request("POST", job + "/fail",
+                      R"({"token":)" + token + R"(,"error":"no","dead":true})");
+      } else {
+        other.request("DELETE", job);
+      }
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    auto waited = call("GET", job + "?wait_ms=20000");
+    const auto took = std::chrono::steady_clock::now() - t0;
+    worker.join();
+    if (how == "dead") {
+      ASSERT_EQ(waited.status, 200) << waited.body;
+      EXPECT_EQ(parse(waited.body).at("state"), "dead");
+    } else {
+      EXPECT_EQ(waited.status, 404) << waited.body;
+    }
+    EXPECT_LT(took, 10s) << how << ": woken by the change, not the 20 s wait";
+  }
+}
+
 // A schedule set over HTTP runs on the server's own scheduler: its ticks'
 // jobs appear; it is listed with its next runs, paused, resumed, deleted.
 TEST_F(ServerTest, SchedulesRunOnTheServerAndAreManagedOverHttp) {
