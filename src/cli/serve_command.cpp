@@ -22,11 +22,21 @@ void add_serve_options(CLI::App& s, server::ServeOptions& o) {
       ->check(CLI::Range(1, 256))
       ->capture_default_str();
   s.add_option("--token", o.token,
-               "require \"Authorization: Bearer TOKEN\" on every route but /healthz")
+               "require \"Authorization: Bearer TOKEN\" on every route but /healthz (an admin "
+               "token for every topic; --tokens adds scoped ones)")
       ->envname("REDISCHED_TOKEN");
+  s.add_option("--tokens", o.tokens_file,
+               "a file of scoped tokens, one a line: ROLE TOKEN [TOPIC_PREFIX], ROLE read, "
+               "produce, consume or admin (docs/security.md)")
+      ->envname("REDISCHED_TOKENS")
+      ->check(CLI::ExistingFile);
   s.add_option("--webhook", o.webhooks,
                "TOPIC=URL: POST each due job of TOPIC to URL (2xx acks it); repeatable")
       ->envname("REDISCHED_WEBHOOK");
+  s.add_option("--webhook-allow", o.webhook_allow,
+               "HOST, HOST:PORT or *.DOMAIN[:PORT] that webhooks may reach (any other is "
+               "refused, 403); repeatable; none: any")
+      ->envname("REDISCHED_WEBHOOK_ALLOW");
   s.add_option("--webhook-concurrency", o.webhook_concurrency, "deliveries in flight per webhook")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

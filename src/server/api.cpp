@@ -1,9 +1,7 @@
 #include "server/api.h"
 
-#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
 
-#include <boost/beast/core/string.hpp>
 #include <boost/json/serialize.hpp>
 #include <charconv>
 #include <chrono>
@@ -491,6 +489,7 @@ awaitable<Response> put_webhook(ApiContext& ctx, Request& req, const Params& p) 
   s.concurrency = static_cast<int>(int_field(body, "concurrency", 1, 1000).value_or(s.concurrency));
   s.timeout = Millis{int_field(body, "timeout_ms", 1, 600000).value_or(s.timeout.count())};
   try {
+    if (auto why = ctx.pusher.refusal(s.url)) refuse(Status::forbidden, "forbidden", *why);
     ctx.pusher.subscribe(p.topic, s);
   } catch (const std::runtime_error& e) {
     bad_request(e.what());
@@ -556,63 +555,85 @@ const std::vector<std::string_view> kJobQuery{"wait_ms"};
 
 const std::vector<Route>& table() {
   static const std::vector<Route> routes = {
-      {"/", {{verb::get, dashboard}}, true},
-      {"/index.html", {{verb::get, dashboard}}, true},
-      {"/app.js", {{verb::get, dashboard}}, true},
-      {"/style.css", {{verb::get, dashboard}}, true},
-      {"/healthz", {{verb::get, healthz}}, true, &kNoQuery},
-      {"/metrics", {{verb::get, metrics}}, false, &kNoQuery},
-      {"/v1/events", {{verb::get, events_head}}, false, &kEventsQuery},
-      {"/v1/topics", {{verb::get, list_topics}}, false, &kNoQuery},
-      {"/v1/topics/{topic}", {{verb::get, topic_stats}}, false, &kNoQuery},
+      {"/", {{verb::get, dashboard, Role::read}}, true},
+      {"/index.html", {{verb::get, dashboard, Role::read}}, true},
+      {"/app.js", {{verb::get, dashboard, Role::read}}, true},
+      {"/style.css", {{verb::get, dashboard, Role::read}}, true},
+      {"/healthz", {{verb::get, healthz, Role::read}}, true, &kNoQuery},
+      {"/metrics", {{verb::get, metrics, Role::read}}, false, &kNoQuery},
+      {"/v1/events", {{verb::get, events_head, Role::read}}, false, &kEventsQuery},
+      {"/v1/topics", {{verb::get, list_topics, Role::read}}, false, &kNoQuery},
+      {"/v1/topics/{topic}", {{verb::get, topic_stats, Role::read}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs",
-       {{verb::get, list_jobs}, {verb::post, add_job}},
+       {{verb::get, list_jobs, Role::read}, {verb::post, add_job, Role::produce}},
        false,
        &kListQuery},
       {"/v1/topics/{topic}/jobs/{id}",
-       {{verb::get, get_job}, {verb::put, put_job}, {verb::delete_, delete_job}},
+       {{verb::get, get_job, Role::read},
+        {verb::put, put_job, Role::produce},
+        {verb::delete_, delete_job, Role::produce}},
        false,
        &kJobQuery},
-      {"/v1/topics/{topic}/jobs/{id}/ack", {{verb::post, ack}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/jobs/{id}/release", {{verb::post, release}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/jobs/{id}/fail", {{verb::post, fail}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/jobs/{id}/touch", {{verb::post, touch}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/reserve", {{verb::post, reserve}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/pull", {{verb::post, pull}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/kick", {{verb::post, kick}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/pause", {{verb::post, pause}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/resume", {{verb::post, resume}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/jobs/{id}/ack", {{verb::post, ack, Role::consume}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/jobs/{id}/release",
+       {{verb::post, release, Role::consume}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/jobs/{id}/fail", {{verb::post, fail, Role::consume}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/jobs/{id}/touch",
+       {{verb::post, touch, Role::consume}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/reserve", {{verb::post, reserve, Role::consume}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/pull", {{verb::post, pull, Role::consume}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/kick", {{verb::post, kick, Role::admin}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/pause", {{verb::post, pause, Role::admin}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/resume", {{verb::post, resume, Role::admin}}, false, &kNoQuery},
       {"/v1/topics/{topic}/limits",
-       {{verb::get, get_limits}, {verb::put, put_limits}, {verb::delete_, delete_limits}},
+       {{verb::get, get_limits, Role::read},
+        {verb::put, put_limits, Role::admin},
+        {verb::delete_, delete_limits, Role::admin}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/shards",
-       {{verb::get, get_shards}, {verb::put, put_shards}},
+       {{verb::get, get_shards, Role::read}, {verb::put, put_shards, Role::admin}},
        false,
        &kNoQuery},
-      {"/v1/topics/{topic}/schedules", {{verb::get, list_schedules}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/schedules", {{verb::get, list_schedules, Role::read}}, false, &kNoQuery},
       {"/v1/topics/{topic}/schedules/{name}",
-       {{verb::get, get_schedule}, {verb::put, put_schedule}, {verb::delete_, delete_schedule}},
+       {{verb::get, get_schedule, Role::read},
+        {verb::put, put_schedule, Role::admin},
+        {verb::delete_, delete_schedule, Role::admin}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/schedules/{name}/pause",
-       {{verb::post, pause_schedule}},
+       {{verb::post, pause_schedule, Role::admin}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/schedules/{name}/resume",
-       {{verb::post, resume_schedule}},
+       {{verb::post, resume_schedule, Role::admin}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/webhook",
-       {{verb::get, get_webhook}, {verb::put, put_webhook}, {verb::delete_, delete_webhook}},
+       {{verb::get, get_webhook, Role::read},
+        {verb::put, put_webhook, Role::admin},
+        {verb::delete_, delete_webhook, Role::admin}},
        false,
        &kNoQuery},
       // The original servers' routes, which ignore what they do not know.
-      {"/schedule/{topic}", {{verb::post, schedule_route}}, false, nullptr, original_refusal},
-      {"/cancel/{topic}", {{verb::post, cancel_route}}, false, nullptr, original_refusal},
-      {"/push", {{verb::post, push_route}}, false, nullptr, delay_queue_refusal},
-      {"/pop", {{verb::get, pop_route}}, false, nullptr, delay_queue_refusal},
-      {"/finish", {{verb::get, finish_route}}, false, nullptr, delay_queue_refusal},
+      {"/schedule/{topic}",
+       {{verb::post, schedule_route, Role::produce}},
+       false,
+       nullptr,
+       original_refusal},
+      {"/cancel/{topic}",
+       {{verb::post, cancel_route, Role::produce}},
+       false,
+       nullptr,
+       original_refusal},
+      {"/push", {{verb::post, push_route, Role::produce}}, false, nullptr, delay_queue_refusal},
+      {"/pop", {{verb::get, pop_route, Role::consume}}, false, nullptr, delay_queue_refusal},
+      {"/finish", {{verb::get, finish_route, Role::consume}}, false, nullptr, delay_queue_refusal},
   };
   return routes;
 }
@@ -647,17 +668,9 @@ bool settles_reservations(const Route& r) {
 
 std::span<const Route> api_routes() { return table(); }
 
-bool authorized(const ApiContext& ctx, const Request& req) {
-  if (ctx.token.empty()) return true;
-  if (req.count(http::field::authorization) != 1) return false;  // two: which one counts?
-  std::string_view header = req[http::field::authorization];
-  constexpr std::string_view kScheme = "Bearer ";
-  if (header.size() != kScheme.size() + ctx.token.size() ||
-      !boost::beast::iequals(header.substr(0, kScheme.size()), kScheme)) {
-    return false;
-  }
-  header.remove_prefix(kScheme.size());
-  return CRYPTO_memcmp(header.data(), ctx.token.data(), ctx.token.size()) == 0;
+const Grant* grant_of(const ApiContext& ctx, const Request& req) {
+  if (req.count(http::field::authorization) != 1) return nullptr;  // two: which one counts?
+  return ctx.access.from_header(req[http::field::authorization]);
 }
 
 awaitable<Response> route(ApiContext& ctx, Request& req) {
@@ -669,7 +682,9 @@ awaitable<Response> route(ApiContext& ctx, Request& req) {
   try {
     Match m = match_route(table(), req.method(), req.target());
     matched = m.route;
-    if (!(m.route && m.route->open) && !authorized(ctx, req)) {
+    const bool guarded = !(m.route && m.route->open) && !ctx.access.open();
+    const Grant* grant = guarded ? grant_of(ctx, req) : nullptr;
+    if (guarded && !grant) {
       res = error_response(req, Status::unauthorized, "unauthorized",
                            "this server needs \"Authorization: Bearer <token>\"");
       res.set(http::field::www_authenticate, "Bearer");
@@ -684,6 +699,11 @@ awaitable<Response> route(ApiContext& ctx, Request& req) {
                            std::string(req.method_string()) + " is not allowed here; use " + allow);
       res.set(http::field::allow, allow);
     } else {
+      if (grant) {
+        if (auto why = refusal(*grant, m.need, m.params.topic)) {
+          refuse(Status::forbidden, "forbidden", *why);
+        }
+      }
       handling = true;
       check_params(m);
       res = co_await m.handler(ctx, req, m.params);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "redisched/client.h"
+#include "server/access.h"
 #include "server/async_util.h"
 #include "server/fields.h"
 #include "server/http.h"
@@ -29,7 +30,7 @@ struct ApiContext {
   Pusher& pusher;
   Census& census;
   Sweeper& sweeper;
-  std::string token;  // bearer token every route but the open ones needs; empty: none
+  Access access;  // the tokens every route but the open ones needs; none: open to all
   std::int64_t max_wait_ms = 60000;   // the longest long-poll
   std::atomic<bool> stopping{false};  // draining: long-polls answer at once, nothing is handed out
   Broadcast stopped{};                // fired with stopping: wakes the event streams
@@ -49,9 +50,10 @@ boost::asio::awaitable<Response> route(ApiContext& ctx, Request& req);
 // The whole table (for tests and docs).
 std::span<const Route> api_routes();
 
-// Whether the request carries the token (constant-time compare; the scheme
-// is case-insensitive, RFC 9110 §11.1).
-bool authorized(const ApiContext& ctx, const Request& req);
+// The grant of the token the request carries in its one Authorization
+// header (constant-time compare; the scheme is case-insensitive, RFC 9110
+// §11.1), or nullptr.
+const Grant* grant_of(const ApiContext& ctx, const Request& req);
 
 // The original servers' routes (compat.cpp), for the table, and the shapes
 // of their refusals.

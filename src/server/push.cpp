@@ -107,6 +107,52 @@ std::pair<std::string, Subscription> parse_webhook_flag(const std::string& flag)
 
 Pusher::Pusher(Client& client, Metrics& metrics) : client_(client), metrics_(metrics) {}
 
+namespace {
+
+std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+void Pusher::allow(const std::vector<std::string>& destinations) {
+  for (const auto& d : destinations) {
+    // HOST[:PORT]: a name, an IPv4 address, or an IPv6 one in brackets.
+    Destination dest;
+    const auto host_end = d.starts_with("[") ? d.find(']') + 1 : d.rfind(':');
+    dest.host = lower(d.substr(0, host_end));
+    if (host_end < d.size()) {
+      if (d[host_end] != ':') dest.host.clear();  // "[v6]junk": refused below
+      dest.port = d.substr(host_end + 1);
+      if (dest.port.empty()) dest.host.clear();
+    }
+    const bool port_ok =
+        dest.port.empty() ||
+        (dest.port.size() <= 5 && dest.port.find_first_not_of("0123456789") == std::string::npos);
+    const std::string_view bare =
+        std::string_view(dest.host).substr(dest.host.starts_with("*.") ? 2 : 0);
+    if (bare.empty() || !port_ok || bare.find_first_of("/?#@ *") != std::string_view::npos) {
+      throw Error(Errc::invalid_argument,
+                  "--webhook-allow wants HOST, HOST:PORT or *.DOMAIN[:PORT], got " + d);
+    }
+    allowed_.push_back(std::move(dest));
+  }
+}
+
+std::optional<std::string> Pusher::refusal(const std::string& url) const {
+  const Target t = parse_target_url(url);
+  if (allowed_.empty()) return std::nullopt;
+  const std::string host = lower(t.host);
+  for (const auto& d : allowed_) {
+    const bool host_ok =
+        d.host.starts_with("*.") ? host.ends_with(d.host.substr(1)) : host == d.host;
+    if (host_ok && (d.port.empty() || d.port == t.port)) return std::nullopt;
+  }
+  return "webhook destination " + t.host + ":" + t.port +
+         " is not in this server's --webhook-allow list";
+}
+
 Pusher::~Pusher() { stop(std::chrono::milliseconds(0)); }
 
 void Pusher::subscribe(const std::string& topic, const Subscription& s) {
@@ -120,6 +166,7 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
   }
   // Held until the worker is in subs_: stop() either sees it there or comes
   // first, and then no worker starts (it would outlive the drain).
+  if (auto why = refusal(s.url)) throw Error(Errc::invalid_argument, *why);
   std::lock_guard subscribing(subscribing_);
   if (stopped_) throw Error(Errc::closed, "the server is stopping: no new webhook");
   // On the server's Client and runtime: a webhook costs no thread and no

@@ -41,8 +41,15 @@ class Pusher {
   Pusher(const Pusher&) = delete;
   Pusher& operator=(const Pusher&) = delete;
 
+  // The destinations webhooks may have (--webhook-allow), each HOST,
+  // HOST:PORT, *.DOMAIN or *.DOMAIN:PORT; none: any. Before subscribe().
+  // Throws Error (invalid_argument) for one of another form.
+  void allow(const std::vector<std::string>& destinations);
+  // Why url may not be a webhook's destination (not in the allowlist), or
+  // nullopt when it may. Throws Error (invalid_argument) for a bad URL.
+  std::optional<std::string> refusal(const std::string& url) const;
   // Starts (or replaces) the delivery of a topic. Throws Error
-  // (invalid_argument) for a bad topic or URL.
+  // (invalid_argument) for a bad topic or URL, or a destination refused.
   void subscribe(const std::string& topic, const Subscription& s);
   bool unsubscribe(const std::string& topic);
   // Stops every delivery, letting requests in flight finish within drain.
@@ -64,8 +71,13 @@ class Pusher {
   std::mutex mu_;
   std::map<std::string, std::pair<Subscription, std::unique_ptr<Worker>>> subs_;
   std::vector<Retiring> retiring_;  // workers draining after a change
-  std::mutex subscribing_;          // a subscribe() against stop()
-  bool stopped_ = false;            // GUARDED_BY(subscribing_): no new subscription
+  struct Destination {
+    std::string host;  // lower case; "*.example.com" takes its subdomains
+    std::string port;  // empty: any
+  };
+  std::vector<Destination> allowed_;  // set before the first subscribe
+  std::mutex subscribing_;            // a subscribe() against stop()
+  bool stopped_ = false;              // GUARDED_BY(subscribing_): no new subscription
 };
 
 }  // namespace redisched::server

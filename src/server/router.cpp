@@ -55,7 +55,10 @@ Match match_route(std::span<const Route> routes, http::verb method, std::string_
     m.params = std::move(params);
     const auto wanted = method == http::verb::head ? http::verb::get : method;
     for (const auto& rm : route.methods) {
-      if (rm.verb == wanted) m.handler = rm.handler;
+      if (rm.verb == wanted) {
+        m.handler = rm.handler;
+        m.need = rm.need;
+      }
     }
     break;
   }

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/access.h"
 #include "server/http.h"
 
 namespace redisched::server {
@@ -36,6 +37,7 @@ using RouteHandler = boost::asio::awaitable<Response> (*)(ApiContext&, Request&,
 struct RouteMethod {
   http::verb verb;
   RouteHandler handler;
+  Role need;  // what a token must grant to call it (access.h)
 };
 
 struct HttpError;
@@ -59,6 +61,7 @@ struct Route {
 struct Match {
   const Route* route = nullptr;    // nullptr: no route has this path (404)
   RouteHandler handler = nullptr;  // nullptr with a route: not this method (405)
+  Role need = Role::admin;         // the handler's (RouteMethod::need)
   Params params;
 };
 

@@ -100,6 +100,7 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   Metrics metrics;
   Census census(client);
   Pusher pusher(client, metrics);
+  pusher.allow(o.webhook_allow);
   for (const auto& flag : o.webhooks) {
     auto [topic, sub] = parse_webhook_flag(flag);
     sub.concurrency = o.webhook_concurrency;
@@ -110,7 +111,9 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   Sweeper sweeper(first, client, census, metrics);
   sweeper.run_schedules(scheduler);
   sweeper.start();
-  ApiContext ctx{client, hub, metrics, pusher, census, sweeper, o.token, o.max_wait_ms};
+  ApiContext ctx{
+      client,       hub, metrics, pusher, census, sweeper, Access::from(o.token, o.tokens_file),
+      o.max_wait_ms};
 
   HttpOptions ho;
   ho.address = address;

@@ -12,8 +12,10 @@ namespace redisched::server {
 struct ServeOptions {
   std::string listen = "localhost:7171";  // a name listens on each of its addresses
   int threads = 2;
-  std::string token;
-  std::vector<std::string> webhooks;  // TOPIC=URL
+  std::string token;                       // one admin token for every topic
+  std::string tokens_file;                 // scoped tokens (access.h), one a line
+  std::vector<std::string> webhooks;       // TOPIC=URL
+  std::vector<std::string> webhook_allow;  // HOST[:PORT] webhooks may reach; none: any
   int webhook_concurrency = 10;
   std::int64_t webhook_timeout_ms = 10000;
   std::size_t max_request = 2 << 20;

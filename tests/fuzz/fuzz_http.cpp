@@ -67,8 +67,10 @@ struct World {
     census = std::make_unique<Census>(*client);
     sweeper = std::make_unique<Sweeper>(background, *client, *census, metrics);
     // max_wait 0: a long-poll asks for a wait the fuzzer would sit through.
-    open.reset(new ApiContext{*client, *hub, metrics, *pusher, *census, *sweeper, "", 0});
-    guarded.reset(new ApiContext{*client, *hub, metrics, *pusher, *census, *sweeper, "s3cret", 0});
+    open.reset(new ApiContext{*client, *hub, metrics, *pusher, *census, *sweeper, Access{}, 0});
+    guarded.reset(new ApiContext{*client, *hub, metrics, *pusher, *census, *sweeper,
+                                 Access::parse("s3cret", "read readonly-token-0123456789", "fuzz"),
+                                 0});
   }
 };
 

@@ -19,6 +19,7 @@ directory) and the run goes on.
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
@@ -29,6 +30,7 @@ import cases_bodies  # noqa: E402
 import cases_compat  # noqa: E402
 import cases_framing  # noqa: E402
 import cases_routes  # noqa: E402
+import cases_scoped  # noqa: E402
 from core import Case, Ctx, SeedError, check_background  # noqa: E402
 from harness import Serve, StartError  # noqa: E402
 
@@ -39,7 +41,7 @@ def all_cases():
     first = [c for c in framing if "64MiB" in c.name]
     rest = [c for c in framing if "64MiB" not in c.name]
     return (first + rest + cases_routes.cases() + cases_bodies.cases() + cases_compat.cases() +
-            cases_auth.cases())
+            cases_auth.cases() + cases_scoped.cases())
 
 
 def category(name):
@@ -79,6 +81,14 @@ def main():
             servers["main"] = Serve(binary, "main")
         if "auth" in needed:
             servers["auth"] = Serve(binary, "auth", ["--token", "s3cret"], token="s3cret")
+        if "scoped" in needed:
+            tokens = os.path.join(tempfile.mkdtemp(prefix="redisched-hostile-tokens-"), "tokens")
+            with open(tokens, "w") as f:
+                f.write(cases_scoped.TOKENS_FILE)
+            allow = [a for d in cases_scoped.WEBHOOK_ALLOW for a in ("--webhook-allow", d)]
+            servers["scoped"] = Serve(binary, "scoped",
+                                      ["--token", "s3cret", "--tokens", tokens] + allow,
+                                      token="s3cret")
         if "slow" in needed:
             servers["slow"] = Serve(binary, "slow", ["--idle-timeout", "500", "--header-timeout", "1000"])
         for name, s in servers.items():
