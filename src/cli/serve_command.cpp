@@ -31,12 +31,18 @@ void add_serve_options(CLI::App& s, server::ServeOptions& o) {
       ->envname("REDISCHED_TOKENS")
       ->check(CLI::ExistingFile);
   s.add_option("--webhook", o.webhooks,
-               "TOPIC=URL: POST each due job of TOPIC to URL (2xx acks it); repeatable")
+               "TOPIC=URL: POST each due job of TOPIC to URL, http:// or https:// (2xx acks it); "
+               "repeatable")
       ->envname("REDISCHED_WEBHOOK");
   s.add_option("--webhook-allow", o.webhook_allow,
                "HOST, HOST:PORT or *.DOMAIN[:PORT] that webhooks may reach (any other is "
                "refused, 403); repeatable; none: any")
       ->envname("REDISCHED_WEBHOOK_ALLOW");
+  s.add_option("--webhook-ca", o.webhook_ca,
+               "CA certificates (PEM) that https webhooks' certificates must chain to "
+               "(default: the system's)")
+      ->envname("REDISCHED_WEBHOOK_CA")
+      ->check(CLI::ExistingFile);
   s.add_option("--webhook-concurrency", o.webhook_concurrency, "deliveries in flight per webhook")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();

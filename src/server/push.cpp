@@ -5,11 +5,13 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
@@ -29,16 +31,19 @@ using tcp = asio::ip::tcp;
 
 struct Target {
   std::string host, port, path;
+  bool tls = false;  // https: the server's certificate and name are checked
 };
 
 Target parse_target_url(const std::string& url) {
   auto u = boost::urls::parse_uri(url);
-  if (!u || u->scheme() != "http" || u->host().empty()) {
-    throw Error(Errc::invalid_argument, "webhook URL must be http://host[:port]/path, got " + url);
+  if (!u || (u->scheme() != "http" && u->scheme() != "https") || u->host().empty()) {
+    throw Error(Errc::invalid_argument,
+                "webhook URL must be http[s]://host[:port]/path, got " + url);
   }
   Target t;
+  t.tls = u->scheme() == "https";
   t.host = std::string(u->host());
-  t.port = u->has_port() ? std::string(u->port()) : "80";
+  t.port = u->has_port() ? std::string(u->port()) : t.tls ? "443" : "80";
   t.path = u->encoded_target().empty() ? "/" : std::string(u->encoded_target());
   return t;
 }
@@ -58,14 +63,9 @@ std::string payload(const std::string& topic, const Reservation& j) {
   return json::serialize(o);
 }
 
-// POSTs body to the target; returns the status, or throws on a transport
-// failure or timeout.
-asio::awaitable<unsigned> post(Target t, std::string body, std::chrono::milliseconds timeout) {
-  auto ex = co_await asio::this_coro::executor;
-  beast::tcp_stream stream(ex);
-  stream.expires_after(timeout);
-  // An address needs no lookup (and Asio's asynchronous lookup runs on a
-  // thread of its own).
+// Connects the stream's TCP layer to the target (an address needs no
+// lookup, and Asio's asynchronous lookup runs on a thread of its own).
+asio::awaitable<void> connect(beast::tcp_stream& stream, const Target& t) {
   boost::system::error_code not_address;
   const auto address = asio::ip::make_address(t.host, not_address);
   if (!not_address) {
@@ -73,10 +73,14 @@ asio::awaitable<unsigned> post(Target t, std::string body, std::chrono::millisec
         tcp::endpoint(address, static_cast<std::uint16_t>(std::stoul(t.port))),
         asio::use_awaitable);
   } else {
-    tcp::resolver resolver(ex);
+    tcp::resolver resolver(co_await asio::this_coro::executor);
     auto endpoints = co_await resolver.async_resolve(t.host, t.port, asio::use_awaitable);
     co_await stream.async_connect(endpoints, asio::use_awaitable);
   }
+}
+
+template <class Stream>
+asio::awaitable<unsigned> exchange(Stream& stream, const Target& t, std::string body) {
   http::request<http::string_body> req{http::verb::post, t.path, 11};
   req.set(http::field::host, t.host);
   req.set(http::field::content_type, "application/json");
@@ -87,9 +91,37 @@ asio::awaitable<unsigned> post(Target t, std::string body, std::chrono::millisec
   beast::flat_buffer buffer;
   http::response<http::string_body> res;
   co_await http::async_read(stream, buffer, res, asio::use_awaitable);
-  boost::system::error_code ignored;
-  stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
   co_return res.result_int();
+}
+
+// POSTs body to the target; returns the status, or throws on a transport
+// failure, a certificate that does not check out, or the timeout.
+asio::awaitable<unsigned> post(Target t, std::string body, std::chrono::milliseconds timeout,
+                               std::shared_ptr<asio::ssl::context> tls) {
+  auto ex = co_await asio::this_coro::executor;
+  boost::system::error_code ignored;
+  if (!t.tls) {
+    beast::tcp_stream stream(ex);
+    stream.expires_after(timeout);
+    co_await connect(stream, t);
+    const unsigned status = co_await exchange(stream, t, std::move(body));
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    co_return status;
+  }
+  beast::ssl_stream<beast::tcp_stream> stream(ex, *tls);
+  beast::get_lowest_layer(stream).expires_after(timeout);
+  co_await connect(beast::get_lowest_layer(stream), t);
+  // SNI (SSL_set_tlsext_host_name, without the macro's C cast), and the
+  // certificate must name the host (asio's check takes IP addresses too).
+  if (SSL_ctrl(stream.native_handle(), SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+               const_cast<char*>(t.host.c_str())) != 1) {
+    throw Error(Errc::connection, "cannot set the TLS server name " + t.host);
+  }
+  stream.set_verify_callback(asio::ssl::host_name_verification(t.host));
+  co_await stream.async_handshake(asio::ssl::stream_base::client, asio::use_awaitable);
+  const unsigned status = co_await exchange(stream, t, std::move(body));
+  beast::get_lowest_layer(stream).socket().shutdown(tcp::socket::shutdown_both, ignored);
+  co_return status;
 }
 
 }  // namespace
@@ -105,7 +137,19 @@ std::pair<std::string, Subscription> parse_webhook_flag(const std::string& flag)
   return {flag.substr(0, eq), s};
 }
 
-Pusher::Pusher(Client& client, Metrics& metrics) : client_(client), metrics_(metrics) {}
+Pusher::Pusher(Client& client, Metrics& metrics, const std::string& ca_file)
+    : client_(client),
+      metrics_(metrics),
+      tls_(std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client)) {
+  if (ca_file.empty()) {
+    tls_->set_default_verify_paths();
+  } else {
+    boost::system::error_code ec;
+    tls_->load_verify_file(ca_file, ec);
+    if (ec) throw Error(Errc::invalid_argument, "--webhook-ca " + ca_file + ": " + ec.message());
+  }
+  tls_->set_verify_mode(asio::ssl::verify_peer);
+}
 
 namespace {
 
@@ -182,13 +226,13 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
   auto& metrics = metrics_;
   auto& runtime = client_.runtime();
   worker->handle_async(
-      topic, ho, [topic, target, s, &metrics, &runtime](std::shared_ptr<AsyncJob> job) {
+      topic, ho, [topic, target, s, &metrics, &runtime, tls = tls_](std::shared_ptr<AsyncJob> job) {
         const auto started = std::chrono::steady_clock::now();
         // The request runs on the worker's shard, where this handler is called.
         const int here = runtime.current_shard();
         asio::co_spawn(
             runtime.shard(here >= 0 ? static_cast<std::size_t>(here) : 0),
-            post(target, payload(topic, job->job()), s.timeout),
+            post(target, payload(topic, job->job()), s.timeout, tls),
             [job, topic, started, &metrics, url = s.url](std::exception_ptr e, unsigned status) {
               metrics.observe(
                   "delivery", topic,

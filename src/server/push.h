@@ -17,6 +17,10 @@
 #include <vector>
 
 #include "redisched/worker.h"
+
+namespace boost::asio::ssl {
+class context;
+}
 #include "server/http.h"
 
 namespace redisched::server {
@@ -24,7 +28,7 @@ namespace redisched::server {
 class Metrics;
 
 struct Subscription {
-  std::string url;  // http://host[:port]/path
+  std::string url;  // http[s]://host[:port]/path
   int concurrency = 10;
   std::chrono::milliseconds timeout{10000};
 };
@@ -36,7 +40,9 @@ class Pusher {
  public:
   // Each subscription is a Worker on client (and its runtime), which must
   // outlive the Pusher; the webhook requests run on the worker's shard.
-  Pusher(Client& client, Metrics& metrics);
+  // https webhooks' certificates are checked against the system's CAs, or
+  // those of ca_file (PEM) when given.
+  Pusher(Client& client, Metrics& metrics, const std::string& ca_file = "");
   ~Pusher();
   Pusher(const Pusher&) = delete;
   Pusher& operator=(const Pusher&) = delete;
@@ -75,9 +81,10 @@ class Pusher {
     std::string host;  // lower case; "*.example.com" takes its subdomains
     std::string port;  // empty: any
   };
-  std::vector<Destination> allowed_;  // set before the first subscribe
-  std::mutex subscribing_;            // a subscribe() against stop()
-  bool stopped_ = false;              // GUARDED_BY(subscribing_): no new subscription
+  std::vector<Destination> allowed_;                // set before the first subscribe
+  std::shared_ptr<boost::asio::ssl::context> tls_;  // https webhooks' (held by their handlers)
+  std::mutex subscribing_;                          // a subscribe() against stop()
+  bool stopped_ = false;                            // GUARDED_BY(subscribing_): no new subscription
 };
 
 }  // namespace redisched::server

@@ -99,7 +99,7 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   WakeHub hub(client, asio::make_strand(first));
   Metrics metrics;
   Census census(client);
-  Pusher pusher(client, metrics);
+  Pusher pusher(client, metrics, o.webhook_ca);
   pusher.allow(o.webhook_allow);
   for (const auto& flag : o.webhooks) {
     auto [topic, sub] = parse_webhook_flag(flag);

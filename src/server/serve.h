@@ -16,6 +16,7 @@ struct ServeOptions {
   std::string tokens_file;                 // scoped tokens (access.h), one a line
   std::vector<std::string> webhooks;       // TOPIC=URL
   std::vector<std::string> webhook_allow;  // HOST[:PORT] webhooks may reach; none: any
+  std::string webhook_ca;                  // CAs (PEM) for https webhooks; empty: the system\'s
   int webhook_concurrency = 10;
   std::int64_t webhook_timeout_ms = 10000;
   std::size_t max_request = 2 << 20;
