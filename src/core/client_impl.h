@@ -80,25 +80,36 @@ struct Gather {
 
 struct Waiter;  // client.cpp: one Client::wait
 
+// How soon a caller should look again after a shard of a spread topic could
+// not be reached (its jobs wait there; the others were served).
+inline constexpr std::int64_t kUnreachableShardRetryMs = 1000;
+
 // reserve or pull on a spread topic: from its shards in turn, starting one
 // further at each call (so that each shard is served alike), until count
-// jobs came or every shard was asked. send(where, n, done) asks one.
+// jobs came or every shard was asked. send(where, n, done) asks one. A
+// shard that cannot be reached (its primary down) is passed over: the
+// others still serve; only when none answered is the call an error.
 template <class Send>
 void take_spread(const core::LayoutPtr& l, int count, Send send, Callback<ReserveResult> done) {
   struct Take : std::enable_shared_from_this<Take> {
     core::LayoutPtr layout;
-    std::size_t first = 0, asked = 0;
+    std::size_t first = 0, asked = 0, answered = 0;
     int count = 0;
     bool all_paused = true;
+    std::optional<Error> unreachable;
     ReserveResult out;
     std::optional<Send> send;
     Callback<ReserveResult> done;
+
+    static bool transport(const Error& e) {
+      return e.code() == Errc::connection || e.code() == Errc::timeout;
+    }
 
     void next() {
       const auto& where = layout->shards[(first + asked) % layout->shards.size()];
       const int want = count - static_cast<int>(out.jobs.size());
       (*send)(where, want, [self = this->shared_from_this()](Result<ReserveResult> r) {
-        if (!r.ok()) {
+        if (!r.ok() && !transport(r.error())) {
           if (self->out.jobs.empty()) return self->done(r.error());
           // Jobs already taken from other shards are handed out (dropped,
           // a pull's would be lost); the caller looks again at once.
@@ -106,21 +117,36 @@ void take_spread(const core::LayoutPtr& l, int count, Send send, Callback<Reserv
           self->out.paused = false;
           return self->done(std::move(self->out));
         }
+        ++self->asked;
+        if (!r.ok()) {
+          self->unreachable = r.error();
+          return self->more() ? self->next() : self->finish();
+        }
+        ++self->answered;
         auto& part = r.value();
         self->all_paused = self->all_paused && part.paused;
         self->out.now_ms = std::max(self->out.now_ms, part.now_ms);
         self->out.next_ms = core::earlier_time(self->out.next_ms, part.next_ms);
         for (auto& j : part.jobs) self->out.jobs.push_back(std::move(j));
-        ++self->asked;
-        if (static_cast<int>(self->out.jobs.size()) < self->count &&
-            self->asked < self->layout->shards.size()) {
-          return self->next();
-        }
-        self->out.paused = self->all_paused;
-        // Shards not asked may hold jobs: "look again at once".
-        if (self->asked < self->layout->shards.size()) self->out.next_ms = 0;
-        self->done(std::move(self->out));
+        if (self->more()) return self->next();
+        self->finish();
       });
+    }
+
+    bool more() const {
+      return static_cast<int>(out.jobs.size()) < count && asked < layout->shards.size();
+    }
+
+    void finish() {
+      if (answered == 0) return done(*unreachable);
+      out.paused = all_paused;
+      // Shards not asked may hold jobs: "look again at once".
+      if (asked < layout->shards.size()) out.next_ms = 0;
+      // One that could not be reached: look again soon, not at once.
+      if (unreachable) {
+        out.next_ms = core::earlier_time(out.next_ms, out.now_ms + kUnreachableShardRetryMs);
+      }
+      done(std::move(out));
     }
   };
   auto t = std::make_shared<Take>();

@@ -311,6 +311,58 @@ TEST(Cluster, ASpreadTopicLosesAndRepeatsNothingWhileAShardMovesAndFailsOver) {
   EXPECT_EQ(st.shards, 3);
 }
 
+// A topic spread over 3 primaries, one of them unresponsive: reserve and
+// pull serve the jobs of the other two instead of failing (issue 31), and
+// tell the caller to look again soon; the frozen shard's jobs wait there.
+TEST(Cluster, ASpreadTopicServesFromItsReachableShardsWhileOneIsDown) {
+  const std::string topic = "spread_down";
+  ClientOptions o = on_cluster();
+  o.command_timeout = Millis{300};
+  o.replica_timeout = Millis{100};
+  Client client(o);
+  const auto shards = client.set_shards(topic, 3);
+  ASSERT_EQ(shards.size(), 3u);
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 60; ++i) jobs.push_back(JobSpec{.id = "j" + std::to_string(i), .body = "x"});
+  client.put_many(topic, jobs);
+  // Frozen for less than the cluster's node timeout (1 s): not failed over.
+  const int frozen = g_cluster->owner_port(redis::hash_slot(shards[0]));
+  g_cluster->freeze(frozen);
+  std::optional<ReserveResult> r;
+  std::optional<Error> failed;
+  try {
+    // A short time-to-run: the frozen shard runs this reserve once thawed,
+    // and nobody gets its answer; those jobs lapse and come back.
+    r = client.reserve(topic, 100, Millis{1000});
+  } catch (const Error& e) {
+    failed = e;
+  }
+  g_cluster->thaw(frozen);
+  ASSERT_FALSE(failed) << failed->what();
+  EXPECT_GT(r->jobs.size(), 0u) << "the reachable shards served";
+  EXPECT_LT(r->jobs.size(), 60u) << "the frozen shard's jobs waited there";
+  EXPECT_GT(r->next_ms, 0) << "look again soon, not at once: a shard was not reached";
+  std::set<std::string> taken;
+  for (const auto& j : r->jobs) {
+    taken.insert(j.id);
+    client.ack(topic, j.id, j.token);
+  }
+  // Thawed: the rest come out (those the lost reserve took, once lapsed).
+  ASSERT_TRUE(wait_until(
+      [&] {
+        try {
+          for (const auto& j : client.reserve(topic, 100, Millis{60000}).jobs) {
+            taken.insert(j.id);
+            client.ack(topic, j.id, j.token);
+          }
+        } catch (const Error&) {
+        }
+        return taken.size() == 60u;
+      },
+      15s))
+      << taken.size() << " of 60";
+}
+
 // A call on a topic whose keys all moved but whose slot is not handed over
 // yet: the old owner answers ASK, and the new one TRYAGAIN (a topic's
 // empty sets exist nowhere); the call waits there until the handover, and

@@ -176,6 +176,9 @@ int RedisCluster::fail_over(int primary_port) {
   return replica;
 }
 
+void RedisCluster::freeze(int port) { node(port).freeze(); }
+void RedisCluster::thaw(int port) { node(port).thaw(); }
+
 int RedisCluster::kill_primary(int primary_port) {
   const std::uint16_t slot = any_slot_of(primary_port);
   const int replica = replica_of(primary_port);

@@ -51,6 +51,10 @@ class RedisCluster {
   // (it rejoins as a replica).
   int kill_primary(int primary_port);
   void restart_killed();
+  // SIGSTOP and SIGCONT of the node on port: unresponsive meanwhile (shorter
+  // than the cluster's node timeout, it is not failed over).
+  void freeze(int port);
+  void thaw(int port);
   // How many error replies of a kind (MOVED, ASK, TRYAGAIN...) the node on
   // port gave (INFO errorstats).
   static long errors_given(int port, const std::string& kind);
