@@ -23,6 +23,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "redis/command.h"
@@ -629,7 +630,9 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
 class NodeLink final : public Link {
  public:
   NodeLink(asio::io_context& io, const ConnectionConfig& config, int connections)
-      : io_(io), subscriptions_(std::make_shared<Subscriptions>(io, config)) {
+      : io_(io),
+        subscriptions_(std::make_shared<Subscriptions>(io, config)),
+        durable_(std::make_shared<Durable>(std::make_shared<Connection>(io, config))) {
     for (int i = 0; i < std::max(connections, 1); ++i) {
       conns_.push_back(std::make_shared<Connection>(io, config));
       conns_.back()->start();
@@ -661,17 +664,20 @@ class NodeLink final : public Link {
     });
   }
 
-  void send_replicated(std::string_view route_key, std::string command, int replicas,
+  // Writes that wait for replicas go on a connection of their own, made at
+  // the first such write: WAIT blocks the connection it runs on, and the
+  // reserves and reads queued behind it there would wait out the replicas'
+  // timeout. (A write's answer comes after its WAIT: a caller that waits
+  // for it sees the order it made; calls made without waiting may overtake.)
+  void send_replicated(std::string_view, std::string command, int replicas,
                        std::chrono::milliseconds timeout, ReplyHandler done) override {
-    const size_t i = std::hash<std::string_view>{}(route_key) % conns_.size();
-    if (io_.get_executor().running_in_this_thread()) {
-      conns_[i]->enqueue_replicated(command, replicas, timeout, std::move(done));
-      return;
-    }
-    asio::post(io_, [c = conns_[i], command = std::move(command), replicas, timeout,
-                     done = std::move(done)]() mutable {
-      c->enqueue_replicated(command, replicas, timeout, std::move(done));
-    });
+    auto go = [d = durable_, command = std::move(command), replicas, timeout,
+               done = std::move(done)]() mutable {
+      if (!std::exchange(d->started, true)) d->conn->start();
+      d->conn->enqueue_replicated(command, replicas, timeout, std::move(done));
+    };
+    if (io_.get_executor().running_in_this_thread()) return go();
+    asio::post(io_, std::move(go));
   }
 
   void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) override {
@@ -712,6 +718,7 @@ class NodeLink final : public Link {
   void close() override {
     if (closed_.exchange(true)) return;
     for (auto& c : conns_) asio::post(io_, [c] { c->close(); });
+    asio::post(io_, [d = durable_] { d->conn->close(); });
     asio::post(io_, [s = subscriptions_] { s->close(); });
   }
 
@@ -719,6 +726,12 @@ class NodeLink final : public Link {
   asio::io_context& io_;
   std::vector<std::shared_ptr<Connection>> conns_;
   std::shared_ptr<Subscriptions> subscriptions_;
+  struct Durable {
+    explicit Durable(std::shared_ptr<Connection> c) : conn(std::move(c)) {}
+    std::shared_ptr<Connection> conn;
+    bool started = false;  // on the I/O thread
+  };
+  std::shared_ptr<Durable> durable_;  // the writes that wait for replicas
   std::atomic<std::uint64_t> next_id_{0};
   std::mutex mu_;
   std::map<std::uint64_t, std::shared_ptr<Subscriptions::Watcher>> watchers_;  // GUARDED_BY(mu_)

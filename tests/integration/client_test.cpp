@@ -650,6 +650,39 @@ TEST_F(ClientTest, ARefusalIsNeverDoneOnThePrimary) {
   EXPECT_FALSE(client_.get(topic_, "a"));
 }
 
+// A write waiting for replicas does not hold up the calls after it: its
+// WAIT runs on a connection of its own (issue 31). Here no replica ever
+// answers, so the put waits its whole replica timeout; the reserve made
+// after it on the same topic is answered first.
+TEST_F(ClientTest, AReserveDoesNotQueueBehindAWriteWaitingForReplicas) {
+  SKIP_ON_CLUSTER("the shared server has no replica only on the single target");
+  ClientOptions lonely = options_for();
+  lonely.topic_replicas = {{topic_, 1}};
+  lonely.replica_timeout = Millis{1500};
+  Client client(lonely);
+  client_.put(topic_, job("ready"));
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::promise<void> both;
+  auto note = [&](const std::string& what) {
+    std::lock_guard lock(mu);
+    order.push_back(what);
+    if (order.size() == 2) both.set_value();
+  };
+  client.put_async(topic_, job("waits"), [&](Result<PutOutcome> r) {
+    EXPECT_FALSE(r.ok()) << "no replica: done on the primary only";
+    note("put");
+  });
+  // The put and its WAIT have gone out before the reserve is made.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  client.reserve_async(topic_, 1, Millis{60000}, [&](Result<ReserveResult> r) {
+    EXPECT_TRUE(r.ok());
+    note("reserve");
+  });
+  both.get_future().wait();
+  EXPECT_EQ(order, (std::vector<std::string>{"reserve", "put"}));
+}
+
 // Several threads put, reserve and ack 100,000 jobs: each is acked exactly
 // once and none is lost.
 TEST_F(ClientTest, ConcurrentWorkersAckEveryJobExactlyOnce) {
