@@ -184,10 +184,7 @@ struct TopicWatch : std::enable_shared_from_this<TopicWatch> {
 
 }  // namespace client_detail
 
-Client::Impl::~Impl() {
-  // Waits end with Errc::closed, then calls in flight. A runtime of the
-  // Client's own runs their callbacks before it ends; a shared one runs
-  // them later.
+void Client::Impl::end_waiters() {
   std::unordered_set<std::shared_ptr<Waiter>> waiting;
   {
     std::lock_guard lock(waiters_mu);
@@ -204,7 +201,26 @@ Client::Impl::~Impl() {
       });
     }
   }
+}
+
+void Client::Impl::wait_for_calls(std::chrono::milliseconds timeout) {
+  if (!runtime->owns_threads() || runtime->current_shard() >= 0) return;
+  for (std::size_t i = 0; i < runtime->shards(); ++i) {
+    if (runtime->shard(i).stopped()) return;
+  }
+  std::unique_lock lock(flight_mu_);
+  flight_cv_.wait_for(lock, timeout, [this] { return in_flight_ == 0; });
+}
+
+Client::Impl::~Impl() {
+  // Waits end with Errc::closed, then calls in flight: their answers (and
+  // what they start) run now, while every member still lives. A runtime of
+  // the Client's own runs their callbacks before it ends; a shared one runs
+  // them later.
+  end_waiters();
   for (auto& l : links_) l->close();
+  wait_for_calls(opts.command_timeout);
+  end_waiters();  // a wait a continuation started meanwhile
   links_.clear();
   runtime.reset();
 }
@@ -479,13 +495,14 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
     impl_->call_node<Reply>(
         node, cmd, [](const Reply& r) { return r; }, std::move(cb));
   };
-  impl_->link().primaries([scan](std::error_code ec, std::vector<std::size_t> nodes) {
-    // No map (closed, or no seed answered in time): no partial listing.
-    if (ec) return scan->done(Error(static_cast<Errc>(ec.value()), "no map of the cluster"));
-    if (nodes.empty()) return scan->done(std::vector<std::string>{});
-    scan->nodes = std::move(nodes);
-    scan->next("0");
-  });
+  impl_->link().primaries(
+      impl_->counted([scan](std::error_code ec, std::vector<std::size_t> nodes) {
+        // No map (closed, or no seed answered in time): no partial listing.
+        if (ec) return scan->done(Error(static_cast<Errc>(ec.value()), "no map of the cluster"));
+        if (nodes.empty()) return scan->done(std::vector<std::string>{});
+        scan->nodes = std::move(nodes);
+        scan->next("0");
+      }));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

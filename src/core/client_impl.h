@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <condition_variable>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -447,7 +448,7 @@ class Client::Impl {
   void call(std::string_view route, const core::Command& cmd, Parse parse, Callback<T> done) {
     std::string resp;
     cmd.encode(resp);
-    link(route).send(route, std::move(resp), answer<T>(std::move(parse), std::move(done)));
+    link(route).send(route, std::move(resp), counted(answer<T>(std::move(parse), std::move(done))));
   }
 
   // call, for a write of a job's state: with ClientOptions::replicas (or
@@ -462,7 +463,7 @@ class Client::Impl {
     std::string resp;
     cmd.encode(resp);
     link(topic).send_replicated(topic, std::move(resp), replicas, opts.replica_timeout,
-                                answer_replicated<T>(std::move(parse), std::move(done)));
+                                counted(answer_replicated<T>(std::move(parse), std::move(done))));
   }
 
   // call_write, for a call the pipeline may coalesce with calls of its
@@ -480,7 +481,7 @@ class Client::Impl {
       return call_write<T>(topic, single, std::move(parse), std::move(done), replicas);
     }
     link(topic).send_batchable(topic, core::batchable(kind, opts.prefix, topic, single, part, tail),
-                               answer<T>(std::move(parse), std::move(done)));
+                               counted(answer<T>(std::move(parse), std::move(done))));
   }
 
   int replicas_for(std::string_view topic) const {
@@ -495,7 +496,8 @@ class Client::Impl {
   void call_node(std::size_t node, const core::Command& cmd, Parse parse, Callback<T> done) {
     std::string resp;
     cmd.encode(resp);
-    link().send_to_node(node, std::move(resp), answer<T>(std::move(parse), std::move(done)));
+    link().send_to_node(node, std::move(resp),
+                        counted(answer<T>(std::move(parse), std::move(done))));
   }
 
   // Turns the link's answer into done's Result: a transport failure, an
@@ -575,6 +577,33 @@ class Client::Impl {
     return *links_[here >= 0 ? static_cast<std::size_t>(here) : runtime->shard_of(route)];
   }
 
+  // A handler of a call in flight, counted until it has run: the destructor
+  // waits for the count to reach 0, so that no answer (and no continuation
+  // it starts: a layout read, then the call itself) runs on a Client being
+  // destroyed. Every Redis call's handler goes through it.
+  template <class F>
+  auto counted(F handler) {
+    {
+      std::lock_guard lock(flight_mu_);
+      ++in_flight_;
+    }
+    return [this, handler = std::move(handler)](auto&&... args) mutable {
+      struct Landed {
+        Impl* impl;
+        ~Landed() {
+          std::lock_guard lock(impl->flight_mu_);
+          if (--impl->in_flight_ == 0) impl->flight_cv_.notify_all();
+        }
+      } landed{this};
+      handler(std::forward<decltype(args)>(args)...);
+    };
+  }
+  // Waits (up to timeout) until no call is in flight; not on the runtime's
+  // own threads, nor once they stopped (nothing would answer).
+  void wait_for_calls(std::chrono::milliseconds timeout);
+  // Ends the waits in progress with Errc::closed.
+  void end_waiters();
+
   // A call refused before it went out (a bad topic, a body too large): its
   // callback gets the Error on a thread of the runtime, as every answer does.
   template <class T>
@@ -600,6 +629,9 @@ class Client::Impl {
 
  private:
   std::vector<std::unique_ptr<redis::Link>> links_;
+  std::mutex flight_mu_;
+  std::condition_variable flight_cv_;
+  std::size_t in_flight_ = 0;  // GUARDED_BY(flight_mu_)
   std::mutex layouts_mu_;
   std::unordered_map<std::string, core::LayoutPtr, TopicHash, std::equal_to<>> layouts_;
 };

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "redisched/client.h"
+#include "redisched/scheduler.h"
 #include "redisched/worker.h"
 #include "testutil/expect_error.h"
 #include "testutil/redis_server.h"
@@ -215,6 +216,73 @@ TEST(RuntimeTest, AClientDestroyedWithCallsInFlightAnswersEachOnce) {
   rt.reset();
   EXPECT_EQ(twice.load(), 0);
   EXPECT_EQ(answered.load(), kCalls);
+}
+
+// Every face on one runtime, under load, torn down while it works: a
+// Worker with a synchronous and an asynchronous handler, a Scheduler, waits
+// on jobs, and calls in flight from a producer; each is destroyed while
+// jobs still flow, then the runtime. Under ASan: no use after free, no
+// leak; every wait and call answered exactly once.
+TEST(RuntimeTest, EveryFaceTornDownUnderLoadAnswersOnceAndFreesEverything) {
+  for (int round = 0; round < 3; ++round) {
+    auto rt = std::make_shared<Runtime>(2);
+    const auto sync_topic = unique_topic();
+    const auto async_topic = unique_topic();
+    std::atomic<int> answered{0}, twice{0}, calls{0};
+    std::atomic<bool> producing{true};
+    {
+      Client client(on(rt));
+      ScheduleSpec every;
+      every.every = std::chrono::milliseconds(50);
+      every.body = "tick";
+      client.set_schedule(sync_topic, "pulse", every);
+      auto worker = std::make_unique<Worker>(client, WorkerOptions{.run_schedules = false});
+      worker->handle(sync_topic, {.concurrency = 2}, [](JobContext&) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+      worker->handle_async(async_topic, {.concurrency = 20}, [rt](std::shared_ptr<AsyncJob> j) {
+        auto timer = std::make_shared<boost::asio::steady_timer>(
+            rt->shard(static_cast<std::size_t>(std::max(rt->current_shard(), 0))),
+            std::chrono::milliseconds(2));
+        timer->async_wait([j, timer](boost::system::error_code) { j->done(); });
+      });
+      worker->run();
+      auto scheduler = std::make_unique<Scheduler>(client);
+      scheduler->add_topic(sync_topic);
+      std::thread producer([&] {
+        for (int i = 0; producing; ++i) {
+          const auto id = "p" + std::to_string(round) + "_" + std::to_string(i);
+          auto once = std::make_shared<std::atomic<bool>>(false);
+          ++calls;
+          auto count = [&, once](bool) {
+            if (once->exchange(true)) ++twice;
+            ++answered;
+          };
+          client.put_async(i % 2 ? sync_topic : async_topic, job(id),
+                           [count](Result<PutOutcome> r) { count(r.ok()); });
+          ++calls;
+          auto once_wait = std::make_shared<std::atomic<bool>>(false);
+          client.wait_async(async_topic, id, Millis{5000},
+                            [&, once_wait](Result<std::optional<Job>>) {
+                              if (once_wait->exchange(true)) ++twice;
+                              ++answered;
+                            });
+          if (i % 64 == 63) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      scheduler.reset();  // its ticks in flight answered first
+      worker.reset();     // cancels at once: jobs in flight go back
+      producing = false;
+      producer.join();
+      // The Client goes with calls and waits still in flight.
+    }
+    ASSERT_TRUE(test::wait_until([&] { return answered.load() == calls.load(); }))
+        << answered.load() << " of " << calls.load();
+    rt.reset();
+    EXPECT_EQ(twice.load(), 0);
+    EXPECT_GT(calls.load(), 100);
+  }
 }
 
 }  // namespace
