@@ -57,7 +57,12 @@ struct HttpClient::Impl {
 
 HttpClient::HttpClient(int port) : impl_(new Impl) {
   impl_->port = port;
-  impl_->connect();
+  try {
+    impl_->connect();
+  } catch (...) {
+    delete impl_;  // a refused connection: no destructor runs for us
+    throw;
+  }
 }
 
 HttpClient::~HttpClient() { delete impl_; }
