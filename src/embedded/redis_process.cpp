@@ -188,15 +188,15 @@ void RedisProcess::take_dir() {
   const auto deadline = std::chrono::steady_clock::now() + opts_.start_timeout;
   while (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     const auto [owner, server] = lock_holders(lock_fd_);
-    if (alive(owner) || std::chrono::steady_clock::now() > deadline) {
+    const bool running = alive(owner);
+    if (running || std::chrono::steady_clock::now() > deadline) {
       ::close(lock_fd_);
       lock_fd_ = -1;
-      const std::string who = alive(owner) ? "another redisched serve is using " + dir_ + " (pid " +
-                                                 std::to_string(owner) + ")"
-                                           : "another redisched serve is using " + dir_ +
-                                                 " (it exited, but its redis-server, pid " +
-                                                 std::to_string(server) + ", still runs)";
-      throw std::runtime_error(who + ": stop it, or give another --data-dir");
+      throw std::runtime_error("another redisched serve is using " + dir_ +
+                               (running ? " (pid " + std::to_string(owner) + ")"
+                                        : " (it exited, but its redis-server, pid " +
+                                              std::to_string(server) + ", still runs)") +
+                               ": stop it, or give another --data-dir");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }

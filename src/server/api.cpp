@@ -5,6 +5,7 @@
 #include <boost/json/serialize.hpp>
 #include <charconv>
 #include <chrono>
+#include <optional>
 
 #include "core/checks.h"
 #include "core/limits.h"
@@ -653,17 +654,6 @@ HttpError http_error(const Error& e) {
   }
 }
 
-// While draining, a connection stays open only for the calls of a client
-// that holds jobs: their acks (and releases, failures, touches) still count.
-// A reserve that hands nothing out closes it (draining_aware); every other
-// answer closes it, so that keep-alive clients leave at once.
-bool settles_reservations(const Route& r) {
-  for (std::string_view end : {"/reserve", "/ack", "/release", "/fail", "/touch", "/finish"}) {
-    if (r.path.ends_with(end)) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 std::span<const Route> api_routes() { return table(); }
@@ -676,7 +666,8 @@ const Grant* grant_of(const ApiContext& ctx, const Request& req) {
 awaitable<Response> route(ApiContext& ctx, Request& req) {
   const auto start = std::chrono::steady_clock::now();
   const Route* matched = nullptr;
-  bool handling = false;  // past routing: the route's own refusal shape applies
+  std::optional<Role> need;  // the matched method's
+  bool handling = false;     // past routing: the route's own refusal shape applies
   Response res;
   std::optional<HttpError> refused;
   try {
@@ -699,6 +690,7 @@ awaitable<Response> route(ApiContext& ctx, Request& req) {
                            std::string(req.method_string()) + " is not allowed here; use " + allow);
       res.set(http::field::allow, allow);
     } else {
+      need = m.need;
       if (grant) {
         if (auto why = refusal(*grant, m.need, m.params.topic)) {
           refuse(Status::forbidden, "forbidden", *why);
@@ -718,7 +710,11 @@ awaitable<Response> route(ApiContext& ctx, Request& req) {
               ? matched->refusal(req, *refused)
               : error_response(req, refused->status, refused->code, refused->message);
   }
-  if (ctx.stopping && !(matched && settles_reservations(*matched))) res.keep_alive(false);
+  // While draining, a connection stays open only for a client that may hold
+  // jobs (the consume calls): its acks, releases, failures still count. A
+  // reserve or pull that hands nothing out closes it (draining_aware); every
+  // other answer closes it, so that keep-alive clients leave at once.
+  if (ctx.stopping && need != Role::consume) res.keep_alive(false);
   ctx.metrics.observe(
       "request", std::string(matched ? matched->path : "unmatched"),
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());

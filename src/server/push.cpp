@@ -208,9 +208,9 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
   if (s.timeout.count() < 1 || s.timeout.count() > 600000) {
     throw Error(Errc::invalid_argument, "webhook timeout must be from 1 to 600000 ms");
   }
+  if (auto why = refusal(s.url)) throw Error(Errc::invalid_argument, *why);
   // Held until the worker is in subs_: stop() either sees it there or comes
   // first, and then no worker starts (it would outlive the drain).
-  if (auto why = refusal(s.url)) throw Error(Errc::invalid_argument, *why);
   std::lock_guard subscribing(subscribing_);
   if (stopped_) throw Error(Errc::closed, "the server is stopping: no new webhook");
   // On the server's Client and runtime: a webhook costs no thread and no

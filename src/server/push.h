@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "redisched/worker.h"
+#include "server/http.h"
 
 namespace boost::asio::ssl {
 class context;
 }
-#include "server/http.h"
 
 namespace redisched::server {
 
