@@ -7,12 +7,21 @@
 
 namespace redisched::worker {
 
+struct HandlerPool::Life {
+  explicit Life(HandlerPool* p) : pool(p), topic(p->calls_.topic()) {}
+  std::mutex mu;
+  std::condition_variable idle;
+  HandlerPool* pool;        // null once joined
+  int users = 0;            // contexts inside a call to the pool
+  const std::string topic;  // for topic() after the pool's end
+};
+
 // The handler's view of one job. A synchronous handler's call ends it; an
 // asynchronous handler ends it with done() (or by dropping it, a failure).
 class HandlerPool::Context final : public AsyncJob {
  public:
-  Context(HandlerPool& pool, Reservation job, std::uint64_t key)
-      : pool_(pool), job_(std::move(job)), key_(key) {}
+  Context(std::shared_ptr<Life> life, Reservation job, std::uint64_t key)
+      : life_(std::move(life)), job_(std::move(job)), key_(key) {}
   ~Context() override {
     if (!finished_.load()) {
       fail("the handler dropped the job without done()", false);
@@ -22,30 +31,34 @@ class HandlerPool::Context final : public AsyncJob {
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
-  std::string_view topic() const override { return pool_.calls_.topic(); }
+  std::string_view topic() const override { return life_->topic; }
   const Reservation& job() const override { return job_; }
 
   bool touch(Millis ttr) override {
-    if (cancelled()) return false;
-    if (job_.token == 0) return true;  // handed out for good: no reservation to extend
-    auto r = pool_.calls_.broker().touch_now(pool_.calls_.topic(), job_.id, job_.token, ttr);
-    if (r.outcome != Outcome::ok) return false;
-    std::lock_guard lock(pool_.mu_);
-    if (auto it = pool_.running_.find(key_); it != pool_.running_.end()) {
-      it->second.job.deadline_ms = r.deadline_ms;
-    }
-    return true;
+    if (job_.token == 0) return !cancelled();  // handed out for good: nothing to extend
+    return use([&](HandlerPool& pool) {
+             if (pool.job_cancelled(key_)) return false;
+             auto r = pool.calls_.broker().touch_now(life_->topic, job_.id, job_.token, ttr);
+             if (r.outcome != Outcome::ok) return false;
+             std::lock_guard lock(pool.mu_);
+             if (auto it = pool.running_.find(key_); it != pool.running_.end()) {
+               it->second.job.deadline_ms = r.deadline_ms;
+             }
+             return true;
+           })
+        .value_or(false);
   }
 
   void progress(int percent, std::string_view note) override {
-    {
-      std::lock_guard lock(pool_.mu_);
-      if (auto it = pool_.running_.find(key_); it != pool_.running_.end()) {
-        it->second.progress = std::clamp(percent, 0, 100);
-        it->second.note.assign(note);
-      }
-    }
-    if (pool_.opts_.overrun == Overrun::heartbeat) touch(Millis{0});
+    const bool heartbeat = use([&](HandlerPool& pool) {
+                             std::lock_guard lock(pool.mu_);
+                             if (auto it = pool.running_.find(key_); it != pool.running_.end()) {
+                               it->second.progress = std::clamp(percent, 0, 100);
+                               it->second.note.assign(note);
+                             }
+                             return pool.opts_.overrun == Overrun::heartbeat;
+                           }).value_or(false);
+    if (heartbeat) touch(Millis{0});
   }
 
   void set_result(std::string_view result) override { result_.emplace(result); }
@@ -61,15 +74,16 @@ class HandlerPool::Context final : public AsyncJob {
   }
 
   bool cancelled() const override {
-    std::lock_guard lock(pool_.mu_);
-    auto it = pool_.running_.find(key_);
-    return pool_.cancelled_ || it == pool_.running_.end() || it->second.abandoned;
+    return use([&](HandlerPool& pool) { return pool.job_cancelled(key_); }).value_or(true);
   }
 
   void done() override {
     if (finished_.exchange(true)) return;
-    pool_.finish(Finished{std::move(job_), verdict_, std::move(error_), delay_, std::move(result_),
-                          false, key_});
+    use([&](HandlerPool& pool) {
+      pool.finish(Finished{std::move(job_), verdict_, std::move(error_), delay_, std::move(result_),
+                           false, key_});
+      return true;
+    });
   }
 
   // Runs the handler; a throw fails the job with its text.
@@ -87,7 +101,28 @@ class HandlerPool::Context final : public AsyncJob {
   }
 
  private:
-  HandlerPool& pool_;
+  // Calls fn with the pool while it lives (join waits for the call to end);
+  // nothing once it is gone.
+  template <class Fn>
+  auto use(Fn&& fn) const -> std::optional<decltype(fn(std::declval<HandlerPool&>()))> {
+    HandlerPool* pool = nullptr;
+    {
+      std::lock_guard lock(life_->mu);
+      if (life_->pool == nullptr) return std::nullopt;
+      pool = life_->pool;
+      ++life_->users;
+    }
+    struct Leave {
+      Life& life;
+      ~Leave() {
+        std::lock_guard lock(life.mu);
+        if (--life.users == 0) life.idle.notify_all();
+      }
+    } leave{*life_};
+    return fn(*pool);
+  }
+
+  std::shared_ptr<Life> life_;
   Reservation job_;
   Verdict verdict_ = Verdict::ack;
   std::string error_;
@@ -103,7 +138,8 @@ HandlerPool::HandlerPool(TopicCalls& calls, const HandlerOptions& options, Handl
       opts_(options),
       handler_(std::move(handler)),
       async_handler_(std::move(async_handler)),
-      on_finished_(std::move(finished)) {}
+      on_finished_(std::move(finished)),
+      life_(std::make_shared<Life>(this)) {}
 
 HandlerPool::~HandlerPool() { join(); }
 
@@ -149,7 +185,7 @@ void HandlerPool::serve() {
       running_.emplace(key, std::move(queue_.front()));
       queue_.pop_front();
     }
-    Context ctx(*this, std::move(job), key);
+    Context ctx(life_, std::move(job), key);
     ctx.guard([&] { handler_(ctx); });
     ctx.done();
   }
@@ -166,7 +202,7 @@ void HandlerPool::start_async() {
     queue_.clear();
   }
   for (auto& [job, key] : jobs) {
-    auto ctx = std::make_shared<Context>(*this, std::move(job), key);
+    auto ctx = std::make_shared<Context>(life_, std::move(job), key);
     ctx->guard([&] { async_handler_(ctx); });
   }
 }
@@ -264,6 +300,17 @@ void HandlerPool::join() {
     if (t.joinable()) t.join();
   }
   threads_.clear();
+  // Asynchronous jobs still held: their calls from here on change nothing
+  // (the Worker that holds this pool may end next).
+  std::unique_lock lock(life_->mu);
+  life_->pool = nullptr;
+  life_->idle.wait(lock, [this] { return life_->users == 0; });
+}
+
+bool HandlerPool::job_cancelled(std::uint64_t key) const {
+  std::lock_guard lock(mu_);
+  auto it = running_.find(key);
+  return cancelled_ || it == running_.end() || it->second.abandoned;
 }
 
 void HandlerPool::snapshot(std::vector<RunningJob>& out) const {

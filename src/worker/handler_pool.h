@@ -12,6 +12,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -65,7 +66,11 @@ class HandlerPool {
   void touched(const std::string& id, std::uint64_t token, std::optional<std::int64_t> deadline_ms);
 
   // ---- any thread
-  void join();  // after take_waiting (and abandon_running or a drain): threads end
+  // After take_waiting (and abandon_running or a drain): the threads end,
+  // and an asynchronous job still held by its handler is cut off from the
+  // pool (its later calls change nothing; its reservation lapses). Waits
+  // for such a job's call in progress, e.g. a touch.
+  void join();
   void snapshot(std::vector<RunningJob>& out) const;
 
  private:
@@ -80,10 +85,14 @@ class HandlerPool {
   };
   class Context;
   friend class Context;
+  // What a job's context shares with its pool, so that a context kept past
+  // the pool's end (an AsyncJob held by the application) finds it gone.
+  struct Life;
 
   void serve();        // a handler thread
   void start_async();  // control shard
   void finish(Finished f);
+  bool job_cancelled(std::uint64_t key) const;
 
   TopicCalls& calls_;
   const HandlerOptions opts_;
@@ -100,6 +109,7 @@ class HandlerPool {
   bool quit_ = false;
   bool cancelled_ = false;
   std::vector<std::thread> threads_;
+  std::shared_ptr<Life> life_;
 };
 
 }  // namespace redisched::worker

@@ -240,10 +240,12 @@ TEST(RuntimeTest, EveryFaceTornDownUnderLoadAnswersOnceAndFreesEverything) {
       worker->handle(sync_topic, {.concurrency = 2}, [](JobContext&) {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       });
-      // (Each job is done before the handler returns: an AsyncJob kept past
-      // its Worker's end is not safe yet, see the note on issue 31.)
-      worker->handle_async(async_topic, {.concurrency = 20},
-                           [](std::shared_ptr<AsyncJob> j) { j->done(); });
+      worker->handle_async(async_topic, {.concurrency = 20}, [rt](std::shared_ptr<AsyncJob> j) {
+        auto timer = std::make_shared<boost::asio::steady_timer>(
+            rt->shard(static_cast<std::size_t>(std::max(rt->current_shard(), 0))),
+            std::chrono::milliseconds(2));
+        timer->async_wait([j, timer](boost::system::error_code) { j->done(); });
+      });
       worker->run();
       auto scheduler = std::make_unique<Scheduler>(client);
       scheduler->add_topic(sync_topic);

@@ -711,6 +711,49 @@ TEST_F(WorkerTest, AsyncHandlersFinishFromAnotherThread) {
   EXPECT_EQ(d->error.value_or(""), "the handler dropped the job without done()");
 }
 
+// An application may hold an AsyncJob past its Worker's end (a timer, a
+// callback of its own). Its calls then change nothing and touch nothing freed
+// (the ASan build checks), and the job's reservation lapses, so it comes back.
+TEST(WorkerEnd, AnAsyncJobKeptPastItsWorkersEndIsCutOffAndItsJobComesBack) {
+  const auto topic = unique_topic();
+  Client producer(ClientOptions{.redis_url = test::target_url()});
+  JobSpec s = job("kept");
+  s.ttr = 300ms;
+  producer.put(topic, s);
+  std::shared_ptr<AsyncJob> kept;
+  std::promise<void> got;
+  {
+    Worker worker(options_for());
+    worker.handle_async(topic, {.concurrency = 1}, [&](std::shared_ptr<AsyncJob> j) {
+      kept = std::move(j);
+      got.set_value();
+    });
+    worker.run();
+    ASSERT_EQ(got.get_future().wait_for(5s), std::future_status::ready);
+    worker.cancel();
+  }
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->topic(), topic);
+  EXPECT_EQ(kept->id(), "kept");
+  EXPECT_TRUE(kept->cancelled());
+  EXPECT_FALSE(kept->touch(1s));
+  kept->progress(50, "past the end");
+  kept->done();
+  kept.reset();
+  // Not acked by the late done(): the reservation lapses and the job is
+  // handed out again.
+  ReserveResult again;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        producer.requeue(topic);
+        again = producer.reserve(topic);
+        return !again.jobs.empty();
+      },
+      5s));
+  EXPECT_EQ(again.jobs[0].id, "kept");
+  EXPECT_EQ(again.jobs[0].attempt, 2);
+}
+
 TEST_F(WorkerTest, PausedTopicWaitsForResume) {
   client().pause(topic_);
   client().put(topic_, job("held"));
