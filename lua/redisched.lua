@@ -28,7 +28,11 @@ suffix, with a non-empty hash tag. Two more keys, in the same slot, are
 named by the library from KEYS[1]: the ready list P:{T}:queue (version 17)
 and the delayed list P:{T}:later (version 18), which hold the jobs puts
 make in order, beside the ready and delayed sets ("The ready list", "The
-delayed list" below).
+delayed list" below). A third, P:{T}:gone (version 20), a zset id -> the
+end of its retry window (ms), holds the ids of jobs finished without a
+trace (acked without KEEP, or taken for good) for a while, so that a put
+retried after an unsure answer does not make the job again ("The retry
+window" below).
 
 A job is in exactly one of delayed, ready, reserved, dead, done: its state
 is the set (or list) that holds it (docs/lifecycle.md draws the transitions), except
@@ -71,7 +75,7 @@ that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 ]]
 
-local LIBRARY_VERSION = 19 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 20 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -245,7 +249,7 @@ local function check_keys(keys)
   -- ready list").
   local k = { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
               dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8],
-              queue = base .. ':queue', later = base .. ':later' }
+              queue = base .. ':queue', later = base .. ':later', gone = base .. ':gone' }
   if n_checked >= 1000 then checked, n_checked = {}, 0 end
   checked[keys[1]], n_checked = k, n_checked + 1
   return k
@@ -519,6 +523,42 @@ end
 local finished_ids = {}
 local function finished(id)
   finished_ids[#finished_ids + 1] = id
+end
+
+--[[ The retry window (version 20). A producer whose put got no answer (a
+timeout, a failover) retries it; by then the job may have run and been
+acked, its record gone, and the retry would make it again. So the ids of
+jobs finished without a record (acked without KEEP, or taken for good by
+pull or a TTR 0 reserve) stay in P:{T}:gone until their window ends, and a
+put in create mode (no REPLACE, UPSERT or DEBOUNCE) of such an id answers -1,
+as if the job were still there. The window is the topic's retry_window
+(meta, ms; redisched_retrywindow sets it), RETRY_WINDOW_DEFAULT if unset, 0
+for none. A job acked with KEEP is refused for its KEEP instead (its record
+stays). Each finishing call drops the ids whose window has ended.]]
+local RETRY_WINDOW_DEFAULT = 60000
+local gone = {}
+
+function gone.window(k)
+  local w = redis.call('HGET', k.meta, 'retry_window')
+  if w then return tonumber(w) end
+  return RETRY_WINDOW_DEFAULT
+end
+
+-- Remembers ids finished now (nil: read the clock if there is a window).
+function gone.remember(k, ids, now)
+  local w = gone.window(k)
+  if w == 0 then return end
+  now = now or clock(NO_OPTIONS)
+  local zadd, until_ = {}, fmt(now + w)
+  for i, id in ipairs(ids) do zadd[2 * i - 1], zadd[2 * i] = until_, id end
+  redis.call('ZREMRANGEBYSCORE', k.gone, '-inf', now)
+  redis.call('ZADD', k.gone, unpack(zadd))
+end
+
+-- Whether a create of id is refused now by its window.
+function gone.holds(k, id, now)
+  local s = redis.call('ZSCORE', k.gone, id)
+  return s and tonumber(s) > now
 end
 
 local queue = {} -- the ready list's helpers (below, "The ready list")
@@ -1173,8 +1213,8 @@ local function put(keys, args)
     return id
   end
   if p.mode == 'create' then
-    -- The common case: HEXISTS, HINCRBY, HSET, ZADD.
-    if redis.call('HEXISTS', k.jobs, id) == 1 then return EXISTS end
+    -- The common case: HEXISTS, ZSCORE, HINCRBY, HSET, ZADD.
+    if redis.call('HEXISTS', k.jobs, id) == 1 or gone.holds(k, id, now) then return EXISTS end
   else
     old = redis.call('HGET', k.jobs, id)
     if not old and p.mode == 'replace' then
@@ -1303,6 +1343,14 @@ local function putmany(keys, args)
   local olds = redis.call('HMGET', k.jobs, unpack(ids))
   local codes, present, before, latest = {}, {}, {}, {}
   local stored = 0
+  -- Ids in their retry window, for creates of ids not stored: one ZMSCORE.
+  local windows
+  for i = 1, count do
+    if not olds[i] and ids[i] ~= GENERATE and (not parsed[i] or parsed[i].mode == 'create') then
+      windows = redis.call('ZMSCORE', k.gone, unpack(ids))
+      break
+    end
+  end
   -- DEBOUNCE updates only a job still waiting: this call's own version
   -- is; a stored one is if it is in delayed or ready.
   local function waiting(id)
@@ -1320,7 +1368,8 @@ local function putmany(keys, args)
         present[id] = olds[i] ~= false
         if olds[i] then before[id] = olds[i] end
       end
-      if present[id] and mode == 'create' then codes[i] = EXISTS
+      if mode == 'create' and (present[id] or windows and windows[i] and tonumber(windows[i]) > now) then
+        codes[i] = EXISTS
       elseif not present[id] and mode == 'replace' then codes[i] = MISSING
       elseif present[id] and mode == 'debounce' and not waiting(id) then codes[i] = EXISTS
       else
@@ -1923,7 +1972,10 @@ local function reserve(keys, args)
       -- before the reservations go in.
       redis.call('ZADD', k.reserved, '+inf', PIN.member, unpack(zadd))
     end
-    if once then redis.call('HDEL', k.jobs, unpack(once)) end
+    if once then
+      redis.call('HDEL', k.jobs, unpack(once))
+      gone.remember(k, once, now)
+    end
   end
   started(k, lim, #out - 3)
   out[2] = next_time(k, now, #out - 3, count, backlog, true, lim)
@@ -1959,6 +2011,7 @@ local function pull(keys, args)
       end
     end
     redis.call('HDEL', k.jobs, unpack(ids))
+    gone.remember(k, ids, now)
   end
   started(k, lim, #out - 3)
   out[2] = next_time(k, now, #out - 3, count, backlog, false, lim)
@@ -2012,11 +2065,11 @@ local function settle_acks(k, pairs_, keep, now, result, removed)
   if removed == nil then
     removed = not twice and keep == 0 and redis.call('ZREM', k.reserved, unpack(members))
   end
-  local codes, gone, gone_members = {}, ids, members
+  local codes, gone_ids, gone_members = {}, ids, members
   if removed == n then
     for i = 1, n do codes[i] = OK end
   else
-    gone, gone_members = {}, {}
+    gone_ids, gone_members = {}, {}
     local leases, acked = redis.call('HMGET', k.leases, unpack(ids)), {}
     for i, p in ipairs(pairs_) do
       local id = p[1]
@@ -2024,7 +2077,7 @@ local function settle_acks(k, pairs_, keep, now, result, removed)
         codes[i] = keep > 0 and WRONG_STATE or MISSING
       elseif leases[i] and parse_lease(leases[i]) == p[2] then
         acked[id] = true
-        gone[#gone + 1], gone_members[#gone_members + 1] = id, members[i]
+        gone_ids[#gone_ids + 1], gone_members[#gone_members + 1] = id, members[i]
         codes[i] = OK
       else
         codes[i] = not_held(k, id)
@@ -2032,21 +2085,21 @@ local function settle_acks(k, pairs_, keep, now, result, removed)
     end
   end
   if removed then gone_members = nil end -- (the ZREM took them out)
-  if #gone == 0 then return codes end
-  local recs = keep > 0 and redis.call('HMGET', k.jobs, unpack(gone))
+  if #gone_ids == 0 then return codes end
+  local recs = keep > 0 and redis.call('HMGET', k.jobs, unpack(gone_ids))
   local jobs, legacy = {}, 0
   if recs then
-    for i = 1, #gone do
+    for i = 1, #gone_ids do
       jobs[i] = recs[i] and decode(recs[i])
       if jobs[i] and jobs[i].legacy then legacy = legacy + 1 end
     end
   end
   local seq = legacy > 0 and take_seq(k, legacy)
   if gone_members then redis.call('ZREM', k.reserved, unpack(gone_members)) end
-  redis.call('HDEL', k.leases, unpack(gone))
+  redis.call('HDEL', k.leases, unpack(gone_ids))
   if keep > 0 then
     local zadd = {}
-    for i, id in ipairs(gone) do
+    for i, id in ipairs(gone_ids) do
       local j = jobs[i]
       if j then
         if j.legacy then renew(j, seq); seq = seq + 1 end
@@ -2059,7 +2112,8 @@ local function settle_acks(k, pairs_, keep, now, result, removed)
     if #zadd > 0 then redis.call('ZADD', k.done, unpack(zadd)) end
     trim_done(k, now)
   else
-    redis.call('HDEL', k.jobs, unpack(gone))
+    redis.call('HDEL', k.jobs, unpack(gone_ids))
+    gone.remember(k, gone_ids, now)
   end
   return codes
 end
@@ -2095,6 +2149,7 @@ local function ack(keys, args)
     if redis.call('ZREM', k.reserved, lease_member(id, text)) == 1 then
       redis.call('HDEL', k.jobs, id)
       redis.call('HDEL', k.leases, id)
+      gone.remember(k, { id }, now_arg(o))
       return OK
     end
     return not_held(k, id)
@@ -2133,6 +2188,7 @@ local function ackmany(keys, args)
       if removed == count then
         redis.call('HDEL', k.leases, unpack(ids))
         redis.call('HDEL', k.jobs, unpack(ids))
+        gone.remember(k, ids)
         local codes = {}
         for i = 1, count do codes[i] = OK end
         return codes
@@ -2147,7 +2203,7 @@ local function ackmany(keys, args)
   local o = options(args, 2 + 2 * count, #args, OPT_KEEP_NOW)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   now_arg(o)
-  return settle_acks(k, pairs_, keep, keep > 0 and clock(o) or 0, nil, removed)
+  return settle_acks(k, pairs_, keep, keep > 0 and clock(o) or now_arg(o), nil, removed)
 end
 
 --[[ redisched_release: put a reserved job back, not counted as an attempt.
@@ -2425,6 +2481,34 @@ local function limit(keys, args)
   end
   if changed then wake(now) end -- waiting workers look again
   return { rate, window, cap, age }
+end
+
+--[[ redisched_retrywindow: the topic's retry window ("The retry window"
+above; version 20): how long a put in create mode of a job finished without
+a trace (acked without KEEP, or taken for good) answers -1.
+ARGV: [ms]   (0..86400000; none: read it)
+  0: none, and the ids remembered are forgotten at once. A change holds for
+  ids finished from then on. The setting is the topic's own keys': a spread
+  topic's shards each hold theirs (the Client sets them all).
+Output: {window ms, ids remembered now (their windows may have ended)}
+]]
+local function retry_window(keys, args)
+  local k = check_keys(keys)
+  local w
+  if #args > 0 then
+    if #args > 1 then bad('expected at most one argument (ms), got ' .. #args) end
+    w = int_arg(args[1], 'ms', 0, WINDOW_MAX)
+  end
+  local was = gone.window(k)
+  if w and w ~= was then
+    if w == RETRY_WINDOW_DEFAULT then
+      redis.call('HDEL', k.meta, 'retry_window')
+    else
+      redis.call('HSET', k.meta, 'retry_window', w)
+    end
+    if w == 0 then redis.call('DEL', k.gone) end
+  end
+  return { w or was, redis.call('ZCARD', k.gone) }
 end
 
 --[[ redisched_pause / redisched_resume: a paused topic hands out nothing
@@ -2814,6 +2898,7 @@ register('requeue', requeue)
 register('kick', kick)
 register('kickall', kickall)
 register('limit', limit)
+register('retrywindow', retry_window)
 register('pause', pause)
 register('resume', resume)
 register('schedule', schedule)

@@ -205,6 +205,11 @@ class Client {
   // as they now are; limits reads them.
   TopicLimits set_limits(std::string_view topic, const TopicLimits& limits);
   TopicLimits limits(std::string_view topic);
+  // A topic's retry window (RetryWindow; 60 s unless set; 0 turns it off
+  // and forgets the ids held). A spread topic's shards each hold theirs:
+  // set on them all, read from the first (remembered: their sum).
+  RetryWindow set_retry_window(std::string_view topic, Millis window);
+  RetryWindow retry_window(std::string_view topic);
   // Puts back a job as get or list returned it, with its state, creation
   // time, attempts and last error (export/import). A reserved job comes
   // back ready, a done one is not restored (false). With replace, an
@@ -363,6 +368,10 @@ class Client {
   std::future<TopicLimits> set_limits_async(std::string_view topic, const TopicLimits& limits);
   void limits_async(std::string_view topic, Callback<TopicLimits> done);
   std::future<TopicLimits> limits_async(std::string_view topic);
+  void set_retry_window_async(std::string_view topic, Millis window, Callback<RetryWindow> done);
+  std::future<RetryWindow> set_retry_window_async(std::string_view topic, Millis window);
+  void retry_window_async(std::string_view topic, Callback<RetryWindow> done);
+  std::future<RetryWindow> retry_window_async(std::string_view topic);
   void set_schedule_async(std::string_view topic, std::string_view name, const ScheduleSpec& spec,
                           Callback<Schedule> done);
   std::future<Schedule> set_schedule_async(std::string_view topic, std::string_view name,

@@ -144,6 +144,17 @@ struct TouchResult {
   std::int64_t deadline_ms = 0;  // the new deadline, when ok
 };
 
+// A topic's retry window (Client::set_retry_window): for this long after a
+// job finished without a trace (acked without keep, or taken for good), a
+// put of its id (create mode) answers exists, so that a producer that
+// retries a put after an unsure answer does not make the job again.
+struct RetryWindow {
+  Millis window{60000};         // 0: none; up to a day
+  std::int64_t remembered = 0;  // ids held now (some windows may have ended)
+
+  friend bool operator==(const RetryWindow&, const RetryWindow&) = default;
+};
+
 // A topic's limits (Client::set_limits), held in Redis for every worker and
 // server together: reserve and pull hand out no more than they leave room
 // for, and say when to look again.

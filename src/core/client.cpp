@@ -5,6 +5,7 @@
 
 #include "core/client_impl.h"
 #include "core/keys.h"
+#include "core/limits.h"
 
 namespace redisched {
 namespace client_detail {
@@ -939,6 +940,57 @@ void Client::limits_async(std::string_view topic, Callback<TopicLimits> done) tr
   impl_->refuse(done, e);
 }
 REDISCHED_WRAP(TopicLimits, limits, (std::string_view topic), (topic, std::move(cb)))
+
+namespace {
+// The retry window of the topic, or of each of its shards: the first's
+// window, the ids they hold together.
+template <class Impl>
+void retry_window_on(Impl& impl, const core::LayoutPtr& l, std::optional<Millis> set,
+                     Callback<RetryWindow> done) {
+  auto send = [&impl, set](const std::string& where, Callback<RetryWindow> then) {
+    auto cmd = impl.fcall_at("retrywindow", where);
+    if (set) cmd.add(set->count());
+    impl.template call<RetryWindow>(where, cmd, core::parse_retry_window, std::move(then));
+  };
+  if (!l->spread()) return send(l->topic, std::move(done));
+  impl.template each_shard<RetryWindow>(l, std::move(done), send,
+                                        [](const std::vector<RetryWindow>& parts) {
+                                          RetryWindow all = parts.front();
+                                          for (std::size_t i = 1; i < parts.size(); ++i) {
+                                            all.remembered += parts[i].remembered;
+                                          }
+                                          return all;
+                                        });
+}
+}  // namespace
+
+void Client::set_retry_window_async(std::string_view topic, Millis window,
+                                    Callback<RetryWindow> done) try {
+  if (window.count() < 0 || window.count() > limits::kWindowMax) {
+    throw Error(Errc::invalid_argument, "the retry window must be 0.." +
+                                            std::to_string(limits::kWindowMax) + " ms, got " +
+                                            std::to_string(window.count()));
+  }
+  impl_->with_layout<RetryWindow>(topic, std::move(done),
+                                  [impl = impl_.get(), window](const core::LayoutPtr& l,
+                                                               auto then) {
+                                    retry_window_on(*impl, l, window, std::move(then));
+                                  });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(RetryWindow, set_retry_window, (std::string_view topic, Millis window),
+               (topic, window, std::move(cb)))
+
+void Client::retry_window_async(std::string_view topic, Callback<RetryWindow> done) try {
+  impl_->with_layout<RetryWindow>(
+      topic, std::move(done), [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
+        retry_window_on(*impl, l, std::nullopt, std::move(then));
+      });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(RetryWindow, retry_window, (std::string_view topic), (topic, std::move(cb)))
 
 // ---------------------------------------------------------------- shards
 

@@ -261,6 +261,11 @@ TopicLimits parse_limits(const Reply& r) {
   return l;
 }
 
+RetryWindow parse_retry_window(const Reply& r) {
+  as_array(r, 2, "retrywindow");
+  return RetryWindow{Millis(to_int(r.elements[0])), to_int(r.elements[1])};
+}
+
 TopicStats parse_stats(const Reply& r) {
   if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("stats");
   TopicStats s;

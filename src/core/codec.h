@@ -95,6 +95,7 @@ FailResult parse_fail(const redis::Reply& r);
 TouchResult parse_touch(const redis::Reply& r);
 TopicStats parse_stats(const redis::Reply& r);
 TopicLimits parse_limits(const redis::Reply& r);
+RetryWindow parse_retry_window(const redis::Reply& r);
 ListPage parse_list(const redis::Reply& r);
 ScheduleList parse_schedules(const redis::Reply& r);
 RequeueResult parse_requeue(const redis::Reply& r);

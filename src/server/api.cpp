@@ -382,6 +382,30 @@ awaitable<Response> delete_limits(ApiContext& ctx, Request& req, const Params& p
   co_return ok_json(req, wire::limits_json(l));
 }
 
+// ---- the retry window (Client::set_retry_window)
+
+json::object retry_window_json(std::string_view topic, const RetryWindow& w) {
+  return json::object{{"topic", topic},
+                      {"retry_window_ms", w.window.count()},
+                      {"remembered", w.remembered}};
+}
+
+awaitable<Response> get_retry_window(ApiContext& ctx, Request& req, const Params& p) {
+  auto w = co_await await_call<RetryWindow>(
+      [&](auto cb) { ctx.client.retry_window_async(p.topic, std::move(cb)); });
+  co_return ok_json(req, retry_window_json(p.topic, w));
+}
+
+awaitable<Response> put_retry_window(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"retry_window_ms"});
+  const auto ms = int_field(body, "retry_window_ms", 0, limits::kWindowMax);
+  if (!ms) bad_request("\"retry_window_ms\" is required (0: none)");
+  auto w = co_await await_call<RetryWindow>(
+      [&](auto cb) { ctx.client.set_retry_window_async(p.topic, Millis(*ms), std::move(cb)); });
+  co_return ok_json(req, retry_window_json(p.topic, w));
+}
+
 // ---- one topic over many shards
 
 json::object shards_json(std::string_view topic, const std::vector<std::string>& shards) {
@@ -594,6 +618,10 @@ const std::vector<Route>& table() {
        {{verb::get, get_limits, Role::read},
         {verb::put, put_limits, Role::admin},
         {verb::delete_, delete_limits, Role::admin}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/retry-window",
+       {{verb::get, get_retry_window, Role::read}, {verb::put, put_retry_window, Role::admin}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/shards",

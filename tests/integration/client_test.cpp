@@ -141,6 +141,27 @@ TEST_F(ClientTest, ReserveAckRemovesTheJob) {
   EXPECT_EQ(client_.ack(topic_, "a", r.jobs[0].token), Outcome::not_found);
 }
 
+// A producer retries a put whose answer it never saw: inside the retry
+// window the job that already ran is not made again; without one it is.
+TEST_F(ClientTest, APutRetriedAfterItsJobRanAnswersExistsInsideTheRetryWindow) {
+  EXPECT_EQ(client_.retry_window(topic_), (RetryWindow{Millis(60000), 0}));
+  client_.put(topic_, job("once"));
+  auto r = client_.reserve(topic_);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(client_.ack(topic_, "once", r.jobs[0].token), Outcome::ok);
+  EXPECT_FALSE(client_.get(topic_, "once"));
+  EXPECT_EQ(client_.put(topic_, job("once")), PutOutcome::exists);
+  const std::vector<JobSpec> batch{job("once"), job("other")};
+  EXPECT_EQ(client_.put_many(topic_, batch),
+            (std::vector<PutOutcome>{PutOutcome::exists, PutOutcome::created}));
+  EXPECT_EQ(client_.retry_window(topic_).remembered, 1);
+  // Off: the ids held are forgotten and a put makes the job again.
+  EXPECT_EQ(client_.set_retry_window(topic_, Millis(0)), (RetryWindow{Millis(0), 0}));
+  EXPECT_EQ(client_.put(topic_, job("once")), PutOutcome::created);
+  EXPECT_THROW(client_.set_retry_window(topic_, Millis(86400001)), Error);
+  EXPECT_THROW(client_.set_retry_window(topic_, Millis(-1)), Error);
+}
+
 // A job put with keep: reserve reports it, the ack keeps the job with its
 // result, and a producer's wait returns it as soon as it is acked.
 TEST_F(ClientTest, WaitReturnsTheResultOnceTheJobIsAcked) {

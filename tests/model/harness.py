@@ -40,8 +40,14 @@ def later_key(keys):
     return keys[0][:-len(b'jobs')] + b'later'
 
 
+def gone_key(keys):
+    """The topic's retry windows (version 20), named as the ready list."""
+    return keys[0][:-len(b'jobs')] + b'gone'
+
+
 def list_keys(keys):
-    return [queue_key(keys), later_key(keys)]
+    """The keys the library names from KEYS[1] (no key of the calls)."""
+    return [queue_key(keys), later_key(keys), gone_key(keys)]
 
 
 # ---------------------------------------------------------------- RESP
@@ -260,7 +266,7 @@ def read_raw(conn, keys):
         ('ZRANGE', k[2], 0, -1, 'WITHSCORES'), ('ZRANGE', k[3], 0, -1, 'WITHSCORES'),
         ('ZRANGE', k[4], 0, -1, 'WITHSCORES'), ('ZRANGE', k[5], 0, -1, 'WITHSCORES'),
         ('HGETALL', k[6]), ('HGETALL', k[7]), ('KEYS', '*'), ('LRANGE', queue_key(k), 0, -1),
-        ('LRANGE', later_key(k), 0, -1)])
+        ('LRANGE', later_key(k), 0, -1), ('ZRANGE', gone_key(k), 0, -1, 'WITHSCORES')])
 
     def number(v):
         try:
@@ -275,7 +281,7 @@ def read_raw(conn, keys):
         'jobs': dict(pairs(r[0])), 'delayed': pairs(r[1], True), 'ready': pairs(r[2], True),
         'reserved': pairs(r[3], True), 'dead': pairs(r[4], True), 'done': pairs(r[5], True),
         'meta': dict(pairs(r[6])), 'leases': dict(pairs(r[7])), 'keys': set(r[8]),
-        'queue': r[9], 'later': r[10],
+        'queue': r[9], 'later': r[10], 'gone': pairs(r[11], True),
     }
 
 

@@ -30,6 +30,8 @@ OFFSET_MAX = 2 ** 40
 DEFAULT_TTR = 30000
 DEFAULT_ATTEMPTS = 5
 DEFAULT_BACKOFF = ('exponential', 1000, 600000)
+WINDOW_MAX = 86400000   # a rate window, and a retry window (version 20)
+RETRY_WINDOW_DEFAULT = 60000
 LAPSED = b'time-to-run lapsed'
 
 
@@ -218,8 +220,21 @@ class Topic:
         self.wake = None      # the wake-up signal of the last call, if any
         self.finished = []    # the ids the last call published on the finished channel
         self.kick_now = None  # the server's clock during a kick (set by the test)
+        self.retry_window = RETRY_WINDOW_DEFAULT  # (version 20)
+        self.gone = {}        # id -> the end of its retry window (P:{T}:gone)
 
     # ------------------------------------------------------------ helpers
+
+    def remember(self, ids, now):
+        """Ids finished without a trace (version 20, "The retry window")."""
+        if self.retry_window == 0:
+            return
+        self.gone = {i: t for i, t in self.gone.items() if t > now}
+        for id_ in ids:
+            self.gone[id_] = now + self.retry_window
+
+    def in_window(self, id_, now):
+        return self.gone.get(id_, -1) > now
 
     def take_seq(self, n):
         first = self.seq + 1
@@ -354,12 +369,13 @@ class Topic:
         self.wake = None
         self.finished = []
         snapshot = (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
-                    {k: dataclasses.replace(v) for k, v in self.jobs.items()})
+                    {k: dataclasses.replace(v) for k, v in self.jobs.items()}, self.retry_window,
+                    dict(self.gone))
         try:
             return getattr(self, 'op_' + op)([b(a) for a in args])
         except Refused as e:
             (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
-             self.jobs) = snapshot
+             self.jobs, self.retry_window, self.gone) = snapshot
             self.wake = None
             self.finished = []
             return Error(e.code)
@@ -379,7 +395,7 @@ class Topic:
             self.place(self.new_job(p, gid, seq, now), now)
             return gid
         old = self.jobs.get(p.id)
-        if old is not None and p.mode == 'create':
+        if p.mode == 'create' and (old is not None or self.in_window(p.id, now)):
             return -1
         if old is None and p.mode == 'replace':
             self.sharded()
@@ -420,7 +436,7 @@ class Topic:
                 continue
             if p.id not in present:
                 present[p.id] = p.id in self.jobs
-            if present[p.id] and p.mode == 'create':
+            if p.mode == 'create' and (present[p.id] or self.in_window(p.id, now)):
                 codes.append(-1)
             elif not present[p.id] and p.mode == 'replace':
                 codes.append(0)
@@ -591,11 +607,12 @@ class Topic:
         handed, backlog = self.take(count, now, True)
         if handed is None:
             return [now, -1, 1]
-        out = [now, 0, 0]
+        out, once = [now, 0, 0], []
         for j in handed:
             if j.ttr == 0:
                 # At most once: gone as pull takes it; token 0, deadline 0.
                 del self.jobs[j.id]
+                once.append(j.id)
                 if j.keep:
                     self.finished.append(j.id)
                 out.append([j.id, j.body, 0, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
@@ -606,6 +623,8 @@ class Topic:
             j.deadline = now + j.lease_ttr
             out.append([j.id, j.body, j.token, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
                         j.created, j.due, j.deadline, j.keep or 0])
+        if once:
+            self.remember(once, now)
         out[1] = self.next_time(now, len(handed), count, backlog, True)
         return out
 
@@ -623,6 +642,8 @@ class Topic:
                 self.finished.append(j.id)
             out.append([j.id, j.body, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio, j.created,
                         j.due])
+        if handed:
+            self.remember([j.id for j in handed], now)
         out[1] = self.next_time(now, len(handed), count, backlog, False)
         return out
 
@@ -647,6 +668,8 @@ class Topic:
                 del self.jobs[id_]
         if acked and keep > 0:
             self.trim_done(now)
+        elif acked:
+            self.remember(acked, now)
         return codes
 
     def op_ack(self, args):
@@ -781,6 +804,16 @@ class Topic:
         now = self.now_opt(o)
         dead = sorted(self.in_state('dead'), key=lambda j: (j.died, j.id))[:limit]
         return self.revive(dead, now)
+
+    def op_retrywindow(self, args):
+        if len(args) > 1:
+            raise Refused()
+        if args:
+            w = int_arg(args[0], 0, WINDOW_MAX)
+            if w != self.retry_window and w == 0:
+                self.gone = {}
+            self.retry_window = w
+        return [self.retry_window, len(self.gone)]
 
     def op_pause(self, args):
         options(args, {})

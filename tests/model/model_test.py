@@ -155,6 +155,9 @@ BAD = [
     ('get', lambda n, x: ['a', 'NOW', '-1']),
     ('pause', lambda n, x: ['NOW', n]),
     ('resume', lambda n, x: ['NOW', 'x']),
+    ('retrywindow', lambda n, x: ['-1']),
+    ('retrywindow', lambda n, x: ['86400001']),
+    ('retrywindow', lambda n, x: ['5', '6']),
 ]
 
 OPS = st.one_of(
@@ -199,6 +202,9 @@ OPS = st.one_of(
     st.tuples(st.just('shard'), st.sampled_from([[], [], ['1-0', '1-1'], ['a'], ['*'],
                                                  ['a', 'a'], ['b c'], ['x' * 65]])),
     st.tuples(st.just('shards')),
+    # The retry window (version 20): read, none, a few ms (so windows end
+    # within a run), the default.
+    st.tuples(st.just('retrywindow'), st.sampled_from([None, 0, 5, 40, 60000])),
     st.tuples(st.just('list'), st.sampled_from(STATES), st.integers(0, 3), st.integers(1, 4),
               st.booleans()),
     st.tuples(st.just('get'), JOB),
@@ -415,6 +421,8 @@ class TopicMachine(RuleBasedStateMachine):
             return 'shard', list(op[1])
         if kind == 'shards':
             return 'shards', []
+        if kind == 'retrywindow':
+            return 'retrywindow', [] if op[1] is None else [op[1]]
         raise AssertionError(kind)
 
     # ------------------------------------------------------------ running
@@ -544,6 +552,11 @@ class TopicMachine(RuleBasedStateMachine):
             self.expect(got == wanted, 'record of %r\n   stored: %r\n   model:  %r' % (id_, got, wanted))
             if j.state == 'done':
                 self.expect(r.get('finished') == j.finished, 'finished of %r' % id_)
+        self.expect(dict(raw['gone']) == m.gone, 'retry windows %r, the model says %r'
+                    % (dict(raw['gone']), m.gone))
+        want_window = None if m.retry_window == 60000 else b'%d' % m.retry_window
+        self.expect(raw['meta'].get(b'retry_window') == want_window, 'retry_window %r, the model says %d'
+                    % (raw['meta'].get(b'retry_window'), m.retry_window))
         members = {s: dict(raw[s]) for s in ('reserved', 'dead', 'done')}
         for id_, j in m.jobs.items():
             if j.state == 'reserved':
@@ -737,8 +750,13 @@ MUTANTS = [
     ('priority ignored in the ready order',
      'return (PRIO_MAX - prio) * TIME_SPAN + due', 'return PRIO_MAX * TIME_SPAN + due'),
     ('ack leaves the lease behind',
-     "      redis.call('HDEL', k.jobs, id)\n      redis.call('HDEL', k.leases, id)\n      return OK",
-     "      redis.call('HDEL', k.jobs, id)\n      return OK"),
+     "      redis.call('HDEL', k.leases, id)\n      gone.remember",
+     "      gone.remember"),
+    ('a retried put makes a job acked a moment ago again',
+     "if redis.call('HEXISTS', k.jobs, id) == 1 or gone.holds(k, id, now) then",
+     "if redis.call('HEXISTS', k.jobs, id) == 1 then"),
+    ('a retry window never ends',
+     "  redis.call('ZREMRANGEBYSCORE', k.gone, '-inf', now)\n", ""),
     ('a stale token answers wrong state',
      "if redis.call('HEXISTS', k.leases, id) == 1 then return STALE end",
      "if redis.call('HEXISTS', k.leases, id) == 1 then return WRONG_STATE end"),
@@ -751,7 +769,7 @@ MUTANTS = [
     ('an unspread topic keeps the parked counter',
      "    redis.call('HSET', k.meta, 'seq', cur[3] or 0)\n", ''),
     ('a refused put moves the counter',
-     "if redis.call('HEXISTS', k.jobs, id) == 1 then return EXISTS end",
+     "if redis.call('HEXISTS', k.jobs, id) == 1 or gone.holds(k, id, now) then return EXISTS end",
      "if redis.call('HEXISTS', k.jobs, id) == 1 then take_seq(k, 1) return EXISTS end"),
     ('stats counts due delayed jobs as delayed',
      "redis.call('LLEN', k.queue) + due_set + due_list,",
@@ -793,8 +811,8 @@ MUTANTS = [
      "      seqs[i], seq = seq + count, seq + 1\n"),
     ('keys checked by count only', "    if keys[i] ~= base .. ':' .. KEY_NAMES[i] then",
      "    if false then"),
-    ('a refused ack with KEEP trims retained jobs', "  if #gone == 0 then return codes end",
-     "  if #gone == 0 then if keep > 0 then trim_done(k, now) end return codes end"),
+    ('a refused ack with KEEP trims retained jobs', "  if #gone_ids == 0 then return codes end",
+     "  if #gone_ids == 0 then if keep > 0 then trim_done(k, now) end return codes end"),
     ('putmany takes numbers for refused jobs', "local seq, seqs = take_seq(k, stored), {}",
      "local seq, seqs = take_seq(k, count), {}"),
     ('promotion drops the priority', "zadd[#zadd + 1] = ready_score(struct.unpack('>I2', m, 8), d)",
@@ -802,7 +820,7 @@ MUTANTS = [
     # Library version 10.
     ('a job of TTR 0 is reserved like any other', '        if ttr == 0 then\n', '        if false then\n'),
     ('a job of TTR 0 is handed out and kept',
-     "    if once then redis.call('HDEL', k.jobs, unpack(once)) end\n", ''),
+     "      redis.call('HDEL', k.jobs, unpack(once))\n", ''),
     ('fail\'s ATTEMPTS decides but is not stored',
      "    if attempts == DEFAULT_ATTEMPTS then j.max = nil else j.max = attempts end\n  end\n"
      "  local retry = not o.DEAD and j.made < max_attempts(j)",

@@ -80,6 +80,10 @@ class Case(unittest.TestCase):
         r = self.f('get', id_, *(['NOW', now] if now is not None else []))
         return None if r is None else list(zip(r[0::2], r[1::2]))
 
+    @property
+    def gone(self):
+        return harness.gone_key(self.K)
+
     def keys_left(self):
         """The keys that hold more than a pin (version 16 leaves the ready
         set's and the reserved set's behind)."""
@@ -385,6 +389,71 @@ class Version19(Case):
         self.assertEqual(self.published(self.K[5], calls), [b'failed', b'lapsed', b'deleted'])
 
 
+# ---------------------------------------------------------------- version 20
+
+class Version20(Case):
+    """The retry window: a put retried after its job ran answers -1."""
+
+    def finish(self, how, id_, now):
+        """Runs the job id_ to its end the way named, at time now."""
+        if how == 'pull':
+            self.assertEqual(self.ids(self.f('pull', 1, 'NOW', now)), [id_])
+            return
+        r = self.f('reserve', 1, 'NOW', now)
+        self.assertEqual(self.ids(r), [id_])
+        if how == 'ack':
+            self.assertEqual(self.f('ack', id_, r[3][2], 'NOW', now), 1)
+        elif how == 'ackmany':
+            self.assertEqual(self.f('ackmany', 1, id_, r[3][2], 'NOW', now), [1])
+
+    def test_v20_01_a_put_retried_after_its_job_finished_answers_exists(self):
+        for how in ('ack', 'ackmany', 'pull', 'ttr0'):
+            id_ = 'job-' + how
+            self.assertEqual(self.f('put', id_, 'x', *(['TTR', 0] if how == 'ttr0' else []),
+                                    'NOW', 1000), 1)
+            self.finish('reserve' if how == 'ttr0' else how, id_, 1000)
+            self.assertIsNone(self.f('get', id_, 'NOW', 1001))
+            # The retry, inside the window: refused, and nothing changes.
+            self.assertEqual(self.unchanged(lambda: self.f('put', id_, 'x', 'NOW', 1001)), -1, how)
+            self.assertEqual(self.unchanged(lambda: self.f('putmany', 1, id_, 'x', 0, 'NOW', 60999)),
+                             [-1], how)
+            # An update is no retry of a create: UPSERT makes it again.
+            self.assertEqual(self.f('put', id_, 'y', 'UPSERT', 'NOW', 1002), 1, how)
+            self.finish('ack', id_, 1002)
+            # Outside the window (60 s by default), a put creates it again.
+            self.assertEqual(self.f('put', id_, 'x', 'NOW', 61002), 1, how)
+            self.finish('ack', id_, 61002)
+
+    def test_v20_02_the_window_is_the_topics_and_0_turns_it_off(self):
+        self.assertEqual(self.f('retrywindow'), [60000, 0])
+        self.assertEqual(self.f('retrywindow', 10), [10, 0])
+        self.f('put', 'a', 'x', 'NOW', 1000)
+        self.finish('ack', 'a', 1000)
+        self.assertEqual(self.f('put', 'a', 'x', 'NOW', 1009), -1)
+        self.assertEqual(self.f('put', 'a', 'x', 'NOW', 1010), 1)  # its window ended
+        self.finish('ack', 'a', 1010)
+        # The next finishing call drops the ids whose window ended.
+        self.assertEqual(self.f('retrywindow'), [10, 1])
+        self.f('put', 'b', 'x', 'NOW', 2000)
+        self.finish('ack', 'b', 2000)
+        self.assertEqual(self.c.call('ZRANGE', self.gone, 0, -1), [b'b'])
+        self.assertEqual(self.f('retrywindow', 0), [0, 0])
+        self.assertEqual(self.f('put', 'b', 'x', 'NOW', 2001), 1)
+        self.finish('ack', 'b', 2001)
+        self.assertNotIn(self.gone, self.c.call('KEYS', '*'))
+        for bad in (['-1'], ['86400001'], ['x'], ['1', '2']):
+            r = self.unchanged(lambda: self.f('retrywindow', *bad))
+            self.assertIsInstance(r, Error, bad)
+            self.assertEqual(r.code, 'BADARG', bad)
+
+    def test_v20_03_a_job_acked_with_keep_is_refused_for_its_keep_not_the_window(self):
+        self.f('put', 'kept', 'x', 'KEEP', 5, 'NOW', 1000)
+        r = self.f('reserve', 1, 'NOW', 1000)
+        self.assertEqual(self.f('ack', 'kept', r[3][2], 'KEEP', 5, 'NOW', 1000), 1)
+        self.assertEqual(self.f('put', 'kept', 'x', 'NOW', 1001), -1)  # its record
+        self.assertNotIn(self.gone, self.c.call('KEYS', '*'))
+
+
 # ---------------------------------------------------------------- version 10
 
 class Version10(Case):
@@ -411,7 +480,8 @@ class Version10(Case):
         # The worker that took it crashes: a week later nothing comes back.
         self.assertEqual(self.f('requeue', 'NOW', 1000 + 8 * 86400000), [0, 0, -1])
         self.assertEqual(self.f('reserve', 5, 'NOW', 1000 + 8 * 86400000)[3:], [])
-        self.assertEqual(self.keys_left(), [self.K[6]])
+        # (Version 20 remembers its id for the retry window: P:{T}:gone.)
+        self.assertEqual(sorted(self.keys_left()), sorted([self.K[6], self.gone]))
 
     def test_v10_02_a_job_of_ttr_0_leaves_in_its_place(self):
         self.f('put', 'a', 'x', 'NOW', 1000)
@@ -442,7 +512,7 @@ class Version10(Case):
         r = self.f('reserve', 5, 'NOW', 1010)
         self.assertEqual([(j[0], j[2], j[3], j[8]) for j in r[3:]],
                          [(b'r', 0, 3, 0), (b'p', 0, 1, 0), (b'q', 0, 1, 0)])
-        self.assertEqual(self.keys_left(), [self.K[6]])
+        self.assertEqual(sorted(self.keys_left()), sorted([self.K[6], self.gone]))
 
     def test_v10_04_reserve_and_touch_keep_a_ttr_of_1_or_more(self):
         self.f('put', 'a', 'x', 'NOW', 1000)
@@ -733,8 +803,12 @@ FIXED_IN = {
          'test_v10_06_fails_attempts_is_checked_and_a_refused_fail_stores_nothing',
          'test_v10_07_own_ttr_tells_a_jobs_own_ttr_from_the_default'],
     19: ['test_v19_01_dead_or_deleted_jobs_are_published_kept_or_not'],
+    20: ['test_v20_01_a_put_retried_after_its_job_finished_answers_exists',
+         'test_v20_02_the_window_is_the_topics_and_0_turns_it_off',
+         'test_v20_03_a_job_acked_with_keep_is_refused_for_its_keep_not_the_window'],
 }
-CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Version19, Upgrade)
+CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Version19, Version20,
+           Upgrade)
 
 
 def expect_fail(libraries):

@@ -214,6 +214,25 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", f"{hot}/shards")[1], spread)
         self.assertEqual(self.call("GET", hot)[1]["shards"], 2)
         self.assertEqual(self.call("PUT", f"{hot}/shards", {"count": 300})[0], 400)
+        # The retry window: a put retried after its job ran answers 409.
+        rw = "/v1/topics/ops-retry"
+        self.assertEqual(self.call("GET", f"{rw}/retry-window")[1],
+                         {"topic": "ops-retry", "retry_window_ms": 60000, "remembered": 0})
+        self.assertEqual(self.call("PUT", f"{rw}/jobs/once", {"body": "x"})[0], 201)
+        token = self.call("POST", f"{rw}/reserve", {})[1]["jobs"][0]["token"]
+        self.assertEqual(self.call("POST", f"{rw}/jobs/once/ack", {"token": token})[0], 200)
+        self.assertEqual(self.call("PUT", f"{rw}/jobs/once", {"body": "x"})[0], 409)
+        self.assertEqual(self.call("GET", f"{rw}/retry-window")[1]["remembered"], 1)
+        self.assertEqual(self.call("PUT", f"{rw}/retry-window", {"retry_window_ms": 0})[1],
+                         {"topic": "ops-retry", "retry_window_ms": 0, "remembered": 0})
+        self.assertEqual(self.call("PUT", f"{rw}/jobs/once", {"body": "x"})[0], 201)
+        for bad in ({}, {"retry_window_ms": -1}, {"retry_window_ms": 86400001},
+                    {"retry_window_ms": 5, "x": 1}):
+            self.assertEqual(self.call("PUT", f"{rw}/retry-window", bad)[0], 400, bad)
+        # A spread topic's shards all take it.
+        self.assertEqual(self.call("PUT", f"{hot}/retry-window", {"retry_window_ms": 5000})[1]
+                         ["retry_window_ms"], 5000)
+        self.assertEqual(self.call("GET", f"{hot}/retry-window")[1]["retry_window_ms"], 5000)
         sched = {"cron": "0 3 * * *", "time_zone": "Europe/Berlin", "body": "nightly",
                  "priority": 2, "keep_ms": 60000, "catch_up": "last"}
         put = self.call("PUT", f"{t}/schedules/nightly", sched)[1]
