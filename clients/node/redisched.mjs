@@ -6,14 +6,31 @@
 // on a job goes to the shard its id leads to, reserve asks the shards in
 // turn, stats sums them.
 //
-//   import Redis from 'ioredis';
-//   import { Topic, loadLibrary, work } from './redisched.mjs';
-//   const redis = new Redis();
+//   import { Topic, connect, loadLibrary, work } from './redisched.mjs';
+//   const redis = connect('redis://localhost:6379'); // or new Redis(...) of ioredis
 //   await loadLibrary(redis, '/usr/local/share/redisched/redisched.lua');
 //   const emails = new Topic(redis, 'emails');
 //   await emails.put('welcome_42', 'Hello', { priority: 5 });
 //   await work(emails, async (job) => console.log(job.id, job.body.toString()));
+//
+// Behind Redis Sentinel, the same with the sentinels' URL (see connect()):
+//
+//   const redis = connect('redis+sentinel://:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster');
+//   const emails = new Topic(redis, 'emails', { replicas: 1 }); // a put answers once a replica has it
+//
+// A failover is waited out: a call that meets a lost connection or a demoted
+// primary (READONLY) is made again, after a pause growing to 0.5 s, for up
+// to failoverMs (30 s), ioredis asking the sentinels for the primary anew;
+// work() subscribes again. A call may so run twice: put then answers EXISTS,
+// ack NOT_FOUND, and a reservation whose answer was lost comes back after its
+// ttr (jobs run at least once). A primary without the library (it answers
+// "Function not found") gets it again from the path loadLibrary was given.
+// Without replicas, a put the old primary answered but had not passed on to
+// a replica is lost with it: { replicas: N } has each call that changes a
+// job wait (WAIT) until N replicas have it, else reject with NotReplicated.
 import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
+import Redis from 'ioredis';
 
 const KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases'];
 
@@ -31,16 +48,162 @@ function crc16(bytes) {
   return crc;
 }
 
+// An ioredis client for url; options are added to (and win over) what
+// the URL says.
+//   redis://[[user]:password@]host[:port][/db], rediss://...: as ioredis takes them.
+//   unix://[[user]:password@]/path/to.sock[?db=N&password=P]
+//   redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/name
+//                    [?db=N&sentinel_user=U&sentinel_password=P]
+//     the primary the sentinels (port 26379 unless given) name for the
+//     service name, found again after a failover. user and password are the
+//     data nodes' (AUTH), sentinel_user and sentinel_password the sentinels'
+//     own; percent-encode what the URL would misread.
+export function connect(url, options = {}) {
+  const scheme = url.slice(0, Math.max(0, url.indexOf('://'))).toLowerCase();
+  if (scheme === 'redis+sentinel') return new Redis({ ...sentinelOptions(url), ...options });
+  if (scheme === 'unix') return new Redis({ ...unixOptions(url), ...options });
+  return new Redis(url, options);
+}
+
+function sentinelOptions(url) {
+  const m = /^redis\+sentinel:\/\/(?:([^@/]*)@)?([^/?#]+)\/([^/?#]+)\/?(?:\?([^#]*))?$/i.exec(url);
+  if (!m) throw new Error(`${url}: redis+sentinel://[auth@]host:port[,host:port...]/name`);
+  const [, userinfo, hosts, name, query] = m;
+  const out = {
+    ...auth(userinfo),
+    ...queryOptions(url, query, { db: 'db', sentinel_user: 'sentinelUsername', sentinel_password: 'sentinelPassword' }),
+    sentinels: hosts.split(',').map(hostPort),
+    name: decodeURIComponent(name),
+    // Ask the sentinels again soon while a failover runs, not after
+    // ioredis's pauses growing to 5 s.
+    retryStrategy: (times) => Math.min(times * 50, 500),
+    // A failover the sentinels announce (+switch-master) drops the
+    // connection at once, even one to a primary that lives on as a replica.
+    failoverDetector: true,
+    // Still connected to the old primary, now a replica: connect again
+    // (the sentinels name the new one); the call is made again above.
+    reconnectOnError: (e) => /^READONLY/.test(e.message),
+  };
+  if (out.db !== undefined) out.db = Number(out.db);
+  return out;
+}
+
+function unixOptions(url) {
+  const m = /^unix:\/\/(?:([^@/]*)@)?(\/[^?#]*)(?:\?([^#]*))?$/i.exec(url);
+  if (!m) throw new Error(`${url}: unix://[auth@]/path/to.sock[?db=N&password=P]`);
+  const out = { ...auth(m[1]), ...queryOptions(url, m[3], { db: 'db', password: 'password', username: 'username' }), path: decodeURIComponent(m[2]) };
+  if (out.db !== undefined) out.db = Number(out.db);
+  return out;
+}
+
+// {username, password} of "user:password" (either may be empty).
+function auth(userinfo) {
+  if (!userinfo) return {};
+  const colon = userinfo.indexOf(':');
+  const user = decodeURIComponent(colon < 0 ? userinfo : userinfo.slice(0, colon));
+  const out = user ? { username: user } : {};
+  if (colon >= 0) out.password = decodeURIComponent(userinfo.slice(colon + 1));
+  return out;
+}
+
+function queryOptions(url, query, names) {
+  const out = {};
+  for (const [key, value] of new URLSearchParams(query ?? '')) {
+    if (!(key in names)) throw new Error(`${url}: unknown parameter ${key}`);
+    out[names[key]] = value;
+  }
+  return out;
+}
+
+// {host, port} of "h:p", "h", "[v6]:p" or "[v6]".
+function hostPort(text) {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+))(?::(\d+))?$/.exec(text);
+  if (!m) throw new Error(`not host:port: ${text}`);
+  return { host: m[1] ?? m[2], port: m[3] ? Number(m[3]) : 26379 };
+}
+
+// client -> the path loadLibrary read, to load it again where it is missing.
+const libraries = new WeakMap();
+
+// The call was made, but fewer replicas than asked had it in time.
+export class NotReplicated extends Error {
+  constructor(reply, acked, wanted) {
+    super(`${acked} of ${wanted} replicas acknowledged the write`);
+    this.name = 'NotReplicated';
+    this.reply = reply; // what the call answered
+    this.acked = acked;
+  }
+}
+
+// What a failover looks like from here: the connection lost (ioredis gave up
+// on a call, or dropped it unanswered), or still to the old primary, now a
+// replica.
+function duringFailover(e) {
+  if (e?.name === 'ReplyError') return /^(READONLY|LOADING|MASTERDOWN)\b/.test(e.message);
+  return ['AbortError', 'MaxRetriesPerRequestError', 'InterruptError'].includes(e?.name)
+    || /^E[A-Z]+$/.test(e?.code ?? '');
+}
+
+// fn(), made again through a failover for up to forMs; once more after
+// loading the library again where Redis says it has none.
+async function surviving(redis, fn, forMs) {
+  const deadline = Date.now() + forMs;
+  let pause = 50, reloaded = false;
+  for (;;) {
+    try {
+      return await (forMs > 0 ? by(deadline, forMs, fn()) : fn());
+    } catch (e) {
+      if (duringFailover(e)) {
+        if (Date.now() + pause > deadline) throw e;
+        await sleep(pause);
+        pause = Math.min(2 * pause, 500);
+      } else if (!reloaded && libraries.has(redis) && /Function not found/.test(e?.message)) {
+        reloaded = true;
+        await surviving(redis, () => loadLibrary(redis, libraries.get(redis)), deadline - Date.now());
+      } else {
+        throw e;
+      }
+    }
+  }
+}
+
+// The promise, or a TimeoutError at the deadline: while no sentinel answers,
+// ioredis holds a call without end (it may still make it later).
+function by(deadline, forMs, promise) {
+  let timer;
+  const late = new Promise((resolve, reject) => {
+    timer = setTimeout(() => reject(Object.assign(
+      new Error(`no answer within ${forMs} ms: no primary found?`), { name: 'TimeoutError' })),
+    Math.max(0, deadline - Date.now()));
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+// FUNCTION LOAD REPLACE of the library at path (once per server). The path
+// is kept for redis: a primary found without it gets it again.
 export async function loadLibrary(redis, path) {
+  libraries.set(redis, path);
   return redis.call('FUNCTION', 'LOAD', 'REPLACE', await readFile(path, 'utf8'));
 }
 
+// One topic: its eight keys, in the order every function takes them.
+//   new Topic(redis, name[, prefix][, { prefix, replicas, replicaTimeoutMs, failoverMs }])
+// replicas: put, ack, release and fail answer once that many replicas have
+// the write (WAIT, up to replicaTimeoutMs), else reject with NotReplicated;
+// reserve does not wait (a reservation lost in a failover only brings the
+// job back after its ttr). failoverMs: how long a call keeps trying through
+// a failover, and waits at most for its answer.
 export class Topic {
-  constructor(redis, name, prefix = 'redisched') {
+  constructor(redis, name, prefix = 'redisched', options = {}) {
+    if (typeof prefix === 'object') [prefix, options] = [prefix.prefix ?? 'redisched', prefix];
+    const { replicas = 0, replicaTimeoutMs = 1000, failoverMs = 30000 } = options;
     const base = `${prefix}:{${name}}`;
     this.redis = redis;
     this.name = name;
     this.prefix = prefix;
+    this.replicas = replicas;
+    this.replicaTimeoutMs = replicaTimeoutMs;
+    this.failoverMs = failoverMs;
     this.keys = KEY_NAMES.map((k) => `${base}:${k}`);
     this.channel = `${base}:ready`; // the wake-up signal (SPUBLISH)
     this.spread = null; // the Topics of its shards ([] if none), once read
@@ -48,7 +211,28 @@ export class Topic {
   }
 
   call(op, ...args) {
-    return this.redis.callBuffer('FCALL', `redisched_${op}`, this.keys.length, ...this.keys, ...args);
+    return surviving(this.redis, () => this.redis.callBuffer('FCALL', ...this.fcall(op, args)), this.failoverMs);
+  }
+
+  // A call that changes a job: with replicas, answered once they have it.
+  change(op, ...args) {
+    if (!this.replicas) return this.call(op, ...args);
+    return surviving(this.redis, () => this.replicated(op, args), this.failoverMs);
+  }
+
+  fcall(op, args) { return [`redisched_${op}`, this.keys.length, ...this.keys, ...args]; }
+
+  // The call, then WAIT, in one pipeline: WAIT counts the replicas that have
+  // this connection's writes, and ioredis drops (never sends alone on a new
+  // connection) the tail of a pipeline whose head was answered.
+  async replicated(op, args) {
+    const [[error, reply], [waitError, acked]] = await this.redis.pipeline()
+      .callBuffer('FCALL', ...this.fcall(op, args))
+      .call('WAIT', this.replicas, this.replicaTimeoutMs)
+      .exec();
+    if (error || waitError) throw error || waitError;
+    if (acked < this.replicas) throw new NotReplicated(reply, acked, this.replicas);
+    return reply;
   }
 
   // The Topics of its shards, [] when it holds its own jobs.
@@ -56,7 +240,7 @@ export class Topic {
     if (this.spread === null || fresh) {
       const names = (await this.call('shards')).map((v) => v.toString());
       this.spread = names.length === 0 || (names.length === 1 && names[0] === '*') ? []
-        : names.map((v) => new Topic(this.redis, `${this.name}~${v}`, this.prefix));
+        : names.map((v) => new Topic(this.redis, `${this.name}~${v}`, this.prefix, this));
     }
     return this.spread;
   }
@@ -85,7 +269,7 @@ export class Topic {
       if (value !== undefined) args.push(word, value);
     }
     if (replace) args.push('REPLACE');
-    return this.routed(async () => (await this.at(id)).call('put', ...args));
+    return this.routed(async () => (await this.at(id)).change('put', ...args));
   }
 
   // The job's fields ({state, body, ...}; strings but body), or null.
@@ -131,11 +315,11 @@ export class Topic {
     };
   }
 
-  async ack(job) { return (await this.at(job.id)).call('ack', job.id, job.token); }
-  async release(job, delayMs = 0) { return (await this.at(job.id)).call('release', job.id, job.token, 'DELAY', delayMs); }
+  async ack(job) { return (await this.at(job.id)).change('ack', job.id, job.token); }
+  async release(job, delayMs = 0) { return (await this.at(job.id)).change('release', job.id, job.token, 'DELAY', delayMs); }
   // 'delayed' or 'ready' (it runs again), 'dead'; or a code (0, -2, -3).
   async fail(job, error) {
-    const r = await (await this.at(job.id)).call('fail', job.id, job.token, error);
+    const r = await (await this.at(job.id)).change('fail', job.id, job.token, error);
     return Buffer.isBuffer(r) ? r.toString() : r;
   }
 
@@ -161,26 +345,43 @@ export class Topic {
 // Runs handler(job) on the topic's jobs until signal aborts: a resolved
 // handler acks the job, a rejected one fails it with its message. Between
 // jobs it sleeps on the wake-up channel (a connection of its own) until
-// the next due time Redis gave, or a signal of an earlier one.
+// the next due time Redis gave, or a signal of an earlier one. Its
+// connection lost (a failover), it subscribes again, then reserves: the
+// signals sent meanwhile are lost, not their jobs.
 export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 } = {}) {
-  const sub = topic.redis.duplicate();
+  const sub = topic.redis.duplicate({ autoResubscribe: false }); // this loop subscribes
   let wake = () => {};
+  let lost = 0, subscribedAt = -1; // connections lost so far; at which count it subscribed
   sub.on('smessage', () => wake());
-  // Subscribed before the first reserve: nothing falls between (to each
-  // shard's channel for a spread topic; a change of its shards is not
-  // followed here: restart the loop).
-  const shards = await topic.shards(true);
-  for (const t of shards.length ? shards : [topic]) await sub.ssubscribe(t.channel);
+  sub.on('close', () => { lost++; wake(); });
+  sub.on('error', () => {}); // the calls below meet them; unheard, ioredis would print them
   const aborted = new Promise((resolve) => signal?.addEventListener('abort', resolve));
   try {
     while (!signal?.aborted) {
+      if (subscribedAt !== lost) {
+        // Subscribed before the reserve: nothing falls between (to each
+        // shard's channel for a spread topic; a change of its shards is
+        // not followed here: restart the loop).
+        const at = lost;
+        const shards = await topic.shards(true);
+        for (const t of shards.length ? shards : [topic]) {
+          await surviving(sub, () => sub.ssubscribe(t.channel), topic.failoverMs);
+        }
+        subscribedAt = at;
+      }
       const r = await topic.reserve(batch, ttrMs);
       for (const job of r.jobs) {
+        let failure = null;
         try {
           await handler(job);
-          await topic.ack(job);
         } catch (e) {
-          await topic.fail(job, String(e?.message ?? e) || 'failed');
+          failure = String(e?.message ?? e) || 'failed';
+        }
+        try {
+          await (failure === null ? topic.ack(job) : topic.fail(job, failure));
+        } catch (e) {
+          // Done here, only not yet on a replica: lost, the job runs again.
+          if (!(e instanceof NotReplicated)) throw e;
         }
       }
       if (r.next === 0) continue;

@@ -6,19 +6,38 @@ channel, not by polling. A topic spread over shards (docs/redis-api.md, "A
 topic over many shards") is followed: each call on a job goes to the shard
 its id leads to, reserve asks the shards in turn, stats sums them.
 
-    import redis, redisched
-    r = redis.Redis()
+    import redisched
+    r = redisched.connect("redis://localhost:6379")  # or redis.Redis(...)
     redisched.load_library(r, "/usr/local/share/redisched/redisched.lua")
     emails = redisched.Topic(r, "emails")
     emails.put("welcome_42", b"Hello", priority=5)
     redisched.work(emails, lambda job: print(job.id, job.body))
+
+Behind Redis Sentinel, the same with the sentinels' URL (see connect()):
+
+    r = redisched.connect("redis+sentinel://:secret@10.0.0.1:26379,10.0.0.2:26379/mymaster")
+    emails = redisched.Topic(r, "emails", replicas=1)  # a put answers once a replica has it
+
+A failover is waited out: a call that meets a lost connection or a demoted
+primary (READONLY) is made again, after a pause growing to 0.5 s, for up to
+failover_s (30 s), the primary asked of the sentinels anew; work() and wait()
+subscribe again. A call may so run twice: put then answers EXISTS, ack
+NOT_FOUND, and a reservation whose answer was lost comes back after its
+ttr (jobs run at least once). A primary without the library (it answers
+"Function not found") gets it again from the path load_library was given.
+Without replicas=, a put the old primary answered but had not passed on to
+a replica is lost with it: replicas=N has each call that changes a job wait
+(WAIT) until N replicas have it, else raise NotReplicated.
 """
 
 import binascii
 import time
+import urllib.parse
+import weakref
 from dataclasses import dataclass
 
 import redis as _redis
+import redis.sentinel as _sentinel
 
 KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases")
 
@@ -26,10 +45,147 @@ KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "le
 OK, UPDATED, NOT_FOUND, EXISTS, WRONG_STATE, STALE_TOKEN = 1, 2, 0, -1, -2, -3
 
 
+# What a failover looks like from here: the connection lost, or still to
+# the old primary, now a replica.
+_FAILOVER_ERRORS = (_redis.ConnectionError, _redis.TimeoutError, _redis.exceptions.ReadOnlyError)
+
+# client -> the path load_library read, to load it again where it is missing.
+_libraries = weakref.WeakKeyDictionary()
+
+
+class NotReplicated(_redis.RedisError):
+    """The call was made, but fewer replicas than asked had it in time."""
+
+    def __init__(self, reply, acked, wanted):
+        super().__init__(f"{acked} of {wanted} replicas acknowledged the write")
+        self.reply = reply  # what the call answered
+        self.acked = acked
+
+
+def connect(url, **kw):
+    """A redis-py client for url; kw go to its connections.
+
+    redis://[[user]:password@]host[:port][/db], rediss://...,
+    unix://[[user]:password@]/path/to.sock[?db=N]:
+        as redis.Redis.from_url takes them.
+    redis+sentinel://[[user]:password@]host[:port][,host[:port]...]/name
+                     [?db=N&sentinel_user=U&sentinel_password=P]:
+        the primary the sentinels (port 26379 unless given) name for the
+        service name, found again after a failover. user and password are
+        the data nodes' (AUTH), sentinel_user and sentinel_password the
+        sentinels' own; percent-encode what the URL would misread.
+    """
+    scheme, _, _ = url.partition("://")
+    if scheme.lower() != "redis+sentinel":
+        return _redis.Redis.from_url(url, **kw)
+    parts = urllib.parse.urlsplit(url)
+    userinfo, _, hosts = parts.netloc.rpartition("@")
+    name = urllib.parse.unquote(parts.path.strip("/"))
+    if not hosts or not name or "/" in name:
+        raise ValueError(f"{url!r}: redis+sentinel://[auth@]host:port[,host:port...]/name")
+    sentinels = [_host_port(h, 26379) for h in hosts.split(",")]
+    query = dict(urllib.parse.parse_qsl(parts.query, strict_parsing=bool(parts.query)))
+    unknown = set(query) - {"db", "sentinel_user", "sentinel_password"}
+    if unknown:
+        raise ValueError(f"{url!r}: unknown parameter(s) {', '.join(sorted(unknown))}")
+
+    node_kw = dict(kw)
+    if userinfo:
+        user, has_password, password = userinfo.partition(":")
+        if user:
+            node_kw.setdefault("username", urllib.parse.unquote(user))
+        if has_password:
+            node_kw.setdefault("password", urllib.parse.unquote(password))
+    if "db" in query:
+        node_kw.setdefault("db", int(query["db"]))
+    # A sentinel answers at once or is gone: a short timeout, so a dead one
+    # does not hold up the search for the primary.
+    sentinel_kw = {k: v for k, v in kw.items() if k.startswith("socket_")}
+    sentinel_kw.setdefault("socket_timeout", 1.0)
+    sentinel_kw.setdefault("socket_connect_timeout", 1.0)
+    if "sentinel_user" in query:
+        sentinel_kw["username"] = query["sentinel_user"]
+    if "sentinel_password" in query:
+        sentinel_kw["password"] = query["sentinel_password"]
+    return _sentinel.Sentinel(sentinels, sentinel_kwargs=sentinel_kw).master_for(name, **node_kw)
+
+
+def _host_port(text, default_port):
+    """("h", p) of "h:p", "h", "[v6]:p" or "[v6]"."""
+    host, port = text, default_port
+    if text.startswith("["):
+        host, _, rest = text[1:].partition("]")
+        if rest:
+            port = int(rest.lstrip(":"))
+    elif ":" in text:
+        host, _, p = text.rpartition(":")
+        port = int(p)
+    if not host:
+        raise ValueError(f"no host in {text!r}")
+    return host, port
+
+
 def load_library(r, path):
-    """FUNCTION LOAD REPLACE of the library at path (once per server)."""
+    """FUNCTION LOAD REPLACE of the library at path (once per server). The
+    path is kept for r: a primary found without it gets it again."""
+    _libraries[r] = path
     with open(path, encoding="utf-8") as f:
         return r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
+
+
+def _surviving(r, fn, for_s):
+    """fn(), made again through a failover for up to for_s seconds; once
+    more after loading the library again where Redis says it has none."""
+    deadline = time.monotonic() + for_s
+    pause, reloaded = 0.05, False
+    while True:
+        try:
+            return fn()
+        except _FAILOVER_ERRORS as e:
+            if isinstance(e, _redis.AuthenticationError) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.5)
+        except _redis.ResponseError as e:
+            path = _libraries.get(r)
+            if reloaded or path is None or "Function not found" not in str(e):
+                raise
+            reloaded = True
+            _surviving(r, lambda: load_library(r, path), deadline - time.monotonic())
+
+
+def _ask_for_the_primary(r):
+    """A primary demoted while still up (SENTINEL FAILOVER) loses its
+    replicas first, and stays a primary for seconds: ask the sentinels now;
+    if they name another, the pool drops its idle connections to this one."""
+    pool = r.connection_pool
+    if isinstance(pool, _sentinel.SentinelConnectionPool):
+        try:
+            pool.get_master_address()
+        except _FAILOVER_ERRORS:
+            pass
+
+
+def _subscribed(r, channels, for_s):
+    """A connection of r's pool subscribed (SSUBSCRIBE) to channels."""
+    pool = r.connection_pool
+
+    def attempt():
+        sub = pool.get_connection("SSUBSCRIBE")
+        try:
+            for channel in channels:
+                sub.send_command("SSUBSCRIBE", channel)
+                sub.read_response()
+            return sub
+        except BaseException:
+            _let_go(r, sub)
+            raise
+    return _surviving(r, attempt, for_s)
+
+
+def _let_go(r, sub):
+    sub.disconnect()  # still subscribed: no other command may use it
+    r.connection_pool.release(sub)
 
 
 @dataclass
@@ -55,22 +211,49 @@ class Reserved:
 
 
 class Topic:
-    """One topic: its eight keys, in the order every function takes them."""
+    """One topic: its eight keys, in the order every function takes them.
 
-    def __init__(self, r, name, prefix="redisched"):
+    replicas: put, ack, release and fail return once that many replicas
+    have the write (WAIT, up to replica_timeout_ms), else raise
+    NotReplicated; reserve does not wait (a reservation lost in a failover
+    only brings the job back after its ttr). failover_s: how long a call
+    keeps trying through a failover (0: it does not)."""
+
+    def __init__(self, r, name, prefix="redisched", replicas=0, replica_timeout_ms=1000,
+                 failover_s=30):
         base = f"{prefix}:{{{name}}}"
         self.redis = r
         self.name = name
         self.prefix = prefix
+        self.replicas = replicas
+        self.replica_timeout_ms = replica_timeout_ms
+        self.failover_s = failover_s
         self.keys = [f"{base}:{k}" for k in KEY_NAMES]
         self.channel = f"{base}:ready"  # the wake-up signal (SPUBLISH)
         self.finished_channel = f"{base}:done"  # ids of finished jobs, for waiters
         self._shards = None  # the shards it is spread over ([] if none), once read
         self._turn = 0
 
-    def _call(self, op, *args):
-        return self.redis.execute_command("FCALL", f"redisched_{op}", len(self.keys),
-                                          *self.keys, *args)
+    def _call(self, op, *args, changes_job=False):
+        fcall = ("FCALL", f"redisched_{op}", len(self.keys), *self.keys, *args)
+        if changes_job and self.replicas:
+            return _surviving(self.redis, lambda: self._replicated(fcall), self.failover_s)
+        return _surviving(self.redis, lambda: self.redis.execute_command(*fcall), self.failover_s)
+
+    def _replicated(self, fcall):
+        """fcall, then WAIT on the same connection (one pipeline): WAIT
+        counts the replicas that have that connection's writes."""
+        with self.redis.pipeline(transaction=False) as p:
+            p.execute_command(*fcall)
+            p.execute_command("WAIT", self.replicas, self.replica_timeout_ms)
+            reply, acked = p.execute(raise_on_error=False)  # errors as Redis said them (SHARDED...)
+        for answer in (reply, acked):
+            if isinstance(answer, Exception):
+                raise answer
+        if acked < self.replicas:
+            _ask_for_the_primary(self.redis)
+            raise NotReplicated(reply, acked, self.replicas)
+        return reply
 
     # ---- a topic spread over shards
 
@@ -79,7 +262,8 @@ class Topic:
         if self._shards is None or fresh:
             names = [_text(v) for v in self._call("shards")]
             self._shards = [] if names in ([], ["*"]) else [
-                Topic(self.redis, f"{self.name}~{v}", self.prefix) for v in names]
+                Topic(self.redis, f"{self.name}~{v}", self.prefix, self.replicas,
+                      self.replica_timeout_ms, self.failover_s) for v in names]
         return self._shards
 
     def _at(self, job_id):
@@ -111,7 +295,7 @@ class Topic:
                 args += [word, value]
         if replace:
             args.append("REPLACE")
-        return self._routed(lambda: self._at(job_id)._call("put", *args))
+        return self._routed(lambda: self._at(job_id)._call("put", *args, changes_job=True))
 
     def get(self, job_id):
         """The job's fields as a dict (state, body, ...), or None."""
@@ -152,38 +336,44 @@ class Topic:
         args = ["KEEP", keep_ms] if keep_ms else []
         if result is not None:
             args += ["RESULT", result]
-        return self._at(job.id)._call("ack", job.id, job.token, *args)
+        return self._at(job.id)._call("ack", job.id, job.token, *args, changes_job=True)
 
     def wait(self, job_id, timeout_s):
         """The job once it has finished (state done, with its result, or
         dead), None once it is gone, or at the timeout as it is
         (docs/redis-api.md, "Waiting for a job")."""
-        sub = self.redis.connection_pool.get_connection("SSUBSCRIBE")
+        channel = self._at(job_id).finished_channel
+        deadline = time.monotonic() + timeout_s
+        sub = None
         try:
-            sub.send_command("SSUBSCRIBE", self._at(job_id).finished_channel)
-            sub.read_response()  # subscribed before the first read: nothing falls between
-            deadline = time.monotonic() + timeout_s
             while True:
+                if sub is None:  # subscribed before the read: nothing falls between
+                    sub = _subscribed(self.redis, [channel], self.failover_s)
                 job = self.get(job_id)
                 if job is None or job["state"] in (b"done", b"dead"):
                     return job
-                named = False
-                while not named:
-                    left = deadline - time.monotonic()
-                    if left <= 0 or not sub.can_read(timeout=left):
-                        return self.get(job_id)
-                    msg = sub.read_response()  # ["smessage", channel, "id\nid..."]
-                    named = job_id.encode() in msg[2].split(b"\n")
+                try:
+                    named = False
+                    while not named:
+                        left = deadline - time.monotonic()
+                        if left <= 0 or not sub.can_read(timeout=left):
+                            return self.get(job_id)
+                        msg = sub.read_response()  # ["smessage", channel, "id\nid..."]
+                        named = job_id.encode() in msg[2].split(b"\n")
+                except _FAILOVER_ERRORS:
+                    _let_go(self.redis, sub)  # subscribe again, then read again
+                    sub = None
         finally:
-            sub.disconnect()
-            self.redis.connection_pool.release(sub)
+            if sub is not None:
+                _let_go(self.redis, sub)
 
     def release(self, job, delay_ms=0):
-        return self._at(job.id)._call("release", job.id, job.token, "DELAY", delay_ms)
+        return self._at(job.id)._call("release", job.id, job.token, "DELAY", delay_ms,
+                                      changes_job=True)
 
     def fail(self, job, error):
         """"delayed" or "ready" (it runs again), "dead"; or a code (0, -2, -3)."""
-        return _text(self._at(job.id)._call("fail", job.id, job.token, error))
+        return _text(self._at(job.id)._call("fail", job.id, job.token, error, changes_job=True))
 
     def stats(self):
         """The counts; of a spread topic, summed over its shards."""
@@ -211,35 +401,48 @@ def work(topic, handler, stop=lambda: False, batch=10, ttr_ms=30000):
     """Runs handler(job) on the topic's jobs until stop() is true: a return
     acks the job, an exception fails it with its text. Between jobs it
     sleeps on the wake-up channel until the next due time Redis gave, or a
-    signal of an earlier one; no polling."""
-    sub = topic.redis.connection_pool.get_connection("SSUBSCRIBE")
+    signal of an earlier one; no polling. Through a failover it subscribes
+    again (the signals sent meanwhile are lost; the reserve that follows
+    finds their jobs)."""
+    sub = None
     try:
-        # Subscribed before the first reserve: nothing falls between (to
-        # each shard's channel for a spread topic; a change of its shards
-        # is not followed here: restart the loop).
-        for t in topic.shards(fresh=True) or [topic]:
-            sub.send_command("SSUBSCRIBE", t.channel)
-            sub.read_response()
         while not stop():
+            if sub is None:
+                # Subscribed before the reserve: nothing falls between (to
+                # each shard's channel for a spread topic; a change of its
+                # shards is not followed here: restart the loop).
+                channels = [t.channel for t in topic.shards(fresh=True) or [topic]]
+                sub = _subscribed(topic.redis, channels, topic.failover_s)
             r = topic.reserve(batch, ttr_ms)
             for job in r.jobs:
                 try:
                     handler(job)
-                    topic.ack(job)
+                    failure = None
                 except Exception as e:  # the job's failure, not the worker's
-                    topic.fail(job, str(e) or type(e).__name__)
+                    failure = str(e) or type(e).__name__
+                try:
+                    if failure is None:
+                        topic.ack(job)
+                    else:
+                        topic.fail(job, failure)
+                except NotReplicated:
+                    pass  # done here, only not yet on a replica: lost, the job runs again
             if r.next == 0:
                 continue
             # Redis's time to wait for, translated by its own clock.
             wait_s = 1.0 if r.next < 0 else max(0.0, (r.next - r.now) / 1000)
             deadline = time.monotonic() + min(wait_s, 1.0)  # and look at stop() now and then
-            while not stop() and time.monotonic() < deadline:
-                if sub.can_read(timeout=deadline - time.monotonic()):
-                    sub.read_response()  # ["smessage", channel, due ms]: look now
-                    break
+            try:
+                while not stop() and time.monotonic() < deadline:
+                    if sub.can_read(timeout=deadline - time.monotonic()):
+                        sub.read_response()  # ["smessage", channel, due ms]: look now
+                        break
+            except _FAILOVER_ERRORS:
+                _let_go(topic.redis, sub)  # subscribe again, then reserve at once
+                sub = None
     finally:
-        sub.disconnect()  # still subscribed: no other command may use it
-        topic.redis.connection_pool.release(sub)
+        if sub is not None:
+            _let_go(topic.redis, sub)
 
 
 def _text(b):
