@@ -40,6 +40,8 @@ if $with_tests; then
     systemd
     # a peer measured in the same run as the core (redisched_bench --peers)
     beanstalkd
+    # Redis Sentinel for the failover tests (tests/sentinel/)
+    redis-sentinel
   )
 fi
 missing=()

@@ -50,6 +50,11 @@ struct ClientOptions {
   // parameters ca=/path/to/ca.pem, cert= and key= for a client certificate,
   // verify=0), or unix:///path[?db=N]. For a Redis Cluster, any primary's
   // URL; several, comma-separated, to find the cluster when one is down.
+  // For Redis Sentinel, redis+sentinel://[user:password@]host[:port][,
+  // host[:port]...]/service[/db] (sentinels on 26379 unless given; query
+  // parameters sentinel_user and sentinel_password for their own AUTH): each
+  // connection asks the sentinels for the primary, checks its ROLE, and asks
+  // again when it is lost or answers READONLY (a failover).
   std::string redis_url = "redis://127.0.0.1:6379";
   // Every key is "<prefix>:{<topic>}:<name>".
   std::string prefix = "redisched";

@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
   redisched::cli::Action selected;  // what the parsed subcommand will do
   app.add_option("--redis", global.redis_url,
                  "Redis URL: redis://[user:password@]host[:port][/db], rediss://..., "
-                 "unix:///path; for a Redis Cluster, the URL of any primary. Without it: "
+                 "unix:///path; for a Redis Cluster, the URL of any primary; for Redis "
+                 "Sentinel, redis+sentinel://[user:password@]host[:port][,host[:port]...]/"
+                 "service[?sentinel_password=...]. Without it: "
                  "the Redis of a serve running on --data-dir, else a redis-server started "
                  "there for the command")
       ->envname("REDISCHED_REDIS");

@@ -971,11 +971,10 @@ void Client::set_retry_window_async(std::string_view topic, Millis window,
                                             std::to_string(limits::kWindowMax) + " ms, got " +
                                             std::to_string(window.count()));
   }
-  impl_->with_layout<RetryWindow>(topic, std::move(done),
-                                  [impl = impl_.get(), window](const core::LayoutPtr& l,
-                                                               auto then) {
-                                    retry_window_on(*impl, l, window, std::move(then));
-                                  });
+  impl_->with_layout<RetryWindow>(
+      topic, std::move(done), [impl = impl_.get(), window](const core::LayoutPtr& l, auto then) {
+        retry_window_on(*impl, l, window, std::move(then));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -983,10 +982,10 @@ REDISCHED_WRAP(RetryWindow, set_retry_window, (std::string_view topic, Millis wi
                (topic, window, std::move(cb)))
 
 void Client::retry_window_async(std::string_view topic, Callback<RetryWindow> done) try {
-  impl_->with_layout<RetryWindow>(
-      topic, std::move(done), [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
-        retry_window_on(*impl, l, std::nullopt, std::move(then));
-      });
+  impl_->with_layout<RetryWindow>(topic, std::move(done),
+                                  [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
+                                    retry_window_on(*impl, l, std::nullopt, std::move(then));
+                                  });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

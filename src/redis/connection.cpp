@@ -17,12 +17,14 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <charconv>
 #include <chrono>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -204,6 +206,74 @@ class Connection : public std::enable_shared_from_this<Connection> {
     ~ResetClose() { f = nullptr; }
   };
 
+  // Connects tcp to host:port, each step within connect_timeout.
+  awaitable<void> connect_tcp(asio::ip::tcp::socket& tcp, const std::string& host,
+                              std::uint16_t port) {
+    closes(tcp);
+    // An address needs no lookup (Asio's asynchronous lookup runs on a
+    // thread of its own).
+    boost::system::error_code not_address;
+    const auto address = asio::ip::make_address(host, not_address);
+    if (!not_address) {
+      co_await with_timeout(
+          tcp.async_connect(asio::ip::tcp::endpoint(address, port), use_awaitable), "connect");
+    } else {
+      asio::ip::tcp::resolver resolver(io_);
+      auto endpoints = co_await with_timeout(
+          resolver.async_resolve(host, std::to_string(port), use_awaitable), "resolve");
+      stop_if_closing();  // a lookup is not cancelled by close()
+      co_await with_timeout(asio::async_connect(tcp, endpoints, use_awaitable), "connect");
+    }
+    tcp.set_option(asio::ip::tcp::no_delay(true));
+  }
+
+  // Redis Sentinel: the primary's address, from the first sentinel that
+  // names it (starting with the one that answered last). Every connection
+  // asks afresh, so a reconnection after a failover finds the new primary.
+  awaitable<std::pair<std::string, std::uint16_t>> ask_sentinels() {
+    const Endpoint& e = cfg_.endpoint;
+    std::string why;
+    for (std::size_t n = 0; n < e.sentinels.size(); ++n) {
+      const std::size_t i = (sentinel_turn_ + n) % e.sentinels.size();
+      const auto& s = e.sentinels[i];
+      const std::string where = s.host + ":" + std::to_string(s.port);
+      try {
+        asio::ip::tcp::socket tcp(io_);
+        co_await connect_tcp(tcp, s.host, s.port);
+        RespReader reader;
+        if (!e.sentinel_password.empty()) {
+          std::string auth = e.sentinel_user.empty()
+                                 ? encode_command({"AUTH", e.sentinel_password})
+                                 : encode_command({"AUTH", e.sentinel_user, e.sentinel_password});
+          Reply r = co_await with_timeout(roundtrip(tcp, reader, std::move(auth)), "sentinel AUTH");
+          if (r.is_error()) {
+            why = where + ": AUTH refused: " + r.str;
+            continue;
+          }
+        }
+        std::string ask = encode_command({"SENTINEL", "get-master-addr-by-name", e.service});
+        Reply r = co_await with_timeout(roundtrip(tcp, reader, std::move(ask)), "sentinel");
+        int port = 0;
+        if (r.type == Reply::Type::array && r.elements.size() == 2) {
+          const std::string& p = r.elements[1].str;
+          std::from_chars(p.data(), p.data() + p.size(), port);
+        }
+        if (port > 0 && port < 65536) {
+          sentinel_turn_ = i;
+          co_return std::pair{r.elements[0].str, static_cast<std::uint16_t>(port)};
+        }
+        why = where + ": " + (r.is_error() ? r.str : "knows no primary named '" + e.service + "'");
+      } catch (const ConnectionLost& lost) {
+        why = where + ": " + lost.message;
+      } catch (const boost::system::system_error& err) {
+        why = where + ": " + err.code().message();
+      }
+      stop_if_closing();
+    }
+    throw ConnectionLost{Errc::connection, "no sentinel named the primary of '" + e.service +
+                                               "' (last: " + why + ")"};
+  }
+
   awaitable<ConnectionLost> connect_and_serve() {
     const Endpoint& e = cfg_.endpoint;
     ResetClose reset{close_stream_};
@@ -216,23 +286,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
             "connect");
         co_return co_await serve(s, s);
       }
+      std::string host = e.host;
+      std::uint16_t port = e.port;
+      if (e.via_sentinel()) std::tie(host, port) = co_await ask_sentinels();
+      primary_ = host + ":" + std::to_string(port);
       asio::ip::tcp::socket tcp(io_);
-      closes(tcp);
-      // An address needs no lookup (Asio's asynchronous lookup runs on a
-      // thread of its own).
-      boost::system::error_code not_address;
-      const auto address = asio::ip::make_address(e.host, not_address);
-      if (!not_address) {
-        co_await with_timeout(
-            tcp.async_connect(asio::ip::tcp::endpoint(address, e.port), use_awaitable), "connect");
-      } else {
-        asio::ip::tcp::resolver resolver(io_);
-        auto endpoints = co_await with_timeout(
-            resolver.async_resolve(e.host, std::to_string(e.port), use_awaitable), "resolve");
-        stop_if_closing();  // a lookup is not cancelled by close()
-        co_await with_timeout(asio::async_connect(tcp, endpoints, use_awaitable), "connect");
-      }
-      tcp.set_option(asio::ip::tcp::no_delay(true));
+      co_await connect_tcp(tcp, host, port);
       if (!e.tls) co_return co_await serve(tcp, tcp);
       asio::ssl::stream<asio::ip::tcp::socket> tls(std::move(tcp), ssl_);
       closes(tls.next_layer());
@@ -352,6 +411,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
       Reply r = co_await roundtrip(stream, reader, std::move(auth));
       if (r.is_error()) throw ConnectionLost{Errc::auth, "AUTH refused: " + r.str};
     }
+    if (e.via_sentinel()) {
+      // The sentinels may still name a primary that a failover demoted.
+      std::string ask = encode_command({"ROLE"});
+      Reply role = co_await roundtrip(stream, reader, std::move(ask));
+      if (role.type != Reply::Type::array || role.elements.empty() ||
+          role.elements[0].str != "master") {
+        throw ConnectionLost{Errc::connection, primary_ +
+                                                   ", named by the sentinels, is not the "
+                                                   "primary of '" +
+                                                   e.service + "' (yet)"};
+      }
+    }
     if (e.db != 0) {
       const std::string db = std::to_string(e.db);
       std::string select = encode_command({"SELECT", db});
@@ -382,8 +453,18 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const size_t n = co_await stream.async_read_some(asio::buffer(buf), use_awaitable);
       reader.feed(buf.data(), n);
       while (auto reply = reader.next()) {
-        if (reply->is_error()) reload_if_lost(reply->str);
+        bool demoted = false;
+        if (reply->is_error()) {
+          reload_if_lost(reply->str);
+          // Sentinel: a failover made this primary a replica. The call
+          // fails; the connection asks the sentinels again.
+          demoted = cfg_.endpoint.via_sentinel() && reply->str.starts_with("READONLY");
+        }
         pipeline_.deliver(std::move(*reply));  // throws for a reply nobody asked for
+        if (demoted) {
+          throw ConnectionLost{Errc::connection,
+                               primary_ + " is a replica now (failover): asking the sentinels"};
+        }
         // The calls these replies' callers queued go out now, while the
         // rest of the read is handled, so Redis works on them meanwhile
         // instead of waiting for all of it (a read holds up to 64 KB of
@@ -459,6 +540,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::function<void()> close_stream_;
   std::optional<ConnectionLost> lost_;  // why the live connection ended
   bool reloading_ = false;              // a FUNCTION LOAD is in flight
+  std::size_t sentinel_turn_ = 0;       // the sentinel to ask first
+  std::string primary_;                 // host:port connected to (for messages)
 };
 
 // The subscriptions of a link, on one subscriber connection of its own

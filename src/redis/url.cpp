@@ -1,5 +1,6 @@
 #include "redis/url.h"
 
+#include <boost/url/authority_view.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/url_view.hpp>
 #include <charconv>
@@ -23,14 +24,88 @@ int parse_db(std::string_view url, std::string_view text) {
   return db;
 }
 
+constexpr std::string_view kSentinelScheme = "redis+sentinel://";
+
+// redis+sentinel://[userinfo@]h1[:p1],h2[:p2]/service[/db][?query]: the
+// hosts are split off by hand (a URL has one authority), the rest is read
+// as the URL redis://[userinfo@]sentinel/service[/db][?query].
+Endpoint parse_sentinel_url(std::string_view url) {
+  std::string_view rest = url.substr(kSentinelScheme.size());
+  const auto slash = rest.find('/');
+  if (slash == std::string_view::npos) bad_url(url, "no service name (…/mymaster)");
+  std::string_view authority = rest.substr(0, slash);
+  std::string userinfo;
+  if (const auto at = authority.rfind('@'); at != std::string_view::npos) {
+    userinfo = std::string(authority.substr(0, at)) + "@";
+    authority.remove_prefix(at + 1);
+  }
+  std::vector<Endpoint::Sentinel> sentinels;
+  for (;;) {
+    const auto comma = authority.find(',');
+    const std::string_view one = authority.substr(0, comma);
+    auto host = boost::urls::parse_authority(one);
+    if (!host || host->host().empty() || host->has_userinfo()) {
+      bad_url(url, "sentinel '" + std::string(one) + "' is not host[:port]");
+    }
+    Endpoint::Sentinel s;
+    s.host = host->host();
+    if (host->has_port()) {
+      if (host->port_number() == 0) bad_url(url, "port must be from 1 to 65535");
+      s.port = host->port_number();
+    }
+    sentinels.push_back(std::move(s));
+    if (comma == std::string_view::npos) break;
+    authority.remove_prefix(comma + 1);
+  }
+  // (The view reads this text: it must outlive the view.)
+  const std::string as_redis = "redis://" + userinfo + "sentinel" + std::string(rest.substr(slash));
+  auto parsed = boost::urls::parse_uri(as_redis);
+  if (!parsed) bad_url(url, parsed.error().message());
+  const boost::urls::url_view& u = *parsed;
+  Endpoint e;
+  e.sentinels = std::move(sentinels);
+  e.host = e.sentinels.front().host;  // until a sentinel names the primary
+  e.port = e.sentinels.front().port;
+  std::string path = u.path();  // /service[/db]
+  const auto db_slash = path.find('/', 1);
+  e.service = path.substr(1, db_slash == std::string::npos ? std::string::npos : db_slash - 1);
+  if (e.service.empty()) bad_url(url, "no service name (…/mymaster)");
+  if (db_slash != std::string::npos) e.db = parse_db(url, path.substr(db_slash + 1));
+  if (u.has_userinfo()) {
+    e.user = u.user();
+    e.password = u.password();
+    if (!u.has_password()) std::swap(e.user, e.password);
+  }
+  for (auto param : u.params()) {
+    if (param.key == "db") {
+      e.db = parse_db(url, param.value);
+    } else if (param.key == "sentinel_user") {
+      e.sentinel_user = param.value;
+    } else if (param.key == "sentinel_password") {
+      e.sentinel_password = param.value;
+    } else {
+      bad_url(url, "unknown parameter '" + std::string(param.key) + "'");
+    }
+  }
+  return e;
+}
+
 }  // namespace
 
 std::string Endpoint::describe() const {
   if (kind == Kind::unix_socket) return "unix:" + path;
+  if (via_sentinel()) {
+    std::string all = "redis+sentinel://";
+    for (const auto& s : sentinels) {
+      all += (all.back() == '/' ? "" : ",") + s.host + ":" + std::to_string(s.port);
+    }
+    return all + "/" + service;
+  }
   return (tls ? "rediss://" : "redis://") + host + ":" + std::to_string(port);
 }
 
 Endpoint parse_url(std::string_view url) {
+  if (url.starts_with(kSentinelScheme)) return parse_sentinel_url(url);
   auto parsed = boost::urls::parse_uri(url);
   if (!parsed) bad_url(url, parsed.error().message());
   const boost::urls::url_view& u = *parsed;
@@ -51,7 +126,7 @@ Endpoint parse_url(std::string_view url) {
     std::string path = u.path();
     if (!path.empty() && path != "/") e.db = parse_db(url, std::string_view(path).substr(1));
   } else {
-    bad_url(url, "scheme must be redis, rediss or unix");
+    bad_url(url, "scheme must be redis, rediss, redis+sentinel or unix");
   }
   if (u.has_userinfo()) {
     e.user = u.user();
@@ -80,6 +155,7 @@ Endpoint parse_url(std::string_view url) {
 }
 
 std::vector<Endpoint> parse_urls(std::string_view urls) {
+  if (urls.starts_with(kSentinelScheme)) return {parse_sentinel_url(urls)};
   std::vector<Endpoint> out;
   for (;;) {
     const auto comma = urls.find(',');

@@ -83,5 +83,44 @@ TEST(UrlTest, SeveralNodesOfAClusterAreCommaSeparated) {
   EXPECT_THROW(parse_urls("redis://h:1,h:2"), Error) << "each a whole URL";
 }
 
+TEST(UrlTest, SentinelsServiceAuthAndDatabase) {
+  const auto e = parse_url(
+      "redis+sentinel://:p%40ss@10.0.0.1:26380,sentinel-b,[::1]:5/mymaster/2"
+      "?sentinel_password=s3&sentinel_user=watcher");
+  ASSERT_EQ(e.sentinels.size(), 3u);
+  EXPECT_TRUE(e.via_sentinel());
+  EXPECT_EQ(e.sentinels[0].host, "10.0.0.1");
+  EXPECT_EQ(e.sentinels[0].port, 26380);
+  EXPECT_EQ(e.sentinels[1].host, "sentinel-b");
+  EXPECT_EQ(e.sentinels[1].port, 26379) << "a sentinel's default port";
+  EXPECT_EQ(e.sentinels[2].port, 5);
+  EXPECT_EQ(e.service, "mymaster");
+  EXPECT_EQ(e.db, 2);
+  EXPECT_EQ(e.user, "");
+  EXPECT_EQ(e.password, "p@ss") << "the userinfo is the Redis nodes'";
+  EXPECT_EQ(e.sentinel_user, "watcher");
+  EXPECT_EQ(e.sentinel_password, "s3");
+  EXPECT_EQ(e.describe().find("p@ss"), std::string::npos);
+  EXPECT_EQ(parse_url("redis+sentinel://h/m?db=4").db, 4);
+  // One URL, whose commas part its sentinels, not a list of cluster seeds.
+  const auto seeds = parse_urls("redis+sentinel://a:1,b:2/m");
+  ASSERT_EQ(seeds.size(), 1u);
+  EXPECT_EQ(seeds[0].sentinels.size(), 2u);
+}
+
+TEST(UrlTest, MalformedSentinelUrlsAreRefusedWithTheReason) {
+  for (const char* bad : {"redis+sentinel://h", "redis+sentinel://h/", "redis+sentinel://h:0/m",
+                          "redis+sentinel://a,,b/m", "redis+sentinel://h/m/x",
+                          "redis+sentinel://h/m?ca=/x", "redis+sentinel://u@p@/m"}) {
+    try {
+      parse_url(bad);
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Errc::invalid_argument) << bad;
+      EXPECT_NE(std::string(e.what()).find("invalid Redis URL"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace redisched::redis
