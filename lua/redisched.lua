@@ -544,11 +544,16 @@ function gone.window(k)
   return RETRY_WINDOW_DEFAULT
 end
 
--- Remembers ids finished now (nil: read the clock if there is a window).
-function gone.remember(k, ids, now)
+-- What remember needs, read before the call's first write (reading the
+-- clock may fail): the window, and the time when there is one.
+function gone.prepare(k, o)
   local w = gone.window(k)
+  return w, w > 0 and clock(o) or nil
+end
+
+-- Remembers ids finished at now, for window w (gone.prepare's).
+function gone.remember(k, ids, w, now)
   if w == 0 then return end
-  now = now or clock(NO_OPTIONS)
   local zadd, until_ = {}, fmt(now + w)
   for i, id in ipairs(ids) do zadd[2 * i - 1], zadd[2 * i] = until_, id end
   redis.call('ZREMRANGEBYSCORE', k.gone, '-inf', now)
@@ -1974,7 +1979,7 @@ local function reserve(keys, args)
     end
     if once then
       redis.call('HDEL', k.jobs, unpack(once))
-      gone.remember(k, once, now)
+      gone.remember(k, once, gone.window(k), now)
     end
   end
   started(k, lim, #out - 3)
@@ -2011,7 +2016,7 @@ local function pull(keys, args)
       end
     end
     redis.call('HDEL', k.jobs, unpack(ids))
-    gone.remember(k, ids, now)
+    gone.remember(k, ids, gone.window(k), now)
   end
   started(k, lim, #out - 3)
   out[2] = next_time(k, now, #out - 3, count, backlog, false, lim)
@@ -2052,8 +2057,9 @@ end
 -- it can fail (not_held's SHARDED comes only from a spread topic or a
 -- former shard, which hold no reservations, so the ZREM took nothing).
 -- removed: what that ZREM answered when the caller has made it already
--- (ackmany's batch check), else nil.
-local function settle_acks(k, pairs_, keep, now, result, removed)
+-- (ackmany's batch check), else nil. Without KEEP, window and now are
+-- gone.prepare's (the acked ids' retry window).
+local function settle_acks(k, pairs_, keep, now, result, removed, window)
   local n, members, ids, seen, twice = #pairs_, {}, {}, {}, false
   for i, p in ipairs(pairs_) do
     members[i], ids[i] = lease_member(p[1], p[3]), p[1]
@@ -2113,7 +2119,7 @@ local function settle_acks(k, pairs_, keep, now, result, removed)
     trim_done(k, now)
   else
     redis.call('HDEL', k.jobs, unpack(gone_ids))
-    gone.remember(k, gone_ids, now)
+    gone.remember(k, gone_ids, window, now)
   end
   return codes
 end
@@ -2145,11 +2151,12 @@ local function ack(keys, args)
   end
   now_arg(o)
   if keep == 0 then
-    -- The common case in three calls: the ZREM checks and ends the lease.
+    -- The common case: the ZREM checks and ends the lease.
+    local window, now = gone.prepare(k, o)
     if redis.call('ZREM', k.reserved, lease_member(id, text)) == 1 then
       redis.call('HDEL', k.jobs, id)
       redis.call('HDEL', k.leases, id)
-      gone.remember(k, { id }, now_arg(o))
+      gone.remember(k, { id }, window, now)
       return OK
     end
     return not_held(k, id)
@@ -2171,7 +2178,7 @@ local function ackmany(keys, args)
   -- The common case, no option and every token as reserve writes it,
   -- checked for the whole batch at once rather than pair by pair; when the
   -- ZREM finds every pair held, nothing else is looked at.
-  local removed
+  local removed, window, now
   if #args == 1 + 2 * count then
     local ids, tokens, members, plain = {}, {}, {}, true
     for i = 1, count do
@@ -2184,11 +2191,12 @@ local function ackmany(keys, args)
       plain = not all:find(',[^1-9]') and not all:find('[^%d,]') and not table.concat(ids):find('%c')
     end
     if plain then
+      window, now = gone.prepare(k, NO_OPTIONS)
       removed = redis.call('ZREM', k.reserved, unpack(members))
       if removed == count then
         redis.call('HDEL', k.leases, unpack(ids))
         redis.call('HDEL', k.jobs, unpack(ids))
-        gone.remember(k, ids)
+        gone.remember(k, ids, window, now)
         local codes = {}
         for i = 1, count do codes[i] = OK end
         return codes
@@ -2203,7 +2211,12 @@ local function ackmany(keys, args)
   local o = options(args, 2 + 2 * count, #args, OPT_KEEP_NOW)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   now_arg(o)
-  return settle_acks(k, pairs_, keep, keep > 0 and clock(o) or now_arg(o), nil, removed)
+  if keep > 0 then
+    now = clock(o)
+  elseif not window then
+    window, now = gone.prepare(k, o)
+  end
+  return settle_acks(k, pairs_, keep, now, nil, removed, window)
 end
 
 --[[ redisched_release: put a reserved job back, not counted as an attempt.
