@@ -146,7 +146,8 @@ int shards(Session& s, const ShardArgs& a) {
 void add_topic_commands(CLI::App& app, Action& selected) {
   auto sh = std::make_shared<ShardArgs>();
   auto* shards_cmd = app.add_subcommand(
-      "shards", "show the shards a topic is spread over, or spread it over COUNT (only while empty)");
+      "shards",
+      "show the shards a topic is spread over, or spread it over COUNT (only while empty)");
   shards_cmd->add_option("topic", sh->topic)->required();
   shards_cmd->add_option("count", sh->count, "1..256 (1: its own keys again)")
       ->check(CLI::Range(1, core::kShardsMax));
@@ -233,6 +234,33 @@ void add_topic_commands(CLI::App& app, Action& selected) {
   limit_cmd->add_flag("--clear", lim->clear, "no limits");
   limit_cmd->callback(
       [lim, &selected] { selected = [lim](Session& s) { return limit(s, *lim); }; });
+
+  struct RetryWindowArgs {
+    std::string topic;
+    std::optional<std::int64_t> ms;
+  };
+  auto rw = std::make_shared<RetryWindowArgs>();
+  auto* rw_cmd = app.add_subcommand(
+      "retry-window",
+      "show a topic's retry window, or set it to MS: for that long after a job finished, a "
+      "put of its id answers exists (0: none)");
+  rw_cmd->add_option("topic", rw->topic)->required();
+  rw_cmd->add_option("ms", rw->ms)->check(CLI::Range(std::int64_t{0}, limits::kWindowMax));
+  rw_cmd->callback([rw, &selected] {
+    selected = [rw](Session& s) {
+      const auto w = rw->ms ? s.client().set_retry_window(rw->topic, Millis(*rw->ms))
+                            : s.client().retry_window(rw->topic);
+      if (s.json()) {
+        print_json(json::object{{"topic", rw->topic},
+                                {"retry_window_ms", w.window.count()},
+                                {"remembered", w.remembered}});
+      } else {
+        std::cout << rw->topic << "\tretry window " << w.window.count() << " ms\t" << w.remembered
+                  << " ids held\n";
+      }
+      return 0;
+    };
+  });
 
   auto r = std::make_shared<TopicArgs>();
   auto* requeue = app.add_subcommand("requeue", "lapsed reservations back to ready");

@@ -106,6 +106,12 @@ expect "debounce leaves a running job" "redisched: job ev-2 is not waiting (rese
   "$(r put deb ev-2 again --debounce 2>&1)"
 expect "debounce with upsert refused" "1" "$(r put deb ev-3 x --debounce --upsert >/dev/null 2>&1; echo $?)"
 # Limits: shown, the named ones changed (the others stay), honoured, cleared.
+expect "retry window" "rw	retry window 60000 ms	0 ids held" "$(r retry-window rw)"
+r put rw once x > /dev/null
+r --json reserve rw | grep -o '"token":[0-9]*' | cut -d: -f2 | xargs -I{} "$BIN" --redis "$URL" ack rw once {} > /dev/null
+expect "a retried put" "exists" "$(r put rw once x 2>&1 | grep -o exists)"
+expect "retry window off" '{"topic":"rw","retry_window_ms":0,"remembered":0}' "$(r --json retry-window rw 0)"
+expect "retry window refused" "1" "$(r retry-window rw 86400001 > /dev/null 2>&1; echo $?)"
 expect "limit none" "lim	rate none	concurrency none	aging none" "$(r limit lim)"
 expect "limit rate" "lim	rate 2 per 60000 ms	concurrency none	aging none" "$(r limit lim --rate 2 --window 60000)"
 expect "limit keeps the rate" "lim	rate 2 per 60000 ms	concurrency 5	aging none" "$(r limit lim --concurrency 5)"
