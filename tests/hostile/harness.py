@@ -13,20 +13,20 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
 import redis
 
-LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
+from serve_process import StartError, start_serve  # noqa: E402  (StartError: for the cases)
+
 
 
 # --------------------------------------------------------------------------
 # The server process
-
-
-class StartError(Exception):
-    pass
 
 
 class Serve:
@@ -59,30 +59,12 @@ class Serve:
     def start(self, timeout=20.0):
         argv = [self.binary, "--data-dir", self.data_dir, "serve", "--listen", "127.0.0.1:0"]
         argv += self.args
-        self.log = open(self.log_path, "ab")
-        offset = self.log.tell()  # a restart appends: look only at what this process prints
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            with open(self.log_path, "rb") as f:
-                f.seek(offset)
-                text = f.read()
-            m = None
-            for m in LISTENING.finditer(text):
-                pass
-            if m is not None and self.proc.poll() is None:
-                self.port = int(m.group(1))
-                self._wait_redis()
-                return
-            if self.proc.poll() is not None:
-                rc = self.proc.returncode
-                self.proc = None
-                raise StartError("%s: redisched serve exited at start (status %d): %s"
-                                 % (self.name, rc, text.decode("utf-8", "replace")[-2000:]))
-            time.sleep(0.02)
-        self.kill()
-        raise StartError("%s: redisched serve did not start in %.0f s" % (self.name, timeout))
+        try:
+            self.proc, self.port = start_serve(argv, self.log_path, timeout)
+        except StartError as e:
+            self.proc = None
+            raise StartError("%s: %s" % (self.name, e)) from e
+        self._wait_redis()
 
     def _wait_redis(self):
         deadline = time.monotonic() + 10

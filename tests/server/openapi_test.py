@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import unittest
 
 import jsonschema
@@ -29,6 +28,10 @@ SPEC, ROUTE_TABLE, BINARY = sys.argv[1:4]
 with open(SPEC, encoding="utf-8") as f:
     DOC = yaml.safe_load(f)
 METHODS = ("get", "put", "post", "delete")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
+from serve_process import start_serve  # noqa: E402
+
 TOKEN = "openapi-test-token"
 
 
@@ -79,27 +82,15 @@ class Answers(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.dir = tempfile.mkdtemp()
-        cls.log = open(os.path.join(cls.dir, "serve.log"), "w+")
-        cls.serve = subprocess.Popen(
+        cls.serve, cls.port = start_serve(
             [BINARY, "--data-dir", os.path.join(cls.dir, "data"), "serve", "--listen",
-             "127.0.0.1:0", "--token", TOKEN], stdout=cls.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            cls.log.seek(0)
-            m = re.search(r"listening on http://[^ ]+:(\d+) ", cls.log.read())
-            if m:
-                cls.port = int(m.group(1))
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError("serve did not start")
+             "127.0.0.1:0", "--token", TOKEN], os.path.join(cls.dir, "serve.log"))
         cls.checked = set()
 
     @classmethod
     def tearDownClass(cls):
         cls.serve.send_signal(signal.SIGTERM)
         cls.serve.wait()
-        cls.log.close()
         shutil.rmtree(cls.dir)
         print(f"\n{len(cls.checked)} of {sum(1 for _ in operations())} operations checked "
               f"against their documented answers", file=sys.stderr)

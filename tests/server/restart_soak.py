@@ -33,12 +33,13 @@ import re
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
-LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
+from serve_process import StartError, start_serve  # noqa: E402
 SANITIZER = re.compile(rb"(AddressSanitizer|LeakSanitizer|UndefinedBehaviorSanitizer|"
                        rb"runtime error:|corrupted size|double free)")
 
@@ -267,20 +268,14 @@ class Serve:
         for w in self.webhooks:
             argv += ["--webhook", w]
         t0 = time.monotonic()
-        self.log = open(log_path, "wb")
-        self.proc = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
         self.log_path = log_path
+        try:
+            self.proc, self.port = start_serve(argv, log_path, timeout)
+        except StartError as e:
+            raise SystemExit(str(e)) from e
         while time.monotonic() - t0 < timeout:
-            with open(log_path, "rb") as f:
-                m = LISTENING.search(f.read())
-            if m and healthy(int(m.group(1))):
-                self.port = int(m.group(1))
+            if healthy(self.port):
                 return time.monotonic() - t0
-            if self.proc.poll() is not None:
-                raise SystemExit("serve exited at start (%d):\n%s" % (
-                    self.proc.returncode, open(log_path, "rb").read()[-3000:].decode(
-                        "utf-8", "replace")))
             time.sleep(0.005)
         raise SystemExit("serve did not answer /healthz within %.0f s" % timeout)
 
@@ -375,7 +370,6 @@ def main():
 
         elapsed = asyncio.run(one_cycle())
         rc = serve.proc.wait()
-        serve.log.close()
         text = serve.log_text()
         if args.mode == "term":
             exits.append(elapsed * 1000)
@@ -388,7 +382,6 @@ def main():
 
     serve.proc.send_signal(signal.SIGTERM)
     rc = serve.proc.wait(60)
-    serve.log.close()
     if rc != 0:
         failures.append("the last serve exited with %d" % rc)
     if SANITIZER.search(serve.log_text()):

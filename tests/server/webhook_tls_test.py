@@ -15,7 +15,6 @@ Usage: webhook_tls_test.py REDISCHED_BINARY
 import http.server
 import json
 import os
-import re
 import shutil
 import signal
 import ssl
@@ -26,6 +25,10 @@ import threading
 import time
 import unittest
 import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "tools"))
+from serve_process import start_serve  # noqa: E402
 
 BINARY = None
 
@@ -82,18 +85,7 @@ class WebhookTlsTest(unittest.TestCase):
                 "127.0.0.1:0", "--webhook-ca", cas, "--webhook-allow", "127.0.0.1"]
         for topic, r in cls.receivers.items():
             argv += ["--webhook", "%s=https://127.0.0.1:%d/hook" % (topic, r.port)]
-        cls.log = open(os.path.join(cls.dir, "serve.log"), "wb")
-        cls.serve = subprocess.Popen(argv, stdout=cls.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        cls.port = None
-        while cls.port is None and time.monotonic() < deadline:
-            with open(os.path.join(cls.dir, "serve.log"), "rb") as f:
-                m = re.search(rb"listening on http://127\.0\.0\.1:(\d+)", f.read())
-            if m:
-                cls.port = int(m.group(1))
-            elif cls.serve.poll() is not None:
-                raise RuntimeError("serve exited at start")
-            time.sleep(0.02)
+        cls.serve, cls.port = start_serve(argv, os.path.join(cls.dir, "serve.log"))
 
     @classmethod
     def tearDownClass(cls):
