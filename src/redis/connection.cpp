@@ -239,6 +239,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const std::string where = s.host + ":" + std::to_string(s.port);
       try {
         asio::ip::tcp::socket tcp(io_);
+        ResetClose forget{close_stream_};  // (before the socket goes)
         co_await connect_tcp(tcp, s.host, s.port);
         RespReader reader;
         if (!e.sentinel_password.empty()) {

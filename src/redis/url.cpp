@@ -24,6 +24,15 @@ int parse_db(std::string_view url, std::string_view text) {
   return db;
 }
 
+// The userinfo's AUTH: redis://:password@host and redis://password@host
+// (koda's form) mean the default user.
+void take_userinfo(const boost::urls::url_view& u, Endpoint& e) {
+  if (!u.has_userinfo()) return;
+  e.user = u.user();
+  e.password = u.password();
+  if (!u.has_password()) std::swap(e.user, e.password);
+}
+
 constexpr std::string_view kSentinelScheme = "redis+sentinel://";
 
 // redis+sentinel://[userinfo@]h1[:p1],h2[:p2]/service[/db][?query]: the
@@ -64,18 +73,15 @@ Endpoint parse_sentinel_url(std::string_view url) {
   const boost::urls::url_view& u = *parsed;
   Endpoint e;
   e.sentinels = std::move(sentinels);
-  e.host = e.sentinels.front().host;  // until a sentinel names the primary
+  // (Names the link's one node; each connection asks for the primary.)
+  e.host = e.sentinels.front().host;
   e.port = e.sentinels.front().port;
   std::string path = u.path();  // /service[/db]
   const auto db_slash = path.find('/', 1);
   e.service = path.substr(1, db_slash == std::string::npos ? std::string::npos : db_slash - 1);
   if (e.service.empty()) bad_url(url, "no service name (…/mymaster)");
   if (db_slash != std::string::npos) e.db = parse_db(url, path.substr(db_slash + 1));
-  if (u.has_userinfo()) {
-    e.user = u.user();
-    e.password = u.password();
-    if (!u.has_password()) std::swap(e.user, e.password);
-  }
+  take_userinfo(u, e);
   for (auto param : u.params()) {
     if (param.key == "db") {
       e.db = parse_db(url, param.value);
@@ -128,12 +134,7 @@ Endpoint parse_url(std::string_view url) {
   } else {
     bad_url(url, "scheme must be redis, rediss, redis+sentinel or unix");
   }
-  if (u.has_userinfo()) {
-    e.user = u.user();
-    e.password = u.password();
-    // redis://:password@host means the default user.
-    if (!u.has_password()) std::swap(e.user, e.password);
-  }
+  take_userinfo(u, e);
   for (auto param : u.params()) {
     if (param.key == "db") {
       e.db = parse_db(url, param.value);

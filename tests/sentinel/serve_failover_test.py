@@ -3,7 +3,9 @@
 load (issue 31, point 5). A real deployment (sentinel_env.py: 1 primary, 2
 replicas, 3 sentinels, with passwords); serve given only its
 redis+sentinel:// URL; 4 putters (each retries a put whose answer it did
-not get, until 201 or 409) and 2 reservers acking, over HTTP. Then:
+not get, until 201 or 409) into two topics; 2 reservers acking one over
+HTTP, and a C++ Worker process (worker_proc, given the same URL) handling
+the other. Then:
 
   - every put answered 201 (or 409 on a retry: the first one landed) is
     handed out and acked in the end: lost jobs are counted and printed;
@@ -15,26 +17,27 @@ not get, until 201 or 409) and 2 reservers acking, over HTTP. Then:
   - serve followed the failover with nothing but its URL;
   - the CLI reads the topic through the same URL, before and after.
 
-    python3 tests/sentinel/serve_failover_test.py <build/redisched> [--replicas N]
-                                                  [--assert-no-loss]
+    python3 tests/sentinel/serve_failover_test.py <build/redisched> <build/tests/worker_proc>
+                                                  [--replicas N] [--assert-no-loss]
 """
 
 import argparse
 import http.client
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
 from sentinel_env import SentinelEnv  # noqa: E402
-
-LISTENING = re.compile(rb"listening on http://127\.0\.0\.1:(\d+)")
-TOPIC = "failover"
+from serve_process import start_serve  # noqa: E402
+TOPIC = "failover"  # reserved and acked over HTTP
+WORKER_TOPIC = "failover-worker"  # handled by worker_proc
 
 
 def request(port, method, path, body=None, timeout=15):
@@ -65,11 +68,12 @@ def putter(port, ledger, who):
     while not ledger.stop_putting.is_set():
         n += 1
         job = "p%d-%d" % (who, n)
+        topic = WORKER_TOPIC if n % 2 else TOPIC
         t0, tries = time.monotonic(), 0
         while True:  # a producer that retries until it hears an answer
             tries += 1
             try:
-                status, _ = request(port, "PUT", "/v1/topics/%s/jobs/%s" % (TOPIC, job),
+                status, _ = request(port, "PUT", "/v1/topics/%s/jobs/%s" % (topic, job),
                                     {"body": "x"})
             except OSError:
                 status = None
@@ -118,6 +122,7 @@ def cli(binary, url, *args):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("binary")
+    ap.add_argument("worker_proc")
     ap.add_argument("--replicas", type=int, default=2)
     ap.add_argument("--assert-no-loss", action="store_true",
                     help="fail on any accepted job lost (else the loss is printed)")
@@ -129,22 +134,20 @@ def main():
         if before.returncode != 0:
             raise SystemExit("the CLI on %s failed: %s" % (url, before.stderr))
         log_path = os.path.join(logdir, "serve.log")
-        log = open(log_path, "wb")
-        argv = [a.binary, "--redis", url, "--replicas", str(a.replicas), "serve", "--listen",
-                "127.0.0.1:0"]
-        serve = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL)
-        port = None
-        t0 = time.monotonic()
-        while port is None and time.monotonic() - t0 < 20:
-            m = LISTENING.search(open(log_path, "rb").read())
-            if m:
-                port = int(m.group(1))
-            elif serve.poll() is not None:
-                raise SystemExit("serve exited: " + open(log_path, "rb").read().decode()[-2000:])
-            time.sleep(0.02)
-        if port is None:
-            raise SystemExit("serve did not listen within 20 s")
+        serve, port = start_serve([a.binary, "--redis", url, "--replicas", str(a.replicas),
+                                   "serve", "--listen", "127.0.0.1:0"], log_path)
+        handled_path = os.path.join(logdir, "worker.handled")
+        worker = subprocess.Popen([a.worker_proc, url, WORKER_TOPIC, "8", "0", handled_path],
+                                  stdout=subprocess.DEVNULL, stderr=open(
+                                      os.path.join(logdir, "worker.log"), "wb"))
+
+        def worker_handled():
+            try:
+                with open(handled_path) as f:
+                    return set(f.read().split())
+            except FileNotFoundError:
+                return set()
+
         ledger = Ledger()
         threads = [threading.Thread(target=putter, args=(port, ledger, i)) for i in range(4)]
         threads += [threading.Thread(target=reserver, args=(port, ledger)) for _ in range(2)]
@@ -179,7 +182,7 @@ def main():
             deadline = time.monotonic() + 40
             while time.monotonic() < deadline:
                 with ledger.mu:
-                    if ledger.accepted <= ledger.handled:
+                    if ledger.accepted <= ledger.handled | worker_handled():
                         break
                 time.sleep(0.05)
         finally:
@@ -190,19 +193,27 @@ def main():
         after = cli(a.binary, url, "--json", "stats", TOPIC)
         serve.terminate()
         code = serve.wait(timeout=30)
-    lost = sorted(ledger.accepted - ledger.handled)
+        worker.terminate()
+        worker_code = worker.wait(timeout=30)
+    by_worker = worker_handled()
+    lost = sorted(ledger.accepted - ledger.handled - by_worker)
     print("serve --replicas %d on %s" % (a.replicas, "redis+sentinel (3 sentinels, 2 replicas)"))
     print("primary %s:%d killed; sentinels agreed on %s:%d after %.2f s; serve answered puts "
           "again after %.2f s" % (old[0], old[1], new[0], new[1], agreed, back))
     print("puts accepted %d (%d before the kill), put attempts that failed %d, slowest put "
           "%.2f s" % (len(ledger.accepted), at_kill, ledger.put_errors, ledger.slowest_put))
-    print("acked %d, handed out twice %d, LOST %d%s" % (
-        len(ledger.handled), ledger.twice, len(lost), (": " + " ".join(lost[:10])) if lost else ""))
+    print("acked over HTTP %d (handed out twice %d), handled by the Worker %d; LOST %d%s" % (
+        len(ledger.handled), ledger.twice, len(by_worker), len(lost),
+        (": " + " ".join(lost[:10])) if lost else ""))
     failures = []
     if after.returncode != 0:
         failures.append("the CLI after the failover: " + after.stderr)
     if code != 0:
         failures.append("serve exited %d on SIGTERM" % code)
+    if worker_code != 0:
+        failures.append("worker_proc exited %d on SIGTERM" % worker_code)
+    if not by_worker:
+        failures.append("the Worker handled nothing")
     if back >= 30:
         failures.append("serve did not answer puts within 30 s of the kill")
     if lost and a.assert_no_loss:
