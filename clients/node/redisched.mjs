@@ -122,6 +122,13 @@ function hostPort(text) {
   return { host: m[1] ?? m[2], port: m[3] ? Number(m[3]) : 26379 };
 }
 
+// A refusal (0, -1, -2, -3; each of a batch) changed nothing: it is answered
+// as it is, whatever the replicas had.
+function refused(reply) {
+  const no = (x) => typeof x === 'number' && x <= 0;
+  return Array.isArray(reply) ? reply.every(no) : no(reply);
+}
+
 // client -> the path loadLibrary read, to load it again where it is missing.
 const libraries = new WeakMap();
 
@@ -231,7 +238,9 @@ export class Topic {
       .call('WAIT', this.replicas, this.replicaTimeoutMs)
       .exec();
     if (error || waitError) throw error || waitError;
-    if (acked < this.replicas) throw new NotReplicated(reply, acked, this.replicas);
+    if (acked < this.replicas && !refused(reply)) {
+      throw new NotReplicated(reply, acked, this.replicas);
+    }
     return reply;
   }
 

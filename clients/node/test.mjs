@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
-import { Topic, loadLibrary, work, OK, EXISTS, NOT_FOUND } from './redisched.mjs';
+import { Topic, loadLibrary, work, NotReplicated, OK, EXISTS, NOT_FOUND } from './redisched.mjs';
 
 const [lua, cli] = process.argv.slice(2);
 const dir = mkdtempSync(join(tmpdir(), 'redisched-node-'));
@@ -37,6 +37,13 @@ try {
     assert.equal(r.jobs[0].body.toString(), 'Hello');
     assert.equal(await t.ack(r.jobs[0]), OK);
     assert.equal(await t.ack(r.jobs[0]), NOT_FOUND);
+  });
+
+  await test('a write no replica had rejects, a refusal is answered', async () => {
+    // No replica here: WAIT 1 counts 0.
+    const t = new Topic(redis, 'lonely', { replicas: 1, replicaTimeoutMs: 10 });
+    await assert.rejects(t.put('a', 'x'), (e) => e instanceof NotReplicated && e.reply === OK);
+    assert.equal(await t.put('a', 'x'), EXISTS); // changed nothing
   });
 
   await test('priority first, failures to dead', async () => {

@@ -154,6 +154,14 @@ def _surviving(r, fn, for_s):
             _surviving(r, lambda: load_library(r, path), deadline - time.monotonic())
 
 
+def _refused(reply):
+    """A refusal (0, -1, -2, -3; each of a batch) changed nothing: it is
+    answered as it is, whatever the replicas had."""
+    if isinstance(reply, list):
+        return all(isinstance(x, int) and x <= 0 for x in reply)
+    return isinstance(reply, int) and reply <= 0
+
+
 def _ask_for_the_primary(r):
     """A primary demoted while still up (SENTINEL FAILOVER) loses its
     replicas first, and stays a primary for seconds: ask the sentinels now;
@@ -250,7 +258,7 @@ class Topic:
         for answer in (reply, acked):
             if isinstance(answer, Exception):
                 raise answer
-        if acked < self.replicas:
+        if acked < self.replicas and not _refused(reply):
             _ask_for_the_primary(self.redis)
             raise NotReplicated(reply, acked, self.replicas)
         return reply

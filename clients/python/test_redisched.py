@@ -89,6 +89,15 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual(t.ack(r.jobs[0]), redisched.NOT_FOUND)
         self.assertIsNone(t.get("welcome_42"))
 
+    def test_a_write_no_replica_had_raises_but_a_refusal_is_answered(self):
+        # No replica here: WAIT 1 counts 0.
+        t = redisched.Topic(self.r, "lonely", replicas=1, replica_timeout_ms=10)
+        self.r.delete(*t.keys)
+        with self.assertRaises(redisched.NotReplicated) as e:
+            t.put("a", b"x")
+        self.assertEqual(e.exception.reply, redisched.OK)  # done on the primary
+        self.assertEqual(t.put("a", b"x"), redisched.EXISTS)  # changed nothing
+
     def test_priority_first_and_failures_to_dead(self):
         t = self.topic("billing")
         t.put("low", b"l", priority=1, attempts=1)
