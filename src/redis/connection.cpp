@@ -714,12 +714,11 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
 class NodeLink final : public Link {
  public:
   NodeLink(asio::io_context& io, const ConnectionConfig& config, int connections)
-      : io_(io),
-        subscriptions_(std::make_shared<Subscriptions>(io, config)),
-        durable_(std::make_shared<Durable>(std::make_shared<Connection>(io, config))) {
+      : io_(io), subscriptions_(std::make_shared<Subscriptions>(io, config)) {
     for (int i = 0; i < std::max(connections, 1); ++i) {
       conns_.push_back(std::make_shared<Connection>(io, config));
       conns_.back()->start();
+      durable_.push_back(std::make_shared<Durable>(std::make_shared<Connection>(io, config)));
     }
   }
   ~NodeLink() override { close(); }
@@ -748,14 +747,16 @@ class NodeLink final : public Link {
     });
   }
 
-  // Writes that wait for replicas go on a connection of their own, made at
-  // the first such write: WAIT blocks the connection it runs on, and the
-  // reserves and reads queued behind it there would wait out the replicas'
-  // timeout. (A write's answer comes after its WAIT: a caller that waits
-  // for it sees the order it made; calls made without waiting may overtake.)
-  void send_replicated(std::string_view, std::string command, int replicas,
+  // Writes that wait for replicas go on connections of their own (as many
+  // as the others, a topic's always the same), each made at its first such
+  // write: WAIT blocks the connection it runs on, and the reserves and reads
+  // queued behind it there would wait out the replicas' timeout. (A write's
+  // answer comes after its WAIT: a caller that waits for it sees the order
+  // it made; calls made without waiting may overtake.)
+  void send_replicated(std::string_view route_key, std::string command, int replicas,
                        std::chrono::milliseconds timeout, ReplyHandler done) override {
-    auto go = [d = durable_, command = std::move(command), replicas, timeout,
+    const size_t i = std::hash<std::string_view>{}(route_key) % durable_.size();
+    auto go = [d = durable_[i], command = std::move(command), replicas, timeout,
                done = std::move(done)]() mutable {
       if (!std::exchange(d->started, true)) d->conn->start();
       d->conn->enqueue_replicated(command, replicas, timeout, std::move(done));
@@ -802,7 +803,7 @@ class NodeLink final : public Link {
   void close() override {
     if (closed_.exchange(true)) return;
     for (auto& c : conns_) asio::post(io_, [c] { c->close(); });
-    asio::post(io_, [d = durable_] { d->conn->close(); });
+    for (auto& d : durable_) asio::post(io_, [d] { d->conn->close(); });
     asio::post(io_, [s = subscriptions_] { s->close(); });
   }
 
@@ -815,7 +816,7 @@ class NodeLink final : public Link {
     std::shared_ptr<Connection> conn;
     bool started = false;  // on the I/O thread
   };
-  std::shared_ptr<Durable> durable_;  // the writes that wait for replicas
+  std::vector<std::shared_ptr<Durable>> durable_;  // the writes that wait for replicas
   std::atomic<std::uint64_t> next_id_{0};
   std::mutex mu_;
   std::map<std::uint64_t, std::shared_ptr<Subscriptions::Watcher>> watchers_;  // GUARDED_BY(mu_)
