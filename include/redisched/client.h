@@ -271,7 +271,8 @@ class Client {
   // "Waiting for a job"), not by polling.
   std::optional<Job> wait(std::string_view topic, std::string_view id, Millis timeout);
   // Ends every wait in progress as if its timeout had come (each answers
-  // with its job as it is): for a server that drains. Any thread.
+  // with its job as it is), and every wait started from now on at once:
+  // for a server that drains. Any thread.
   void end_waits();
   // The Redis server's clock.
   std::int64_t now_ms();

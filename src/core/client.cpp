@@ -209,8 +209,8 @@ void Client::Impl::wait_for_calls(std::chrono::milliseconds timeout) {
   for (std::size_t i = 0; i < runtime->shards(); ++i) {
     if (runtime->shard(i).stopped()) return;
   }
-  std::unique_lock lock(flight_mu_);
-  flight_cv_.wait_for(lock, timeout, [this] { return in_flight_ == 0; });
+  std::unique_lock lock(flight_->mu);
+  flight_->idle.wait_for(lock, timeout, [this] { return flight_->calls.load() == 0; });
 }
 
 Client::Impl::~Impl() {
@@ -1146,9 +1146,11 @@ void Client::start_wait(const std::string& topic, const std::string& where, cons
                                     topic, id);
   w->done = std::move(done);
   w->link = &link;
+  bool ended = false;  // end_waits came first: the wait answers at once
   {
     std::lock_guard lock(impl_->waiters_mu);
     impl_->waiters.insert(w);
+    ended = impl_->waits_ended;
   }
   w->forget = [impl = impl_.get()](const std::shared_ptr<Waiter>& self) {
     std::lock_guard lock(impl->waiters_mu);
@@ -1169,7 +1171,7 @@ void Client::start_wait(const std::string& topic, const std::string& where, cons
     link.unsubscribe(sub);
     return;
   }
-  w->timer.expires_after(timeout);
+  w->timer.expires_after(ended ? Millis{0} : timeout);
   w->timer.async_wait([weak](boost::system::error_code ec) {
     if (ec) return;
     if (auto self = weak.lock()) self->expire();
@@ -1180,6 +1182,7 @@ void Client::end_waits() {
   std::vector<std::shared_ptr<Waiter>> waiting;
   {
     std::lock_guard lock(impl_->waiters_mu);
+    impl_->waits_ended = true;
     waiting.assign(impl_->waiters.begin(), impl_->waiters.end());
   }
   for (const auto& w : waiting) w->expire();

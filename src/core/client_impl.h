@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <condition_variable>
@@ -577,24 +578,33 @@ class Client::Impl {
     return *links_[here >= 0 ? static_cast<std::size_t>(here) : runtime->shard_of(route)];
   }
 
+  // The calls in flight. Their handlers share it: a handler that runs after
+  // the destructor stopped waiting (wait_for_calls cannot wait everywhere)
+  // counts down here, not in a freed Client.
+  struct Flight {
+    std::atomic<std::size_t> calls{0};
+    std::mutex mu;  // only for idle's waits and wake-ups
+    std::condition_variable idle;
+    void landed() {
+      if (calls.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        std::lock_guard lock(mu);
+        idle.notify_all();
+      }
+    }
+  };
+
   // A handler of a call in flight, counted until it has run: the destructor
   // waits for the count to reach 0, so that no answer (and no continuation
   // it starts: a layout read, then the call itself) runs on a Client being
   // destroyed. Every Redis call's handler goes through it.
   template <class F>
   auto counted(F handler) {
-    {
-      std::lock_guard lock(flight_mu_);
-      ++in_flight_;
-    }
-    return [this, handler = std::move(handler)](auto&&... args) mutable {
+    flight_->calls.fetch_add(1, std::memory_order_relaxed);
+    return [flight = flight_, handler = std::move(handler)](auto&&... args) mutable {
       struct Landed {
-        Impl* impl;
-        ~Landed() {
-          std::lock_guard lock(impl->flight_mu_);
-          if (--impl->in_flight_ == 0) impl->flight_cv_.notify_all();
-        }
-      } landed{this};
+        Flight& f;
+        ~Landed() { f.landed(); }
+      } landed{*flight};
       handler(std::forward<decltype(args)>(args)...);
     };
   }
@@ -626,12 +636,11 @@ class Client::Impl {
   std::shared_ptr<Runtime> runtime;
   std::mutex waiters_mu;
   std::unordered_set<std::shared_ptr<client_detail::Waiter>> waiters;  // Client::wait in progress
+  bool waits_ended = false;  // GUARDED_BY(waiters_mu): Client::end_waits was called
 
  private:
   std::vector<std::unique_ptr<redis::Link>> links_;
-  std::mutex flight_mu_;
-  std::condition_variable flight_cv_;
-  std::size_t in_flight_ = 0;  // GUARDED_BY(flight_mu_)
+  std::shared_ptr<Flight> flight_ = std::make_shared<Flight>();
   std::mutex layouts_mu_;
   std::unordered_map<std::string, core::LayoutPtr, TopicHash, std::equal_to<>> layouts_;
 };

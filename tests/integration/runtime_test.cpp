@@ -179,17 +179,20 @@ TEST(RuntimeTest, WorkersShareTheClientsRuntime) {
 TEST(RuntimeTest, StopDestroysPendingHandlersThatHoldAnotherShardsObjects) {
   namespace asio = boost::asio;
   auto rt = std::make_unique<Runtime>(2);
+  std::vector<std::weak_ptr<void>> held;
   for (int i = 0; i < 100; ++i) {
     auto t0 = std::make_shared<asio::steady_timer>(rt->shard(0), std::chrono::hours(1));
     auto t1 = std::make_shared<asio::steady_timer>(rt->shard(1), std::chrono::hours(1));
     auto s0 = std::make_shared<asio::ip::tcp::socket>(rt->shard(0));
     s0->open(asio::ip::tcp::v4());
+    held.insert(held.end(), {t0, t1, s0});
     // Each handler keeps the other shard's objects; the last owner of t0
     // and s0 is t1's handler, and the other way round.
     t0->async_wait([t1](boost::system::error_code) {});
     t1->async_wait([t0, s0](boost::system::error_code) {});
   }
   rt->stop();  // what is pending would never end: the destructor alone would wait for it
+  for (const auto& h : held) EXPECT_TRUE(h.expired()) << "a pending handler outlived stop()";
   rt.reset();
 }
 
@@ -211,11 +214,34 @@ TEST(RuntimeTest, AClientDestroyedWithCallsInFlightAnswersEachOnce) {
       });
     }
   }
+  // The destructor waited for them: every one has answered already.
+  EXPECT_EQ(answered.load(), kCalls) << "answered when the Client was gone";
   EXPECT_TRUE(test::wait_until([&] { return answered.load() == kCalls; }))
       << answered.load() << " of " << kCalls;
   rt.reset();
   EXPECT_EQ(twice.load(), 0);
   EXPECT_EQ(answered.load(), kCalls);
+}
+
+// On the caller's io_context the destructor cannot wait (nothing runs the
+// answers meanwhile): they run when the caller runs it, after the Client
+// is gone, each once with Errc::closed, and touch nothing of the Client
+// (the ASan build checks).
+TEST(RuntimeTest, AClientOnTheCallersIoContextDestroyedWithCallsInFlight) {
+  boost::asio::io_context io;
+  auto rt = std::make_shared<Runtime>(io);
+  std::atomic<int> closed{0};
+  constexpr int kCalls = 100;
+  {
+    Client client(on(rt));
+    for (int i = 0; i < kCalls; ++i) {
+      client.put_async(unique_topic(), job("j"), [&](Result<PutOutcome> r) {
+        if (!r.ok() && r.error().code() == Errc::closed) ++closed;
+      });
+    }
+  }
+  io.run_for(std::chrono::seconds(5));  // (what rt holds may keep it running)
+  EXPECT_EQ(closed.load(), kCalls);
 }
 
 // Every face on one runtime, under load, torn down while it works: a
