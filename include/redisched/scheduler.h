@@ -32,9 +32,9 @@ class Scheduler {
   // Runs topic's schedules from now on (a topic added again: nothing).
   // Any thread.
   void add_topic(std::string_view topic);
-  // No tick starts once it returns. Any thread; off the runtime's threads
-  // it also waits for the answers of the ticks in flight (up to 10 s), so
-  // that stats() is final.
+  // No tick starts once it returns. Any thread; it waits for the answers
+  // of the ticks in flight (up to 10 s in all), so that stats() is final:
+  // not for those of its own thread's ticks, when it runs on the runtime.
   void stop();
 
   // Counts since it started, of its own ticks.

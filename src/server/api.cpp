@@ -210,11 +210,12 @@ awaitable<Response> pull(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
   only_fields(body, {"count"});
   const int count = count_field(body);
+  // (Jobs pulled are taken for good: nothing follows them on the connection.)
   if (ctx.stopping) co_return draining_aware(ctx, ok_json(req, taken_json({}, false)), false);
   auto r = co_await await_call<ReserveResult>(
       [&](auto cb) { ctx.client.pull_async(p.topic, count, std::move(cb)); });
   for (const auto& j : r.jobs) ctx.metrics.job_event("pulled", p.topic, j.id);
-  co_return ok_json(req, taken_json(r, false));
+  co_return draining_aware(ctx, ok_json(req, taken_json(r, false)), false);
 }
 
 awaitable<Response> ack(ApiContext& ctx, Request& req, const Params& p) {
@@ -385,9 +386,8 @@ awaitable<Response> delete_limits(ApiContext& ctx, Request& req, const Params& p
 // ---- the retry window (Client::set_retry_window)
 
 json::object retry_window_json(std::string_view topic, const RetryWindow& w) {
-  return json::object{{"topic", topic},
-                      {"retry_window_ms", w.window.count()},
-                      {"remembered", w.remembered}};
+  return json::object{
+      {"topic", topic}, {"retry_window_ms", w.window.count()}, {"remembered", w.remembered}};
 }
 
 awaitable<Response> get_retry_window(ApiContext& ctx, Request& req, const Params& p) {
@@ -513,12 +513,9 @@ awaitable<Response> put_webhook(ApiContext& ctx, Request& req, const Params& p) 
   s.url = *url;
   s.concurrency = static_cast<int>(int_field(body, "concurrency", 1, 1000).value_or(s.concurrency));
   s.timeout = Millis{int_field(body, "timeout_ms", 1, 600000).value_or(s.timeout.count())};
-  try {
-    if (auto why = ctx.pusher.refusal(s.url)) refuse(Status::forbidden, "forbidden", *why);
-    ctx.pusher.subscribe(p.topic, s);
-  } catch (const std::runtime_error& e) {
-    bad_request(e.what());
-  }
+  if (auto why = ctx.pusher.refusal(s.url)) refuse(Status::forbidden, "forbidden", *why);
+  // (Its Error: a bad URL 400, the server stopping 503.)
+  ctx.pusher.subscribe(p.topic, s);
   co_return ok_json(req, subscription_json(p.topic, s));
 }
 
@@ -689,6 +686,13 @@ std::span<const Route> api_routes() { return table(); }
 const Grant* grant_of(const ApiContext& ctx, const Request& req) {
   if (req.count(http::field::authorization) != 1) return nullptr;  // two: which one counts?
   return ctx.access.from_header(req[http::field::authorization]);
+}
+
+void ApiContext::stop() {
+  stopping = true;
+  stopped.fire();
+  hub.wake_all();      // long-poll reserves look again, and see stopping
+  client.end_waits();  // waits on a job answer with it as it is
 }
 
 awaitable<Response> route(ApiContext& ctx, Request& req) {

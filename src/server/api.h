@@ -36,11 +36,9 @@ struct ApiContext {
   Broadcast stopped{};                // fired with stopping: wakes the event streams
 
   // Starts the drain: nothing more is handed out, and each answer but those
-  // that hand out or settle reservations closes its connection.
-  void stop() {
-    stopping = true;
-    stopped.fire();
-  }
+  // that hand out or settle reservations closes its connection; long-polls
+  // (reserves, waits on a job) and event streams answer at once.
+  void stop();
 };
 
 // Every request of the server: routing, the token, the handler, errors as

@@ -309,13 +309,9 @@ void Pusher::stop(std::chrono::milliseconds drain) {
     stopped_ = true;
     all.swap(subs_);
   }
-  // All at once: each waits for its own deliveries in flight.
-  std::vector<std::thread> cancelling;
-  cancelling.reserve(all.size());
-  for (auto& [topic, sub] : all) {
-    cancelling.emplace_back([&worker = *sub.second, drain] { worker.cancel(drain); });
-  }
-  for (auto& t : cancelling) t.join();
+  // All at once, as any retired one: each waits for its own deliveries in
+  // flight on a thread of its own.
+  for (auto& [topic, sub] : all) retire(std::move(sub.second), drain);
   std::vector<Retiring> retiring;
   {
     std::lock_guard lock(mu_);

@@ -48,8 +48,8 @@ std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
 // once; keep-alive clients are told to close with their next answer; the
 // requests and webhook deliveries in flight finish. Connections still open
 // at the deadline are closed.
-void drain(const ServeOptions& o, ApiContext& ctx, WakeHub& hub, HttpServer& server,
-           Sweeper& sweeper, Scheduler& scheduler, Pusher& pusher) {
+void drain(const ServeOptions& o, ApiContext& ctx, HttpServer& server, Sweeper& sweeper,
+           Scheduler& scheduler, Pusher& pusher) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
   const auto left = [&] {
@@ -57,8 +57,6 @@ void drain(const ServeOptions& o, ApiContext& ctx, WakeHub& hub, HttpServer& ser
                     std::chrono::milliseconds(0));
   };
   ctx.stop();
-  hub.wake_all();
-  ctx.client.end_waits();  // long-polls on a job answer with it as it is
   server.stop();
   sweeper.stop(std::chrono::milliseconds(0));
   scheduler.stop();
@@ -81,7 +79,7 @@ void drain(const ServeOptions& o, ApiContext& ctx, WakeHub& hub, HttpServer& ser
 
 // Everything but the embedded Redis, from start to the end of the drain.
 int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
-        const std::string& embedded_dir) {
+        const std::string& embedded_dir, Access access) {
   const auto [address, port] = split_listen(o.listen);
   // Every part of the server runs on these threads: the HTTP connections,
   // their Redis calls, the webhooks' workers, the sweeper.
@@ -111,9 +109,7 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   Sweeper sweeper(first, client, census, metrics);
   sweeper.run_schedules(scheduler);
   sweeper.start();
-  ApiContext ctx{
-      client,       hub, metrics, pusher, census, sweeper, Access::from(o.token, o.tokens_file),
-      o.max_wait_ms};
+  ApiContext ctx{client, hub, metrics, pusher, census, sweeper, std::move(access), o.max_wait_ms};
 
   HttpOptions ho;
   ho.address = address;
@@ -141,7 +137,7 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   const int sig = signalled.get_future().get();
   const auto began = std::chrono::steady_clock::now();
   spdlog::info("signal {}: stopping", sig);
-  drain(o, ctx, hub, server, sweeper, scheduler, pusher);
+  drain(o, ctx, server, sweeper, scheduler, pusher);
   // Nothing is left running now: what still waits (a Redis connection's
   // reader) is destroyed with the shards, before the objects it refers to.
   runtime->stop();
@@ -155,6 +151,8 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
 
 int serve(const ServeOptions& o, const RedisChoice& r) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
+  // The tokens first: a bad --tokens file starts nothing.
+  Access access = Access::from(o.token, o.tokens_file);
   std::unique_ptr<embedded::RedisProcess> embedded;
   std::string url = r.url;
   if (url.empty()) {
@@ -163,7 +161,7 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
     url = embedded->unix_url();
     spdlog::info("started redis-server (pid {}) with its data in {}", embedded->pid(), r.data_dir);
   }
-  const int status = run(o, r, url, embedded ? r.data_dir : "");
+  const int status = run(o, r, url, embedded ? r.data_dir : "", std::move(access));
   if (embedded) {
     // Its append-only file written and its socket gone before we exit, so
     // that a serve started right after us finds the data dir free.

@@ -11,7 +11,9 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <vector>
 
 #include "core/limits.h"
 #include "core/ticks.h"
@@ -60,23 +62,26 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
         topic_, [look](const std::string&) { look(); }, look);
   }
 
-  // Any thread: no call starts after it returns. Off the ticker's thread it
-  // also waits for the answers of the calls in flight (up to kAnswersWait),
-  // so that the counters are final and nothing of the ticker runs after it.
-  void stop() {
+  // Any thread. On the ticker's thread it stops at once; elsewhere the
+  // future is ready once it stopped and the answers of its calls in flight
+  // are in (the counters final, nothing of the ticker running): wait for it.
+  std::optional<std::future<void>> stop() {
     subscription_.cancel();
     const auto halt = [self = shared_from_this()] {
       self->stopped_ = true;
       self->timer_.cancel();
     };
-    if (client_.runtime().current_shard() == static_cast<int>(shard_)) return halt();
+    if (client_.runtime().current_shard() == static_cast<int>(shard_)) {
+      halt();
+      return std::nullopt;
+    }
     auto idle = std::make_shared<std::promise<void>>();
     asio::post(io_, [self = shared_from_this(), halt, idle] {
       halt();
       self->idle_ = idle;
       self->note_idle();
     });
-    idle->get_future().wait_for(kAnswersWait);
+    return idle->get_future();
   }
 
  private:
@@ -246,8 +251,15 @@ void Scheduler::stop() {
     impl_->stopped = true;
     tickers.swap(impl_->tickers);
   }
-  // Not under the lock: a ticker's thread may be adding a topic.
-  for (auto& [topic, t] : tickers) t->stop();
+  // Not under the lock: a ticker's thread may be adding a topic. Every
+  // ticker stops first, then they are waited for together (up to
+  // kAnswersWait in all).
+  std::vector<std::future<void>> stopping;
+  for (auto& [topic, t] : tickers) {
+    if (auto f = t->stop()) stopping.push_back(std::move(*f));
+  }
+  const auto until = std::chrono::steady_clock::now() + kAnswersWait;
+  for (auto& f : stopping) f.wait_until(until);
 }
 
 Scheduler::Stats Scheduler::stats() const {
