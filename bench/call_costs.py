@@ -17,7 +17,7 @@ port in a temp dir; needs Debian's python3-redis.
 import argparse
 import time
 
-from scratch_redis import LIBRARY, fcall_usec, scratch_redis, topic_keys
+from scratch_redis import LIBRARY, fcall_usec, load_library, scratch_redis, topic_keys
 
 
 
@@ -33,8 +33,7 @@ def main():
     a = ap.parse_args()
 
     with scratch_redis() as r:
-        with open(a.library, encoding="utf-8") as f:
-            r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
+        load_library(r, a.library)
         keys = topic_keys("bench")
         body = b"x" * 100
         total = (a.jobs // a.batch + a.window) * a.batch

@@ -15,7 +15,7 @@ Starts its own redis-server (scratch_redis.py); needs Debian's python3-redis.
 
 import argparse
 
-from scratch_redis import LIBRARY, fcall_usec, scratch_redis, topic_keys
+from scratch_redis import LIBRARY, fcall_usec, load_library, scratch_redis, topic_keys
 
 
 def spublish_usec(r):
@@ -39,9 +39,7 @@ def main():
     a = ap.parse_args()
 
     with scratch_redis() as r:
-        with open(a.library, encoding="utf-8") as f:
-            r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
-        version = r.execute_command("FCALL", "redisched_version", 0)
+        version = load_library(r, a.library)
 
         keys = topic_keys("deletes")
         fill(r, keys, "d", a.jobs)

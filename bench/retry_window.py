@@ -15,11 +15,7 @@ needs Debian's python3-redis.
 import argparse
 import statistics
 
-from scratch_redis import LIBRARY, scratch_redis, topic_keys
-
-
-def usec(r, cmd="fcall"):
-    return r.info("commandstats").get("cmdstat_" + cmd, {"usec": 0})["usec"]
+from scratch_redis import LIBRARY, fcall_usec, load_library, scratch_redis, topic_keys
 
 
 def fcall(r, keys, op, *args):
@@ -38,7 +34,7 @@ def one_round(r, topic, jobs, window):
     for i in ids:
         pipe.execute_command("FCALL", "redisched_put", 8, *keys, i, b"x" * 100)
     pipe.execute()
-    out["put"] = usec(r) / jobs
+    out["put"] = fcall_usec(r) / jobs
     half = jobs // 2
     # Single acks: reserve one at a time (not timed), ack each alone.
     held = []
@@ -50,7 +46,7 @@ def one_round(r, topic, jobs, window):
     for id_, token in held:
         pipe.execute_command("FCALL", "redisched_ack", 8, *keys, id_, token)
     assert all(x == 1 for x in pipe.execute())
-    out["ack"] = usec(r) / half
+    out["ack"] = fcall_usec(r) / half
     # ackmany of 100.
     batches = []
     while True:
@@ -63,7 +59,7 @@ def one_round(r, topic, jobs, window):
     for b in batches:
         fcall(r, keys, "ackmany", len(b) // 2, *b)
         n += len(b) // 2
-    out["ackmany"] = usec(r) / n
+    out["ackmany"] = fcall_usec(r) / n
     gone = f"redisched:{{{topic}}}:gone"
     out["held"] = r.zcard(gone)
     out["bytes"] = (r.memory_usage(gone, samples=0) or 0) / max(out["held"], 1)
@@ -77,8 +73,7 @@ def main():
     ap.add_argument("--library", default=LIBRARY)
     a = ap.parse_args()
     with scratch_redis() as r:
-        with open(a.library, encoding="utf-8") as f:
-            r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
+        load_library(r, a.library)
         rows = {60000: [], 0: []}
         for k in range(a.rounds):
             for window in (60000, 0):  # interleaved: drift hits both alike

@@ -52,6 +52,13 @@ LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases")
 
 
+def load_library(r, path=LIBRARY):
+    """FUNCTION LOAD REPLACE of the library at path; returns its version."""
+    with open(path, encoding="utf-8") as f:
+        r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
+    return r.execute_command("FCALL", "redisched_version", 0)
+
+
 def topic_keys(topic):
     return [f"redisched:{{{topic}}}:{k}" for k in KEY_NAMES]
 

@@ -17,7 +17,7 @@ needs Debian's python3-redis.
 
 import argparse
 
-from scratch_redis import LIBRARY, fcall_usec, scratch_redis, topic_keys
+from scratch_redis import LIBRARY, fcall_usec, load_library, scratch_redis, topic_keys
 NOW = 10 ** 12
 
 
@@ -33,8 +33,7 @@ def main():
         ap.error("--jobs must be at least 10")
 
     with scratch_redis() as r:
-        with open(a.library, encoding="utf-8") as f:
-            r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
+        load_library(r, a.library)
         keys = topic_keys("update")
         body = b"x" * 100
         pipe = r.pipeline(transaction=False)
