@@ -76,7 +76,9 @@ Endpoint parse_sentinel_url(std::string_view url) {
   // (Names the link's one node; each connection asks for the primary.)
   e.host = e.sentinels.front().host;
   e.port = e.sentinels.front().port;
+  if (u.has_fragment()) bad_url(url, "'#' ends the URL before its service name");
   std::string path = u.path();  // /service[/db]
+  if (path.size() < 2) bad_url(url, "no service name (…/mymaster)");
   const auto db_slash = path.find('/', 1);
   e.service = path.substr(1, db_slash == std::string::npos ? std::string::npos : db_slash - 1);
   if (e.service.empty()) bad_url(url, "no service name (…/mymaster)");

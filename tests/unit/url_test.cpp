@@ -65,7 +65,9 @@ TEST(UrlTest, MalformedUrlsAreRefusedWithTheReason) {
                           // that is no database, a TLS option, a broken userinfo.
                           "redis+sentinel://h", "redis+sentinel://h/", "redis+sentinel://h:0/m",
                           "redis+sentinel://a,,b/m", "redis+sentinel://h/m/x",
-                          "redis+sentinel://h/m?ca=/x", "redis+sentinel://u@p@/m"}) {
+                          "redis+sentinel://h/m?ca=/x", "redis+sentinel://u@p@/m",
+                          // (found by fuzz_url: a '#' in the userinfo ended the URL)
+                          "redis+sentinel://u#x@h/m", "redis+sentinel://h/m#x"}) {
     try {
       parse_url(bad);
       ADD_FAILURE() << bad << " was accepted";
