@@ -255,6 +255,16 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   }
 
   void on_reply(std::shared_ptr<Pending> p, std::error_code ec, Reply reply) {
+    // A redirect or a busy node met after close() would have been followed:
+    // the command did not run, so its answer is the close, not the
+    // redirect's text.
+    if (!ec && reply.is_error() && closed_ &&
+        (parse_redirect(reply.str) || cluster_busy(reply.str))) {
+      Reply closed;
+      closed.type = Reply::Type::error;
+      closed.str = "the client is closed";
+      return p->done(make_error_code(Errc::closed), std::move(closed));
+    }
     if (!ec && reply.is_error() && !closed_) {
       if (auto to = parse_redirect(reply.str); to && p->redirects < kMaxRedirects) {
         ++p->redirects;

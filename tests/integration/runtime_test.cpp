@@ -11,6 +11,8 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <future>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "redisched/client.h"
@@ -203,6 +205,8 @@ TEST(RuntimeTest, AClientDestroyedWithCallsInFlightAnswersEachOnce) {
   const auto topic = unique_topic();
   std::atomic<int> answered{0};
   std::atomic<int> twice{0};
+  std::mutex other_mu;
+  std::string other;  // the first answer that is neither done nor closed
   constexpr int kCalls = 2000;
   {
     Client client(on(rt));
@@ -210,12 +214,18 @@ TEST(RuntimeTest, AClientDestroyedWithCallsInFlightAnswersEachOnce) {
       auto once = std::make_shared<std::atomic<bool>>(false);
       client.put_async(topic, job("j" + std::to_string(i)), [&, once](Result<PutOutcome> r) {
         if (once->exchange(true)) ++twice;
-        if (r.ok() || r.error().code() == Errc::closed) ++answered;
+        if (r.ok() || r.error().code() == Errc::closed) {
+          ++answered;
+        } else {
+          const std::lock_guard lock(other_mu);
+          if (other.empty()) other = r.error().what();
+        }
       });
     }
   }
   // The destructor waited for them: every one has answered already.
-  EXPECT_EQ(answered.load(), kCalls) << "answered when the Client was gone";
+  EXPECT_EQ(answered.load(), kCalls)
+      << "answered when the Client was gone; other answer: " << other;
   EXPECT_TRUE(test::wait_until([&] { return answered.load() == kCalls; }))
       << answered.load() << " of " << kCalls;
   rt.reset();
