@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build ccache pkg-config
+  # the linker of scripts/build.sh (-fuse-ld=lld): links in a fraction of ld's time
+  lld
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   libhiredis-dev libssl-dev
   libcli11-dev libspdlog-dev libfmt-dev
@@ -28,8 +30,9 @@ esac
 if $with_tests; then
   packages+=(
     chromium nodejs npm
-    # libFuzzer harnesses (clang with its sanitizer runtimes)
-    clang-14 libclang-rt-14-dev
+    # the sanitizer build and its libFuzzer harnesses (clang with its
+    # sanitizer runtimes; llvm-symbolizer names the lines of a report)
+    clang-14 libclang-rt-14-dev llvm-14
     # the model-based test of the Functions library (run with /usr/bin/python3)
     python3-redis python3-hypothesis
     # docs/openapi.yaml checked against the server

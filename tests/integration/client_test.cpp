@@ -12,6 +12,7 @@
 
 #include "redisched/runtime.h"
 #include "testutil/expect_error.h"
+#include "testutil/jobs.h"
 #include "testutil/raw_redis.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait.h"
@@ -22,12 +23,6 @@ namespace {
 using test::shared_redis;
 using test::unique_topic;
 
-ClientOptions options_for() {
-  ClientOptions o;
-  o.redis_url = test::target_url();
-  return o;
-}
-
 class ClientTest : public ::testing::Test {
  protected:
   JobSpec job(std::string id, std::string body = "body") {
@@ -37,7 +32,7 @@ class ClientTest : public ::testing::Test {
     return s;
   }
 
-  Client client_{options_for()};
+  Client client_{test::client_options()};
   std::string topic_ = unique_topic();
 };
 
@@ -568,7 +563,7 @@ TEST_F(ClientTest, RunsOnTheTargetItNames) {
 TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
   SKIP_ON_CLUSTER("it adds a replica to the single server (the cluster's: tests/cluster)");
   // The shared server has no replica: the write is done, but not confirmed.
-  ClientOptions lonely = options_for();
+  ClientOptions lonely = test::client_options();
   lonely.replicas = 1;
   lonely.replica_timeout = Millis{100};
   Client unconfirmed(lonely);
@@ -602,7 +597,7 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
   test::RawRedis(shared_redis().port()).call({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
   test::RedisServer replica(
       {.extra_config = "replicaof 127.0.0.1 " + std::to_string(shared_redis().port())});
-  ClientOptions durable = options_for();
+  ClientOptions durable = test::client_options();
   durable.replicas = 1;
   durable.replica_timeout = Millis{5000};
   Client confirmed(durable);
@@ -627,14 +622,14 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
 
   EXPECT_REDISCHED_ERROR(
       [&] {
-        ClientOptions bad = options_for();
+        ClientOptions bad = test::client_options();
         bad.replicas = 17;
         Client c(bad);
       }(),
       Errc::invalid_argument, "replicas must be from 0 to 16");
   EXPECT_REDISCHED_ERROR(
       [&] {
-        ClientOptions bad = options_for();
+        ClientOptions bad = test::client_options();
         bad.topic_replicas["t"] = 1;
         bad.replica_timeout = bad.command_timeout;
         Client c(bad);
@@ -647,7 +642,7 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
 // whatever WAIT counted (issue 31). A change still is.
 TEST_F(ClientTest, ARefusalIsNeverDoneOnThePrimary) {
   SKIP_ON_CLUSTER("the shared server has no replica only on the single target");
-  ClientOptions lonely = options_for();
+  ClientOptions lonely = test::client_options();
   lonely.replicas = 1;
   lonely.replica_timeout = Millis{50};
   Client unconfirmed(lonely);
@@ -677,7 +672,7 @@ TEST_F(ClientTest, ARefusalIsNeverDoneOnThePrimary) {
 // after it on the same topic is answered first.
 TEST_F(ClientTest, AReserveDoesNotQueueBehindAWriteWaitingForReplicas) {
   SKIP_ON_CLUSTER("the shared server has no replica only on the single target");
-  ClientOptions lonely = options_for();
+  ClientOptions lonely = test::client_options();
   lonely.topic_replicas = {{topic_, 1}};
   lonely.replica_timeout = Millis{1500};
   Client client(lonely);
@@ -729,7 +724,7 @@ TEST_F(ClientTest, ConcurrentWorkersAckEveryJobExactlyOnce) {
   }
   for (int w = 0; w < kWorkers; ++w) {
     threads.emplace_back([&] {
-      Client own(options_for());  // a worker of its own, as a process would
+      Client own(test::client_options());  // a worker of its own, as a process would
       while (acked.load() < kJobs) {
         auto r = own.reserve(topic_, 50, Millis(60000));
         if (r.jobs.empty()) {

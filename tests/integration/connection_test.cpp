@@ -10,6 +10,7 @@
 #include "redisched/runtime.h"
 #include "testutil/black_hole.h"
 #include "testutil/expect_error.h"
+#include "testutil/jobs.h"
 #include "testutil/raw_redis.h"
 #include "testutil/redis_server.h"
 
@@ -19,12 +20,7 @@ namespace {
 using test::RawRedis;
 using test::RedisServer;
 
-JobSpec job(std::string id) {
-  JobSpec s;
-  s.id = std::move(id);
-  s.body = "b";
-  return s;
-}
+using test::job;
 
 ClientOptions at(const std::string& url) {
   ClientOptions o;

@@ -19,6 +19,7 @@
 #include "redisched/scheduler.h"
 #include "redisched/worker.h"
 #include "testutil/expect_error.h"
+#include "testutil/jobs.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait.h"
 
@@ -34,12 +35,7 @@ ClientOptions on(const std::shared_ptr<Runtime>& rt) {
   return o;
 }
 
-JobSpec job(std::string id) {
-  JobSpec s;
-  s.id = std::move(id);
-  s.body = "body";
-  return s;
-}
+using test::job;
 
 TEST(RuntimeTest, RefusesAThreadCountOutOfRange) {
   EXPECT_REDISCHED_ERROR(Runtime(0), Errc::invalid_argument, "1 to 256 threads");

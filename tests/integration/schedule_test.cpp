@@ -14,6 +14,7 @@
 #include "redisched/scheduler.h"
 #include "redisched/worker.h"
 #include "testutil/expect_error.h"
+#include "testutil/jobs.h"
 #include "testutil/raw_redis.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait.h"
@@ -25,18 +26,12 @@ using namespace std::chrono_literals;
 using test::unique_topic;
 using test::wait_until;
 
-ClientOptions options_for() {
-  ClientOptions o;
-  o.redis_url = test::target_url();
-  return o;
-}
-
 // The tick of a job id "<name>@<tick>".
 std::int64_t tick_of(const std::string& id) { return std::stoll(id.substr(id.find('@') + 1)); }
 
 class ScheduleTest : public ::testing::Test {
  protected:
-  Client client_{options_for()};
+  Client client_{test::client_options()};
   std::string topic_ = unique_topic();
 };
 
@@ -129,7 +124,7 @@ TEST_F(ScheduleTest, EachTickIsPutOnceWhateverHowManySchedulersRace) {
   std::mutex mu;
   std::vector<std::string> seen;
   WorkerOptions wo;
-  wo.client = options_for();
+  wo.client = test::client_options();
   wo.run_schedules = false;  // the four below are the schedulers
   Worker worker(wo);
   worker.handle(topic_, {.concurrency = 4}, [&](JobContext& ctx) {
@@ -140,7 +135,7 @@ TEST_F(ScheduleTest, EachTickIsPutOnceWhateverHowManySchedulersRace) {
   std::vector<std::unique_ptr<Client>> clients;
   std::vector<std::unique_ptr<Scheduler>> schedulers;
   for (int i = 0; i < 4; ++i) {
-    clients.push_back(std::make_unique<Client>(options_for()));
+    clients.push_back(std::make_unique<Client>(test::client_options()));
     schedulers.push_back(std::make_unique<Scheduler>(*clients.back()));
   }
   for (auto& s : schedulers) s->add_topic(topic_);
@@ -188,7 +183,7 @@ TEST_F(ScheduleTest, AWorkerRunsTheSchedulesOfItsTopics) {
   spec.priority = 3;
   client_.set_schedule(topic_, "beat", spec);
   WorkerOptions wo;
-  wo.client = options_for();
+  wo.client = test::client_options();
   Worker worker(wo);
   std::atomic<int> runs{0};
   std::mutex mu;

@@ -10,6 +10,7 @@
 
 #include "redisched/client.h"
 #include "testutil/expect_error.h"
+#include "testutil/jobs.h"
 #include "testutil/raw_redis.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait.h"
@@ -17,19 +18,7 @@
 namespace redisched {
 namespace {
 
-ClientOptions options_for() {
-  ClientOptions o;
-  o.redis_url = test::target_url();
-  return o;
-}
-
-JobSpec job(std::string id, int priority = 0, std::string body = "body") {
-  JobSpec s;
-  s.id = std::move(id);
-  s.body = std::move(body);
-  s.priority = priority;
-  return s;
-}
+using test::job;
 
 // The ids a shard topic holds, read from whichever node has its slot, and
 // that node's port.
@@ -50,7 +39,7 @@ Held held_by(const std::string& shard) {
 
 class ShardsTest : public ::testing::Test {
  protected:
-  Client client_{options_for()};
+  Client client_{test::client_options()};
   std::string topic_ = test::unique_topic();
 };
 
@@ -145,7 +134,7 @@ TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
 }
 
 TEST_F(ShardsTest, TheShardsChangeOnlyWhileEmptyAndLateClientsFollow) {
-  Client late{options_for()};
+  Client late{test::client_options()};
   late.stats(topic_);  // it has seen the topic unspread
   const auto three = client_.set_shards(topic_, 3);
 
@@ -179,7 +168,7 @@ TEST_F(ShardsTest, TheShardsChangeOnlyWhileEmptyAndLateClientsFollow) {
   }
 
   // A reservation acked by a client that still sees the old list.
-  Client stale{options_for()};
+  Client stale{test::client_options()};
   stale.stats(topic_);
   const auto two_again = two;
   EXPECT_EQ(stale.put(topic_, job("e")), PutOutcome::created);
@@ -190,7 +179,7 @@ TEST_F(ShardsTest, TheShardsChangeOnlyWhileEmptyAndLateClientsFollow) {
   EXPECT_EQ(stale.ack(topic_, "e", held.jobs[0].token), Outcome::ok);
 
   // Back to one: the topic's own keys again.
-  Client saw_two{options_for()};
+  Client saw_two{test::client_options()};
   EXPECT_EQ(saw_two.stats(topic_).shards, 2);
   EXPECT_TRUE(client_.set_shards(topic_, 1).empty());
   EXPECT_EQ(late.put(topic_, job("d")), PutOutcome::created);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "testutil/expect_error.h"
+#include "testutil/jobs.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait.h"
 
@@ -39,12 +40,7 @@ std::int64_t wall_ms() {
       .count();
 }
 
-JobSpec job(std::string id, std::string body = "body") {
-  JobSpec s;
-  s.id = std::move(id);
-  s.body = std::move(body);
-  return s;
-}
+using test::job;
 
 class WorkerTest : public ::testing::Test {
  protected:
