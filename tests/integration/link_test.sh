@@ -5,6 +5,6 @@ set -euo pipefail
 src="$1"; lib="$2"; out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 c++ -std=c++20 -I"$src/include" "$src/examples/producer_worker.cpp" "$lib" \
-    -lboost_url -lhiredis -lssl -lcrypto -lspdlog -lfmt -pthread -o "$out/app"
+    -lboost_url -ldate-tz -lhiredis -lssl -lcrypto -lspdlog -lfmt -pthread -o "$out/app"
 test -x "$out/app"
 echo "linked"
