@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -36,8 +37,11 @@ class WorkerProcesses : public ::testing::Test {
     ClientOptions o;
     o.redis_url = test::target_url();
     client_ = std::make_unique<Client>(o);
-    dir_ = fs::temp_directory_path() / ("redisched-procs-" + topic_);
-    fs::create_directories(dir_);
+    // A directory of its own: the same suite may run at once against
+    // another target (ctest -j), with the same topic names.
+    std::string dir = (fs::temp_directory_path() / "redisched-procs-XXXXXX").string();
+    ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+    dir_ = dir;
   }
   void TearDown() override {
     for (pid_t pid : pids_) {
