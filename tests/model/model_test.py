@@ -16,10 +16,10 @@ checked: no job acked by two holders, every token issued once, nothing that
 was put is lost.
 
 Mutants (--mutants): each planted bug (a mutated copy of the library) must
-make the sequential phase fail.
+make the sequential phase fail within --mutant-chunks chunks.
 
 Usage: model_test.py --lua lua/redisched.lua [--budget SECONDS] [--seed N]
-       [--concurrent SECONDS] [--mutants] [--examples N] [--steps N]
+       [--concurrent SECONDS] [--mutants [--mutant-chunks N]] [--examples N] [--steps N]
 Run with Debian's /usr/bin/python3 (python3-hypothesis).
 """
 import sys
@@ -571,14 +571,15 @@ class TopicMachine(RuleBasedStateMachine):
 
 # ---------------------------------------------------------------- runs
 
-def run_sequential(budget, seed, examples, steps, shrink, verbose=False, stop_on_failure=True):
-    """Chunks of hypothesis runs (seed, seed+1, ...) until the budget is
-    spent, alternating lowered and real housekeeping bounds. Returns
-    (failures, chunks, examples run)."""
+def run_sequential(budget, seed, examples, steps, shrink, verbose=False, stop_on_failure=True,
+                   max_chunks=None):
+    """Chunks of hypothesis runs (seed, seed+1, ...) until the budget
+    (seconds) is spent, or max_chunks have run if given, alternating lowered
+    and real housekeeping bounds. Returns (failures, chunks run)."""
     deadline = time.time() + budget
     chunk, failures = 0, []
     phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
-    while time.time() < deadline:
+    while chunk < max_chunks if max_chunks is not None else time.time() < deadline:
         Env.bounds = SMALL if chunk % 3 != 2 else REAL
         harness.load(Env.conn, harness.library_source(Env.lua, Env.bounds, Env.mutation))
         hypothesis.core.global_force_seed = seed + chunk
@@ -885,7 +886,10 @@ def edits(mutant):
     return mutant[1] if len(mutant) == 2 else [mutant[1:]]
 
 
-def run_mutants(budget_each, seed, examples, steps, only=None):
+def run_mutants(chunks_each, seed, examples, steps, only=None):
+    """Each planted bug against the same chunks (seed, seed+1, ...), at most
+    chunks_each: a count, not seconds, so that the verdict does not depend
+    on how busy the machine is."""
     caught, missed = [], []
     for mutant in MUTANTS:
         name = mutant[0]
@@ -893,16 +897,17 @@ def run_mutants(budget_each, seed, examples, steps, only=None):
             continue
         Env.mutation = edits(mutant)
         t = time.time()
-        failures, chunks = run_sequential(budget_each, seed, examples, steps, shrink=False)
+        failures, chunks = run_sequential(0, seed, examples, steps, shrink=False,
+                                          max_chunks=chunks_each)
         took = time.time() - t
         Env.mutation = None
         if failures:
             first = str(failures[0][1]).split('\n')[0]
             caught.append(name)
-            print('caught   %-55s %5.1fs  %s' % (name, took, first[:90]), flush=True)
+            print('caught   %-55s %5.1fs %3d chunks  %s' % (name, took, chunks, first[:80]), flush=True)
         else:
             missed.append(name)
-            print('MISSED   %-55s %5.1fs' % (name, took), flush=True)
+            print('MISSED   %-55s %5.1fs %3d chunks' % (name, took, chunks), flush=True)
     return caught, missed
 
 
@@ -910,6 +915,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--lua', required=True)
     ap.add_argument('--budget', type=float, default=40, help='seconds of sequential runs')
+    ap.add_argument('--mutant-chunks', type=int, default=20,
+                    help='with --mutants: chunks of runs each planted bug must be caught within')
     ap.add_argument('--concurrent', type=float, default=8, help='seconds of the concurrent phase')
     ap.add_argument('--threads', type=int, default=4)
     ap.add_argument('--seed', type=int, default=None)
@@ -931,7 +938,7 @@ def main():
         Env.mutation = None
         t = time.time()
         if a.mutants:
-            caught, missed = run_mutants(a.budget, seed, a.examples, a.steps, a.only)
+            caught, missed = run_mutants(a.mutant_chunks, seed, a.examples, a.steps, a.only)
             print('seed %d: %d of %d planted bugs caught in %.0fs'
                   % (seed, len(caught), len(caught) + len(missed), time.time() - t))
             return 1 if missed else 0
