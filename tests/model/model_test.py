@@ -19,7 +19,8 @@ Mutants (--mutants): each planted bug (a mutated copy of the library) must
 make the sequential phase fail within --mutant-chunks chunks.
 
 Usage: model_test.py --lua lua/redisched.lua [--budget SECONDS] [--seed N]
-       [--concurrent SECONDS] [--mutants [--mutant-chunks N]] [--examples N] [--steps N]
+       [--concurrent SECONDS] [--mutants [--mutant-chunks N] [--share K/N]]
+       [--examples N] [--steps N]
 Run with Debian's /usr/bin/python3 (python3-hypothesis).
 """
 import sys
@@ -28,6 +29,7 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import argparse
 import collections
 import random
+import re
 import threading
 import time
 import traceback
@@ -886,14 +888,16 @@ def edits(mutant):
     return mutant[1] if len(mutant) == 2 else [mutant[1:]]
 
 
-def run_mutants(chunks_each, seed, examples, steps, only=None):
+def run_mutants(chunks_each, seed, examples, steps, only=None, share=(1, 1)):
     """Each planted bug against the same chunks (seed, seed+1, ...), at most
     chunks_each: a count, not seconds, so that the verdict does not depend
-    on how busy the machine is."""
+    on how busy the machine is. share (k, n): the k-th of every n planted
+    bugs only, so that n processes share them."""
     caught, missed = [], []
-    for mutant in MUTANTS:
+    k, n = share
+    for i, mutant in enumerate(MUTANTS):
         name = mutant[0]
-        if only and only not in name:
+        if (only and only not in name) or i % n != k - 1:
             continue
         Env.mutation = edits(mutant)
         t = time.time()
@@ -923,10 +927,16 @@ def main():
     ap.add_argument('--examples', type=int, default=30, help='hypothesis examples per chunk')
     ap.add_argument('--steps', type=int, default=60, help='calls per example')
     ap.add_argument('--mutants', action='store_true', help='check that the planted bugs are caught')
+    ap.add_argument('--share', default='1/1', metavar='K/N',
+                    help='with --mutants: the K-th of every N planted bugs (N processes share them)')
     ap.add_argument('--only', help='with --mutants: only the planted bugs whose name holds this; '
                     'without: run the sequential phase (shrinking) on that planted bug')
     ap.add_argument('--verbose', action='store_true')
     a = ap.parse_args()
+    m = re.fullmatch(r'([1-9][0-9]*)/([1-9][0-9]*)', a.share)
+    if not m or int(m.group(1)) > int(m.group(2)):
+        ap.error('--share is K/N with 1 <= K <= N, not %r' % a.share)
+    share = (int(m.group(1)), int(m.group(2)))
     seed = a.seed if a.seed is not None else random.randrange(1, 10 ** 6)
     server = RedisServer()
     try:
@@ -938,9 +948,12 @@ def main():
         Env.mutation = None
         t = time.time()
         if a.mutants:
-            caught, missed = run_mutants(a.mutant_chunks, seed, a.examples, a.steps, a.only)
+            caught, missed = run_mutants(a.mutant_chunks, seed, a.examples, a.steps, a.only, share)
             print('seed %d: %d of %d planted bugs caught in %.0fs'
                   % (seed, len(caught), len(caught) + len(missed), time.time() - t))
+            if not caught and not missed:
+                print('no planted bug selected')
+                return 1
             return 1 if missed else 0
         if a.only:
             Env.mutation = next(edits(m) for m in MUTANTS if a.only in m[0])
