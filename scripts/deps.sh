@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake ninja-build ccache pkg-config
-  # the linker of scripts/build.sh (-fuse-ld=lld): links in a fraction of ld's time
+  # the sanitizer build's linker (scripts/build.sh asan): links in a fraction of ld's time
   lld
   libboost1.81-dev libboost-url1.81-dev libboost-json1.81-dev
   libhiredis-dev libssl-dev
@@ -49,7 +49,7 @@ if $with_tests; then
 fi
 missing=()
 for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 # A machine may have Node.js from elsewhere than Debian.
 if command -v node >/dev/null && command -v npm >/dev/null; then

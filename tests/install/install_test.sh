@@ -47,10 +47,12 @@ for kind in static shared; do
   cmake --build "$tmp/cmake-$kind" > "$tmp/build-$kind.log" || { cat "$tmp/build-$kind.log"; exit 1; }
   check "find_package, $kind" "$tmp/cmake-$kind/consumer"
 done
-if ldd "$tmp/cmake-static/consumer" | grep -q libredisched; then
+# (Each output is read whole first: with pipefail, `ldd | grep -q` fails
+# when grep stops at its match before ldd has written everything.)
+if grep -q libredisched <<<"$(ldd "$tmp/cmake-static/consumer")"; then
   echo "the static consumer loads libredisched.so"; exit 1
 fi
-ldd "$tmp/cmake-shared/consumer" | grep -q libredisched.so ||
+grep -q libredisched.so <<<"$(ldd "$tmp/cmake-shared/consumer")" ||
   { echo "the shared consumer does not load libredisched.so"; exit 1; }
 
 export PKG_CONFIG_PATH="$pc_dir"

@@ -48,10 +48,13 @@ if command -v systemd-analyze >/dev/null; then
 else
   echo "systemd-analyze is not installed here: the unit file was not verified"
 fi
-zcat "$tmp/root/usr/share/man/man1/redisched.1.gz" | grep -q '^\.TH REDISCHED' || fail "man page"
+# (Outputs read whole: with pipefail, `cmd | grep -q` fails when grep stops
+# at its match before cmd has written everything.)
+grep -q '^\.TH REDISCHED' <<<"$(zcat "$tmp/root/usr/share/man/man1/redisched.1.gz")" ||
+  fail "man page"
 
 bin="$tmp/root/usr/bin/redisched"
-"$bin" --version | grep -q "^redisched " || fail "--version"
+grep -q "^redisched " <<<"$("$bin" --version)" || fail "--version"
 # The packaged config, as the unit gives it (the address overridden: a test
 # must not take localhost:7171).
 "$bin" --config "$tmp/root/etc/redisched/redisched.toml" --data-dir "$tmp/data" serve \
