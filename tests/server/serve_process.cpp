@@ -180,6 +180,11 @@ ServeProcess::ServeProcess(std::vector<std::string> args, std::string data_dir,
 int ServeProcess::stop(int signal) {
   if (pid_ <= 0) return -1;
   ::kill(pid_, signal);
+  return wait();
+}
+
+int ServeProcess::wait() {
+  if (pid_ <= 0) return -1;
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;

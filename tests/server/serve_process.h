@@ -54,6 +54,9 @@ class ServeProcess {
   const std::string& data_dir() const { return dir_; }
   // SIGTERM (or signal), and the exit status (128 + the signal when killed).
   int stop(int signal = SIGTERM);
+  // The exit status, once the process ends of itself (or of a signal the
+  // test sent): a second SIGTERM would race serve's last steps.
+  int wait();
 
  private:
   std::string dir_;
