@@ -27,7 +27,9 @@ step() {
   [ -n "${step_name:-}" ] && times+=("$(printf '%-16s %4d s' "$step_name" $((now - step_start)))")
   step_name="$1"
   step_start=$now
-  [ -n "$1" ] && echo "== $1"
+  # The start of each step, so that a log cut short by a failure still
+  # shows where the time went.
+  [ -n "$1" ] && echo "== $1 (at ${now} s)"
   return 0
 }
 
