@@ -39,10 +39,12 @@ class Scheduler {
 
   // Counts since it started, of its own ticks.
   struct Stats {
-    std::uint64_t put = 0;      // ticks that put their job
-    std::uint64_t skipped = 0;  // ticks passed without a job (missed, CatchUp::skip)
-    std::uint64_t lost = 0;     // ticks another Scheduler made first
-    std::uint64_t errors = 0;   // calls that failed (retried)
+    std::uint64_t put = 0;  // ticks that put their job
+    // Ticks passed without a job: those missed while no Scheduler ran but
+    // the last (CatchUp), and that one too when skip's grace is over.
+    std::uint64_t skipped = 0;
+    std::uint64_t lost = 0;    // ticks another Scheduler made first
+    std::uint64_t errors = 0;  // calls that failed (retried)
   };
   Stats stats() const;
 

@@ -270,6 +270,14 @@ std::int64_t TickRule::last_at_or_before(std::int64_t tick, std::int64_t ms) con
   return t;
 }
 
+std::int64_t TickRule::count_before(std::int64_t tick, std::int64_t end) const {
+  if (end <= tick) return 0;
+  if (!cron_) return (end - tick + every_ - 1) / every_;
+  std::int64_t n = 0;
+  for (std::int64_t t = tick; t >= 0 && t < end && n < kCountMax; t = next_after(t)) ++n;
+  return n;
+}
+
 TickRule tick_rule(const ScheduleSpec& spec) {
   if (spec.every && !spec.cron.empty()) refuse("give cron or every, not both");
   if (spec.every) return TickRule::every(spec.every->count());

@@ -36,6 +36,11 @@ class TickRule {
   // The last tick at or before ms, given a tick known to be at or before it
   // (a schedule's next tick, past due): in ms of work however long ago.
   std::int64_t last_at_or_before(std::int64_t tick, std::int64_t ms) const;
+  // How many ticks lie in [tick, end), tick a tick: those a late scheduler
+  // passes over. Exact for an interval; a cron rule's are counted one by
+  // one, up to kCountMax.
+  static constexpr std::int64_t kCountMax = 100'000;
+  std::int64_t count_before(std::int64_t tick, std::int64_t end) const;
 
  private:
   struct Cron;

@@ -137,24 +137,28 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
     if (next < 0) next = limits::kMsMax;  // a rule that never comes again
     std::optional<std::int64_t> run;
     if (sc.spec.catch_up == CatchUp::last || now - last <= kSkipGrace) run = last;
+    // The ticks this call moves past without their job: the missed ones
+    // before last, and last itself when it does not run.
+    const auto passed =
+        static_cast<std::uint64_t>(rule.count_before(sc.next_ms, last)) + (run ? 0 : 1);
     ++ticking_;
     client_.tick_async(topic_, sc.name, sc.next_ms, next, run,
-                       [self = shared_from_this(), run](Result<int> r) {
-                         asio::post(self->io_, [self, r = std::move(r), run]() mutable {
-                           self->ticked(std::move(r), run.has_value());
+                       [self = shared_from_this(), passed](Result<int> r) {
+                         asio::post(self->io_, [self, r = std::move(r), passed]() mutable {
+                           self->ticked(std::move(r), passed);
                          });
                        });
   }
 
-  void ticked(Result<int> r, bool ran) {
+  void ticked(Result<int> r, std::uint64_t passed) {
     --ticking_;
     // Counted even once stopped: a tick answered after stop() was put.
+    // Only the Scheduler whose call moved next counts the ticks it passed.
     if (r.ok()) {
-      if (r.value() == 1) {
-        ++counters_->put;
-      } else if (r.value() == 2) {
-        // Moved on without a job: a tick skipped, or its id taken already.
-        if (!ran) ++counters_->skipped;
+      if (r.value() == 1 || r.value() == 2) {
+        // 2: moved on without a job (last skipped, or its id taken already).
+        if (r.value() == 1) ++counters_->put;
+        counters_->skipped += passed;
       } else if (r.value() == -3) {
         ++counters_->lost;
       }

@@ -125,6 +125,21 @@ TEST(TickRule, IntervalsAndTheLastTickOfAPastSpan) {
             "2026-01-01 00:00:00");
 }
 
+TEST(TickRule, TheTicksALateSchedulerPassesOver) {
+  const auto every = TickRule::every(30'000);
+  EXPECT_EQ(every.count_before(1'000, 1'000), 0);
+  EXPECT_EQ(every.count_before(1'000, 1'001), 1);
+  EXPECT_EQ(every.count_before(1'000, 91'000), 3) << "1, 31 and 61 s; not 91 s itself";
+  EXPECT_EQ(every.count_before(1'000, 91'001), 4);
+  const auto hourly = TickRule::cron("0 * * * *", "UTC");
+  const auto t0 = utc("2026-12-01 00:00:00");
+  EXPECT_EQ(hourly.count_before(t0, utc("2026-12-01 05:00:00")), 5);
+  EXPECT_EQ(hourly.count_before(t0, utc("2026-12-01 05:00:01")), 6);
+  const auto secondly = TickRule::cron("* * * * * *", "UTC");
+  EXPECT_EQ(secondly.count_before(t0, utc("2026-12-31 00:00:00")), TickRule::kCountMax)
+      << "a month of seconds: counted up to the bound";
+}
+
 TEST(TickRule, BadRulesAreRefusedByName) {
   EXPECT_REDISCHED_ERROR(TickRule::cron("* * * *", "UTC"), Errc::invalid_argument, "5 fields");
   EXPECT_REDISCHED_ERROR(TickRule::cron("61 * * * *", "UTC"), Errc::invalid_argument,
