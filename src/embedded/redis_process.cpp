@@ -276,6 +276,11 @@ void RedisProcess::spawn() {
       ::prctl(PR_SET_PDEATHSIG, SIGTERM);
       if (::getppid() != parent) ::_exit(1);
     }
+    // Signals as a process of its own: serve blocks SIGTERM in its threads,
+    // and exec keeps the mask.
+    sigset_t none;
+    ::sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
     // It holds the data dir's lock as long as it runs, whoever else exits.
     if (lock_fd_ >= 0) ::fcntl(lock_fd_, F_SETFD, 0);
     // Its output must not hold our stdout open (scripts read it to the end).

@@ -1,12 +1,12 @@
 #include "server/serve.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
+#include <csignal>
 #include <filesystem>
-#include <future>
 #include <iostream>
 #include <thread>
 
@@ -77,9 +77,33 @@ void drain(const ServeOptions& o, ApiContext& ctx, HttpServer& server, Sweeper& 
   sweeper.stop(std::max(left(), std::chrono::milliseconds(100)));
 }
 
+// SIGINT and SIGTERM, blocked in every thread from serve's first step to the
+// process's exit (the threads it starts inherit the mask) and taken with
+// sigwait: the first starts the drain; later ones stay pending, never
+// delivered. (asio's signal_set puts the default action, death, back when it
+// goes, which let a second SIGTERM kill serve as it stopped its Redis.)
+class StopSignals {
+ public:
+  StopSignals() {
+    ::sigemptyset(&set_);
+    ::sigaddset(&set_, SIGINT);
+    ::sigaddset(&set_, SIGTERM);
+    ::pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+  // Blocks until a signal (one that came before the call counts).
+  int wait() const {
+    int sig = 0;
+    ::sigwait(&set_, &sig);
+    return sig;
+  }
+
+ private:
+  sigset_t set_{};
+};
+
 // Everything but the embedded Redis, from start to the end of the drain.
 int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
-        const std::string& embedded_dir, Access access) {
+        const std::string& embedded_dir, Access access, const StopSignals& signals) {
   const auto [address, port] = split_listen(o.listen);
   // Every part of the server runs on these threads: the HTTP connections,
   // their Redis calls, the webhooks' workers, the sweeper.
@@ -130,11 +154,7 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
             << std::endl;
 
   // This thread waits for SIGINT or SIGTERM, then drains.
-  std::promise<int> signalled;
-  asio::signal_set signals(first, SIGINT, SIGTERM);
-  signals.async_wait(
-      [&](boost::system::error_code ec, int sig) { signalled.set_value(ec ? 0 : sig); });
-  const int sig = signalled.get_future().get();
+  const int sig = signals.wait();
   const auto began = std::chrono::steady_clock::now();
   spdlog::info("signal {}: stopping", sig);
   drain(o, ctx, server, sweeper, scheduler, pusher);
@@ -151,6 +171,8 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
 
 int serve(const ServeOptions& o, const RedisChoice& r) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
+  // From here on a signal drains (at once, if it came during the start).
+  const StopSignals signals;
   // The tokens first: a bad --tokens file starts nothing.
   Access access = Access::from(o.token, o.tokens_file);
   std::unique_ptr<embedded::RedisProcess> embedded;
@@ -161,7 +183,7 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
     url = embedded->unix_url();
     spdlog::info("started redis-server (pid {}) with its data in {}", embedded->pid(), r.data_dir);
   }
-  const int status = run(o, r, url, embedded ? r.data_dir : "", std::move(access));
+  const int status = run(o, r, url, embedded ? r.data_dir : "", std::move(access), signals);
   if (embedded) {
     // Its append-only file written and its socket gone before we exit, so
     // that a serve started right after us finds the data dir free.

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -412,6 +413,36 @@ TEST(ServerDrain, SigtermEndsLongPollsOnJobs) {
   EXPECT_EQ(answer.status, 200) << answer.body;
   EXPECT_NE(answer.body.find("\"state\":\"ready\""), std::string::npos) << answer.body;
   EXPECT_LT(took, 5s) << "the drain ended the wait";
+}
+
+// SIGTERM and SIGINT, one every 0.2 ms from the first until serve has
+// exited: during the drain, while its Redis writes its file and as the
+// process ends, each later one is absorbed.
+TEST(ServerDrain, SignalsAfterTheFirstAreAbsorbedUntilTheEnd) {
+  ServeProcess serve;
+  // Left open and idle: the drain waits a second for it to go.
+  HttpClient idle(serve.port());
+  ASSERT_EQ(idle.request("PUT", "/v1/topics/twice/jobs/j", R"({"body":"x"})").status, 201);
+  const pid_t pid = serve.pid();
+  std::atomic<bool> exited{false};
+  std::atomic<int> sent{0};
+  std::thread signaller([&] {
+    while (!exited) {
+      ::kill(pid, sent % 2 ? SIGINT : SIGTERM);
+      ++sent;
+      std::this_thread::sleep_for(200us);
+    }
+  });
+  // Exited but not reaped (WNOWAIT): the pid stays serve's while signalled.
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);
+  exited = true;
+  signaller.join();
+  EXPECT_GT(sent.load(), 100) << "signals came after the first, through the drain";
+  EXPECT_EQ(serve.wait(), 0);
+  ServeProcess again({}, serve.data_dir());
+  HttpClient http(again.port());
+  EXPECT_EQ(http.request("GET", "/v1/topics/twice/jobs/j").status, 200) << "the job was kept";
 }
 
 TEST(ServerDrain, SigtermHandsOutNoJobThatCannotBeAcked) {
