@@ -437,6 +437,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (v.is_error() && v.str.rfind("NOAUTH", 0) == 0) {
       throw ConnectionLost{Errc::auth, "Redis requires a password: give it in the URL"};
     }
+    // A Redis still loading its dataset (after a restart), or busy with a
+    // script, is one not up yet: the connection tries again, and the calls
+    // waiting on it are not refused (a worker would drop their acks).
+    if (v.is_error() && (v.str.rfind("LOADING", 0) == 0 || v.str.rfind("BUSY", 0) == 0)) {
+      throw ConnectionLost{Errc::connection, "Redis is not ready yet: " + v.str};
+    }
     if (v.is_error() && !library_missing(v.str)) {
       throw ConnectionLost{Errc::server, "checking the Functions library: " + v.str};
     }

@@ -2,6 +2,7 @@
 // check, failures and reconnection. Each test owns its redis-server.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <optional>
 #include <thread>
@@ -121,6 +122,51 @@ TEST(ConnectionTest, FailsFastWhileRedisIsDownAndRecoversWhenItReturns) {
   }
   ASSERT_TRUE(j);
   EXPECT_EQ(client.put("t", job("after")), PutOutcome::created);
+}
+
+// A Redis that restarts loads its dataset first, answering LOADING: a
+// Client that connects meanwhile waits as for a Redis not up yet (connection
+// errors, then its calls go through), and never refuses a call for it, which
+// a Worker would take as final and drop the acks it held (a clean run lost an
+// ack so: WorkerRestart.PendingAcksGoBeforeTheNextReserveAfterAReconnect).
+TEST(ConnectionTest, ARedisLoadingItsDatasetIsOneNotUpYet) {
+  // A snapshot at shutdown, loaded a key every 0.3 ms: about a second of LOADING.
+  RedisServer server({.extra_config = "save 3600 1\nkey-load-delay 300\n"
+                                      "loading-process-events-interval-bytes 1024"});
+  {
+    RawRedis raw(server.port());
+    for (int i = 0; i < 3000; ++i) raw.call({"SET", "filler:" + std::to_string(i), "x"});
+  }
+  ClientOptions o = at(server.url());
+  o.reconnect_max = Millis(50);
+  Client client(o);
+  client.put("t", job("before"));
+  std::atomic<bool> restarted{false};
+  std::thread restart([&] {
+    server.restart();
+    restarted = true;
+  });
+  int unreachable = 0, answered = 0;
+  std::vector<std::string> refusals;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < until && !(restarted && answered > 0)) {
+    try {
+      EXPECT_TRUE(client.get("t", "before")) << "kept in the snapshot";
+      if (restarted) ++answered;
+    } catch (const Error& e) {
+      if (e.code() == Errc::connection || e.code() == Errc::timeout) {
+        ++unreachable;
+      } else {
+        refusals.emplace_back(e.what());
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  restart.join();
+  EXPECT_TRUE(refusals.empty()) << refusals.size()
+                                << " calls refused, the first: " << refusals.front();
+  EXPECT_GT(unreachable, 0) << "calls during the restart met a Redis not up";
+  EXPECT_GT(answered, 0);
 }
 
 TEST(ConnectionTest, AnUnresponsiveRedisTimesOut) {
