@@ -73,9 +73,12 @@ Invalid arguments are error replies whose first word is a code:
 Every function reads and decides before its first write, and nothing after
 that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
+The model test checks the order itself (tests/model, the write-order
+checker). Not yet so: reserve, pull and list meeting a record of a newer
+format, which they read after they moved jobs (issue 33).
 ]]
 
-local LIBRARY_VERSION = 20 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 21 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -481,14 +484,16 @@ local function sharded(k)
   if s then error({ bad = 'SHARDED ' .. s }) end
 end
 
+-- The topic's next n put sequences (the first returned), refused before
+-- anything is written when the counter cannot give them.
 local function take_seq(k, n)
-  local last = redis.call('HINCRBY', k.meta, 'seq', n)
-  if last > SEQ_MAX then
-    redis.call('HINCRBY', k.meta, 'seq', -n)
+  local cur = tonumber(redis.call('HGET', k.meta, 'seq') or 0)
+  if cur + n > SEQ_MAX then
     sharded(k) -- a spread topic parks its counter there: its jobs go to its shards
     error({ bad = 'BADSTATE the topic\'s counter is used up (' .. fmt(SEQ_MAX) .. ')' })
   end
-  return last - n + 1
+  redis.call('HINCRBY', k.meta, 'seq', n)
+  return cur + 1
 end
 
 -- A job that moves back to delayed or ready takes a new place (its next
@@ -729,6 +734,12 @@ local unpinned = {}
 -- How many reservations the topic holds (the reserved set but its pin).
 function unpinned.reservations(k)
   return redis.call('ZCOUNT', k.reserved, '-inf', '(+inf')
+end
+
+-- The lowest score of set above now (a pin, at +inf, left out), or -1.
+function unpinned.first_after(set, now)
+  local first = redis.call('ZRANGEBYSCORE', set, '(' .. fmt(now), '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  return first[2] and tonumber(first[2]) or -1
 end
 
 -- How many jobs the ready set holds (but its marks, at -inf, and its pin).
@@ -1804,11 +1815,11 @@ end
 -- it is settled which (ZREMRANGEBYRANK of as many), without their scores.
 -- ZPOPMIN formats every score it returns: 1.0 us per job, against 0.55 for
 -- these two. Returns the {member, false, ...} taken, or nil (nothing taken)
--- when the case does not hold; and whether lapsed reservations were
--- requeued on the way.
+-- when the case does not hold; whether lapsed reservations were requeued
+-- on the way; and when it does not hold, the front member it found.
 local function take_plain(k, now, count, recover)
   local members = unpinned.range(k.ready, 0, count - 1)
-  if not plain_front(members) then return nil, false end
+  if not plain_front(members) then return nil, false, members[1] end
   local recovered = false
   if recover and #members < count then
     local lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
@@ -1838,8 +1849,10 @@ local function take(k, now, count, recover)
   local listed = redis.call('LLEN', k.queue) > 0
   local backlog = promote(k, now)
   if not backlog and not listed then
-    local plain, recovered = take_plain(k, now, count, recover)
+    local plain, recovered, front = take_plain(k, now, count, recover)
     if plain then return false, plain end
+    -- A spread topic says where its jobs are before anything is written.
+    if front == SHARD_MARK then sharded(k) end
     recover = recover and not recovered
   end
   local popped, lim = pop(k, now, count, listed)
@@ -1883,9 +1896,9 @@ local function next_time(k, now, handed, count, backlog, lapses, lim)
   -- again when its own ack is in) or lapses.
   if lapses or (lim and lim.capped) then
     local d = earliest(k.reserved)
-    -- A pull recovers no lapsed reservation: one past its deadline is no
-    -- time to look again (a reserve, requeue or sweeper brings it back).
-    if not lapses and d >= 0 and d <= now then d = -1 end
+    -- A pull recovers no lapsed reservation (a reserve, requeue or the
+    -- sweeper brings it back): its time is the first one still to lapse.
+    if not lapses and d >= 0 and d <= now then d = unpinned.first_after(k.reserved, now) end
     if d >= 0 and (t < 0 or d < t) then t = d end
   end
   if t >= 0 and t <= now then return 0 end
@@ -1896,8 +1909,10 @@ end
 ARGV: count [TTR ms] [NOW ms]
   count: 1..1000. TTR applies to jobs put without one of their own (30000).
   Due delayed jobs become ready first (up to 1000); when fewer than count
-  jobs are ready, lapsed reservations (up to 100) are requeued first (an
-  attempt each), then jobs are handed out in order.
+  jobs can be handed out (fewer are ready, or a limit leaves less room),
+  lapsed reservations (up to 100) are requeued first (an attempt each,
+  freeing the slots they held under a cap), then jobs are handed out in
+  order.
 Output: {now, next, paused, job, job...}
   next: 0 = call again at once (count jobs were handed out, or more are due
   or lapsed than one call moves); -1 = nothing is scheduled; otherwise the
@@ -1908,7 +1923,8 @@ Output: {now, next, paused, job, job...}
   The token must accompany ack, release, fail and touch of that job. keep:
   the retention the job was put with (KEEP; 0 if none), for its ack's KEEP. A job
   put with TTR 0 is delivered at most once: it is removed by this call (as
-  pull removes it), with token 0 and deadline 0 and no reservation.
+  pull removes it), with token 0, deadline 0 and keep 0 (KEEP or not) and
+  no reservation.
 ]]
 local function reserve(keys, args)
   local k = check_keys(keys)
@@ -1991,7 +2007,7 @@ end
 ARGV: count [NOW ms]
   As reserve, but lapsed reservations are not recovered (requeue does that).
 Output: {now, next, paused, job, job...} as reserve (next counts only delayed
-  jobs, and under a full concurrency cap the first reservation to lapse),
+  jobs, and under a full concurrency cap the first reservation still to lapse),
   each job {id, body, attempt, max_attempts, priority, created, due}; the
   jobs are gone.
 ]]

@@ -177,7 +177,53 @@ class RedisServer:
 BOUNDS = ('PROMOTE_BATCH', 'REQUEUE_INLINE', 'TRIM_BATCH')
 
 
-def library_source(path, bounds=None, mutation=None):
+# The write-order checker (issue 33): every redis.call of the library goes
+# through a wrapper that notes the call's first write, and an error raised
+# after it is answered as WRITEORDER <command> ... instead of the library's
+# own error, which no model reply matches. A write is a command that writes,
+# but a removal that removed nothing (no change, nothing Redis propagates):
+# ack's ZREM that finds no reservation is its check.
+WRITE_COMMANDS = 'HINCRBY HSET LPUSH LTRIM RPUSH SPUBLISH ZADD'.split()
+REMOVE_COMMANDS = 'DEL HDEL LREM ZPOPMIN ZREM ZREMRANGEBYRANK ZREMRANGEBYSCORE'.split()
+WRITE_ORDER_WRAPPER = """
+do
+  local writes, removes = {%s}, {%s}
+  PIN.call = function(cmd, ...)
+    local r = redis.call(cmd, ...)
+    if not PIN.wrote then
+      local c = string.upper(cmd)
+      if writes[c] or (removes[c] and r ~= 0 and not (type(r) == 'table' and #r == 0)) then
+        PIN.wrote = c
+      end
+    end
+    return r
+  end
+end
+""" % (', '.join('%s = true' % c for c in WRITE_COMMANDS),
+       ', '.join('%s = true' % c for c in REMOVE_COMMANDS))
+WRITE_ORDER_API = (
+    "    local ok, res = pcall(fn, keys, args)\n",
+    "    PIN.wrote = nil\n"
+    "    local ok, res = pcall(fn, keys, args)\n"
+    "    if not ok and PIN.wrote then\n"
+    "      return redis.error_reply('WRITEORDER an error after ' .. PIN.wrote .. ': ' ..\n"
+    "        tostring(type(res) == 'table' and res.bad or res))\n"
+    "    end\n")
+
+
+def write_order_checked(code):
+    """The library with the write-order checker (the PIN table, declared
+    early, holds it: the main chunk has no local to spare)."""
+    pin = code.index('\nlocal PIN = {')
+    end = code.index('\n}\n', pin) + 3
+    body = code[end:].replace('redis.call(', 'PIN.call(')
+    if body.count(WRITE_ORDER_API[0]) != 1:
+        raise RuntimeError('the write-order checker finds no single pcall in api()')
+    body = body.replace(WRITE_ORDER_API[0], WRITE_ORDER_API[1])
+    return code[:end] + WRITE_ORDER_WRAPPER + body
+
+
+def library_source(path, bounds=None, mutation=None, write_order=False):
     with open(path) as f:
         code = f.read()
     for name, value in (bounds or {}).items():
@@ -188,7 +234,7 @@ def library_source(path, bounds=None, mutation=None):
         if code.count(old) != 1:
             raise RuntimeError('mutation does not match exactly once: %r' % old)
         code = code.replace(old, new)
-    return code
+    return write_order_checked(code) if write_order else code
 
 
 def load(conn, code):

@@ -583,7 +583,8 @@ def run_sequential(budget, seed, examples, steps, shrink, verbose=False, stop_on
     phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
     while chunk < max_chunks if max_chunks is not None else time.time() < deadline:
         Env.bounds = SMALL if chunk % 3 != 2 else REAL
-        harness.load(Env.conn, harness.library_source(Env.lua, Env.bounds, Env.mutation))
+        harness.load(Env.conn, harness.library_source(Env.lua, Env.bounds, Env.mutation,
+                                                       write_order=True))
         hypothesis.core.global_force_seed = seed + chunk
         s = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
                      database=None, phases=phases, suppress_health_check=list(HealthCheck),
@@ -601,7 +602,7 @@ def run_sequential(budget, seed, examples, steps, shrink, verbose=False, stop_on
 
 def run_concurrent(seconds, threads, seed):
     """Several connections on the real clock; then the history is checked."""
-    harness.load(Env.conn, harness.library_source(Env.lua, None, Env.mutation))
+    harness.load(Env.conn, harness.library_source(Env.lua, None, Env.mutation, write_order=True))
     Env.conn.check('FLUSHALL')
     keys = Env.keys
     stop = time.time() + seconds
@@ -792,6 +793,17 @@ MUTANTS = [
      ''),
     ('reserve\'s TTR overrides the job\'s', 'j.ttr or ttr_arg or DEFAULT_TTR',
      'ttr_arg or j.ttr or DEFAULT_TTR'),
+    # Caught by the write-order checker alone: the counter is put back
+    # before the refusal, so every key is as it was.
+    ('a put refused for the counter writes it first',
+     [("  local cur = tonumber(redis.call('HGET', k.meta, 'seq') or 0)\n"
+       "  if cur + n > SEQ_MAX then\n",
+       "  local cur = redis.call('HINCRBY', k.meta, 'seq', n) - n\n"
+       "  if cur + n > SEQ_MAX then\n"
+       "    redis.call('HINCRBY', k.meta, 'seq', -n)\n"),
+      ("  redis.call('HINCRBY', k.meta, 'seq', n)\n  return cur + 1\n", "  return cur + 1\n")]),
+    ('reserve of a spread topic pops its mark before it refuses',
+     "    if front == SHARD_MARK then sharded(k) end\n", ''),
     # (Reserve's plain take re-reading the ready set after it recovers
     # lapsed reservations: since the ready list (version 17) most of the
     # model's ready jobs are listed, so it reaches that path rarely; with

@@ -2,7 +2,8 @@
 """Regression tests of the Functions library: one per point of issue 11 and
 issue 9 (a refused call changes nothing), the points the docs settle, the
 three changes of library version 10 (TTR 0 delivered at most once, fail's
-ATTEMPTS, own_ttr in get and list), and the upgrades from library versions 8
+ATTEMPTS, own_ttr in get and list), issue 33's check of the calls against
+their docs (version 21), and the upgrades from library versions 8
 and 9 (their records and sets read and moved by this version; the old
 libraries are in fixtures/).
 
@@ -29,6 +30,7 @@ FIXTURES = os.path.join(HERE, 'fixtures')
 OLD = {8: os.path.join(FIXTURES, 'redisched_v8.lua'), 9: os.path.join(FIXTURES, 'redisched_v9.lua')}
 LUA = None
 SERVER = None
+EXPECT_FAIL = False
 MS_MAX = 2 ** 43 - 1
 
 
@@ -36,7 +38,9 @@ class Case(unittest.TestCase):
     def setUp(self):
         self.c = Conn(SERVER.port)
         self.c.check('FLUSHALL')
-        harness.load(self.c, harness.library_source(LUA))
+        # With the write-order checker (this version only: it names the
+        # library's own tables): no case's error comes after a write.
+        harness.load(self.c, harness.library_source(LUA, write_order=not EXPECT_FAIL))
         self.K = topic_keys('t')
 
     def tearDown(self):
@@ -454,6 +458,74 @@ class Version20(Case):
         self.assertNotIn(self.gone, self.c.call('KEYS', '*'))
 
 
+# ---------------------------------------------------------------- version 21
+
+class Version21(Case):
+    """Issue 33's check of the calls against their docs: pull's next under a
+    full cap (01, a bug of the library, fixed in version 21), and the points
+    where the docs said otherwise than the library, settled in the docs
+    (02-05: they pass on version 20 too)."""
+
+    def test_v21_01_a_capped_pull_looks_again_when_the_first_reservation_still_to_lapse_does(self):
+        self.f('put', 'a', 'x', 'TTR', 1, 'NOW', 1000)
+        self.f('put', 'c', 'x', 'NOW', 1000)
+        self.f('limit', 'CONCURRENCY', 2, 'NOW', 1000)
+        r = self.f('reserve', 2, 'NOW', 1000)
+        self.assertEqual(sorted(self.ids(r)), ['a', 'c'])
+        deadline = {j[0]: j[8] for j in r[3:]}
+        self.f('put', 'd', 'x', 'NOW', 1005)
+        # a lapsed at 1001 (a pull does not bring it back); c holds the
+        # other slot until its deadline: the time to look again.
+        r = self.f('pull', 1, 'NOW', 1010)
+        self.assertEqual(r[:3], [1010, deadline[b'c'], 0])
+        self.assertEqual(self.ids(r), [])
+
+    def test_v21_02_limit_answers_rate_window_concurrency_and_aging(self):
+        self.assertEqual(self.f('limit', 'RATE', 100, 1000, 'CONCURRENCY', 20), [100, 1000, 20, 0])
+        self.assertEqual(self.f('limit', 'AGING', 50), [100, 1000, 20, 50])
+        self.assertEqual(self.f('limit', 'RATE', 0, 1, 'CONCURRENCY', 0, 'AGING', 0), [0, 0, 0, 0])
+
+    def test_v21_03_aged_jobs_exactly_p_minus_q_levels_apart_go_by_priority(self):
+        self.f('limit', 'AGING', 100, 'NOW', 1000)
+        self.f('put', 'low', 'x', 'PRIORITY', 0, 'AT', 1000, 'NOW', 1000)
+        self.f('put', 'high', 'x', 'PRIORITY', 5, 'AT', 1500, 'NOW', 1000)
+        self.assertEqual(self.ids(self.f('reserve', 1, 'NOW', 2000)), ['high'])
+        self.f('put', 'high2', 'x', 'PRIORITY', 5, 'AT', 1501, 'NOW', 2000)
+        self.assertEqual(self.ids(self.f('reserve', 1, 'NOW', 2000)), ['low'],
+                         'due more than 5 levels of 100 ms later: the older goes first')
+
+    def test_v21_04_a_ttr_0_job_put_with_keep_comes_with_keep_0_and_is_not_kept(self):
+        self.f('put', 'once', 'x', 'TTR', 0, 'KEEP', 1000, 'NOW', 1000)
+        r = self.f('reserve', 1, 'NOW', 1000)
+        self.assertEqual(self.ids(r), ['once'])
+        self.assertEqual(r[3][2], 0)   # token
+        self.assertEqual(r[3][8], 0)   # deadline
+        self.assertEqual(r[3][9], 0)   # keep
+        self.assertIsNone(self.f('get', 'once', 'NOW', 1001))
+
+    def test_v21_05_under_a_cap_lapsed_reservations_come_back_though_enough_are_ready(self):
+        self.f('limit', 'CONCURRENCY', 1, 'NOW', 1000)
+        self.f('put', 'a', 'x', 'TTR', 1, 'NOW', 1000)
+        self.assertEqual(self.ids(self.f('reserve', 1, 'NOW', 1000)), ['a'])
+        self.f('put', 'b', 'x', 'NOW', 1000)
+        self.f('put', 'c', 'x', 'NOW', 1000)
+        # Two ready, two asked, but a's lapsed reservation holds the one
+        # slot: a comes back (ready again, due now), and the slot goes to b.
+        r = self.f('reserve', 2, 'NOW', 2000)
+        self.assertEqual(self.ids(r), ['b'])
+        self.assertEqual(self.field('a', 'state', 2000), b'ready')
+        stats = dict(zip(*[iter(self.f('stats', 'NOW', 2000))] * 2))
+        self.assertEqual(stats[b'lapsed_total'], 1)
+        self.assertEqual(stats[b'reserved'], 1)
+
+    def test_v21_06_a_spread_topic_refuses_reserve_and_pull_before_any_write(self):
+        self.assertEqual(self.f('shard', '0', '1'), 2)
+        for op in ('reserve', 'pull'):
+            r = self.unchanged(lambda: self.f(op, 1, 'NOW', 1000))
+            self.assertIsInstance(r, Error, op)
+            self.assertEqual(r.code, 'SHARDED', op)   # not WRITEORDER
+
+
 # ---------------------------------------------------------------- version 10
 
 class Version10(Case):
@@ -803,17 +875,19 @@ FIXED_IN = {
          'test_v10_06_fails_attempts_is_checked_and_a_refused_fail_stores_nothing',
          'test_v10_07_own_ttr_tells_a_jobs_own_ttr_from_the_default'],
     19: ['test_v19_01_dead_or_deleted_jobs_are_published_kept_or_not'],
+    21: ['test_v21_01_a_capped_pull_looks_again_when_the_first_reservation_still_to_lapse_does'],
     20: ['test_v20_01_a_put_retried_after_its_job_finished_answers_exists',
          'test_v20_02_the_window_is_the_topics_and_0_turns_it_off',
          'test_v20_03_a_job_acked_with_keep_is_refused_for_its_keep_not_the_window'],
 }
 CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Version19, Version20,
-           Upgrade)
+           Version21, Upgrade)
 
 
 def expect_fail(libraries):
     """Every case fixed after a library's version must fail on it."""
-    global LUA
+    global LUA, EXPECT_FAIL
+    EXPECT_FAIL = True
     held = []
     for lib in libraries:
         LUA = lib
