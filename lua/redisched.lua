@@ -153,21 +153,6 @@ local PIN = {
   member = '\0unpacked: a member longer than zset-max-listpack-value keeps this set a skiplist',
 }
 
--- Record layout, format 2 (docs/redis-api.md, "Stored format"): a flags byte
--- (128 set), an optional second flags byte, created (6 bytes), the put
--- sequence (7 bytes), the optional fields the flags name (in the order
--- decode reads them), then the body. Format 1 (library version 8 and before) is still read; a record
--- is rewritten in format 2 when its job next moves.
-local V2 = 128
-local F_PRIO, F_DUE, F_MADE, F_ERROR, F_EXT, F_PLACE, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 64
-local X_TTR, X_ATTEMPTS, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_UNKNOWN =
-  1, 2, 4, 8, 16, 32, 64, 128
--- Format 1: flags 1 priority, 2 due, 8 made, 16 error, 32 second byte; the
--- stamp created * 4096 + put sequence mod 4096 in 7 bytes (as its top 32 and
--- low 24 bits); ttr, backoff base and cap in 4 bytes.
-local V1 = { PRIO = 1, DUE = 2, MADE = 8, ERROR = 16, EXT = 32, UNKNOWN = 196, X_UNKNOWN = 240 }
-local TICKS = 4096
-
 -- (bit and struct are only reachable inside calls, not while loading.)
 local function band(a, b) return bit.band(a, b) end
 
@@ -337,127 +322,177 @@ end
 
 ---------------------------------------------------------------- records
 
--- A record of format 1 (library version 8): its put sequence is known only
--- mod 4096, so the job keeps its version 8 member (its id) until it moves.
-local function decode_v1(rec, flags)
-  local pos = 2
-  local ext = 0
-  if band(flags, V1.EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
-  if band(flags, V1.UNKNOWN) ~= 0 or band(ext, V1.X_UNKNOWN) ~= 0 then
-    error({ bad = 'BADFORMAT a stored job has a format this library version does not read' })
-  end
-  local hi, lo
-  hi, lo, pos = struct.unpack('>I4I3', rec, pos)
-  local j = { legacy = true, prio = 0, created = hi * TICKS + math.floor(lo / TICKS), seq = lo % TICKS }
-  if band(flags, V1.PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
-  if band(flags, V1.DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, V1.MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
-  if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
-  if band(ext, X_ATTEMPTS) ~= 0 then j.max, pos = struct.unpack('>I2', rec, pos) end
-  if band(ext, X_BACKOFF) ~= 0 then
-    local kind, base, cap
-    kind, base, cap, pos = struct.unpack('>BI4I4', rec, pos)
-    j.backoff = { kind, base, cap }
-  end
-  if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, V1.ERROR) ~= 0 then j.err, pos = struct.unpack('>I2c0', rec, pos) end
-  j.due = j.due or j.created
-  j.body = rec:sub(pos)
-  return j
-end
+--[[ The record module: the only code that knows a job record's bytes
+(docs/redis-api.md, "Stored format"). A record unpacks to a job, a table
+whose fields are named as get reports them: priority, created, seq (its put
+sequence), due, attempts (made; nil: none), place (the sequence of its
+latest return to delayed or ready, its next token; nil when that is seq),
+ttr (its own; nil: none), max_attempts (nil: the default), backoff ({kind,
+base, cap}; nil: the default), finished, keep, error, result, later (true:
+last placed in the delayed list, which says where locate looks for it),
+body; and legacy (true: a format 1 record, of library version 8, whose put
+sequence is known only mod 4096: the job keeps its version 8 member, its
+id, until it moves).
+  record.pack(j)          the record of a job (always format 2)
+  record.plain(created, seq, due, later, body)
+                          pack's common cases (every option at its
+                          default), without a table per job
+  record.unpack(rec)      the job; raises BADFORMAT for a record this
+                          version does not read
+  record.head(rec)        created, seq and where the body starts, for a
+                          record of the commonest case (nothing stored
+                          but those and the body); nil for any other
+  record.readable(rec)    whether unpack reads it: every call checks the
+                          records it will unpack before its first write
+  record.legacy_before(a, b)  the order of two format 1 jobs due together
+(A do-block: its locals are not the main chunk's, which Lua limits to 200.)]]
+local record = {}
+do
+  -- Format 2: a flags byte (128 set), an optional second flags byte,
+  -- created (6 bytes), the put sequence (7 bytes), the optional fields the
+  -- flags name (in the order unpack reads them), then the body.
+  local V2 = 128
+  local F_PRIO, F_DUE, F_ATTEMPTS, F_ERROR, F_EXT, F_PLACE, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 64
+  local X_TTR, X_MAX, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_UNKNOWN =
+    1, 2, 4, 8, 16, 32, 64, 128
+  -- Format 1 (library version 8 and before), still read; a record is
+  -- rewritten in format 2 when its job next moves. Flags 1 priority, 2 due,
+  -- 8 attempts, 16 error, 32 second byte (as format 2's); the stamp created
+  -- * 4096 + put sequence mod 4096 in 7 bytes (its top 32 and low 24 bits);
+  -- ttr, backoff base and cap in 4 bytes.
+  local V1 = { PRIO = 1, DUE = 2, ATTEMPTS = 8, ERROR = 16, EXT = 32, UNKNOWN = 196, X_UNKNOWN = 240 }
+  local TICKS = 4096
+  local NEWER = 'BADFORMAT a stored job has a format this library version does not read'
 
--- A job from its record: prio, created, seq (put sequence), due, made,
--- place (the sequence of its latest return to delayed/ready: its next token;
--- nil when that is seq), ttr (its own, nil if none), max, backoff, finished,
--- err, body; later (version 18): true when the job was last placed in the
--- delayed list (place), which says where locate looks for it.
-local function decode(rec)
-  local flags = rec:byte(1)
-  if flags == V2 then -- the common case: nothing but created and seq
-    local created, seq, at = struct.unpack('>I6I7', rec, 2)
-    return { prio = 0, created = created, seq = seq, due = created, body = rec:sub(at) }
+  function record.readable(rec)
+    local flags = rec:byte(1)
+    if flags == V2 then return true end
+    local unknown, ext, x_unknown = F_UNKNOWN, F_EXT, X_UNKNOWN
+    if band(flags, V2) == 0 then unknown, ext, x_unknown = V1.UNKNOWN, V1.EXT, V1.X_UNKNOWN end
+    if band(flags, unknown) ~= 0 then return false end
+    return band(flags, ext) == 0 or band(rec:byte(2), x_unknown) == 0
   end
-  if band(flags, V2) == 0 then return decode_v1(rec, flags) end
-  local ext, pos = 0, 2
-  if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
-  if band(flags, F_UNKNOWN) ~= 0 or band(ext, X_UNKNOWN) ~= 0 then
-    error({ bad = 'BADFORMAT a stored job has a format this library version does not read' })
-  end
-  local j = { prio = 0 }
-  j.created, j.seq, pos = struct.unpack('>I6I7', rec, pos)
-  if band(flags, F_PRIO) ~= 0 then j.prio, pos = struct.unpack('>I2', rec, pos) end
-  if band(flags, F_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
-  if band(flags, F_MADE) ~= 0 then j.made, pos = struct.unpack('>I2', rec, pos) end
-  if band(flags, F_PLACE) ~= 0 then j.place, pos = struct.unpack('>I7', rec, pos) end
-  if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
-  if band(ext, X_ATTEMPTS) ~= 0 then j.max, pos = struct.unpack('>I2', rec, pos) end
-  if band(ext, X_BACKOFF) ~= 0 then
-    local kind, base, cap
-    kind, base, cap, pos = struct.unpack('>BI6I6', rec, pos)
-    j.backoff = { kind, base, cap }
-  end
-  if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
-  if band(ext, X_KEEP) ~= 0 then j.keep, pos = struct.unpack('>I6', rec, pos) end
-  -- (c0: a string of the length read just before it, which is not returned.)
-  if band(flags, F_ERROR) ~= 0 then j.err, pos = struct.unpack('>I2c0', rec, pos) end
-  if band(ext, X_RESULT) ~= 0 then j.result, pos = struct.unpack('>I4c0', rec, pos) end
-  if band(ext, X_LATER) ~= 0 then j.later = true end
-  j.due = j.due or j.created
-  j.body = rec:sub(pos)
-  return j
-end
 
--- What decode reads from a record of its common case besides created,
--- seq, due (= created) and body: nothing but defaults. (Read only.)
-local PLAIN = { prio = 0 }
+  local function unpack_v1(rec, flags)
+    local pos = 2
+    local ext = 0
+    if band(flags, V1.EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
+    local hi, lo
+    hi, lo, pos = struct.unpack('>I4I3', rec, pos)
+    local j = { legacy = true, priority = 0, created = hi * TICKS + math.floor(lo / TICKS), seq = lo % TICKS }
+    if band(flags, V1.PRIO) ~= 0 then j.priority, pos = struct.unpack('>I2', rec, pos) end
+    if band(flags, V1.DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
+    if band(flags, V1.ATTEMPTS) ~= 0 then j.attempts, pos = struct.unpack('>I2', rec, pos) end
+    if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
+    if band(ext, X_MAX) ~= 0 then j.max_attempts, pos = struct.unpack('>I2', rec, pos) end
+    if band(ext, X_BACKOFF) ~= 0 then
+      local kind, base, cap
+      kind, base, cap, pos = struct.unpack('>BI4I4', rec, pos)
+      j.backoff = { kind, base, cap }
+    end
+    if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
+    if band(flags, V1.ERROR) ~= 0 then j.error, pos = struct.unpack('>I2c0', rec, pos) end
+    j.due = j.due or j.created
+    j.body = rec:sub(pos)
+    return j
+  end
 
--- The record of a job with every option at its default but its due time
--- and the delayed-list flag: encode's common cases, packed without a table
--- per job (putmany's jobs put with no option but DELAY come here directly).
-local function encode_plain(created, seq, due, later, body)
-  if later then
-    return struct.pack('>BBI6I7I6', V2 + F_DUE + F_EXT, X_LATER, created, seq, due) .. body
+  function record.unpack(rec)
+    local flags = rec:byte(1)
+    if flags == V2 then -- the common case: nothing but created and seq
+      local created, seq, at = struct.unpack('>I6I7', rec, 2)
+      return { priority = 0, created = created, seq = seq, due = created, body = rec:sub(at) }
+    end
+    if not record.readable(rec) then error({ bad = NEWER }) end
+    if band(flags, V2) == 0 then return unpack_v1(rec, flags) end
+    local ext, pos = 0, 2
+    if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
+    local j = { priority = 0 }
+    j.created, j.seq, pos = struct.unpack('>I6I7', rec, pos)
+    if band(flags, F_PRIO) ~= 0 then j.priority, pos = struct.unpack('>I2', rec, pos) end
+    if band(flags, F_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
+    if band(flags, F_ATTEMPTS) ~= 0 then j.attempts, pos = struct.unpack('>I2', rec, pos) end
+    if band(flags, F_PLACE) ~= 0 then j.place, pos = struct.unpack('>I7', rec, pos) end
+    if band(ext, X_TTR) ~= 0 then j.ttr, pos = struct.unpack('>I4', rec, pos) end
+    if band(ext, X_MAX) ~= 0 then j.max_attempts, pos = struct.unpack('>I2', rec, pos) end
+    if band(ext, X_BACKOFF) ~= 0 then
+      local kind, base, cap
+      kind, base, cap, pos = struct.unpack('>BI6I6', rec, pos)
+      j.backoff = { kind, base, cap }
+    end
+    if band(ext, X_FINISHED) ~= 0 then j.finished, pos = struct.unpack('>I6', rec, pos) end
+    if band(ext, X_KEEP) ~= 0 then j.keep, pos = struct.unpack('>I6', rec, pos) end
+    -- (c0: a string of the length read just before it, which is not returned.)
+    if band(flags, F_ERROR) ~= 0 then j.error, pos = struct.unpack('>I2c0', rec, pos) end
+    if band(ext, X_RESULT) ~= 0 then j.result, pos = struct.unpack('>I4c0', rec, pos) end
+    if band(ext, X_LATER) ~= 0 then j.later = true end
+    j.due = j.due or j.created
+    j.body = rec:sub(pos)
+    return j
   end
-  if due == created then return struct.pack('>BI6I7', V2, created, seq) .. body end
-  return struct.pack('>BI6I7I6', V2 + F_DUE, created, seq, due) .. body
-end
 
--- Packs a job (always in format 2).
-local function encode(j)
-  local store_due = j.due ~= j.created
-  local place = j.place ~= j.seq and j.place
-  if j.prio == 0 and not j.made and not place and not j.ttr and not j.max and not j.backoff
-      and not j.finished and not j.err and not j.keep and not j.result
-      and (store_due or not j.later) then
-    return encode_plain(j.created, j.seq, j.due, j.later, j.body) -- the common cases, kept fast
+  -- What unpack reads from a record of head's case besides created, seq,
+  -- due (= created) and body: nothing but defaults. (Read only.)
+  record.PLAIN = { priority = 0 }
+
+  function record.head(rec)
+    if rec:byte(1) ~= V2 then return nil end
+    return struct.unpack('>I6I7', rec, 2)
   end
-  local flags, ext, opt = V2, 0, {}
-  if j.prio ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.prio) end
-  if store_due then flags = flags + F_DUE; opt[#opt + 1] = struct.pack('>I6', j.due) end
-  if j.made and j.made > 0 then flags = flags + F_MADE; opt[#opt + 1] = struct.pack('>I2', j.made) end
-  if place then flags = flags + F_PLACE; opt[#opt + 1] = struct.pack('>I7', place) end
-  if j.ttr then ext = ext + X_TTR; opt[#opt + 1] = struct.pack('>I4', j.ttr) end
-  if j.max then ext = ext + X_ATTEMPTS; opt[#opt + 1] = struct.pack('>I2', j.max) end
-  if j.backoff then
-    ext = ext + X_BACKOFF
-    opt[#opt + 1] = struct.pack('>BI6I6', j.backoff[1], j.backoff[2], j.backoff[3])
+
+  function record.plain(created, seq, due, later, body)
+    if later then
+      return struct.pack('>BBI6I7I6', V2 + F_DUE + F_EXT, X_LATER, created, seq, due) .. body
+    end
+    if due == created then return struct.pack('>BI6I7', V2, created, seq) .. body end
+    return struct.pack('>BI6I7I6', V2 + F_DUE, created, seq, due) .. body
   end
-  if j.finished then ext = ext + X_FINISHED; opt[#opt + 1] = struct.pack('>I6', j.finished) end
-  if j.keep then ext = ext + X_KEEP; opt[#opt + 1] = struct.pack('>I6', j.keep) end
-  if j.err then flags = flags + F_ERROR; opt[#opt + 1] = struct.pack('>I2', #j.err) .. j.err end
-  if j.result then ext = ext + X_RESULT; opt[#opt + 1] = struct.pack('>I4', #j.result) .. j.result end
-  if j.later then ext = ext + X_LATER end
-  local head
-  if ext ~= 0 then head = struct.pack('>BBI6I7', flags + F_EXT, ext, j.created, j.seq)
-  else head = struct.pack('>BI6I7', flags, j.created, j.seq) end
-  return head .. table.concat(opt) .. j.body
+
+  function record.pack(j)
+    local store_due = j.due ~= j.created
+    local place = j.place ~= j.seq and j.place
+    if j.priority == 0 and not j.attempts and not place and not j.ttr and not j.max_attempts
+        and not j.backoff and not j.finished and not j.error and not j.keep and not j.result
+        and (store_due or not j.later) then
+      return record.plain(j.created, j.seq, j.due, j.later, j.body) -- the common cases, kept fast
+    end
+    local flags, ext, opt = V2, 0, {}
+    if j.priority ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.priority) end
+    if store_due then flags = flags + F_DUE; opt[#opt + 1] = struct.pack('>I6', j.due) end
+    if j.attempts and j.attempts > 0 then
+      flags = flags + F_ATTEMPTS; opt[#opt + 1] = struct.pack('>I2', j.attempts)
+    end
+    if place then flags = flags + F_PLACE; opt[#opt + 1] = struct.pack('>I7', place) end
+    if j.ttr then ext = ext + X_TTR; opt[#opt + 1] = struct.pack('>I4', j.ttr) end
+    if j.max_attempts then ext = ext + X_MAX; opt[#opt + 1] = struct.pack('>I2', j.max_attempts) end
+    if j.backoff then
+      ext = ext + X_BACKOFF
+      opt[#opt + 1] = struct.pack('>BI6I6', j.backoff[1], j.backoff[2], j.backoff[3])
+    end
+    if j.finished then ext = ext + X_FINISHED; opt[#opt + 1] = struct.pack('>I6', j.finished) end
+    if j.keep then ext = ext + X_KEEP; opt[#opt + 1] = struct.pack('>I6', j.keep) end
+    if j.error then flags = flags + F_ERROR; opt[#opt + 1] = struct.pack('>I2', #j.error) .. j.error end
+    if j.result then ext = ext + X_RESULT; opt[#opt + 1] = struct.pack('>I4', #j.result) .. j.result end
+    if j.later then ext = ext + X_LATER end
+    local head
+    if ext ~= 0 then head = struct.pack('>BBI6I7', flags + F_EXT, ext, j.created, j.seq)
+    else head = struct.pack('>BI6I7', flags, j.created, j.seq) end
+    return head .. table.concat(opt) .. j.body
+  end
+
+  -- Version 8 ordered jobs due together by created, then put sequence mod
+  -- 4096 (a sequence 2048 or more ahead having wrapped).
+  function record.legacy_before(a, b)
+    if a.created ~= b.created then return a.created < b.created end
+    return a.seq ~= b.seq and (b.seq - a.seq) % TICKS < TICKS / 2
+  end
 end
 
 -- A job's member in delayed and ready: put sequence, priority, id. A job of
 -- a format 1 record still has its version 8 member, the id itself.
 local function member(j, id)
   if j.legacy then return id end
-  return struct.pack('>I7I2', j.seq, j.prio) .. id
+  return struct.pack('>I7I2', j.seq, j.priority) .. id
 end
 
 -- The id in a member of delayed or ready (a format 2 member starts with a
@@ -504,12 +539,12 @@ local function renew(j, seq)
   j.place = seq
 end
 
-local function max_attempts(j) return j.max or DEFAULT_ATTEMPTS end
+local function max_attempts(j) return j.max_attempts or DEFAULT_ATTEMPTS end
 
 local function backoff_delay(j)
   local b = j.backoff or DEFAULT_BACKOFF
   if b[1] == BACKOFF_KINDS.fixed then return b[2] end
-  local d = b[2] * 2 ^ math.max((j.made or 1) - 1, 0)
+  local d = b[2] * 2 ^ math.max((j.attempts or 1) - 1, 0)
   if d > b[3] then d = b[3] end
   return d
 end
@@ -617,23 +652,22 @@ local function promote(k, now)
     local moving = {}
     for i, l in ipairs(legacy) do
       if recs[i] then
-        local j = decode(recs[i])
+        local j = record.unpack(recs[i])
         j.id, j.due = l.id, l.due
         moving[#moving + 1] = j
       end
     end
     table.sort(moving, function(a, b)
       if a.due ~= b.due then return a.due < b.due end
-      if a.created ~= b.created then return a.created < b.created end
-      return a.seq ~= b.seq and (b.seq - a.seq) % TICKS < TICKS / 2
+      return record.legacy_before(a, b)
     end)
     if #moving > 0 then
       local seq = take_seq(k, #moving)
       local hargs = {}
       for i, j in ipairs(moving) do
         j.legacy, j.seq, j.place = nil, seq + i - 1, nil
-        hargs[2 * i - 1], hargs[2 * i] = j.id, encode(j)
-        zadd[#zadd + 1] = ready_score(j.prio, j.due)
+        hargs[2 * i - 1], hargs[2 * i] = j.id, record.pack(j)
+        zadd[#zadd + 1] = ready_score(j.priority, j.due)
         zadd[#zadd + 1] = member(j, j.id)
       end
       redis.call('HSET', k.jobs, unpack(hargs))
@@ -657,10 +691,10 @@ end
 -- Returns 'ready' or 'delayed'.
 local function place(k, id, j, now, bar)
   local delayed = j.due > now
-  local score = not delayed and ready_score(j.prio, j.due)
+  local score = not delayed and ready_score(j.priority, j.due)
   local listed = bar and (score or j.due) >= bar
   j.later = delayed and listed or nil
-  redis.call('HSET', k.jobs, id, encode(j))
+  redis.call('HSET', k.jobs, id, record.pack(j))
   if delayed then
     wake(j.due)
     if listed then
@@ -994,7 +1028,7 @@ local function locate(k, id, j)
   local list = j.later and k.later or k.queue
   if j.legacy or redis.call('EXISTS', list) == 0 then return { 'unknown' } end
   if j.later then return { 'delayed', list, queue.entry(j, id), j.due } end
-  return { 'ready', list, queue.entry(j, id), ready_score(j.prio, j.due) }
+  return { 'ready', list, queue.entry(j, id), ready_score(j.priority, j.due) }
 end
 
 -- Takes a located job out of its set (and ends its reservation).
@@ -1029,10 +1063,10 @@ local function requeue_members(k, members, now)
   local jobs, back = {}, 0
   for i = 1, #members do
     if recs[i] then
-      local j = decode(recs[i])
-      j.made = (j.made or 0) + 1
-      j.err = 'time-to-run lapsed'
-      j.dead = j.made >= max_attempts(j)
+      local j = record.unpack(recs[i])
+      j.attempts = (j.attempts or 0) + 1
+      j.error = 'time-to-run lapsed'
+      j.dead = j.attempts >= max_attempts(j)
       if not j.dead then back = back + 1 end
       jobs[i] = j
     end
@@ -1052,7 +1086,7 @@ local function requeue_members(k, members, now)
     if j and j.dead then
       j.dead = nil
       if j.legacy then renew(j, spare); spare = spare + 1 end
-      redis.call('HSET', k.jobs, id, encode(j))
+      redis.call('HSET', k.jobs, id, record.pack(j))
       dead[#dead + 1], dead[#dead + 2] = now, id
       buried = buried + 1
       finished(id) -- dead, kept or not: its waiter has its outcome
@@ -1085,12 +1119,12 @@ local function job_fields(id, j, state, score)
   if state == 'delayed' then j.due = score end
   local b = j.backoff or DEFAULT_BACKOFF
   local f = {
-    'id', id, 'state', state, 'body', j.body, 'priority', j.prio,
-    'created', j.created, 'due', j.due, 'attempts', j.made or 0,
+    'id', id, 'state', state, 'body', j.body, 'priority', j.priority,
+    'created', j.created, 'due', j.due, 'attempts', j.attempts or 0,
     'max_attempts', max_attempts(j), 'ttr', j.ttr or DEFAULT_TTR,
     'backoff', BACKOFF_NAMES[b[1]], 'backoff_base', b[2], 'backoff_cap', b[3],
   }
-  if j.err then f[#f + 1] = 'error'; f[#f + 1] = j.err end
+  if j.error then f[#f + 1] = 'error'; f[#f + 1] = j.error end
   if state == 'reserved' then
     f[#f + 1] = 'token'; f[#f + 1] = j.token
     f[#f + 1] = 'reserved_at'; f[#f + 1] = j.reserved_at
@@ -1136,14 +1170,14 @@ local function parse_job(id, body, o, now, body_max, id_checked)
     p.at = int_arg(o.AT, 'AT', 0, MS_MAX)
     if p.at > now then p.due = p.at end
   end
-  p.prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX) or 0
+  p.priority = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX) or 0
   -- A TTR is kept even when it equals the default: reserve's TTR applies
   -- only to jobs that have none. TTR 0: delivered at most once (reserve
   -- takes the job for good, as pull does).
   if o.TTR then p.ttr = int_arg(o.TTR, 'TTR', 0, TTR_MAX) end
   if o.ATTEMPTS then
     local n = int_arg(o.ATTEMPTS, 'ATTEMPTS', 1, ATTEMPTS_MAX)
-    if n ~= DEFAULT_ATTEMPTS then p.max = n end
+    if n ~= DEFAULT_ATTEMPTS then p.max_attempts = n end
   end
   if o.BACKOFF then
     local kind = BACKOFF_KINDS[o.BACKOFF[1]:lower()]
@@ -1169,7 +1203,7 @@ end
 
 -- A new job from a validated put; seq is its put sequence.
 local function new_job(p, seq, created)
-  return { prio = p.prio, seq = seq, created = created, due = p.due, ttr = p.ttr, max = p.max,
+  return { priority = p.priority, seq = seq, created = created, due = p.due, ttr = p.ttr, max_attempts = p.max_attempts,
            backoff = p.backoff, keep = p.keep, body = p.body }
 end
 
@@ -1242,7 +1276,7 @@ local function put(keys, args)
   if old then
     -- A new version of the job: keeps its creation time, starts its attempts
     -- afresh and ends any reservation (the holder's token goes stale).
-    old = decode(old)
+    old = record.unpack(old)
     where = locate(k, id, old)
     if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then return EXISTS end
   end
@@ -1281,14 +1315,14 @@ local function restore(keys, args)
   local died = o.DIED and int_arg(o.DIED, 'DIED', 0, MS_MAX) or now
   local old = redis.call('HGET', k.jobs, p.id)
   if old and not o.REPLACE then return EXISTS end
-  local where = old and locate(k, p.id, decode(old))
+  local where = old and locate(k, p.id, record.unpack(old))
   local j = new_job(p, take_seq(k, 1), created)
   j.due = p.at or created
-  if made > 0 then j.made = made end
-  j.err = o.ERROR
+  if made > 0 then j.attempts = made end
+  j.error = o.ERROR
   if where then unplace(k, p.id, where) end
   if state == 'dead' then
-    redis.call('HSET', k.jobs, p.id, encode(j))
+    redis.call('HSET', k.jobs, p.id, record.pack(j))
     redis.call('ZADD', k.dead, died, p.id)
   else
     place(k, p.id, j, now)
@@ -1371,7 +1405,7 @@ local function putmany(keys, args)
   -- is; a stored one is if it is in delayed or ready.
   local function waiting(id)
     if latest[id] then return true end
-    local st = locate(k, id, decode(before[id]))[1]
+    local st = locate(k, id, record.unpack(before[id]))[1]
     return st == 'delayed' or st == 'ready'
   end
   for i = 1, count do
@@ -1402,7 +1436,7 @@ local function putmany(keys, args)
   local created_of, where_of = {}, {}
   for id, rec in pairs(before) do
     if latest[id] then
-      local old = decode(rec)
+      local old = record.unpack(rec)
       created_of[id], where_of[id] = old.created, locate(k, id, old)
     end
   end
@@ -1469,15 +1503,11 @@ local function putmany(keys, args)
         local j = new_job(p, s, created_of[id] or now)
         listed = to_later and to_list(i) or nil
         j.later = listed
-        prio, due, rec = j.prio, j.due, encode(j)
-      else -- encode's common cases, without a table per job
+        prio, due, rec = j.priority, j.due, record.pack(j)
+      else -- pack's common cases, without a table per job
         local d = dues[i]
-        if d then
-          due, listed = d, to_later and d > now or nil
-          rec = encode_plain(now, s, due, listed, bodies[i])
-        else
-          rec = struct.pack('>BI6I7', V2, now, s) .. bodies[i]
-        end
+        if d then due, listed = d, to_later and d > now or nil end
+        rec = record.plain(now, s, due, listed, bodies[i])
       end
       hset[nh + 1], hset[nh + 2], nh = id, rec, nh + 2
       local m = struct.pack('>I7I2', s, prio) .. id
@@ -1535,7 +1565,7 @@ local function get(keys, args)
     sharded(k) -- (a miss, and only then, looks for a spread topic)
     return nil
   end
-  local j = decode(rec)
+  local j = record.unpack(rec)
   local w = locate(k, id, j)
   local state, score = w[1], w[4]
   j.token, j.reserved_at = w[5], w[6]
@@ -1624,7 +1654,7 @@ local function list(keys, args)
   local leases = state == 'reserved' and redis.call('HMGET', k.leases, unpack(ids))
   for i, id in ipairs(ids) do
     if recs[i] then
-      local j = decode(recs[i])
+      local j = record.unpack(recs[i])
       if o.NOBODY then j.body = '' end
       if leases and leases[i] then j.token, j.reserved_at = parse_lease(leases[i]) end
       local e = entries[i]
@@ -1947,15 +1977,14 @@ local function reserve(keys, args)
     for i, id in ipairs(ids) do
       local rec = recs[i]
       if rec then
-        -- A record of decode's common case is read without a table of its
-        -- own (the most frequent path of all; PLAIN holds the rest).
-        local j, body, created, due, token
-        if rec:byte(1) == V2 then
-          local at
-          created, token, at = struct.unpack('>I6I7', rec, 2)
-          j, body, due = PLAIN, rec:sub(at), created
+        -- A record of head's case is read without a table of its own (the
+        -- most frequent path of all; record.PLAIN holds the rest).
+        local j, body, created, due, token, at
+        created, token, at = record.head(rec)
+        if created then
+          j, body, due = record.PLAIN, rec:sub(at), created
         else
-          j = decode(rec)
+          j = record.unpack(rec)
           body, created, due = j.body, j.created, j.due
           -- version 8's ready sequence (its member is the id: take_plain left it to pop)
           if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN
@@ -1966,7 +1995,7 @@ local function reserve(keys, args)
           once = once or {}
           once[#once + 1] = id
           if j.keep then finished(id) end -- taken for good: gone for its waiter
-          out[#out + 1] = { id, body, 0, (j.made or 0) + 1, max_attempts(j), j.prio, created, due, 0, 0 }
+          out[#out + 1] = { id, body, 0, (j.attempts or 0) + 1, max_attempts(j), j.priority, created, due, 0, 0 }
         else
           local deadline = now + ttr
           -- Texts made once per call and time-to-run, not per job (number
@@ -1981,7 +2010,7 @@ local function reserve(keys, args)
           leases[w + 1], leases[w + 2] = id, tok .. t[2]
           zadd[w + 1], zadd[w + 2] = t[1], lease_member(id, tok)
           w = w + 2
-          out[#out + 1] = { id, body, token, (j.made or 0) + 1, max_attempts(j), j.prio, created, due,
+          out[#out + 1] = { id, body, token, (j.attempts or 0) + 1, max_attempts(j), j.priority, created, due,
                             deadline, j.keep or 0 }
         end
       end
@@ -2026,8 +2055,8 @@ local function pull(keys, args)
     local recs = redis.call('HMGET', k.jobs, unpack(ids))
     for i, id in ipairs(ids) do
       if recs[i] then
-        local j = decode(recs[i])
-        out[#out + 1] = { id, j.body, (j.made or 0) + 1, max_attempts(j), j.prio, j.created, j.due }
+        local j = record.unpack(recs[i])
+        out[#out + 1] = { id, j.body, (j.attempts or 0) + 1, max_attempts(j), j.priority, j.created, j.due }
         if j.keep then finished(id) end -- taken for good: gone for its waiter
       end
     end
@@ -2048,7 +2077,7 @@ local function held(k, id, token)
   if not redis.call('ZSCORE', k.reserved, lm) then return nil, not_held(k, id) end
   local rec = redis.call('HGET', k.jobs, id)
   if not rec then return nil, MISSING end
-  return decode(rec), lm
+  return record.unpack(rec), lm
 end
 
 local function token_arg(v)
@@ -2112,7 +2141,7 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
   local jobs, legacy = {}, 0
   if recs then
     for i = 1, #gone_ids do
-      jobs[i] = recs[i] and decode(recs[i])
+      jobs[i] = recs[i] and record.unpack(recs[i])
       if jobs[i] and jobs[i].legacy then legacy = legacy + 1 end
     end
   end
@@ -2126,7 +2155,7 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
       if j then
         if j.legacy then renew(j, seq); seq = seq + 1 end
         j.finished, j.result = now, result
-        redis.call('HSET', k.jobs, id, encode(j))
+        redis.call('HSET', k.jobs, id, record.pack(j))
         zadd[#zadd + 1], zadd[#zadd + 2] = now + keep, id
         finished(id)
       end
@@ -2249,7 +2278,7 @@ local function release(keys, args)
   local j, lm = held(k, id, token)
   if not j then return lm end
   renew(j, take_seq(k, 1))
-  if prio then j.prio = prio end
+  if prio then j.priority = prio end
   j.due = after(now, delay)
   end_lease(k, id, lm)
   place(k, id, j, now)
@@ -2279,13 +2308,13 @@ local function fail_job(keys, args)
   local now = clock(o)
   local j, lm = held(k, id, token)
   if not j then return lm end
-  j.made = (j.made or 0) + 1
-  j.err = err
+  j.attempts = (j.attempts or 0) + 1
+  j.error = err
   if attempts then
     -- Stored as put stores it (the default is not written).
-    if attempts == DEFAULT_ATTEMPTS then j.max = nil else j.max = attempts end
+    if attempts == DEFAULT_ATTEMPTS then j.max_attempts = nil else j.max_attempts = attempts end
   end
-  local retry = not o.DEAD and j.made < max_attempts(j)
+  local retry = not o.DEAD and j.attempts < max_attempts(j)
   -- A retry takes a new place; a format 1 job takes a put sequence anyway.
   if retry or j.legacy then renew(j, take_seq(k, 1)) end
   redis.call('HINCRBY', k.meta, 'failed_total', 1)
@@ -2295,7 +2324,7 @@ local function fail_job(keys, args)
     j.due = after(now, delay or backoff_delay(j))
     to = place(k, id, j, now)
   else
-    redis.call('HSET', k.jobs, id, encode(j))
+    redis.call('HSET', k.jobs, id, record.pack(j))
     redis.call('ZADD', k.dead, now, id)
     redis.call('HINCRBY', k.meta, 'dead_total', 1)
     finished(id) -- dead, kept or not: its waiter has its outcome
@@ -2340,7 +2369,7 @@ local function delete(keys, args)
   for i, id in ipairs(ids) do
     if recs[i] and not seen[id] then
       seen[id] = true
-      local j = decode(recs[i])
+      local j = record.unpack(recs[i])
       gone[#gone + 1] = id
       where[#where + 1] = locate(k, id, j)
     end
@@ -2395,7 +2424,7 @@ local function revive(k, ids, now)
   for i = 1, #live do
     if recs[i] then -- (a dead id always has its record)
       n = n + 1
-      jobs[n] = decode(recs[i])
+      jobs[n] = record.unpack(recs[i])
       live[n] = live[i]
     end
   end
@@ -2405,7 +2434,7 @@ local function revive(k, ids, now)
   for i = 1, n do
     local j = jobs[i]
     renew(j, seq + i - 1)
-    j.made, j.due = 0, now
+    j.attempts, j.due = 0, now
     place(k, live[i], j, now)
   end
   return n
