@@ -74,11 +74,14 @@ Every function reads and decides before its first write, and nothing after
 that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
 The model test checks the order itself (tests/model, the write-order
-checker). Not yet so: reserve, pull and list meeting a record of a newer
-format, which they read after they moved jobs (issue 33).
+checker). A record of a newer format than this version reads refuses
+(BADFORMAT, nothing changed) every call that would read it: reserve and
+pull check, before they write, every record they could hand out or
+requeue, and list the page it is about to show (docs/redis-api.md,
+"Conventions").
 ]]
 
-local LIBRARY_VERSION = 21 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 22 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -519,14 +522,21 @@ local function sharded(k)
   if s then error({ bad = 'SHARDED ' .. s }) end
 end
 
--- The topic's next n put sequences (the first returned), refused before
--- anything is written when the counter cannot give them.
-local function take_seq(k, n)
+-- The topic's counter, read: refused when it cannot give n more numbers
+-- (a call that takes numbers after its first write asks here before it).
+local function seq_room(k, n)
   local cur = tonumber(redis.call('HGET', k.meta, 'seq') or 0)
   if cur + n > SEQ_MAX then
     sharded(k) -- a spread topic parks its counter there: its jobs go to its shards
     error({ bad = 'BADSTATE the topic\'s counter is used up (' .. fmt(SEQ_MAX) .. ')' })
   end
+  return cur
+end
+
+-- The topic's next n put sequences (the first returned), refused before
+-- anything is written when the counter cannot give them.
+local function take_seq(k, n)
+  local cur = seq_room(k, n)
   redis.call('HINCRBY', k.meta, 'seq', n)
   return cur + 1
 end
@@ -547,6 +557,67 @@ local function backoff_delay(j)
   local d = b[2] * 2 ^ math.max((j.attempts or 1) - 1, 0)
   if d > b[3] then d = b[3] end
   return d
+end
+
+-- Records read and checked before a call's first write: {ids = ids, recs
+-- = their records, in order (false: none)}. Raises BADFORMAT when this
+-- version does not read one of them. (An id may come twice.)
+local known = {}
+
+function known.read(k, ids)
+  local recs = #ids > 0 and redis.call('HMGET', k.jobs, unpack(ids)) or {}
+  for i = 1, #ids do
+    local rec = recs[i]
+    if rec and not record.readable(rec) then
+      error({ bad = 'BADFORMAT the stored job ' .. show(ids[i]) .. ' has a format this library version does not read' })
+    end
+  end
+  return { ids = ids, recs = recs }
+end
+
+-- id -> record of what was read, made on first need; the call updates it
+-- as it rewrites records (nil: not read, or rewritten since).
+function known.map(kn)
+  local map = kn.map
+  if not map then
+    map = {}
+    for i, id in ipairs(kn.ids) do map[id] = kn.recs[i] end
+    kn.map = map
+  end
+  return map
+end
+
+-- The records of ids, in order: those read (kn), where ids[i] is the i-th
+-- id read (the common case: no table by id is made), else by id; the rest
+-- (rewritten by the call, by this version, so readable) read now.
+function known.records(k, kn, ids)
+  local map = kn.map
+  if not map then -- the common case: all in the order read
+    local i = 1
+    while ids[i] and kn.ids[i] == ids[i] do i = i + 1 end
+    if not ids[i] then return kn.recs end
+  end
+  local recs, missing = {}, nil
+  for i, id in ipairs(ids) do
+    local rec
+    if not map and kn.ids[i] == id then rec = kn.recs[i]
+    else
+      map = map or known.map(kn)
+      rec = map[id]
+    end
+    recs[i] = rec
+    if rec == nil then
+      missing = missing or {}
+      missing[#missing + 1] = i
+    end
+  end
+  if missing then
+    local mids = {}
+    for n, i in ipairs(missing) do mids[n] = ids[i] end
+    local got = redis.call('HMGET', k.jobs, unpack(mids))
+    for n, i in ipairs(missing) do recs[i] = got[n] end
+  end
+  return recs
 end
 
 ---------------------------------------------------------------- moves
@@ -609,19 +680,25 @@ end
 local queue = {} -- the ready list's helpers (below, "The ready list")
 local later = {} -- the delayed list's helpers (below, "The delayed list")
 
--- Moves up to PROMOTE_BATCH due delayed jobs to ready, in order of due time
+-- Due delayed jobs to make ready: up to PROMOTE_BATCH, in order of due time
 -- and then put order, from the fronts of the delayed set and the delayed
--- list merged. Their members carry what the ready score needs, so no
--- record is read (but those of format 1). Returns nil, or when more are due
--- (a backlog) the first one left: {due = ms, seq = its put sequence}.
-local function promote(k, now)
+-- list merged. Read only (promote writes it): nil when none is due, else
+--   n            how many move
+--   a, b         how many of them leave the set and the list
+--   moved        their ready list entries (queue.entry: due, member), in
+--                the order they left
+--   records      id -> the new record of each version 8 job among them
+--                (their members carry what the ready score needs, so no
+--                other record is read)
+--   legacy       how many those are (each takes a put sequence)
+--   backlog      when more are due, the first one left: {due, seq}
+local function promotion(k, now)
   local zs = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH + 1)
   local entries = later.due_front(k, now, PROMOTE_BATCH + 1)
   if #zs == 0 and #entries == 0 then return nil end
   local due, a, b = zs, math.min(#zs / 2, PROMOTE_BATCH), 0
   if #entries > 0 then due, a, b = queue.merge(zs, entries, PROMOTE_BATCH, later.key) end
-  local n = a + b
-  local boundary
+  local plan = { n = a + b, a = a, b = b, zs = zs, moved = {}, legacy = 0 }
   local zm, e = zs[2 * a + 1], entries[b + 1]
   if zm or e then
     local d, q
@@ -630,14 +707,13 @@ local function promote(k, now)
       local d2, q2 = later.key(e)
       if not d or queue.after(d, q, d2, q2) then d, q = d2, q2 end
     end
-    boundary = { due = d, seq = q }
+    plan.backlog = { due = d, seq = q }
   end
-  local zadd, legacy = {}, nil
-  for i = 1, n do
+  local legacy
+  for i = 1, plan.n do
     local m, d = due[2 * i - 1], tonumber(due[2 * i])
     if m:byte(1) < 32 then
-      zadd[#zadd + 1] = ready_score(struct.unpack('>I2', m, 8), d)
-      zadd[#zadd + 1] = m
+      plan.moved[#plan.moved + 1] = struct.pack('>I6', d) .. m
     else
       legacy = legacy or {}
       legacy[#legacy + 1] = { id = m, due = d }
@@ -657,30 +733,40 @@ local function promote(k, now)
         moving[#moving + 1] = j
       end
     end
-    table.sort(moving, function(a, b)
-      if a.due ~= b.due then return a.due < b.due end
-      return record.legacy_before(a, b)
+    table.sort(moving, function(x, y)
+      if x.due ~= y.due then return x.due < y.due end
+      return record.legacy_before(x, y)
     end)
-    if #moving > 0 then
-      local seq = take_seq(k, #moving)
-      local hargs = {}
-      for i, j in ipairs(moving) do
-        j.legacy, j.seq, j.place = nil, seq + i - 1, nil
-        hargs[2 * i - 1], hargs[2 * i] = j.id, record.pack(j)
-        zadd[#zadd + 1] = ready_score(j.priority, j.due)
-        zadd[#zadd + 1] = member(j, j.id)
-      end
-      redis.call('HSET', k.jobs, unpack(hargs))
+    local cur = seq_room(k, #moving)
+    plan.records, plan.legacy = {}, #moving
+    for i, j in ipairs(moving) do
+      j.legacy, j.seq, j.place = nil, cur + i, nil
+      plan.records[j.id] = record.pack(j)
+      plan.moved[#plan.moved + 1] = queue.entry(j, j.id)
     end
   end
-  if #zadd > 0 then redis.call('ZADD', k.ready, '+inf', PIN.member, unpack(zadd)) end
-  if a > 0 then
+  return plan
+end
+
+-- Moves a promotion's jobs to ready (its only writes).
+local function promote(k, plan)
+  if plan.legacy > 0 then
+    redis.call('HINCRBY', k.meta, 'seq', plan.legacy)
+    local hargs = {}
+    for id, rec in pairs(plan.records) do hargs[#hargs + 1], hargs[#hargs + 2] = id, rec end
+    redis.call('HSET', k.jobs, unpack(hargs))
+  end
+  if #plan.moved > 0 then
+    local zadd = { '+inf', PIN.member }
+    for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = queue.key(e), e:sub(7) end
+    redis.call('ZADD', k.ready, unpack(zadd))
+  end
+  if plan.a > 0 then
     local zrem = {}
-    for i = 1, a do zrem[i] = zs[2 * i - 1] end
+    for i = 1, plan.a do zrem[i] = plan.zs[2 * i - 1] end
     redis.call('ZREM', k.delayed, unpack(zrem))
   end
-  if b > 0 then redis.call('LTRIM', k.later, b, -1) end
-  return boundary
+  if plan.b > 0 then redis.call('LTRIM', k.later, plan.b, -1) end
 end
 
 -- Stores a job and places it in delayed or ready by its due time. A put's
@@ -868,9 +954,11 @@ function queue.merge(zs, entries, n, key)
 end
 
 -- Pops up to n ready jobs from the fronts of the ready set (its jobs from
--- rank zfrom, after skip marks) and the list: {member, score, ...}.
-function queue.pop(k, n, zfrom)
-  local entries = redis.call('LRANGE', k.queue, 0, n - 1)
+-- rank zfrom, after skip marks) and the list: {member, score, ...}. front:
+-- the list's first entries (n or more) when the caller read them already.
+function queue.pop(k, n, zfrom, front)
+  local entries = front or redis.call('LRANGE', k.queue, 0, n - 1)
+  for i = #entries, n + 1, -1 do entries[i] = nil end
   local zs = unpinned.range(k.ready, zfrom, zfrom + n - 1, true)
   local out, a, b = queue.merge(zs, entries, n, queue.key)
   if a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, zfrom, zfrom + a - 1) end
@@ -901,6 +989,43 @@ function queue.page(lane, skip, nset, nlist, offset, count)
   local zs = offset - lo < nset
     and unpinned.range(lane.set, skip + offset - lo, skip + offset - lo + count - 1, true) or {}
   return (queue.merge(zs, entries, count, lane.key))
+end
+
+-- List entries (queue.entry) in ready order.
+function queue.sorted(es)
+  local keyed = {}
+  for i, e in ipairs(es) do
+    local s, q = queue.key(e)
+    keyed[i] = { e = e, s = s, q = q }
+  end
+  table.sort(keyed, function(x, y) return queue.after(y.s, y.q, x.s, x.q) end)
+  local out = {}
+  for i, x in ipairs(keyed) do out[i] = x.e end
+  return out
+end
+
+-- queue.page of the ready jobs as they will be once moved (entries, in
+-- ready order: a promotion's, list reads before it writes) join them. The
+-- split of the first offset between the two is found by bisection, as in
+-- queue.page.
+function queue.page_with(lane, skip, nset, nlist, moved, offset, count)
+  if #moved == 0 then return queue.page(lane, skip, nset, nlist, offset, count) end
+  local n = nset + nlist
+  local lo, hi = math.max(0, offset - n), math.min(offset, #moved)
+  -- The least i such that moved[i + 1] does not come before the lane's job
+  -- offset - i - 1: then the first offset are i moved jobs and offset - i
+  -- of the lane's.
+  while lo < hi do
+    local i = math.floor((lo + hi) / 2)
+    local z = queue.page(lane, skip, nset, nlist, offset - i - 1, 1)
+    local s, q = queue.key(moved[i + 1])
+    local s2, q2 = queue.zkey(z[1], z[2])
+    if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end
+  end
+  local zs = offset - lo < n and queue.page(lane, skip, nset, nlist, offset - lo, count) or {}
+  local rest = {}
+  for i = lo + 1, math.min(lo + count, #moved) do rest[#rest + 1] = moved[i] end
+  return (queue.merge(zs, rest, count, queue.key))
 end
 
 -- Moves the whole list into the ready set (for priority aging, which looks
@@ -1055,11 +1180,20 @@ end
 
 -- Lapsed reservations (members of reserved, in the order given) back to
 -- ready, an attempt each, or to dead when their attempts are used up.
--- Returns how many went back and how many died.
-local function requeue_members(k, members, now)
+-- kn: their records when the caller read and checked them (known.read),
+-- which this forgets as it rewrites them. Returns how many went back and
+-- how many died.
+local function requeue_members(k, members, now, kn)
   local ids = {}
   for i, m in ipairs(members) do ids[i] = reserved_id(m) end
-  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local recs
+  if kn then
+    local map = known.map(kn)
+    recs = {}
+    for i, id in ipairs(ids) do recs[i] = map[id]; map[id] = nil end
+  else
+    recs = redis.call('HMGET', k.jobs, unpack(ids))
+  end
   local jobs, back = {}, 0
   for i = 1, #members do
     if recs[i] then
@@ -1594,34 +1728,36 @@ local function list(keys, args)
   local count = int_arg(args[3], 'count', 1, BATCH_MAX)
   local o = options(args, 4, #args, OPT_NOBODY_NOW)
   local now = clock(o)
-  -- (the ready list before the first write, queue.bar says why; promote
-  -- reads the delayed list's front before its own)
-  local nlist = state == 'ready' and redis.call('LLEN', k.queue)
-  local backlog = promote(k, now)
+  -- The page is read as it will be once the due jobs are made ready, and
+  -- its records checked, before the promotion (the only write) is made.
+  local plan = promotion(k, now)
+  local npromoted = plan and plan.n or 0
   local set = k[state]
   local entries, total -- entries: {member, score, state}
-  -- Delayed jobs are the delayed set and list merged; in a backlog, the
-  -- first ndue of them are due.
+  -- Delayed jobs are the delayed set and list merged; the first ndue of
+  -- them are due (npromoted of those move now, the rest are a backlog).
   local delayed_lane = { set = k.delayed, list = k.later, key = later.key }
-  local nlater, nlater_set, ndue = 0, 0, 0
+  local nlater, nlater_set, ndue = 0, 0, npromoted
+  local backlog = plan and plan.backlog
   if state == 'delayed' or (state == 'ready' and backlog) then
     nlater, nlater_set = redis.call('LLEN', k.later), redis.call('ZCARD', k.delayed)
     if backlog then ndue = redis.call('ZCOUNT', k.delayed, '-inf', now) + later.count_due(k, now) end
   end
   if state == 'ready' then
     local skip = marks(k) -- the marks come first
-    local nset = unpinned.ready_count(k)
-    local nready = nset + nlist
-    total, entries = nready + ndue, {}
+    local nset, nlist = unpinned.ready_count(k), redis.call('LLEN', k.queue)
+    local moved = plan and queue.sorted(plan.moved) or {}
+    local nready = nset + nlist + #moved
+    total, entries = nready + ndue - npromoted, {}
     if offset < nready then
       local lane = { set = k.ready, list = k.queue, key = queue.key }
-      local page = queue.page(lane, skip, nset, nlist, offset, count)
+      local page = queue.page_with(lane, skip, nset, nlist, moved, offset, count)
       for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'ready' } end
     end
-    if ndue > 0 and #entries < count and offset + #entries < total then
+    if #entries < count and offset + #entries < total then
       local from = offset + #entries - nready
-      local n = math.min(count - #entries, ndue - from)
-      local page = queue.page(delayed_lane, 0, nlater_set, nlater, from, n)
+      local n = math.min(count - #entries, total - nready - from)
+      local page = queue.page(delayed_lane, 0, nlater_set, nlater, npromoted + from, n)
       for i = 1, #page / 2 do
         entries[#entries + 1] = { page[2 * i - 1], tonumber(page[2 * i]), 'due' }
       end
@@ -1642,19 +1778,20 @@ local function list(keys, args)
       end
     end
   end
-  local out = { total }
-  if #entries == 0 then return out end
   local ids = {}
   for i, e in ipairs(entries) do
     if state == 'reserved' then ids[i] = reserved_id(e[1])
     elseif state == 'ready' or state == 'delayed' then ids[i] = member_id(e[1])
     else ids[i] = e[1] end
   end
-  local recs = redis.call('HMGET', k.jobs, unpack(ids))
-  local leases = state == 'reserved' and redis.call('HMGET', k.leases, unpack(ids))
+  local recs = known.read(k, ids).recs
+  local leases = state == 'reserved' and #ids > 0 and redis.call('HMGET', k.leases, unpack(ids))
+  if plan then promote(k, plan) end
+  local out = { total }
   for i, id in ipairs(ids) do
-    if recs[i] then
-      local j = record.unpack(recs[i])
+    local rec = plan and plan.records and plan.records[id] or recs[i]
+    if rec then
+      local j = record.unpack(rec)
       if o.NOBODY then j.body = '' end
       if leases and leases[i] then j.token, j.reserved_at = parse_lease(leases[i]) end
       local e = entries[i]
@@ -1788,20 +1925,22 @@ end
 
 -- pop's case when the ready list holds jobs: the marks at the front of the
 -- ready set are read as pop reads them, then the fronts merged.
-function queue.pop_listed(k, now, n)
+function queue.pop_listed(k, now, n, front)
+  if front then return queue.pop(k, n, 0, front) end
   local nmarks, is_paused = marks(k)
-  if nmarks == 0 then return queue.pop(k, n, 0) end
+  if nmarks == 0 then return queue.pop(k, n, 0, front) end
   if is_paused then return nil end
   -- (a spread topic holds no jobs, and aging moves the list into the set)
   local room, lim = limit_room(k, now, n)
   if room == 0 then return {}, lim end
-  return queue.pop(k, room, nmarks), lim
+  return queue.pop(k, room, nmarks, front), lim
 end
 
 -- Pops up to n ready jobs: {member, score, ...}, and for a limited topic
--- its limits (limit_room); nil when the topic is paused.
-local function pop(k, now, n, listed)
-  if listed then return queue.pop_listed(k, now, n) end
+-- its limits (limit_room); nil when the topic is paused. front: as
+-- queue.pop's, given only when the caller found no mark in the ready set.
+local function pop(k, now, n, listed, front)
+  if listed then return queue.pop_listed(k, now, n, front) end
   local popped = redis.call('ZPOPMIN', k.ready, n)
   if popped[#popped - 1] == PIN.member then -- every job came out, and the pin after them
     popped[#popped], popped[#popped - 1] = nil, nil
@@ -1840,30 +1979,48 @@ local function plain_front(members)
   return true
 end
 
--- take's common case, when no backlog is behind the due jobs and the front
--- of ready is plain_front: the jobs are looked at (ZRANGE) and taken once
--- it is settled which (ZREMRANGEBYRANK of as many), without their scores.
--- ZPOPMIN formats every score it returns: 1.0 us per job, against 0.55 for
--- these two. Returns the {member, false, ...} taken, or nil (nothing taken)
--- when the case does not hold; whether lapsed reservations were requeued
--- on the way; and when it does not hold, the front member it found.
-local function take_plain(k, now, count, recover)
-  local members = unpinned.range(k.ready, 0, count - 1)
-  if not plain_front(members) then return nil, false, members[1] end
-  local recovered = false
-  if recover and #members < count then
-    local lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
-    if #lapsed > 0 then
-      requeue_members(k, lapsed, now)
-      recovered = true
-      members = unpinned.range(k.ready, 0, count - 1)
-      if not plain_front(members) then return nil, true end
-    end
-  end
+-- The members at the front of ready (plain_front), taken (ZREMRANGEBYRANK
+-- of as many): {member, false, ...}.
+-- take's plain case after lapsed reservations: the front of ready is
+-- plain_front and fewer than count; the lapsed ones are requeued, the front
+-- is read again and taken (ZREMRANGEBYRANK of as many) when it is still
+-- plain_front. Returns the {member, false, ...} taken, or nil (nothing
+-- taken; the requeue made) when it is not.
+local function take_front(k, members)
   if #members > 0 then redis.call('ZREMRANGEBYRANK', k.ready, 0, #members - 1) end
   local popped = {}
   for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
-  return popped, recovered
+  return popped
+end
+
+local function take_requeued(k, now, count, lapsed, kn)
+  requeue_members(k, lapsed, now, kn)
+  local members = unpinned.range(k.ready, 0, count - 1)
+  if not plain_front(members) then return nil end
+  return take_front(k, members)
+end
+
+-- The front of ready once a promotion is made, when ready holds no job and
+-- the promoted share a priority (and none is of version 8): the plan's
+-- first count, in its order. nil otherwise.
+local function promoted_front(plan, count)
+  if plan.legacy > 0 or #plan.moved == 0 then return nil end
+  local prio = plan.moved[1]:sub(14, 15)
+  local out = {}
+  for i, e in ipairs(plan.moved) do
+    if e:sub(14, 15) ~= prio then return nil end
+    if i <= count then out[i] = e:sub(7) end
+  end
+  return out
+end
+
+-- The common case of take (read only), done: the promotion made and the
+-- n jobs at the front of ready taken. (ZPOPMIN formats every score it
+-- returns: 1.0 us per job, against 0.55 for the ZRANGE that read them and
+-- this ZREMRANGEBYRANK.)
+local function take_done(k, t)
+  if t.plan then promote(k, t.plan) end
+  redis.call('ZREMRANGEBYRANK', k.ready, 0, t.n - 1)
 end
 
 -- The start of reserve and pull: due jobs made ready (at most a batch), then
@@ -1872,29 +2029,106 @@ end
 -- REQUEUE_INLINE) are requeued first and the pop is made again. In a
 -- backlog, popped jobs that fell due after the first job still in delayed
 -- go back. Returns paused (true), the popped {member, score, ...} left to
--- hand out, the backlog (nil if none) and the limits (nil if none).
+-- hand out, the backlog (nil if none), the limits (nil if none), and what
+-- the caller needs to read the popped jobs' records (taken_records).
+--
+-- It decides before its first write. In the common case (no backlog behind
+-- the due jobs, no job in the ready list, no mark and no version 8 member
+-- at the front of ready, no lapsed reservation to requeue) it writes
+-- nothing: the caller reads the jobs' records, decides what to answer,
+-- and then takes them (taken_records, take_done). Otherwise it reads every
+-- front that can give jobs (the ready set after its marks, or with aging
+-- each priority's; the ready list; each priority's first due delayed jobs;
+-- the lapsed reservations) and checks every record among them before it
+-- moves anything: a record this version does not read refuses the call.
 local function take(k, now, count, recover)
-  -- The list first (a read before the first write, queue.bar says why);
-  -- promotion and requeues add nothing to it.
   local listed = redis.call('LLEN', k.queue) > 0
-  local backlog = promote(k, now)
-  if not backlog and not listed then
-    local plain, recovered, front = take_plain(k, now, count, recover)
-    if plain then return false, plain end
-    -- A spread topic says where its jobs are before anything is written.
-    if front == SHARD_MARK then sharded(k) end
-    recover = recover and not recovered
-  end
-  local popped, lim = pop(k, now, count, listed)
-  if not popped then return true end
-  if recover and #popped < 2 * count then
-    local lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
-    if #lapsed > 0 then
-      if #popped > 0 then put_back(k, popped) end
-      requeue_members(k, lapsed, now)
-      popped, lim = pop(k, now, count, listed)
-      if not popped then return true end
+  local plan = promotion(k, now)
+  local front = unpinned.range(k.ready, 0, count - 1)
+  local first = front[1]
+  local marked = first == LIMIT_MARK or first == PAUSED_MARK or first == SHARD_MARK
+  local backlog = plan and plan.backlog
+  local members = front
+  if plan then members = #front == 0 and promoted_front(plan, count) or nil end
+  local lapsed -- (nil: not read, or none)
+  if not listed and not marked and not backlog and members and plain_front(members) then
+    if recover and #members < count then
+      lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
+      if #lapsed == 0 then lapsed = nil end
     end
+    if not lapsed then
+      if #members == 0 then return false, {} end
+      local popped = {}
+      for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
+      return false, popped, nil, nil, { unread = true, plan = plan, n = #members }
+    end
+  end
+
+  local may = {} -- the ids of the jobs this call may hand out, requeue or rewrite
+  local jobs, step = front, 1
+  if marked then
+    local m = redis.call('ZRANGEBYSCORE', k.ready, '-inf', '-inf')
+    local is_paused = false
+    for _, v in ipairs(m) do
+      if v == SHARD_MARK then sharded(k) end -- (a spread topic says where its jobs are)
+      is_paused = is_paused or v == PAUSED_MARK
+    end
+    if is_paused then
+      if plan then promote(k, plan) end
+      return true
+    end
+    local age = redis.call('HGET', k.meta, 'limit_aging')
+    if age then jobs, step = aged(k, now, count, tonumber(age)), 2
+    else jobs = unpinned.range(k.ready, #m, #m + count - 1) end
+  end
+  for i = 1, #jobs, step do may[#may + 1] = member_id(jobs[i]) end
+  local listed_front = listed and redis.call('LRANGE', k.queue, 0, count - 1)
+  local nlisted = listed_front and #listed_front or 0
+  for i = 1, nlisted do may[#may + 1] = member_id(listed_front[i]:sub(7)) end
+  if plan then
+    -- Ready order is priority, then due time, then put order: a priority's
+    -- first count in the plan's order are all that can be handed out.
+    local per = {}
+    for _, e in ipairs(plan.moved) do
+      local prio = e:sub(14, 15)
+      per[prio] = (per[prio] or 0) + 1
+      if per[prio] <= count then may[#may + 1] = member_id(e:sub(7)) end
+    end
+  end
+  if not lapsed and recover and (marked or #front + nlisted + (plan and plan.n or 0) < count) then
+    lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
+    if #lapsed == 0 then lapsed = nil end
+  end
+  if lapsed then
+    for _, m in ipairs(lapsed) do may[#may + 1] = reserved_id(m) end
+    -- (a job put back takes a number; so does a version 8 job that dies)
+    seq_room(k, #lapsed + (plan and plan.legacy or 0))
+  end
+  local kn = known.read(k, may)
+
+  if plan then
+    promote(k, plan)
+    if plan.records then
+      local map = known.map(kn)
+      for id, rec in pairs(plan.records) do map[id] = rec end
+    end
+  end
+  if not backlog and not listed and not marked then
+    local members_now = plan and unpinned.range(k.ready, 0, count - 1) or front
+    if plain_front(members_now) then
+      if not lapsed or #members_now >= count then return false, take_front(k, members_now), nil, nil, kn end
+      local plain = take_requeued(k, now, count, lapsed, kn)
+      if plain then return false, plain, nil, nil, kn end
+      lapsed = nil
+    end
+  end
+  local popped, lim = pop(k, now, count, listed, not marked and listed and listed_front)
+  if not popped then return true end
+  if lapsed and #popped < 2 * count then
+    if #popped > 0 then put_back(k, popped) end
+    requeue_members(k, lapsed, now, kn)
+    popped, lim = pop(k, now, count, listed)
+    if not popped then return true end
   end
   if backlog and #popped > 0 then
     local keep, held = {}, {}
@@ -1909,7 +2143,18 @@ local function take(k, now, count, recover)
     if #held > 0 then put_back(k, held) end
     popped = keep
   end
-  return false, popped, backlog, lim
+  return false, popped, backlog, lim, kn
+end
+
+-- The ids and records of the n jobs take popped (t: its last result). In
+-- take's common case they are read here, and the caller, once it has
+-- decided (unpacking a record this version does not read refuses the call
+-- with nothing written), calls take_done(k, t) before its first write.
+local function taken_records(k, popped, n, t)
+  local ids = {}
+  for i = 1, n do ids[i] = member_id(popped[2 * i - 1]) end
+  if t.unread then return ids, redis.call('HMGET', k.jobs, unpack(ids)) end
+  return ids, known.records(k, t, ids)
 end
 
 -- reserve's and pull's next: 0 when the caller should call again at once,
@@ -1962,14 +2207,12 @@ local function reserve(keys, args)
   local o = options(args, 2, #args, OPT_TTR_NOW)
   local ttr_arg = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
   local now = clock(o)
-  local is_paused, popped, backlog, lim = take(k, now, count, true)
+  local is_paused, popped, backlog, lim, taken = take(k, now, count, true)
   if is_paused then return { now, -1, 1 } end
   local out = { now, 0, 0 }
   local n = #popped / 2
   if n > 0 then
-    local ids = {}
-    for i = 1, n do ids[i] = member_id(popped[2 * i - 1]) end
-    local recs = redis.call('HMGET', k.jobs, unpack(ids))
+    local ids, recs = taken_records(k, popped, n, taken)
     -- The records stay as they are: the reservation lives in the reserved
     -- set and the leases hash. A job of TTR 0 is taken for good instead, as
     -- pull takes it: token 0, deadline 0, no reservation.
@@ -2015,6 +2258,8 @@ local function reserve(keys, args)
         end
       end
     end
+    -- Decided: the writes (take's first, when it left them to this call).
+    if taken.unread then take_done(k, taken) end
     if w > 0 then
       leases[w + 1], leases[w + 2] = PIN.lease, PIN.lease_value
       redis.call('HSET', k.leases, unpack(leases))
@@ -2045,14 +2290,12 @@ local function pull(keys, args)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local o = options(args, 2, #args, OPT_NOW)
   local now = clock(o)
-  local is_paused, popped, backlog, lim = take(k, now, count, false)
+  local is_paused, popped, backlog, lim, taken = take(k, now, count, false)
   if is_paused then return { now, -1, 1 } end
   local out = { now, 0, 0 }
   local n = #popped / 2
   if n > 0 then
-    local ids = {}
-    for i = 1, n do ids[i] = member_id(popped[2 * i - 1]) end
-    local recs = redis.call('HMGET', k.jobs, unpack(ids))
+    local ids, recs = taken_records(k, popped, n, taken)
     for i, id in ipairs(ids) do
       if recs[i] then
         local j = record.unpack(recs[i])
@@ -2060,6 +2303,7 @@ local function pull(keys, args)
         if j.keep then finished(id) end -- taken for good: gone for its waiter
       end
     end
+    if taken.unread then take_done(k, taken) end
     redis.call('HDEL', k.jobs, unpack(ids))
     gone.remember(k, ids, gone.window(k), now)
   end

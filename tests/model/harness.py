@@ -214,6 +214,11 @@ WRITE_ORDER_API = (
 def write_order_checked(code):
     """The library with the write-order checker (the PIN table, declared
     early, holds it: the main chunk has no local to spare)."""
+    # redis.pcall would let the library catch a failed command after a
+    # write and go on: the checker (which wraps redis.call) could not see
+    # it, so the library uses none.
+    if 'redis.pcall(' in code:
+        raise RuntimeError('the library calls redis.pcall: the write-order checker cannot follow it')
     pin = code.index('\nlocal PIN = {')
     end = code.index('\n}\n', pin) + 3
     body = code[end:].replace('redis.call(', 'PIN.call(')

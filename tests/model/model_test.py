@@ -803,7 +803,7 @@ MUTANTS = [
        "    redis.call('HINCRBY', k.meta, 'seq', -n)\n"),
       ("  redis.call('HINCRBY', k.meta, 'seq', n)\n  return cur + 1\n", "  return cur + 1\n")]),
     ('reserve of a spread topic pops its mark before it refuses',
-     "    if front == SHARD_MARK then sharded(k) end\n", ''),
+     "      if v == SHARD_MARK then sharded(k) end -- (a spread topic says where its jobs are)\n", ''),
     # (Reserve's plain take re-reading the ready set after it recovers
     # lapsed reservations: since the ready list (version 17) most of the
     # model's ready jobs are listed, so it reaches that path rarely; with
@@ -812,6 +812,8 @@ MUTANTS = [
     # catches it: it hands out y twice.)
     ('reserve recovers lapsed reservations only when nothing is ready',
      'if recover and #members < count then', 'if recover and #members == 0 then'),
+    ('reserve takes due jobs of mixed priorities in due order',
+     "    if e:sub(14, 15) ~= prio then return nil end\n", ''),
     ('ackmany acks a repeated id twice', 'if acked[id] then', 'if false then'),
     ('delete leaves a reservation\'s lease',
      "  if where[1] == 'reserved' then redis.call('HDEL', k.leases, id) end\n", ''),
@@ -830,8 +832,11 @@ MUTANTS = [
      "  if #gone_ids == 0 then if keep > 0 then trim_done(k, now) end return codes end"),
     ('putmany takes numbers for refused jobs', "local seq, seqs = take_seq(k, stored), {}",
      "local seq, seqs = take_seq(k, count), {}"),
-    ('promotion drops the priority', "zadd[#zadd + 1] = ready_score(struct.unpack('>I2', m, 8), d)",
-     "zadd[#zadd + 1] = ready_score(0, d)"),
+    ('promotion drops the priority',
+     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = queue.key(e), e:sub(7) end",
+     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_score(0, (later.key(e))), e:sub(7) end"),
+    ('list pages the jobs it promotes in due order, not ready order',
+     "  table.sort(keyed, function(x, y) return queue.after(y.s, y.q, x.s, x.q) end)\n", ""),
     # Library version 10.
     ('a job of TTR 0 is reserved like any other', '        if ttr == 0 then\n', '        if false then\n'),
     ('a job of TTR 0 is handed out and kept',
@@ -859,8 +864,17 @@ MUTANTS = [
      "  return { 'unknown' }"),
     ('stats leave the list out', "'ready', unpinned.ready_count(k) + redis.call('LLEN', k.queue) + due_set",
      "'ready', unpinned.ready_count(k) + due_set"),
-    ('pages split the list and the set the wrong way', 'if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end',
-     'if queue.after(s2, q2, s, q) then hi = i else lo = i + 1 end'),
+    ('pages split the list and the set the wrong way',
+     'local s, q = lane.key(e)\n    local s2, q2 = queue.zkey(z[1], z[2])\n'
+     '    if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end',
+     'local s, q = lane.key(e)\n    local s2, q2 = queue.zkey(z[1], z[2])\n'
+     '    if queue.after(s2, q2, s, q) then hi = i else lo = i + 1 end'),
+    # Library version 22: list pages the due jobs it promotes before it writes.
+    ('list pages the jobs it promotes and the ready ones split the wrong way',
+     'local s, q = queue.key(moved[i + 1])\n    local s2, q2 = queue.zkey(z[1], z[2])\n'
+     '    if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end',
+     'local s, q = queue.key(moved[i + 1])\n    local s2, q2 = queue.zkey(z[1], z[2])\n'
+     '    if queue.after(s2, q2, s, q) then hi = i else lo = i + 1 end'),
     # Library version 18: the delayed list.
     ('promotion leaves the delayed list', 'local entries = later.due_front(k, now, PROMOTE_BATCH + 1)',
      'local entries = {}'),

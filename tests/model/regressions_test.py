@@ -526,6 +526,158 @@ class Version21(Case):
             self.assertEqual(r.code, 'SHARDED', op)   # not WRITEORDER
 
 
+class Version22(Case):
+    """Issue 33: a record this version does not read (a newer format: bit 64
+    of its first flags byte, reserved by the stored-format table) refuses
+    reserve, pull and list before their first write, so the jobs stay where
+    a reserve finds them; and every other call either reads past it or
+    refuses with nothing changed."""
+
+    def plant(self, id_, on=True):
+        rec = self.c.call('HGET', self.K[0], id_)
+        flags = rec[0] | 64 if on else rec[0] & ~64
+        self.c.check('HSET', self.K[0], id_, bytes([flags]) + rec[1:])
+
+    def refused(self, op, *args):
+        r = self.unchanged(lambda: self.f(op, *args))
+        self.assertIsInstance(r, Error, op)
+        self.assertEqual(r.code, 'BADFORMAT', '%s: %s' % (op, getattr(r, 'message', r)))
+        return r
+
+    def put3(self, how, now=1000):
+        """a, b, c put so that they leave in that order: in the ready list
+        (plain puts), in the ready set (each put of a lower priority than
+        the one before sorts after the list's end... so: rising priority
+        puts go to the set), or delayed in the delayed list or set."""
+        for i, id_ in enumerate('abc'):
+            if how == 'list':
+                self.f('put', id_, 'x', 'NOW', now)
+            elif how == 'set':
+                self.f('put', id_, 'x', 'PRIORITY', 10 - i, 'AT', now - 10 + i, 'NOW', now - 10 + i)
+            elif how == 'delayed list':
+                self.f('put', id_, 'x', 'DELAY', 100 + i, 'NOW', now)
+            elif how == 'delayed set':
+                self.f('put', id_, 'x', 'DELAY', 100 - i, 'NOW', now)  # each due before the list's end
+        return now + 200 if how.startswith('delayed') else now
+
+    def where(self):
+        return {k.decode() if isinstance(k, bytes) else k: self.c.call('TYPE', k)
+                for k in self.c.call('KEYS', '*')}
+
+    def test_v22_01_reserve_and_pull_refuse_with_nothing_moved_and_hand_the_jobs_out_once_readable(self):
+        for op in ('reserve', 'pull'):
+            for how in ('list', 'set', 'delayed list', 'delayed set'):
+                with self.subTest(op=op, how=how):
+                    self.c.check('FLUSHALL')
+                    harness.load(self.c, harness.library_source(LUA, write_order=True))
+                    at = self.put3(how)
+                    self.plant('b')
+                    self.refused(op, 3, 'NOW', at)
+                    self.refused('list', 'ready', 0, 10, 'NOW', at)
+                    self.plant('b', on=False)
+                    r = self.f(op, 3, 'NOW', at)
+                    self.assertEqual(self.ids(r), ['c', 'b', 'a'] if how == 'delayed set' else ['a', 'b', 'c'])
+
+    def test_v22_02_a_record_reserve_would_not_reach_does_not_refuse_it(self):
+        self.put3('list')
+        self.plant('c')
+        self.assertEqual(self.ids(self.f('reserve', 1, 'NOW', 1000)), ['a'])
+        self.assertEqual(self.ids(self.f('pull', 1, 'NOW', 1000)), ['b'])
+        self.refused('reserve', 1, 'NOW', 1000)
+
+    def test_v22_03_a_lapsed_reservation_it_would_requeue_refuses_reserve(self):
+        self.f('put', 'a', 'x', 'TTR', 1, 'NOW', 1000)
+        self.assertEqual(self.ids(self.f('reserve', 1, 'NOW', 1000)), ['a'])
+        self.plant('a')
+        self.f('put', 'b', 'x', 'NOW', 1000)
+        self.refused('reserve', 2, 'NOW', 2000)
+        # pull requeues nothing: it hands out b.
+        self.assertEqual(self.ids(self.f('pull', 2, 'NOW', 2000)), ['b'])
+        self.plant('a', on=False)
+        r = self.f('reserve', 2, 'NOW', 2000)
+        self.assertEqual(self.ids(r), ['a'])
+        self.assertEqual(r[3][3], 2)  # its second attempt
+
+    def test_v22_04_under_limits_and_aging_too(self):
+        for limit in (['CONCURRENCY', 10], ['RATE', 10, 1000], ['AGING', 100]):
+            with self.subTest(limit=limit):
+                self.c.check('FLUSHALL')
+                harness.load(self.c, harness.library_source(LUA, write_order=True))
+                self.f('limit', *limit, 'NOW', 900)
+                at = self.put3('set')
+                self.f('put', 'd', 'x', 'DELAY', 50, 'PRIORITY', 1, 'NOW', at)
+                self.plant('d')
+                for op in ('reserve', 'pull'):
+                    self.refused(op, 4, 'NOW', at + 60)
+                self.plant('d', on=False)
+                self.assertEqual(sorted(self.ids(self.f('reserve', 4, 'NOW', at + 60))), ['a', 'b', 'c', 'd'])
+
+    def test_v22_05_list_refuses_every_state_with_nothing_promoted(self):
+        self.f('put', 'r', 'x', 'NOW', 1000)
+        self.assertEqual(self.ids(self.f('reserve', 1, 'NOW', 1000)), ['r'])
+        self.f('put', 'd', 'x', 'NOW', 1000)
+        self.f('fail', 'd', self.f('reserve', 1, 'NOW', 1000)[3][2], 'boom', 'DEAD', 'NOW', 1000)
+        self.assertEqual(self.field('d', 'state'), b'dead')
+        self.f('put', 'k', 'x', 'KEEP', 100000, 'NOW', 1000)
+        self.assertEqual(self.f('ack', 'k', self.f('reserve', 1, 'NOW', 1000)[3][2], 'KEEP', 100000,
+                                'NOW', 1000), 1)
+        self.f('put', 'v', 'x', 'NOW', 1000)
+        self.f('put', 'due', 'x', 'DELAY', 10, 'NOW', 1000)
+        self.f('put', 'later', 'x', 'DELAY', 100000, 'NOW', 1000)
+        for id_, state in (('v', 'ready'), ('due', 'ready'), ('later', 'delayed'), ('r', 'reserved'),
+                           ('d', 'dead'), ('k', 'done')):
+            with self.subTest(state=state, id=id_):
+                self.plant(id_)
+                self.refused('list', state, 0, 10, 'NOW', 2000)
+                self.plant(id_, on=False)
+        self.assertEqual(self.listed('ready', 2000), ['v', 'due'])
+
+    def test_v22_06_every_call_reads_past_such_a_record_or_refuses_with_nothing_changed(self):
+        # Each state, each call that names the job or may meet it: no call
+        # raises after its first write (the write-order checker answers
+        # WRITEORDER then), and a refusal is BADFORMAT with every key as it was.
+        def setup(state):
+            self.c.check('FLUSHALL')
+            harness.load(self.c, harness.library_source(LUA, write_order=True))
+            self.f('put', 'j', 'x', 'TTR', 1000, 'KEEP', 5000,
+                   *(['DELAY', 10] if state == 'delayed' else []), 'NOW', 1000)
+            self.f('put', 'o', 'y', 'NOW', 1000)
+            token = 0
+            if state in ('reserved', 'dead', 'done', 'lapsed'):
+                r = self.f('reserve', 1, 'NOW', 1000)
+                token = r[3][2]
+                if state == 'dead':
+                    self.f('fail', 'j', token, 'e', 'DEAD', 'NOW', 1000)
+                if state == 'done':
+                    self.f('ack', 'j', token, 'KEEP', 5000, 'NOW', 1000)
+            self.plant('j')
+            return token
+        now = [1000, 1005, 3000]
+        for state in ('ready', 'delayed', 'reserved', 'lapsed', 'dead', 'done'):
+            for call in (['get', 'j'], ['stats'], ['list', 'ready', 0, 10], ['list', state if state != 'lapsed' else 'reserved', 0, 10],
+                         ['reserve', 2], ['pull', 2], ['ack', 'j', '{t}'], ['ack', 'j', '{t}', 'KEEP', 10],
+                         ['ackmany', 1, 'j', '{t}'], ['release', 'j', '{t}'], ['fail', 'j', '{t}', 'e'],
+                         ['touch', 'j', '{t}'], ['delete', 'j'], ['requeue'], ['kick', 'j'], ['kickall'],
+                         ['put', 'j', 'z', 'REPLACE'], ['put', 'j', 'z', 'DEBOUNCE'], ['put', 'j', 'z'],
+                         ['putmany', 1, 'j', 'z', 1, 'UPSERT'],
+                         ['restore', 'j', 'z', 'ready', 1000, 0, 'REPLACE'],
+                         ['pause'], ['resume'], ['limit', 'CONCURRENCY', 5]):
+                for t in now:
+                    with self.subTest(state=state, call=call, now=t):
+                        token = setup(state)
+                        args = [token if a == '{t}' else a for a in call[1:]]
+                        if call[0] not in ('kick',):
+                            args += ['NOW', t]
+                        names = set(self.c.call('KEYS', '*')) | set(self.K)
+                        before = dump(self.c, sorted(names))
+                        r = self.f(call[0], *args)
+                        if isinstance(r, Error):
+                            why = getattr(r, 'message', r)
+                            self.assertNotEqual(r.code, 'WRITEORDER', why)
+                            self.assertEqual(dump(self.c, sorted(names)), before, why)
+
+
+
 # ---------------------------------------------------------------- version 10
 
 class Version10(Case):
@@ -876,12 +1028,14 @@ FIXED_IN = {
          'test_v10_07_own_ttr_tells_a_jobs_own_ttr_from_the_default'],
     19: ['test_v19_01_dead_or_deleted_jobs_are_published_kept_or_not'],
     21: ['test_v21_01_a_capped_pull_looks_again_when_the_first_reservation_still_to_lapse_does'],
+    22: ['test_v22_01_reserve_and_pull_refuse_with_nothing_moved_and_hand_the_jobs_out_once_readable',
+         'test_v22_05_list_refuses_every_state_with_nothing_promoted'],
     20: ['test_v20_01_a_put_retried_after_its_job_finished_answers_exists',
          'test_v20_02_the_window_is_the_topics_and_0_turns_it_off',
          'test_v20_03_a_job_acked_with_keep_is_refused_for_its_keep_not_the_window'],
 }
 CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Version19, Version20,
-           Version21, Upgrade)
+           Version21, Version22, Upgrade)
 
 
 def expect_fail(libraries):
