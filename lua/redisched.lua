@@ -677,15 +677,15 @@ function gone.holds(k, id, now)
   return s and tonumber(s) > now
 end
 
-local queue = {} -- the ready list's helpers (below, "The ready list")
-local later = {} -- the delayed list's helpers (below, "The delayed list")
+local ready_list = {} -- the ready list's helpers (below, "The ready list")
+local delayed_list = {} -- the delayed list's helpers (below, "The delayed list")
 
 -- Due delayed jobs to make ready: up to PROMOTE_BATCH, in order of due time
 -- and then put order, from the fronts of the delayed set and the delayed
 -- list merged. Read only (promote writes it): nil when none is due, else
 --   n            how many move
 --   a, b         how many of them leave the set and the list
---   moved        their ready list entries (queue.entry: due, member), in
+--   moved        their ready list entries (ready_list.entry: due, member), in
 --                the order they left
 --   records      id -> the new record of each version 8 job among them
 --                (their members carry what the ready score needs, so no
@@ -694,18 +694,18 @@ local later = {} -- the delayed list's helpers (below, "The delayed list")
 --   backlog      when more are due, the first one left: {due, seq}
 local function promotion(k, now)
   local zs = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH + 1)
-  local entries = later.due_front(k, now, PROMOTE_BATCH + 1)
+  local entries = delayed_list.due_front(k, now, PROMOTE_BATCH + 1)
   if #zs == 0 and #entries == 0 then return nil end
   local due, a, b = zs, math.min(#zs / 2, PROMOTE_BATCH), 0
-  if #entries > 0 then due, a, b = queue.merge(zs, entries, PROMOTE_BATCH, later.key) end
+  if #entries > 0 then due, a, b = ready_list.merge(zs, entries, PROMOTE_BATCH, delayed_list.key) end
   local plan = { n = a + b, a = a, b = b, zs = zs, moved = {}, legacy = 0 }
   local zm, e = zs[2 * a + 1], entries[b + 1]
   if zm or e then
     local d, q
-    if zm then d, q = queue.zkey(zm, zs[2 * a + 2]) end
+    if zm then d, q = ready_list.zkey(zm, zs[2 * a + 2]) end
     if e then
-      local d2, q2 = later.key(e)
-      if not d or queue.after(d, q, d2, q2) then d, q = d2, q2 end
+      local d2, q2 = delayed_list.key(e)
+      if not d or ready_list.after(d, q, d2, q2) then d, q = d2, q2 end
     end
     plan.backlog = { due = d, seq = q }
   end
@@ -742,7 +742,7 @@ local function promotion(k, now)
     for i, j in ipairs(moving) do
       j.legacy, j.seq, j.place = nil, cur + i, nil
       plan.records[j.id] = record.pack(j)
-      plan.moved[#plan.moved + 1] = queue.entry(j, j.id)
+      plan.moved[#plan.moved + 1] = ready_list.entry(j, j.id)
     end
   end
   return plan
@@ -758,7 +758,7 @@ local function promote(k, plan)
   end
   if #plan.moved > 0 then
     local zadd = { '+inf', PIN.member }
-    for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = queue.key(e), e:sub(7) end
+    for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7) end
     redis.call('ZADD', k.ready, unpack(zadd))
   end
   if plan.a > 0 then
@@ -770,21 +770,21 @@ local function promote(k, plan)
 end
 
 -- Stores a job and places it in delayed or ready by its due time. A put's
--- job goes to the end of its list instead when it sorts there: bar is the
--- least order the list takes (queue.bar for a ready job, its ready score;
--- later.bar for a delayed one, its due time; read before the put's first
+-- job goes to the end of its list instead when it sorts there: floor is the
+-- least order the list takes (ready_list.bar for a ready job, its ready score;
+-- delayed_list.bar for a delayed one, its due time; read before the put's first
 -- write). The record says whether the job is in the delayed list (later).
 -- Returns 'ready' or 'delayed'.
-local function place(k, id, j, now, bar)
+local function store_waiting(k, id, j, now, floor)
   local delayed = j.due > now
   local score = not delayed and ready_score(j.priority, j.due)
-  local listed = bar and (score or j.due) >= bar
+  local listed = floor and (score or j.due) >= floor
   j.later = delayed and listed or nil
   redis.call('HSET', k.jobs, id, record.pack(j))
   if delayed then
     wake(j.due)
     if listed then
-      redis.call('RPUSH', k.later, queue.entry(j, id))
+      redis.call('RPUSH', k.later, ready_list.entry(j, id))
     else
       redis.call('ZADD', k.delayed, j.due, member(j, id))
     end
@@ -792,7 +792,7 @@ local function place(k, id, j, now, bar)
   end
   wake(now)
   if listed then
-    redis.call('RPUSH', k.queue, queue.entry(j, id))
+    redis.call('RPUSH', k.queue, ready_list.entry(j, id))
   else
     redis.call('ZADD', k.ready, '+inf', PIN.member, score, member(j, id))
   end
@@ -887,21 +887,21 @@ end
 -- node, no dict entry) and an RPUSH less than a ZADD. An entry is the due
 -- time (6 bytes) and then the job's member; a job is in the list when its
 -- record is in no set and holds no lease (locate). Delete and update take
--- the entry out with LREM (a scan from the nearer end). (queue is
--- declared before place.)
+-- the entry out with LREM (a scan from the nearer end). (ready_list is
+-- declared before store_waiting.)
 
-function queue.entry(j, id)
+function ready_list.entry(j, id)
   return struct.pack('>I6', j.due) .. member(j, id)
 end
 
 -- An entry's order: its ready score, then its put sequence.
-function queue.key(e)
+function ready_list.key(e)
   local due, seq, prio = struct.unpack('>I6I7I2', e)
   return ready_score(prio, due), seq
 end
 
 -- Whether (score s, sequence q) sorts after (s2, q2).
-function queue.after(s, q, s2, q2)
+function ready_list.after(s, q, s2, q2)
   return s > s2 or (s == s2 and q > q2)
 end
 
@@ -912,24 +912,24 @@ end
 -- may. A put reads it before its first write: in Redis Cluster a key the
 -- call does not name can be elsewhere while its slot migrates, and a
 -- failed read must leave nothing written.
-function queue.bar(k)
+function ready_list.append_floor(k)
   local tail = redis.call('LINDEX', k.queue, -1)
-  if tail then return (queue.key(tail)) end
+  if tail then return (ready_list.key(tail)) end
   if redis.call('ZCOUNT', k.ready, '-inf', '(+inf') == 0 then return -math.huge end
   return nil
 end
 
 -- The order of a ready set member and its score (a version 8 member, the
 -- id alone, has sequence 0).
-function queue.zkey(m, score)
+function ready_list.zkey(m, score)
   return tonumber(score), m:byte(1) < 32 and struct.unpack('>I7', m) or 0
 end
 
 -- Up to n jobs from the front of a sorted set (zs: {member, score, ...},
--- in order) and its list's entries (in order; key: queue.key for the ready
--- list, later.key for the delayed one), merged: {member, score, ...} and
+-- in order) and its list's entries (in order; key: ready_list.key for the ready
+-- list, delayed_list.key for the delayed one), merged: {member, score, ...} and
 -- how many came from each.
-function queue.merge(zs, entries, n, key)
+function ready_list.merge(zs, entries, n, key)
   local out, a, b = {}, 0, 0
   local es, eq -- the order of entries[b + 1], decoded once
   while a + b < n do
@@ -938,8 +938,8 @@ function queue.merge(zs, entries, n, key)
     if e and not es then es, eq = key(e) end
     local from_list = not zm
     if zm and e then
-      local s, q = queue.zkey(zm, zs[2 * a + 2])
-      from_list = queue.after(s, q, es, eq)
+      local s, q = ready_list.zkey(zm, zs[2 * a + 2])
+      from_list = ready_list.after(s, q, es, eq)
     end
     if from_list then
       b = b + 1
@@ -956,11 +956,11 @@ end
 -- Pops up to n ready jobs from the fronts of the ready set (its jobs from
 -- rank zfrom, after skip marks) and the list: {member, score, ...}. front:
 -- the list's first entries (n or more) when the caller read them already.
-function queue.pop(k, n, zfrom, front)
+function ready_list.pop(k, n, zfrom, front)
   local entries = front or redis.call('LRANGE', k.queue, 0, n - 1)
   for i = #entries, n + 1, -1 do entries[i] = nil end
   local zs = unpinned.range(k.ready, zfrom, zfrom + n - 1, true)
-  local out, a, b = queue.merge(zs, entries, n, queue.key)
+  local out, a, b = ready_list.merge(zs, entries, n, ready_list.key)
   if a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, zfrom, zfrom + a - 1) end
   if b > 0 then redis.call('LTRIM', k.queue, b, -1) end
   return out
@@ -968,10 +968,10 @@ end
 
 -- The jobs at ranks offset .. offset + count - 1 of a sorted set (nset
 -- jobs after skip marks) and its list (nlist entries) merged: {member,
--- score, ...}. lane: {set = key, list = key, key = queue.key or later.key}.
+-- score, ...}. lane: {set = key, list = key, key = ready_list.key or delayed_list.key}.
 -- The split of the first offset between the two is found by bisection,
 -- two reads a step.
-function queue.page(lane, skip, nset, nlist, offset, count)
+function ready_list.page(lane, skip, nset, nlist, offset, count)
   if nlist == 0 then return unpinned.range(lane.set, skip + offset, skip + offset + count - 1, true) end
   local lo, hi = math.max(0, offset - nset), math.min(offset, nlist)
   -- The least i such that the list's entry i does not come before the
@@ -982,34 +982,34 @@ function queue.page(lane, skip, nset, nlist, offset, count)
     local e = redis.call('LINDEX', lane.list, i)
     local z = redis.call('ZRANGE', lane.set, skip + offset - i - 1, skip + offset - i - 1, 'WITHSCORES')
     local s, q = lane.key(e)
-    local s2, q2 = queue.zkey(z[1], z[2])
-    if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end
+    local s2, q2 = ready_list.zkey(z[1], z[2])
+    if ready_list.after(s, q, s2, q2) then hi = i else lo = i + 1 end
   end
   local entries = redis.call('LRANGE', lane.list, lo, lo + count - 1)
   local zs = offset - lo < nset
     and unpinned.range(lane.set, skip + offset - lo, skip + offset - lo + count - 1, true) or {}
-  return (queue.merge(zs, entries, count, lane.key))
+  return (ready_list.merge(zs, entries, count, lane.key))
 end
 
--- List entries (queue.entry) in ready order.
-function queue.sorted(es)
+-- List entries (ready_list.entry) in ready order.
+function ready_list.sorted(es)
   local keyed = {}
   for i, e in ipairs(es) do
-    local s, q = queue.key(e)
+    local s, q = ready_list.key(e)
     keyed[i] = { e = e, s = s, q = q }
   end
-  table.sort(keyed, function(x, y) return queue.after(y.s, y.q, x.s, x.q) end)
+  table.sort(keyed, function(x, y) return ready_list.after(y.s, y.q, x.s, x.q) end)
   local out = {}
   for i, x in ipairs(keyed) do out[i] = x.e end
   return out
 end
 
--- queue.page of the ready jobs as they will be once moved (entries, in
+-- ready_list.page of the ready jobs as they will be once moved (entries, in
 -- ready order: a promotion's, list reads before it writes) join them. The
 -- split of the first offset between the two is found by bisection, as in
--- queue.page.
-function queue.page_with(lane, skip, nset, nlist, moved, offset, count)
-  if #moved == 0 then return queue.page(lane, skip, nset, nlist, offset, count) end
+-- ready_list.page.
+function ready_list.page_with(lane, skip, nset, nlist, moved, offset, count)
+  if #moved == 0 then return ready_list.page(lane, skip, nset, nlist, offset, count) end
   local n = nset + nlist
   local lo, hi = math.max(0, offset - n), math.min(offset, #moved)
   -- The least i such that moved[i + 1] does not come before the lane's job
@@ -1017,26 +1017,26 @@ function queue.page_with(lane, skip, nset, nlist, moved, offset, count)
   -- of the lane's.
   while lo < hi do
     local i = math.floor((lo + hi) / 2)
-    local z = queue.page(lane, skip, nset, nlist, offset - i - 1, 1)
-    local s, q = queue.key(moved[i + 1])
-    local s2, q2 = queue.zkey(z[1], z[2])
-    if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end
+    local z = ready_list.page(lane, skip, nset, nlist, offset - i - 1, 1)
+    local s, q = ready_list.key(moved[i + 1])
+    local s2, q2 = ready_list.zkey(z[1], z[2])
+    if ready_list.after(s, q, s2, q2) then hi = i else lo = i + 1 end
   end
-  local zs = offset - lo < n and queue.page(lane, skip, nset, nlist, offset - lo, count) or {}
+  local zs = offset - lo < n and ready_list.page(lane, skip, nset, nlist, offset - lo, count) or {}
   local rest = {}
   for i = lo + 1, math.min(lo + count, #moved) do rest[#rest + 1] = moved[i] end
-  return (queue.merge(zs, rest, count, queue.key))
+  return (ready_list.merge(zs, rest, count, ready_list.key))
 end
 
 -- Moves the whole list into the ready set (for priority aging, which looks
 -- at the ready set alone), a thousand entries at a time.
-function queue.flush(k)
+function ready_list.flush(k)
   while true do
     local entries = redis.call('LRANGE', k.queue, 0, 999)
     if #entries == 0 then return end
     local zadd = { '+inf', PIN.member }
     for _, e in ipairs(entries) do
-      zadd[#zadd + 1], zadd[#zadd + 2] = queue.key(e), e:sub(7)
+      zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7)
     end
     redis.call('ZADD', k.ready, unpack(zadd))
     redis.call('LTRIM', k.queue, #entries, -1)
@@ -1048,36 +1048,36 @@ end
 -- earlier than the list's last entry (with one delay for all, every put);
 -- every other delayed job is in the delayed set, and promotion takes from
 -- the fronts of both, merged. Its entries are the ready list's
--- (queue.entry). A job is in it when its record says so (later, set by
--- place) and it is in no set and holds no lease (locate): a record is not
+-- (ready_list.entry). A job is in it when its record says so (later, set by
+-- store_waiting) and it is in no set and holds no lease (locate): a record is not
 -- rewritten when promotion moves its job to ready, so the flag outlives
--- the entry, but then the job is in a set, which locate asks first. (later
+-- the entry, but then the job is in a set, which locate asks first. (delayed_list
 -- is declared before promote.)
 
 -- An entry's order: its due time, then its put sequence.
-function later.key(e)
+function delayed_list.key(e)
   local due, seq = struct.unpack('>I6I7', e)
   return due, seq
 end
 
 -- The least due time a job put now must have to go to the list's end: its
 -- last entry's (a new job's put sequence is above every entry's); -inf on
--- an empty list. A put reads it before its first write (queue.bar says
+-- an empty list. A put reads it before its first write (ready_list.bar says
 -- why).
-function later.bar(k)
+function delayed_list.append_floor(k)
   local tail = redis.call('LINDEX', k.later, -1)
-  if tail then return (later.key(tail)) end
+  if tail then return (delayed_list.key(tail)) end
   return -math.huge
 end
 
 -- The entries at the front of the list that are due by now, at most n,
 -- read in growing steps: a list whose front is not due costs one entry.
-function later.due_front(k, now, n)
+function delayed_list.due_front(k, now, n)
   local want = 1
   while true do
     local es = redis.call('LRANGE', k.later, 0, want - 1)
     local i = 0
-    while i < #es and i < n and later.key(es[i + 1]) <= now do i = i + 1 end
+    while i < #es and i < n and delayed_list.key(es[i + 1]) <= now do i = i + 1 end
     if i < #es or #es < want or want >= n then
       for j = #es, i + 1, -1 do es[j] = nil end
       return es
@@ -1088,10 +1088,10 @@ end
 
 -- How many entries at the front of the list are due by now: found by
 -- doubling, then bisection (reads near the front are cheap).
-function later.count_due(k, now)
+function delayed_list.count_due(k, now)
   local function due_at(i)
     local e = redis.call('LINDEX', k.later, i)
-    return e and later.key(e) <= now
+    return e and delayed_list.key(e) <= now
   end
   if not due_at(0) then return 0 end
   local lo, hi = 1, 1 -- entries before lo are due; hi is the next to try
@@ -1105,11 +1105,11 @@ end
 
 -- The earliest due time of a delayed job, in the set or the list; -1 when
 -- there is none.
-function later.earliest(k)
+function delayed_list.earliest(k)
   local t = earliest(k.delayed)
   local head = redis.call('LINDEX', k.later, 0)
   if head then
-    local d = later.key(head)
+    local d = delayed_list.key(head)
     if t < 0 or d < t then t = d end
   end
   return t
@@ -1149,22 +1149,22 @@ local function locate(k, id, j)
     return { 'reserved', k.reserved, lm, tonumber(redis.call('ZSCORE', k.reserved, lm)), token, at }
   end
   -- (EXISTS: a read of the list before the caller's first write, as
-  -- queue.bar says why)
+  -- ready_list.bar says why)
   local list = j.later and k.later or k.queue
   if j.legacy or redis.call('EXISTS', list) == 0 then return { 'unknown' } end
-  if j.later then return { 'delayed', list, queue.entry(j, id), j.due } end
-  return { 'ready', list, queue.entry(j, id), ready_score(j.priority, j.due) }
+  if j.later then return { 'delayed', list, ready_list.entry(j, id), j.due } end
+  return { 'ready', list, ready_list.entry(j, id), ready_score(j.priority, j.due) }
 end
 
 -- Takes a located job out of its set (and ends its reservation).
-local function unplace(k, id, where)
+local function take_out(k, id, where)
   if where[1] == 'unknown' then return end
   if where[2] == k.queue or where[2] == k.later then
     -- LREM scans from one end: the one nearer the entry by its score (or
     -- due time) between the ends' (a job cancelled or debounced soon after
     -- its put is near the end of a long list).
     local list = where[2]
-    local key = list == k.queue and queue.key or later.key
+    local key = list == k.queue and ready_list.key or delayed_list.key
     local first, last = redis.call('LINDEX', list, 0), redis.call('LINDEX', list, -1)
     local from = 1
     if first and last then
@@ -1228,7 +1228,7 @@ local function requeue_members(k, members, now, kn)
       renew(j, seq)
       seq = seq + 1
       j.due = now
-      place(k, id, j, now)
+      store_waiting(k, id, j, now)
     end
   end
   if buried > 0 then
@@ -1388,12 +1388,12 @@ local function put(keys, args)
   -- The end of the job's list, before the first write. A put that names an
   -- update (REPLACE, UPSERT, DEBOUNCE) keeps its delayed job in the delayed
   -- set: the next update finds it there at once, not by a scan of the list.
-  local bar
-  if p.due <= now then bar = queue.bar(k) elseif p.mode == 'create' then bar = later.bar(k) end
+  local floor
+  if p.due <= now then floor = ready_list.append_floor(k) elseif p.mode == 'create' then floor = delayed_list.append_floor(k) end
   if id == GENERATE then
     local seq
     id, seq = fresh_id(k, now, take_seq(k, 1), function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
-    place(k, id, new_job(p, seq, now), now, bar)
+    store_waiting(k, id, new_job(p, seq, now), now, floor)
     return id
   end
   if p.mode == 'create' then
@@ -1415,8 +1415,8 @@ local function put(keys, args)
     if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then return EXISTS end
   end
   local j = new_job(p, take_seq(k, 1), old and old.created or now)
-  if where then unplace(k, id, where) end
-  place(k, id, j, now, bar)
+  if where then take_out(k, id, where) end
+  store_waiting(k, id, j, now, floor)
   return old and UPDATED or OK
 end
 
@@ -1454,12 +1454,12 @@ local function restore(keys, args)
   j.due = p.at or created
   if made > 0 then j.attempts = made end
   j.error = o.ERROR
-  if where then unplace(k, p.id, where) end
+  if where then take_out(k, p.id, where) end
   if state == 'dead' then
     redis.call('HSET', k.jobs, p.id, record.pack(j))
     redis.call('ZADD', k.dead, died, p.id)
   else
-    place(k, p.id, j, now)
+    store_waiting(k, p.id, j, now)
   end
   return OK
 end
@@ -1586,10 +1586,10 @@ local function putmany(keys, args)
     if p then return p.due > now and p.mode == 'create' end
     return dues[i] ~= nil and dues[i] > now
   end
-  local bar, lbar = queue.bar(k), nil
+  local floor, delayed_floor = ready_list.append_floor(k), nil
   if next(parsed) or next(dues) then
     for i = 1, count do
-      if to_list(i) then lbar = later.bar(k); break end
+      if to_list(i) then delayed_floor = delayed_list.append_floor(k); break end
     end
   end
   local seq, seqs = take_seq(k, stored), {}
@@ -1605,29 +1605,29 @@ local function putmany(keys, args)
       seqs[i], seq = seq, seq + 1
     end
   end
-  for id, where in pairs(where_of) do unplace(k, id, where) end
+  for id, where in pairs(where_of) do take_out(k, id, where) end
   -- The delayed jobs that may (to_list) go to the end of the delayed list
-  -- when they are in order and due no earlier than its end (later.bar), as
+  -- when they are in order and due no earlier than its end (delayed_list.bar), as
   -- with one delay for all; decided first, as their records say so.
   -- (Sequences too: a generated id that was taken gets a number above the
   -- batch's block, so the batch's jobs need not be in put order.)
-  local to_later, lseq = lbar ~= nil, -1
+  local to_later, delayed_floor_seq = delayed_floor ~= nil, -1
   for i = 1, count do
     if to_later and seqs[i] and latest[ids[i]] == i and to_list(i) then
       local due = due_of(i)
-      to_later = queue.after(due, seqs[i], lbar, lseq)
-      lbar, lseq = due, seqs[i]
+      to_later = ready_list.after(due, seqs[i], delayed_floor, delayed_floor_seq)
+      delayed_floor, delayed_floor_seq = due, seqs[i]
     end
   end
   -- New jobs are written with one HSET and one ZADD per set; a job given
   -- twice is written as its last version. The ready ones go to the end of
   -- the ready list instead when they are in order and sort after it
-  -- (queue.bar): each call's plain jobs are (one score, rising sequences).
+  -- (ready_list.bar): each call's plain jobs are (one score, rising sequences).
   local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
   local delayed_entries = {}
   -- (listing: the batch may still go to the list; its entries are made
   -- only while it may)
-  local entries, listing, last_s, last_q = {}, bar ~= nil, nil, nil
+  local entries, listing, last_s, last_q = {}, floor ~= nil, nil, nil
   local score = fmt_once()
   for i = 1, count do
     local id, s = ids[i], seqs[i]
@@ -1657,7 +1657,7 @@ local function putmany(keys, args)
         local rs = ready_score(prio, due)
         zready[nr + 1], zready[nr + 2], nr = score(rs), m, nr + 2
         if listing then
-          if last_s then listing = queue.after(rs, s, last_s, last_q) else listing = rs >= bar end
+          if last_s then listing = ready_list.after(rs, s, last_s, last_q) else listing = rs >= floor end
           entries[nr / 2], last_s, last_q = struct.pack('>I6', due) .. m, rs, s
         end
       end
@@ -1736,35 +1736,35 @@ local function list(keys, args)
   local entries, total -- entries: {member, score, state}
   -- Delayed jobs are the delayed set and list merged; the first ndue of
   -- them are due (npromoted of those move now, the rest are a backlog).
-  local delayed_lane = { set = k.delayed, list = k.later, key = later.key }
+  local delayed_lane = { set = k.delayed, list = k.later, key = delayed_list.key }
   local nlater, nlater_set, ndue = 0, 0, npromoted
   local backlog = plan and plan.backlog
   if state == 'delayed' or (state == 'ready' and backlog) then
     nlater, nlater_set = redis.call('LLEN', k.later), redis.call('ZCARD', k.delayed)
-    if backlog then ndue = redis.call('ZCOUNT', k.delayed, '-inf', now) + later.count_due(k, now) end
+    if backlog then ndue = redis.call('ZCOUNT', k.delayed, '-inf', now) + delayed_list.count_due(k, now) end
   end
   if state == 'ready' then
     local skip = marks(k) -- the marks come first
     local nset, nlist = unpinned.ready_count(k), redis.call('LLEN', k.queue)
-    local moved = plan and queue.sorted(plan.moved) or {}
+    local moved = plan and ready_list.sorted(plan.moved) or {}
     local nready = nset + nlist + #moved
     total, entries = nready + ndue - npromoted, {}
     if offset < nready then
-      local lane = { set = k.ready, list = k.queue, key = queue.key }
-      local page = queue.page_with(lane, skip, nset, nlist, moved, offset, count)
+      local lane = { set = k.ready, list = k.queue, key = ready_list.key }
+      local page = ready_list.page_with(lane, skip, nset, nlist, moved, offset, count)
       for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'ready' } end
     end
     if #entries < count and offset + #entries < total then
       local from = offset + #entries - nready
       local n = math.min(count - #entries, total - nready - from)
-      local page = queue.page(delayed_lane, 0, nlater_set, nlater, npromoted + from, n)
+      local page = ready_list.page(delayed_lane, 0, nlater_set, nlater, npromoted + from, n)
       for i = 1, #page / 2 do
         entries[#entries + 1] = { page[2 * i - 1], tonumber(page[2 * i]), 'due' }
       end
     end
   elseif state == 'delayed' then
     total = nlater_set + nlater - ndue
-    local page = queue.page(delayed_lane, 0, nlater_set, nlater, ndue + offset, count)
+    local page = ready_list.page(delayed_lane, 0, nlater_set, nlater, ndue + offset, count)
     entries = {}
     for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'delayed' } end
   else
@@ -1830,12 +1830,12 @@ local function stats(keys, args)
     if tonumber(meta[7] or -1) == now - now % window then used = tonumber(meta[8] or 0) end
   end
   -- Delayed jobs are in the delayed set and the delayed list.
-  local due_set, due_list = redis.call('ZCOUNT', k.delayed, '-inf', now), later.count_due(k, now)
+  local due_set, due_list = redis.call('ZCOUNT', k.delayed, '-inf', now), delayed_list.count_due(k, now)
   local next_due = redis.call('ZRANGEBYSCORE', k.delayed, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   next_due = next_due[2] and tonumber(next_due[2]) or -1
   local next_listed = redis.call('LINDEX', k.later, due_list)
   if next_listed then
-    local d = later.key(next_listed)
+    local d = delayed_list.key(next_listed)
     if next_due < 0 or d < next_due then next_due = d end
   end
   return {
@@ -1925,22 +1925,22 @@ end
 
 -- pop's case when the ready list holds jobs: the marks at the front of the
 -- ready set are read as pop reads them, then the fronts merged.
-function queue.pop_listed(k, now, n, front)
-  if front then return queue.pop(k, n, 0, front) end
+function ready_list.pop_listed(k, now, n, front)
+  if front then return ready_list.pop(k, n, 0, front) end
   local nmarks, is_paused = marks(k)
-  if nmarks == 0 then return queue.pop(k, n, 0, front) end
+  if nmarks == 0 then return ready_list.pop(k, n, 0, front) end
   if is_paused then return nil end
   -- (a spread topic holds no jobs, and aging moves the list into the set)
   local room, lim = limit_room(k, now, n)
   if room == 0 then return {}, lim end
-  return queue.pop(k, room, nmarks, front), lim
+  return ready_list.pop(k, room, nmarks, front), lim
 end
 
 -- Pops up to n ready jobs: {member, score, ...}, and for a limited topic
 -- its limits (limit_room); nil when the topic is paused. front: as
--- queue.pop's, given only when the caller found no mark in the ready set.
+-- ready_list.pop's, given only when the caller found no mark in the ready set.
 local function pop(k, now, n, listed, front)
-  if listed then return queue.pop_listed(k, now, n, front) end
+  if listed then return ready_list.pop_listed(k, now, n, front) end
   local popped = redis.call('ZPOPMIN', k.ready, n)
   if popped[#popped - 1] == PIN.member then -- every job came out, and the pin after them
     popped[#popped], popped[#popped - 1] = nil, nil
@@ -2166,7 +2166,7 @@ local function next_time(k, now, handed, count, backlog, lapses, lim)
     return lim.start + lim.window
   end
   if handed >= count or backlog then return 0 end
-  local t = later.earliest(k)
+  local t = delayed_list.earliest(k)
   -- Held by the cap: room comes when a reservation ends (a worker looks
   -- again when its own ack is in) or lapses.
   if lapses or (lim and lim.capped) then
@@ -2525,7 +2525,7 @@ local function release(keys, args)
   if prio then j.priority = prio end
   j.due = after(now, delay)
   end_lease(k, id, lm)
-  place(k, id, j, now)
+  store_waiting(k, id, j, now)
   return OK
 end
 
@@ -2566,7 +2566,7 @@ local function fail_job(keys, args)
   local to = 'dead'
   if retry then
     j.due = after(now, delay or backoff_delay(j))
-    to = place(k, id, j, now)
+    to = store_waiting(k, id, j, now)
   else
     redis.call('HSET', k.jobs, id, record.pack(j))
     redis.call('ZADD', k.dead, now, id)
@@ -2624,7 +2624,7 @@ local function delete(keys, args)
   end
   redis.call('HDEL', k.jobs, unpack(gone))
   for i, id in ipairs(gone) do
-    unplace(k, id, where[i])
+    take_out(k, id, where[i])
     if where[i][1] ~= 'done' and where[i][1] ~= 'dead' then finished(id) end
   end
   return #gone
@@ -2679,7 +2679,7 @@ local function revive(k, ids, now)
     local j = jobs[i]
     renew(j, seq + i - 1)
     j.attempts, j.due = 0, now
-    place(k, live[i], j, now)
+    store_waiting(k, live[i], j, now)
   end
   return n
 end
@@ -2753,8 +2753,8 @@ local function limit(keys, args)
   cap = cap or was_cap
   -- Aging compares the fronts of each priority in the ready set: the list
   -- joins it (and, the mark set, starts no more). First: it reads the list
-  -- before any write (queue.bar says why).
-  if age > 0 then queue.flush(k) end
+  -- before any write (ready_list.bar says why).
+  if age > 0 then ready_list.flush(k) end
   local changed = false
   if rate ~= was_rate or window ~= was_window then
     if rate > 0 then
@@ -2883,7 +2883,7 @@ local function shard(keys, args)
     if paused(k) then error({ bad = 'BADSTATE the topic is paused: resume it first' }) end
     redis.call('HSET', k.meta, 'shards', table.concat(list, ' '))
     if not cur[1] then
-      -- Park the counter (take_seq refuses at SEQ_MAX) and keep it for later.
+      -- Park the counter (take_seq refuses at SEQ_MAX) and keep it for delayed_list.
       redis.call('HSET', k.meta, 'seq_kept', cur[2] or 0, 'seq', SEQ_MAX)
       redis.call('ZADD', k.ready, 'NX', '-inf', SHARD_MARK)
     end
@@ -3140,7 +3140,7 @@ local function tick(keys, args)
       local jo = { AT = fmt(run) }
       for w, v in pairs(options(sc.words, 1, #sc.words, PUT_OPTIONS)) do jo[w] = v end
       local p = parse_job(id, sc.body, jo, now, BODY_MAX_LIMIT)
-      place(k, id, new_job(p, take_seq(k, 1), now), now)
+      store_waiting(k, id, new_job(p, take_seq(k, 1), now), now)
       made = true
     end
     sc.last = run

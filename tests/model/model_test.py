@@ -833,10 +833,10 @@ MUTANTS = [
     ('putmany takes numbers for refused jobs', "local seq, seqs = take_seq(k, stored), {}",
      "local seq, seqs = take_seq(k, count), {}"),
     ('promotion drops the priority',
-     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = queue.key(e), e:sub(7) end",
-     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_score(0, (later.key(e))), e:sub(7) end"),
+     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7) end",
+     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_score(0, (delayed_list.key(e))), e:sub(7) end"),
     ('list pages the jobs it promotes in due order, not ready order',
-     "  table.sort(keyed, function(x, y) return queue.after(y.s, y.q, x.s, x.q) end)\n", ""),
+     "  table.sort(keyed, function(x, y) return ready_list.after(y.s, y.q, x.s, x.q) end)\n", ""),
     # Library version 10.
     ('a job of TTR 0 is reserved like any other', '        if ttr == 0 then\n', '        if false then\n'),
     ('a job of TTR 0 is handed out and kept',
@@ -851,51 +851,51 @@ MUTANTS = [
     ('own_ttr is 0 for a TTR equal to the default', "f[#f + 1] = j.ttr and 1 or 0",
      "f[#f + 1] = (j.ttr and j.ttr ~= DEFAULT_TTR) and 1 or 0"),
     # Library version 17: the ready list.
-    ('reserve takes the list\'s front first', '      from_list = queue.after(s, q, es, eq)',
+    ('reserve takes the list\'s front first', '      from_list = ready_list.after(s, q, es, eq)',
      '      from_list = true'),
-    ('a put appends to the list out of order', 'local listed = bar and (score or j.due) >= bar',
-     'local listed = bar and (score and true or j.due >= bar)'),
+    ('a put appends to the list out of order', 'local listed = floor and (score or j.due) >= floor',
+     'local listed = floor and (score and true or j.due >= floor)'),
     ('putmany appends a batch out of its own order',
-     'if last_s then listing = queue.after(rs, s, last_s, last_q) else',
+     'if last_s then listing = ready_list.after(rs, s, last_s, last_q) else',
      'if last_s then listing = true else'),
-    ('putmany appends a batch that sorts before the list\'s end', 'else listing = rs >= bar end',
+    ('putmany appends a batch that sorts before the list\'s end', 'else listing = rs >= floor end',
      'else listing = true end'),
-    ('a listed job is in no state', "  return { 'ready', list, queue.entry(j, id), ready_score(j.priority, j.due) }",
+    ('a listed job is in no state', "  return { 'ready', list, ready_list.entry(j, id), ready_score(j.priority, j.due) }",
      "  return { 'unknown' }"),
     ('stats leave the list out', "'ready', unpinned.ready_count(k) + redis.call('LLEN', k.queue) + due_set",
      "'ready', unpinned.ready_count(k) + due_set"),
     ('pages split the list and the set the wrong way',
-     'local s, q = lane.key(e)\n    local s2, q2 = queue.zkey(z[1], z[2])\n'
-     '    if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end',
-     'local s, q = lane.key(e)\n    local s2, q2 = queue.zkey(z[1], z[2])\n'
-     '    if queue.after(s2, q2, s, q) then hi = i else lo = i + 1 end'),
+     'local s, q = lane.key(e)\n    local s2, q2 = ready_list.zkey(z[1], z[2])\n'
+     '    if ready_list.after(s, q, s2, q2) then hi = i else lo = i + 1 end',
+     'local s, q = lane.key(e)\n    local s2, q2 = ready_list.zkey(z[1], z[2])\n'
+     '    if ready_list.after(s2, q2, s, q) then hi = i else lo = i + 1 end'),
     # Library version 22: list pages the due jobs it promotes before it writes.
     ('list pages the jobs it promotes and the ready ones split the wrong way',
-     'local s, q = queue.key(moved[i + 1])\n    local s2, q2 = queue.zkey(z[1], z[2])\n'
-     '    if queue.after(s, q, s2, q2) then hi = i else lo = i + 1 end',
-     'local s, q = queue.key(moved[i + 1])\n    local s2, q2 = queue.zkey(z[1], z[2])\n'
-     '    if queue.after(s2, q2, s, q) then hi = i else lo = i + 1 end'),
+     'local s, q = ready_list.key(moved[i + 1])\n    local s2, q2 = ready_list.zkey(z[1], z[2])\n'
+     '    if ready_list.after(s, q, s2, q2) then hi = i else lo = i + 1 end',
+     'local s, q = ready_list.key(moved[i + 1])\n    local s2, q2 = ready_list.zkey(z[1], z[2])\n'
+     '    if ready_list.after(s2, q2, s, q) then hi = i else lo = i + 1 end'),
     # Library version 18: the delayed list.
-    ('promotion leaves the delayed list', 'local entries = later.due_front(k, now, PROMOTE_BATCH + 1)',
+    ('promotion leaves the delayed list', 'local entries = delayed_list.due_front(k, now, PROMOTE_BATCH + 1)',
      'local entries = {}'),
-    ('promotion takes delayed list entries before they are due', 'later.key(es[i + 1]) <= now do',
-     'later.key(es[i + 1]) <= now + 1 do'),
+    ('promotion takes delayed list entries before they are due', 'delayed_list.key(es[i + 1]) <= now do',
+     'delayed_list.key(es[i + 1]) <= now + 1 do'),
     ('putmany appends delayed jobs out of their order',
-     'to_later = queue.after(due, seqs[i], lbar, lseq)', ''),
+     'to_later = ready_list.after(due, seqs[i], delayed_floor, delayed_floor_seq)', ''),
     ('putmany lists a job put with DELAY alone but leaves its record unflagged',
      'rec = record.plain(now, s, due, listed, bodies[i])', 'rec = record.plain(now, s, due, nil, bodies[i])'),
     ('a job in the delayed list reads as ready',
-     "  if j.later then return { 'delayed', list, queue.entry(j, id), j.due } end\n", ''),
+     "  if j.later then return { 'delayed', list, ready_list.entry(j, id), j.due } end\n", ''),
     ('a job keeps its delayed-list flag wherever it goes', 'j.later = delayed and listed or nil',
      'j.later = j.later or delayed and listed or nil'),
     ('stats leave the delayed list out', "redis.call('ZCARD', k.delayed) + redis.call('LLEN', k.later) - due_set",
      "redis.call('ZCARD', k.delayed) - due_set"),
     ('stats count one due job of the delayed list at most', '  while due_at(hi) do lo, hi = hi + 1, 2 * hi + 1 end\n',
      '  hi = lo\n'),
-    ('the next due time ignores the delayed list', '  local t = later.earliest(k)\n', '  local t = earliest(k.delayed)\n'),
+    ('the next due time ignores the delayed list', '  local t = delayed_list.earliest(k)\n', '  local t = earliest(k.delayed)\n'),
     ('list delayed pages the set alone',
-     "local page = queue.page(delayed_lane, 0, nlater_set, nlater, ndue + offset, count)",
-     "local page = queue.page(delayed_lane, 0, nlater_set, 0, ndue + offset, count)"),
+     "local page = ready_list.page(delayed_lane, 0, nlater_set, nlater, ndue + offset, count)",
+     "local page = ready_list.page(delayed_lane, 0, nlater_set, 0, ndue + offset, count)"),
     # (A single put appending its delayed job out of order: seeds 1 to 3
     # missed it within 30 s once puts with an update mode went to the set;
     # functions_test's DelayedListTest.JobsInDueOrderAreListed... catches
