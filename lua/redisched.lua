@@ -81,6 +81,41 @@ requeue, and list the page it is about to show (docs/redis-api.md,
 "Conventions").
 ]]
 
+--[[ How to read this file. Sections (search for their dashed lines):
+  arguments  checks of keys and arguments (check_keys, options, int_arg);
+             clock(), the only read of the server's time
+  records    the record module, the only code that knows a record's bytes
+             (record.pack/unpack/head/readable); a job's member in the
+             delayed and ready sets (member, member_id) and its ready score;
+             the topic's counter (seq_room, take_seq); known: records read
+             and checked before a call's first write
+  moves      what the calls share: the signals (wake, finished), the retry
+             window (gone), promotion of due jobs (promotion reads,
+             promote writes), store_waiting (stores a job and puts it
+             where it waits), reservations (lease_*), the reads that step
+             around the pins (unpinned), the ready list (ready_list) and
+             the delayed list (delayed_list), locate and take_out (where a
+             job is, and out of there), requeue_members, job_fields (get's
+             array)
+  put        put, restore, putmany
+  read       get, list, stats (read only, but list's promotion)
+  take       reserve and pull: limits (limit_room, aged), pop, take (which
+             decides before it writes), next_time
+  settle     ack, ackmany, release, fail, touch
+  manage     delete, requeue, kick, kickall, limit, retrywindow, pause,
+             resume
+  shards     shard, shards (a topic spread over topics T~suffix)
+  schedules  recurring jobs: schedule ... tick
+  register   api() (signals published once a call succeeds) and the list
+             of functions
+Each redisched_<name> function has a header block, a long comment that
+starts "redisched_<name>:", of its arguments and reply, which
+docs/redis-api.md repeats.
+Locals: the main chunk holds 185 of the 200 locals Lua allows a function
+(regressions_test.py counts them); a group of helpers goes in a table
+(record, known, gone, ready_list, delayed_list, unpinned), its
+constants in a do-block. ]]
+
 local LIBRARY_VERSION = 22 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
@@ -2015,12 +2050,14 @@ local function promoted_front(plan, count)
 end
 
 -- The common case of take (read only), done: the promotion made and the
--- n jobs at the front of ready taken. (ZPOPMIN formats every score it
+-- jobs taken, a from the front of the ready set and b from the ready
+-- list's. (ZPOPMIN formats every score it
 -- returns: 1.0 us per job, against 0.55 for the ZRANGE that read them and
 -- this ZREMRANGEBYRANK.)
 local function take_done(k, t)
   if t.plan then promote(k, t.plan) end
-  redis.call('ZREMRANGEBYRANK', k.ready, 0, t.n - 1)
+  if t.a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, 0, t.a - 1) end
+  if t.b > 0 then redis.call('LTRIM', k.queue, t.b, -1) end
 end
 
 -- The start of reserve and pull: due jobs made ready (at most a batch), then
@@ -2044,28 +2081,41 @@ end
 local function take(k, now, count, recover)
   local listed = redis.call('LLEN', k.queue) > 0
   local plan = promotion(k, now)
-  local front = unpinned.range(k.ready, 0, count - 1)
+  -- (with the ready list, the set's front with its scores, to merge them)
+  local front = unpinned.range(k.ready, 0, count - 1, listed)
+  local nfront = listed and #front / 2 or #front
   local first = front[1]
   local marked = first == LIMIT_MARK or first == PAUSED_MARK or first == SHARD_MARK
   local backlog = plan and plan.backlog
-  local members = front
-  if plan then members = #front == 0 and promoted_front(plan, count) or nil end
   local lapsed -- (nil: not read, or none)
-  if not listed and not marked and not backlog and members and plain_front(members) then
-    if recover and #members < count then
+  local function no_lapsed(n)
+    if recover and n < count then
       lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
       if #lapsed == 0 then lapsed = nil end
     end
-    if not lapsed then
-      if #members == 0 then return false, {} end
-      local popped = {}
-      for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
-      return false, popped, nil, nil, { unread = true, plan = plan, n = #members }
+    return not lapsed
+  end
+  local listed_front = listed and redis.call('LRANGE', k.queue, 0, count - 1)
+  if not marked and not backlog then
+    if not listed then
+      local members = front
+      if plan then members = #front == 0 and promoted_front(plan, count) or nil end
+      if members and plain_front(members) and no_lapsed(#members) then
+        if #members == 0 then return false, {} end
+        local popped = {}
+        for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
+        return false, popped, nil, nil, { unread = true, plan = plan, a = #members, b = 0 }
+      end
+    elseif not plan then
+      local popped, a, b = ready_list.merge(front, listed_front, count, ready_list.key)
+      if no_lapsed(a + b) then
+        return false, popped, nil, nil, { unread = true, a = a, b = b }
+      end
     end
   end
 
   local may = {} -- the ids of the jobs this call may hand out, requeue or rewrite
-  local jobs, step = front, 1
+  local jobs, step = front, listed and 2 or 1
   if marked then
     local m = redis.call('ZRANGEBYSCORE', k.ready, '-inf', '-inf')
     local is_paused = false
@@ -2079,10 +2129,9 @@ local function take(k, now, count, recover)
     end
     local age = redis.call('HGET', k.meta, 'limit_aging')
     if age then jobs, step = aged(k, now, count, tonumber(age)), 2
-    else jobs = unpinned.range(k.ready, #m, #m + count - 1) end
+    else jobs, step = unpinned.range(k.ready, #m, #m + count - 1), 1 end
   end
   for i = 1, #jobs, step do may[#may + 1] = member_id(jobs[i]) end
-  local listed_front = listed and redis.call('LRANGE', k.queue, 0, count - 1)
   local nlisted = listed_front and #listed_front or 0
   for i = 1, nlisted do may[#may + 1] = member_id(listed_front[i]:sub(7)) end
   if plan then
@@ -2095,7 +2144,7 @@ local function take(k, now, count, recover)
       if per[prio] <= count then may[#may + 1] = member_id(e:sub(7)) end
     end
   end
-  if not lapsed and recover and (marked or #front + nlisted + (plan and plan.n or 0) < count) then
+  if not lapsed and recover and (marked or nfront + nlisted + (plan and plan.n or 0) < count) then
     lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
     if #lapsed == 0 then lapsed = nil end
   end

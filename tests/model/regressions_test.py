@@ -678,6 +678,29 @@ class Version22(Case):
 
 
 
+class Source(unittest.TestCase):
+    """What the library's source says of itself."""
+
+    def test_the_main_chunk_holds_the_locals_its_map_says(self):
+        # Lua 5.1 allows a function (the main chunk too) 200 active
+        # locals: the map at the top of the file says how many are left.
+        import re
+        with open(LUA) as f:
+            code = f.read()
+        n = 0
+        for line in code.splitlines():
+            if re.match(r'local function \w', line):
+                n += 1
+            else:
+                m = re.match(r'local ([\w\s,]+?)(=|$)', line)
+                if m:
+                    n += len([x for x in m.group(1).split(',') if x.strip()])
+        said = re.search(r'the main chunk holds (\d+) of the 200 locals', code)
+        self.assertIsNotNone(said, 'the map states no count of locals')
+        self.assertEqual(int(said.group(1)), n)
+        self.assertLessEqual(n, 200)
+
+
 # ---------------------------------------------------------------- version 10
 
 class Version10(Case):
