@@ -806,8 +806,8 @@ end
 
 -- Stores a job and places it in delayed or ready by its due time. A put's
 -- job goes to the end of its list instead when it sorts there: floor is the
--- least order the list takes (ready_list.bar for a ready job, its ready score;
--- delayed_list.bar for a delayed one, its due time; read before the put's first
+-- least order the list takes (ready_list.append_floor for a ready job, its ready score;
+-- delayed_list.append_floor for a delayed one, its due time; read before the put's first
 -- write). The record says whether the job is in the delayed list (later).
 -- Returns 'ready' or 'delayed'.
 local function store_waiting(k, id, j, now, floor)
@@ -1097,7 +1097,7 @@ end
 
 -- The least due time a job put now must have to go to the list's end: its
 -- last entry's (a new job's put sequence is above every entry's); -inf on
--- an empty list. A put reads it before its first write (ready_list.bar says
+-- an empty list. A put reads it before its first write (ready_list.append_floor says
 -- why).
 function delayed_list.append_floor(k)
   local tail = redis.call('LINDEX', k.later, -1)
@@ -1184,7 +1184,7 @@ local function locate(k, id, j)
     return { 'reserved', k.reserved, lm, tonumber(redis.call('ZSCORE', k.reserved, lm)), token, at }
   end
   -- (EXISTS: a read of the list before the caller's first write, as
-  -- ready_list.bar says why)
+  -- ready_list.append_floor says why)
   local list = j.later and k.later or k.queue
   if j.legacy or redis.call('EXISTS', list) == 0 then return { 'unknown' } end
   if j.later then return { 'delayed', list, ready_list.entry(j, id), j.due } end
@@ -1377,15 +1377,18 @@ local function new_job(p, seq, created)
 end
 
 -- Picks a generated id for put sequence seq; in the rare case that a job
--- already holds it (someone chose such an id), takes further numbers.
--- taken(id) says whether id is held. Returns the id and its sequence.
-local function fresh_id(k, now, seq, taken)
+-- already holds it (someone chose such an id), takes the numbers after
+-- last, the highest the call has taken so far. taken(id) says whether id
+-- is held. Read only: returns the id, its sequence and the new last; the
+-- caller takes its numbers from the counter in one HINCRBY, after it.
+local function fresh_id(k, now, seq, last, taken)
   local id = generated_id(now, seq)
   while taken(id) do
-    seq = take_seq(k, 1)
-    id = generated_id(now, seq)
+    last = last + 1
+    if last > SEQ_MAX then seq_room(k, SEQ_MAX + 1) end -- (refuses: used up)
+    seq, id = last, generated_id(now, last)
   end
-  return id, seq
+  return id, seq, last
 end
 
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
@@ -1427,7 +1430,11 @@ local function put(keys, args)
   if p.due <= now then floor = ready_list.append_floor(k) elseif p.mode == 'create' then floor = delayed_list.append_floor(k) end
   if id == GENERATE then
     local seq
-    id, seq = fresh_id(k, now, take_seq(k, 1), function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
+    local cur = seq_room(k, 1)
+    local last
+    id, seq, last = fresh_id(k, now, cur + 1, cur + 1,
+                             function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
+    redis.call('HINCRBY', k.meta, 'seq', last - cur)
     store_waiting(k, id, new_job(p, seq, now), now, floor)
     return id
   end
@@ -1627,11 +1634,14 @@ local function putmany(keys, args)
       if to_list(i) then delayed_floor = delayed_list.append_floor(k); break end
     end
   end
-  local seq, seqs = take_seq(k, stored), {}
+  -- (the numbers, read: taken in one HINCRBY once the ids are chosen)
+  local cur = seq_room(k, stored)
+  local seq, seqs, last = cur + 1, {}, cur + stored
   for i = 1, count do
     if ids[i] == GENERATE then
       -- A generated id is never one this call names.
-      local id, s = fresh_id(k, now, seq, function(gid)
+      local id, s
+      id, s, last = fresh_id(k, now, seq, last, function(gid)
         return present[gid] ~= nil or redis.call('HEXISTS', k.jobs, gid) == 1
       end)
       ids[i], codes[i], present[id], latest[id], seqs[i] = id, id, true, i, s
@@ -1640,9 +1650,10 @@ local function putmany(keys, args)
       seqs[i], seq = seq, seq + 1
     end
   end
+  redis.call('HINCRBY', k.meta, 'seq', last - cur)
   for id, where in pairs(where_of) do take_out(k, id, where) end
   -- The delayed jobs that may (to_list) go to the end of the delayed list
-  -- when they are in order and due no earlier than its end (delayed_list.bar), as
+  -- when they are in order and due no earlier than its end (delayed_list.append_floor), as
   -- with one delay for all; decided first, as their records say so.
   -- (Sequences too: a generated id that was taken gets a number above the
   -- batch's block, so the batch's jobs need not be in put order.)
@@ -1657,7 +1668,7 @@ local function putmany(keys, args)
   -- New jobs are written with one HSET and one ZADD per set; a job given
   -- twice is written as its last version. The ready ones go to the end of
   -- the ready list instead when they are in order and sort after it
-  -- (ready_list.bar): each call's plain jobs are (one score, rising sequences).
+  -- (ready_list.append_floor): each call's plain jobs are (one score, rising sequences).
   local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
   local delayed_entries = {}
   -- (listing: the batch may still go to the list; its entries are made
@@ -2802,7 +2813,7 @@ local function limit(keys, args)
   cap = cap or was_cap
   -- Aging compares the fronts of each priority in the ready set: the list
   -- joins it (and, the mark set, starts no more). First: it reads the list
-  -- before any write (ready_list.bar says why).
+  -- before any write (ready_list.append_floor says why).
   if age > 0 then ready_list.flush(k) end
   local changed = false
   if rate ~= was_rate or window ~= was_window then

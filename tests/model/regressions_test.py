@@ -632,6 +632,25 @@ class Version22(Case):
                 self.plant(id_, on=False)
         self.assertEqual(self.listed('ready', 2000), ['v', 'due'])
 
+    def test_v22_07_a_generated_id_that_is_taken_at_the_counters_end_refuses_before_any_write(self):
+        # The last number's generated id is held (someone chose it): the
+        # next would pass the counter's end. Library 21 took the first
+        # number, then raised (WRITEORDER under the checker).
+        last = 2 ** 53 - 1
+        for op, args in (('put', ['*', 'x']), ('putmany', [2, 'a', 'x', 0, '*', 'y', 0])):
+            with self.subTest(op=op):
+                self.c.check('FLUSHALL')
+                harness.load(self.c, harness.library_source(LUA, write_order=True))
+                self.f('put', '1000-%d' % last, 'mine', 'NOW', 1000)
+                self.c.check('HSET', self.K[6], 'seq', last - (2 if op == 'putmany' else 1))
+                r = self.unchanged(lambda: self.f(op, *args, 'NOW', 1000))
+                self.assertEqual(r, Error('BADSTATE'), getattr(r, 'message', r))
+                # One number short of the end, the id after it is free.
+                self.c.check('HSET', self.K[6], 'seq', last - (3 if op == 'putmany' else 2))
+                self.c.check('DEL', '1000-%d' % last)
+                r = self.f(op, *args, 'NOW', 1000)
+                self.assertNotIsInstance(r, Error, getattr(r, 'message', r))
+
     def test_v22_06_every_call_reads_past_such_a_record_or_refuses_with_nothing_changed(self):
         # Each state, each call that names the job or may meet it: no call
         # raises after its first write (the write-order checker answers
@@ -1052,7 +1071,8 @@ FIXED_IN = {
     19: ['test_v19_01_dead_or_deleted_jobs_are_published_kept_or_not'],
     21: ['test_v21_01_a_capped_pull_looks_again_when_the_first_reservation_still_to_lapse_does'],
     22: ['test_v22_01_reserve_and_pull_refuse_with_nothing_moved_and_hand_the_jobs_out_once_readable',
-         'test_v22_05_list_refuses_every_state_with_nothing_promoted'],
+         'test_v22_05_list_refuses_every_state_with_nothing_promoted',
+         'test_v22_07_a_generated_id_that_is_taken_at_the_counters_end_refuses_before_any_write'],
     20: ['test_v20_01_a_put_retried_after_its_job_finished_answers_exists',
          'test_v20_02_the_window_is_the_topics_and_0_turns_it_off',
          'test_v20_03_a_job_acked_with_keep_is_refused_for_its_keep_not_the_window'],
