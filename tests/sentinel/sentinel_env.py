@@ -352,7 +352,26 @@ class SentinelEnv:
                            and r["master-link-status"] == "ok" for r in replicas):
                     return False
             return True
-        _poll("the restarted node in sync", healthy, timeout, lambda: self._sentinel_views())
+        def views():
+            # (what healthy() looked at, for a timeout's message: the node's
+            # own link, and each sentinel's flags for it)
+            try:
+                info = self._node(old[1]).info("replication")
+                own = "node %d: role %s, link %s" % (old[1], info.get("role"),
+                                                     info.get("master_link_status"))
+            except Exception as e:  # noqa: BLE001 (a message, not a check)
+                own = "node %d: %s" % (old[1], e)
+            seen = []
+            for port in self.sentinels:
+                try:
+                    for r in self._sentinel(port).sentinel_slaves(MASTER_NAME):
+                        if int(r["port"]) == old[1]:
+                            seen.append("sentinel %d: flags %s, link %s"
+                                        % (port, r["flags"], r["master-link-status"]))
+                except Exception as e:  # noqa: BLE001
+                    seen.append("sentinel %d: %s" % (port, e))
+            return "; ".join([own] + seen) + " | " + self._sentinel_views()
+        _poll("the restarted node in sync", healthy, timeout, views)
         return old
 
 
