@@ -111,7 +111,7 @@ requeue, and list the page it is about to show (docs/redis-api.md,
 Each redisched_<name> function has a header block, a long comment that
 starts "redisched_<name>:", of its arguments and reply, which
 docs/redis-api.md repeats.
-Locals: the main chunk holds 185 of the 200 locals Lua allows a function
+Locals: the main chunk holds 186 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, ready_list, delayed_list, unpinned), its
 constants in a do-block. ]]
@@ -622,24 +622,20 @@ function known.map(kn)
   return map
 end
 
--- The records of ids, in order: those read (kn), where ids[i] is the i-th
--- id read (the common case: no table by id is made), else by id; the rest
--- (rewritten by the call, by this version, so readable) read now.
+-- The records of ids, in order: those read (kn), as read when ids are
+-- the ids read in their order (the common case: no table by id is made),
+-- else by id; the rest (rewritten by the call, by this version, so
+-- readable) read now.
 function known.records(k, kn, ids)
-  local map = kn.map
-  if not map then -- the common case: all in the order read
+  if not kn.map then -- the common case: all in the order read
     local i = 1
     while ids[i] and kn.ids[i] == ids[i] do i = i + 1 end
     if not ids[i] then return kn.recs end
   end
+  local map = known.map(kn)
   local recs, missing = {}, nil
   for i, id in ipairs(ids) do
-    local rec
-    if not map and kn.ids[i] == id then rec = kn.recs[i]
-    else
-      map = map or known.map(kn)
-      rec = map[id]
-    end
+    local rec = map[id]
     recs[i] = rec
     if rec == nil then
       missing = missing or {}
@@ -2013,7 +2009,7 @@ local function pop(k, now, n, listed, front)
   return popped, lim
 end
 
--- Whether members from the front of ready are take_plain's to take: no
+-- Whether members from the front of ready are take's to take by rank: no
 -- mark (pause, limits, shards: they sort first) and no version 8 member
 -- (the id alone, whose score reserve reads as its token).
 local function plain_front(members)
@@ -2025,18 +2021,23 @@ local function plain_front(members)
   return true
 end
 
--- The members at the front of ready (plain_front), taken (ZREMRANGEBYRANK
--- of as many): {member, false, ...}.
+-- Members as popped jobs, {member, false, ...} (take reads no scores when
+-- it takes by rank); and the members at the front of ready (plain_front),
+-- taken so (ZREMRANGEBYRANK of as many).
 -- take's plain case after lapsed reservations: the front of ready is
 -- plain_front and fewer than count; the lapsed ones are requeued, the front
 -- is read again and taken (ZREMRANGEBYRANK of as many) when it is still
 -- plain_front. Returns the {member, false, ...} taken, or nil (nothing
 -- taken; the requeue made) when it is not.
-local function take_front(k, members)
-  if #members > 0 then redis.call('ZREMRANGEBYRANK', k.ready, 0, #members - 1) end
+local function as_popped(members)
   local popped = {}
   for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
   return popped
+end
+
+local function take_front(k, members)
+  if #members > 0 then redis.call('ZREMRANGEBYRANK', k.ready, 0, #members - 1) end
+  return as_popped(members)
 end
 
 local function take_requeued(k, now, count, lapsed, kn)
@@ -2080,10 +2081,10 @@ end
 -- hand out, the backlog (nil if none), the limits (nil if none), and what
 -- the caller needs to read the popped jobs' records (taken_records).
 --
--- It decides before its first write. In the common case (no backlog behind
--- the due jobs, no job in the ready list, no mark and no version 8 member
--- at the front of ready, no lapsed reservation to requeue) it writes
--- nothing: the caller reads the jobs' records, decides what to answer,
+-- It decides before its first write. In the common case (no mark, no
+-- backlog behind the due jobs, no lapsed reservation to requeue; jobs from
+-- the ready set's front, or the fronts of the ready set and the ready list
+-- merged when no promotion is to be made) it writes nothing: the caller reads the jobs' records, decides what to answer,
 -- and then takes them (taken_records, take_done). Otherwise it reads every
 -- front that can give jobs (the ready set after its marks, or with aging
 -- each priority's; the ready list; each priority's first due delayed jobs;
@@ -2098,9 +2099,13 @@ local function take(k, now, count, recover)
   local first = front[1]
   local marked = first == LIMIT_MARK or first == PAUSED_MARK or first == SHARD_MARK
   local backlog = plan and plan.backlog
-  local lapsed -- (nil: not read, or none)
+  -- The lapsed reservations reserve may recover, read once when fewer than
+  -- count jobs (n) may come from the fronts; none: nothing lapsed to
+  -- requeue (nil).
+  local lapsed, lapsed_read
   local function no_lapsed(n)
-    if recover and n < count then
+    if recover and n < count and not lapsed_read then
+      lapsed_read = true
       lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
       if #lapsed == 0 then lapsed = nil end
     end
@@ -2113,9 +2118,7 @@ local function take(k, now, count, recover)
       if plan then members = #front == 0 and promoted_front(plan, count) or nil end
       if members and plain_front(members) and no_lapsed(#members) then
         if #members == 0 then return false, {} end
-        local popped = {}
-        for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
-        return false, popped, nil, nil, { unread = true, plan = plan, a = #members, b = 0 }
+        return false, as_popped(members), nil, nil, { unread = true, plan = plan, a = #members, b = 0 }
       end
     elseif not plan then
       local popped, a, b = ready_list.merge(front, listed_front, count, ready_list.key)
@@ -2155,10 +2158,7 @@ local function take(k, now, count, recover)
       if per[prio] <= count then may[#may + 1] = member_id(e:sub(7)) end
     end
   end
-  if not lapsed and recover and (marked or nfront + nlisted + (plan and plan.n or 0) < count) then
-    lapsed = redis.call('ZRANGEBYSCORE', k.reserved, '-inf', now, 'LIMIT', 0, REQUEUE_INLINE)
-    if #lapsed == 0 then lapsed = nil end
-  end
+  no_lapsed(marked and 0 or nfront + nlisted + (plan and plan.n or 0))
   if lapsed then
     for _, m in ipairs(lapsed) do may[#may + 1] = reserved_id(m) end
     -- (a job put back takes a number; so does a version 8 job that dies)
@@ -2289,7 +2289,7 @@ local function reserve(keys, args)
         else
           j = record.unpack(rec)
           body, created, due = j.body, j.created, j.due
-          -- version 8's ready sequence (its member is the id: take_plain left it to pop)
+          -- version 8's ready sequence (its member is the id: take left it to pop)
           if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN
           else token = j.place or j.seq end
         end

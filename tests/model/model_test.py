@@ -811,7 +811,7 @@ MUTANTS = [
     # ReserveRecoversLapsedJobsBeforeItTakesAndKeepsTheOrder, plain path,
     # catches it: it hands out y twice.)
     ('reserve recovers lapsed reservations only when nothing is ready',
-     'if recover and n < count then', 'if recover and n == 0 then'),
+     'if recover and n < count and not lapsed_read then', 'if recover and n == 0 and not lapsed_read then'),
     ('reserve takes due jobs of mixed priorities in due order',
      "    if e:sub(14, 15) ~= prio then return nil end\n", ''),
     ('ackmany acks a repeated id twice', 'if acked[id] then', 'if false then'),
