@@ -3,36 +3,41 @@
 redisched: a delayed/priority job queue as one Redis Functions library.
 
 Load it as it is:   redis-cli FUNCTION LOAD REPLACE "$(cat lua/redisched.lua)"
-Call it:            FCALL redisched_<op> 8 <the topic's eight keys> <arguments...>
+Call it:            FCALL redisched_<op> 11 <the topic's eleven keys> <arguments...>
 
-Every function takes the same eight keys of one topic T, in this order
+Every function takes the same eleven keys of one topic T, in this order
 (P is a prefix, "redisched" by default; {T} is the Redis Cluster hash tag):
-  KEYS[1] P:{T}:jobs      hash  id -> packed job record (body and metadata)
-  KEYS[2] P:{T}:delayed   zset  M -> due time (ms)
-  KEYS[3] P:{T}:ready     zset  M -> (1000 - priority) * 2^43 + due time (ms);
-                                while paused also NUL "paused" -> -inf, while
-                                limited (redisched_limit) NUL "limited" -> -inf;
-                                with its first job also its pin (PIN.member) -> +inf
-  KEYS[4] P:{T}:reserved  zset  id NUL token -> reservation deadline (ms);
-                                from the first reservation also its pin
-                                (PIN.member) -> +inf
-  KEYS[5] P:{T}:dead      zset  id -> time it died (ms)
-  KEYS[6] P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
-  KEYS[7] P:{T}:meta      hash  seq (counter), totals, limits
-  KEYS[8] P:{T}:leases    hash  id -> "token:reserved_at:ttr" of its reservation
+  KEYS[1]  P:{T}:jobs      hash  id -> packed job record (body and metadata)
+  KEYS[2]  P:{T}:delayed   zset  M -> due time (ms)
+  KEYS[3]  P:{T}:ready     zset  M -> (1000 - priority) * 2^43 + due time (ms);
+                                 while paused also NUL "paused" -> -inf, while
+                                 limited (redisched_limit) NUL "limited" -> -inf;
+                                 with its first job also its pin (PIN.member) -> +inf
+  KEYS[4]  P:{T}:reserved  zset  id NUL token -> reservation deadline (ms);
+                                 from the first reservation also its pin
+                                 (PIN.member) -> +inf
+  KEYS[5]  P:{T}:dead      zset  id -> time it died (ms)
+  KEYS[6]  P:{T}:done      zset  id -> time its retention ends (ms) (ack KEEP)
+  KEYS[7]  P:{T}:meta      hash  seq (counter), totals, limits
+  KEYS[8]  P:{T}:leases    hash  id -> "token:reserved_at:ttr" of its reservation
+  KEYS[9]  P:{T}:queue     list  the ready list (version 17): jobs put ready,
+                                 in put order, beside the ready set
+  KEYS[10] P:{T}:later     list  the delayed list (version 18): jobs put
+                                 delayed, in put order, beside the delayed set
+  KEYS[11] P:{T}:gone      zset  id -> the end of its retry window (ms)
+                                 (version 20): jobs finished without a trace
 where M, a job's member in delayed and ready, is its put sequence (7 bytes,
 big-endian), its priority (2 bytes) and its id: jobs due in the same
 millisecond sort by put order, and due jobs move to ready without reading
 their records. The names are checked (BADKEYS): the same P:{T} before each
-suffix, with a non-empty hash tag. Two more keys, in the same slot, are
-named by the library from KEYS[1]: the ready list P:{T}:queue (version 17)
-and the delayed list P:{T}:later (version 18), which hold the jobs puts
-make in order, beside the ready and delayed sets ("The ready list", "The
-delayed list" below). A third, P:{T}:gone (version 20), a zset id -> the
-end of its retry window (ms), holds the ids of jobs finished without a
-trace (acked without KEEP, or taken for good) for a while, so that a put
-retried after an unsure answer does not make the job again ("The retry
-window" below).
+suffix, with a non-empty hash tag. A caller written for version 21 or older
+passes the first eight keys, and the library names the last three from
+them (same slot; docs/redis-api.md, "Keyspace"). The ready and delayed
+lists ("The ready list", "The delayed list" below) hold the jobs puts make
+in order; the retry window ("The retry window" below) keeps the ids of jobs
+finished without a trace (acked without KEEP, or taken for good) for a
+while, so that a put retried after an unsure answer does not make the job
+again.
 
 A job is in exactly one of delayed, ready, reserved, dead, done: its state
 is the set (or list) that holds it (docs/lifecycle.md draws the transitions), except
@@ -109,14 +114,16 @@ requeue, and list the page it is about to show (docs/redis-api.md,
   register   api() (signals published once a call succeeds) and the list
              of functions
 Each redisched_<name> function has a header block, a long comment that
-starts "redisched_<name>:", of its arguments and reply, which
-docs/redis-api.md repeats.
+starts "redisched_<name>:", of its arguments (ARGV: positional ones in
+lower case, option words in upper case) and reply, which
+docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
+option words against what the code accepts, and the docs against both).
 Locals: the main chunk holds 186 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, ready_list, delayed_list, unpinned), its
 constants in a do-block. ]]
 
-local LIBRARY_VERSION = 22 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 23 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -162,7 +169,8 @@ local CONCURRENCY_MAX = 1000000
 local AGING_MAX = 86400000       -- ms of waiting a level of priority is worth, at most
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
-local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases' }
+local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases',
+                    'queue', 'later', 'gone' }
 
 -- The leases hash holds one more field, never an id (ids hold no control
 -- characters), whose value is longer than Redis packs into a listpack
@@ -240,23 +248,29 @@ local function id_arg(v, checked)
   return v
 end
 
--- The eight keys, checked by name: "<base>:<name>" for each name, in order,
--- with one base that holds a non-empty hash tag (so they share one slot).
+-- The eleven keys, checked by name: "<base>:<name>" for each name, in
+-- order, with one base that holds a non-empty hash tag (so they share one
+-- slot). A caller written for version 22 or older passes the first
+-- eight: the last three are then named from the base (same slot, but no
+-- key of the call, which a proxy that routes or checks by KEYS cannot see).
 -- String compares only, no Redis calls; before anything is read or written.
--- Keys checked before, by their first key: a call with the same eight
--- keys skips the string work (Lua interns strings, so comparing them is a
+-- Keys checked before, by their first key: a call with the same keys
+-- skips the string work (Lua interns strings, so comparing them is a
 -- pointer compare). Emptied when it holds many topics.
 local checked, n_checked = {}, 0
 
 local function check_keys(keys)
+  local n = #keys
   local seen = checked[keys[1]]
-  if seen and #keys == 8 and keys[2] == seen.delayed and keys[3] == seen.ready
+  if seen and n == seen.n and keys[2] == seen.delayed and keys[3] == seen.ready
       and keys[4] == seen.reserved and keys[5] == seen.dead and keys[6] == seen.done
-      and keys[7] == seen.meta and keys[8] == seen.leases then
+      and keys[7] == seen.meta and keys[8] == seen.leases
+      and (n == 8 or (keys[9] == seen.queue and keys[10] == seen.later and keys[11] == seen.gone)) then
     return seen
   end
-  if #keys ~= 8 then
-    error({ bad = 'BADKEYS expected the topic\'s 8 keys (jobs delayed ready reserved dead done meta leases), got ' .. #keys })
+  if n ~= 11 and n ~= 8 then
+    error({ bad = 'BADKEYS expected the topic\'s 11 keys (' .. table.concat(KEY_NAMES, ' ') ..
+                  '), got ' .. n })
   end
   local base = keys[1]:sub(1, -6)
   local open = base:find('{', 1, true)
@@ -264,18 +278,16 @@ local function check_keys(keys)
   if keys[1]:sub(-5) ~= ':jobs' or not close or close == open + 1 then
     error({ bad = 'BADKEYS key 1 must be <prefix>:{<topic>}:jobs, got ' .. show(keys[1]) })
   end
-  for i = 2, 8 do
+  for i = 2, n do
     if keys[i] ~= base .. ':' .. KEY_NAMES[i] then
       error({ bad = 'BADKEYS key ' .. i .. ' must be ' .. show(base .. ':' .. KEY_NAMES[i]) ..
                     ', got ' .. show(keys[i]) })
     end
   end
-  -- The ready and delayed lists are no keys of the call: they share the
-  -- others' hash tag, so they are in their slot (docs/redis-api.md, "The
-  -- ready list").
-  local k = { jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
+  local k = { n = n, jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
               dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8],
-              queue = base .. ':queue', later = base .. ':later', gone = base .. ':gone' }
+              queue = keys[9] or base .. ':queue', later = keys[10] or base .. ':later',
+              gone = keys[11] or base .. ':gone' }
   if n_checked >= 1000 then checked, n_checked = {}, 0 end
   checked[keys[1]], n_checked = k, n_checked + 1
   return k
@@ -1503,8 +1515,9 @@ local function restore(keys, args)
 end
 
 --[[ redisched_putmany: add or update many jobs in one call.
-ARGV: count, then count times: id body nopts [option value...] (nopts words of
-      put's per-job options), then [MAXBODY bytes] [NOW ms] for all.
+ARGV: count  id body nopts [option value...]  ...  [MAXBODY bytes] [NOW ms]
+  count: 1..1000 jobs, each its id, body, nopts and nopts words of put's
+  per-job options; then MAXBODY and NOW, for all.
 Output: an array of put's codes, one per job, in order (the generated id
   for a job given as "*"). A job id given twice in one call is treated as
   two puts, in order. Refused jobs (-1, 0) take no sequence number; when
@@ -2745,7 +2758,7 @@ local function revive(k, ids, now)
 end
 
 --[[ redisched_kick: dead jobs back to ready, attempts reset.
-ARGV: id [id...]   (at most 1000; no NOW: the arguments are all ids)
+ARGV: id [id...]   (at most 1000; the arguments are all ids: no options)
 Output: the number of jobs kicked (ids that are not dead are left alone).
 ]]
 local function kick(keys, args)
@@ -2958,6 +2971,7 @@ end
 
 --[[ redisched_shards: the topic's shard suffixes ("*" for a former shard);
 none when it holds its own jobs. Read only.
+ARGV: none
 Output: {suffix, ...}
 ]]
 local function shards(keys, args)
@@ -3120,7 +3134,7 @@ end
 
 --[[ redisched_pauseschedule, redisched_resumeschedule: a paused schedule
 produces nothing (its ticks are not caught up when it resumes).
-ARGV: name (pause); name NEXT ms (resume: its next tick, from now)
+ARGV: name (pause); name NEXT ms [NOW ms] (resume: its next tick, from now)
 Output: 1 changed, 0 no such schedule, -2 already paused (not paused).
 ]]
 local function set_paused(keys, args, paused)
@@ -3213,6 +3227,7 @@ end
 
 --[[ redisched_version: the library's version (an integer), for clients that
 load the library when it is missing or older than theirs.
+ARGV: none, and no keys (FCALL redisched_version 0)
 ]]
 local function version()
   return LIBRARY_VERSION

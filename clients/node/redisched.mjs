@@ -32,7 +32,8 @@ import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 
-const KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases'];
+const KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases',
+  'queue', 'later', 'gone'];
 
 // Per-job outcome codes (docs/redis-api.md, "Conventions").
 export const OK = 1, UPDATED = 2, NOT_FOUND = 0, EXISTS = -1, WRONG_STATE = -2, STALE_TOKEN = -3;
@@ -193,7 +194,7 @@ export async function loadLibrary(redis, path) {
   return redis.call('FUNCTION', 'LOAD', 'REPLACE', await readFile(path, 'utf8'));
 }
 
-// One topic: its eight keys, in the order every function takes them.
+// One topic: its eleven keys, in the order every function takes them.
 //   new Topic(redis, name[, prefix][, { prefix, replicas, replicaTimeoutMs, failoverMs }])
 // replicas: put, ack, release and fail answer once that many replicas have
 // the write (WAIT, up to replicaTimeoutMs), else reject with NotReplicated;

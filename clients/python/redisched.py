@@ -39,7 +39,8 @@ from dataclasses import dataclass
 import redis as _redis
 import redis.sentinel as _sentinel
 
-KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases")
+KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases",
+             "queue", "later", "gone")
 
 # Per-job outcome codes (docs/redis-api.md, "Conventions").
 OK, UPDATED, NOT_FOUND, EXISTS, WRONG_STATE, STALE_TOKEN = 1, 2, 0, -1, -2, -3
@@ -219,7 +220,7 @@ class Reserved:
 
 
 class Topic:
-    """One topic: its eight keys, in the order every function takes them.
+    """One topic: its eleven keys, in the order every function takes them.
 
     replicas: put, ack, release and fail return once that many replicas
     have the write (WAIT, up to replica_timeout_ms), else raise

@@ -2,11 +2,11 @@
 
 namespace redisched::core {
 
-std::array<std::string, 8> topic_keys(std::string_view prefix, std::string_view topic) {
+TopicKeys topic_keys(std::string_view prefix, std::string_view topic) {
   std::string base;
   base.reserve(prefix.size() + topic.size() + 4);
   base.append(prefix).append(":{").append(topic).append("}:");
-  std::array<std::string, 8> keys;
+  TopicKeys keys;
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = base + std::string(kKeyNames[i]);
   return keys;
 }

@@ -7,13 +7,17 @@
 
 namespace redisched::core {
 
-// The names, in the order every function of lua/redisched.lua takes them.
-inline constexpr std::array<std::string_view, 8> kKeyNames = {
-    "jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases"};
+// The names, in the order every function of lua/redisched.lua takes them
+// (all eleven since library version 23: every key a call touches is one of
+// its KEYS, as ACL key checks and proxies that route by KEYS expect).
+inline constexpr std::array<std::string_view, 11> kKeyNames = {
+    "jobs", "delayed", "ready", "reserved", "dead", "done",
+    "meta", "leases",  "queue", "later",    "gone"};
+using TopicKeys = std::array<std::string, kKeyNames.size()>;
 
 // "<prefix>:{<topic>}:<name>" for each name: the hash tag keeps a topic's
 // keys in one Redis Cluster slot.
-std::array<std::string, 8> topic_keys(std::string_view prefix, std::string_view topic);
+TopicKeys topic_keys(std::string_view prefix, std::string_view topic);
 
 // The topic's wake-up channel (docs/redis-api.md, "Wake-up signal"): named
 // like its ready key, so it lives in the topic's cluster slot.

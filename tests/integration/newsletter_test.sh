@@ -9,7 +9,7 @@ EXAMPLE="$1"
 PID=$!
 for _ in $(seq 1 250); do grep -q "sending newsletter" "$DIR/out" && break; sleep 0.02; done
 expect "urgent sent" "urgent: we are live!" "$(grep 'sending newsletter' "$DIR/out" | sed 's/^sending newsletter [^:]*: //')"
-K="8 redisched:{newsletter}:jobs redisched:{newsletter}:delayed redisched:{newsletter}:ready redisched:{newsletter}:reserved redisched:{newsletter}:dead redisched:{newsletter}:done redisched:{newsletter}:meta redisched:{newsletter}:leases"
+K="11 redisched:{newsletter}:jobs redisched:{newsletter}:delayed redisched:{newsletter}:ready redisched:{newsletter}:reserved redisched:{newsletter}:dead redisched:{newsletter}:done redisched:{newsletter}:meta redisched:{newsletter}:leases redisched:{newsletter}:queue redisched:{newsletter}:later redisched:{newsletter}:gone"
 # shellcheck disable=SC2086
 stats=$(rcli FCALL redisched_stats $K)
 expect "delayed waits" "1" "$(echo "$stats" | sed -n 2p)"

@@ -5,7 +5,7 @@ source "$(dirname "$0")/../testutil/redis_fixture.sh"
 LIB="$1"
 
 expect "load" "redisched" "$(rcli -x FUNCTION LOAD REPLACE < "$LIB")"
-K="8 redisched:{mail}:jobs redisched:{mail}:delayed redisched:{mail}:ready redisched:{mail}:reserved redisched:{mail}:dead redisched:{mail}:done redisched:{mail}:meta redisched:{mail}:leases"
+K="11 redisched:{mail}:jobs redisched:{mail}:delayed redisched:{mail}:ready redisched:{mail}:reserved redisched:{mail}:dead redisched:{mail}:done redisched:{mail}:meta redisched:{mail}:leases redisched:{mail}:queue redisched:{mail}:later redisched:{mail}:gone"
 # shellcheck disable=SC2086
 fcall() { local op=$1; shift; rcli FCALL "redisched_$op" $K "$@"; }
 

@@ -13,7 +13,10 @@ import time
 
 from model import Error, Status
 
-KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases']
+# A topic's keys, in the order the calls take them: all eleven since
+# library version 23, the first eight before (and still accepted).
+KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases',
+             'queue', 'later', 'gone']
 LEASES_PIN = b'\0unpacked'  # (library version 15)
 LEASES_PIN_VALUE = b'a value longer than hash-max-listpack-value keeps this hash a hash table'
 # The reserved set's member that is no reservation, at +inf (version 16),
@@ -25,13 +28,13 @@ PAUSED = b'\0paused'
 SHARDED = b'\0sharded'  # a spread topic's mark (redisched_shard)
 
 
-def topic_keys(topic, prefix='redisched'):
-    return [f'{prefix}:{{{topic}}}:{n}'.encode() for n in KEY_NAMES]
+def topic_keys(topic, prefix='redisched', count=11):
+    return [f'{prefix}:{{{topic}}}:{n}'.encode() for n in KEY_NAMES[:count]]
 
 
 def queue_key(keys):
-    """The topic's ready list (version 17): no key of the calls, named from
-    their base."""
+    """The topic's ready list (version 17), named from the keys' base (a
+    key of the calls since version 23, named by the library before)."""
     return keys[0][:-len(b'jobs')] + b'queue'
 
 
@@ -46,7 +49,7 @@ def gone_key(keys):
 
 
 def list_keys(keys):
-    """The keys the library names from KEYS[1] (no key of the calls)."""
+    """The keys added in versions 17 to 20 (the last three of eleven)."""
     return [queue_key(keys), later_key(keys), gone_key(keys)]
 
 
@@ -183,15 +186,25 @@ BOUNDS = ('PROMOTE_BATCH', 'REQUEUE_INLINE', 'TRIM_BATCH')
 # own error, which no model reply matches. A write is a command that writes,
 # but a removal that removed nothing (no change, nothing Redis propagates):
 # ack's ZREM that finds no reservation is its check.
+# The same wrapper checks that every key a command names is one of the
+# call's KEYS, when the call passes all eleven (version 23): a key named
+# otherwise raises UNDECLARED <key>. Every command the library sends names
+# its key first (DEL and EXISTS, one key); TIME names none, and SPUBLISH a
+# channel.
 WRITE_COMMANDS = 'HINCRBY HSET LPUSH LTRIM RPUSH SPUBLISH ZADD'.split()
 REMOVE_COMMANDS = 'DEL HDEL LREM ZPOPMIN ZREM ZREMRANGEBYRANK ZREMRANGEBYSCORE'.split()
 WRITE_ORDER_WRAPPER = """
 do
   local writes, removes = {%s}, {%s}
-  PIN.call = function(cmd, ...)
-    local r = redis.call(cmd, ...)
+  local keyless = { TIME = true, SPUBLISH = true }
+  PIN.call = function(cmd, key, ...)
+    local c = string.upper(cmd)
+    if PIN.declared and not keyless[c] and not PIN.declared[key] then
+      error('UNDECLARED ' .. c .. ' names ' .. tostring(key) .. ', no key of the call')
+    end
+    local r
+    if key == nil then r = redis.call(cmd) else r = redis.call(cmd, key, ...) end
     if not PIN.wrote then
-      local c = string.upper(cmd)
       if writes[c] or (removes[c] and r ~= 0 and not (type(r) == 'table' and #r == 0)) then
         PIN.wrote = c
       end
@@ -203,7 +216,11 @@ end
        ', '.join('%s = true' % c for c in REMOVE_COMMANDS))
 WRITE_ORDER_API = (
     "    local ok, res = pcall(fn, keys, args)\n",
-    "    PIN.wrote = nil\n"
+    "    PIN.wrote, PIN.declared = nil, nil\n"
+    "    if #keys == 11 then\n"
+    "      PIN.declared = {}\n"
+    "      for _, name in ipairs(keys) do PIN.declared[name] = true end\n"
+    "    end\n"
     "    local ok, res = pcall(fn, keys, args)\n"
     "    if not ok and PIN.wrote then\n"
     "      return redis.error_reply('WRITEORDER an error after ' .. PIN.wrote .. ': ' ..\n"

@@ -19,6 +19,8 @@ sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 
 import argparse
 import os
+import re
+from itertools import takewhile
 import unittest
 
 import harness
@@ -42,12 +44,19 @@ class Case(unittest.TestCase):
         # library's own tables): no case's error comes after a write.
         harness.load(self.c, harness.library_source(LUA, write_order=not EXPECT_FAIL))
         self.K = topic_keys('t')
+        # A library older than version 23 takes the first eight keys.
+        self.old = EXPECT_FAIL
+
+    def load(self, path):
+        """Loads another library (no checker); calls take its keys."""
+        harness.load(self.c, harness.library_source(path))
+        self.old = path != LUA
 
     def tearDown(self):
         self.c.close()
 
     def f(self, op, *args, keys=None):
-        keys = keys or self.K
+        keys = keys or (self.K[:8] if self.old else self.K)
         return self.c.call('FCALL', 'redisched_' + op, len(keys), *keys, *args)
 
     def published(self, channel, calls):
@@ -720,6 +729,95 @@ class Source(unittest.TestCase):
         self.assertLessEqual(n, 200)
 
 
+def headers(code):
+    """Each function's header block: {name: its ARGV text}, for every
+    redisched_<name> the block's first line names."""
+    out = {}
+    for m in re.finditer(r'--\[\[ (redisched_\w+(?:(?: / |, )redisched_\w+)*):(.*?)\]\]', code, re.S):
+        lines = m.group(2).splitlines()
+        start = next(i for i, line in enumerate(lines) if line.startswith('ARGV:'))
+        argv = [lines[start][len('ARGV:'):]]
+        argv += takewhile(lambda line: line.startswith('      '), lines[start + 1:])
+        names = re.findall(r'redisched_(\w+)', m.group(1))
+        # A block of two functions gives each its part, "a; b".
+        parts = ' '.join(argv).split(';') if len(names) > 1 else [' '.join(argv)]
+        for name, part in zip(names, parts):
+            out[name] = re.sub(r'^\s*%s:' % name, '', part)
+    return out
+
+
+def option_words(argv):
+    """The option words of a signature: its upper-case words (arguments
+    and values are lower case)."""
+    return set(re.findall(r'\b([A-Z][A-Z_]+)\b', argv))
+
+
+def positional(argv):
+    """The arguments before the first option, as words (a parenthesis
+    holds a note or a choice, left out; "none" is no argument)."""
+    if argv.strip().startswith('none'):
+        return []
+    return re.findall(r'[a-z][\w.-]*', re.sub(r'\([^)]*\)', '', argv).split('[')[0])
+
+
+# The least each function's call needs before its options, for the probe
+# below (the functions whose arguments after those are no option words,
+# ids or suffixes or a value, are left out of it: putmany, delete, kick,
+# retrywindow, pause, shard, shards, unschedule, version).
+PROBE = {
+    'put': ['a', 'b'], 'restore': ['a', 'b', 'ready', 1000, 0], 'get': ['a'],
+    'list': ['ready', 0, 10], 'stats': [], 'reserve': [1], 'pull': [1], 'ack': ['a', 1],
+    'ackmany': [1, 'a', 1], 'release': ['a', 1], 'fail': ['a', 1, 'e'], 'touch': ['a', 1],
+    'requeue': [], 'kickall': [], 'limit': [], 'resume': [], 'schedules': [],
+    'tick': ['n', 1000, 2000], 'schedule': ['n', 'b'], 'pauseschedule': ['n'],
+    'resumeschedule': ['n'],
+}
+
+
+class Headers(Case):
+    """Every function's header block (the library's own documentation of
+    its arguments) matches its code and docs/redis-api.md (issue 33)."""
+
+    def setUp(self):
+        super().setUp()
+        with open(LUA) as f:
+            self.headers = headers(f.read())
+
+    def test_every_registered_function_has_a_header(self):
+        with open(LUA) as f:
+            registered = set(re.findall(r"^register\('(\w+)'", f.read(), re.M))
+        self.assertEqual(set(self.headers), registered)
+
+    def test_each_function_takes_the_options_its_header_names_and_no_other(self):
+        every = set().union(*(option_words(a) for a in self.headers.values())) | {'BOGUS'}
+        for name, args in PROBE.items():
+            said = option_words(self.headers[name])
+            taken = set()
+            for word in sorted(every):
+                self.c.check('FLUSHALL')
+                r = self.f(name, *args, word)
+                unknown = isinstance(r, Error) and 'unknown option' in r.message
+                if not unknown:
+                    taken.add(word)
+            self.assertEqual(taken, said, name)
+
+    def test_the_docs_repeat_each_signature(self):
+        with open(os.path.join(os.path.dirname(LUA), '..', 'docs', 'redis-api.md')) as f:
+            docs = f.read()
+        for name, argv in self.headers.items():
+            m = re.search(r'^FCALL(?:_RO)? redisched_%s +\d+ <[^>]*keys>(.*?)$' % name, docs, re.M)
+            if name == 'version':
+                continue  # no keys
+            self.assertIsNotNone(m, name)
+            # Its line, and the indented ones that go on with it.
+            lines = docs[m.start():docs.index('```', m.start())].splitlines()
+            lines = lines[:1] + list(takewhile(lambda line: line.startswith(' '), lines[1:]))
+            doc_words = ' '.join(re.split(r'<[^>]*keys>', line, maxsplit=1)[-1].split('->')[0]
+                                 for line in lines)
+            self.assertEqual(option_words(doc_words), option_words(argv), name)
+            self.assertEqual(positional(doc_words), positional(argv), name)
+
+
 # ---------------------------------------------------------------- version 10
 
 class Version10(Case):
@@ -895,6 +993,47 @@ def with_own_ttr(job, own=None):
     return job + [b'own_ttr', int(has)]
 
 
+class Version23(Case):
+    """Every key a call touches is one of its KEYS: the eleven keys, and
+    the eight of older callers still accepted (issue 33)."""
+
+    def test_v23_01_eleven_keys_are_checked_by_name_and_count(self):
+        K = topic_keys('t')
+        self.assertEqual(self.f('put', 'a', 'b', 'NOW', 1000, keys=K), 1)
+        for i in (8, 9, 10):
+            wrong = list(K)
+            wrong[i] = K[i] + b'x'
+            r = self.unchanged(lambda: self.f('put', 'c', 'b', 'NOW', 1000, keys=wrong))
+            self.assertIsInstance(r, Error)
+            self.assertIn('BADKEYS key %d must be' % (i + 1), r.message)
+        for n in (7, 9, 10, 12):
+            keys = (K + [K[0] + b'x'])[:n]
+            r = self.unchanged(lambda: self.f('put', 'c', 'b', 'NOW', 1000, keys=keys))
+            self.assertIsInstance(r, Error)
+            self.assertIn("expected the topic's 11 keys", r.message)
+
+    def test_v23_02_eight_and_eleven_keys_reach_the_same_topic(self):
+        # Calls of both forms, one after another (the library remembers the
+        # keys it checked: a form must not pass on the other's check).
+        K, K8 = topic_keys('t'), topic_keys('t')[:8]
+        self.assertEqual(self.f('put', 'a', 'b', 'NOW', 1000, keys=K8), 1)
+        self.assertEqual(self.f('put', 'later', 'b', 'DELAY', 10, 'NOW', 1000, keys=K), 1)
+        self.assertEqual(self.c.call('LLEN', K[8]), 1, 'the ready list is key 9')
+        self.assertEqual(self.c.call('LLEN', K[9]), 1, 'the delayed list is key 10')
+        r = self.f('reserve', 2, 'NOW', 1010, keys=K)
+        self.assertEqual(self.ids(r), ['a', 'later'])
+        self.assertEqual(self.f('ack', 'a', r[3][2], 'NOW', 1011, keys=K8), 1)
+        self.assertEqual(self.f('ack', 'later', r[4][2], 'NOW', 1011, keys=K), 1)
+        self.assertEqual(self.c.call('ZCARD', K[10]), 2, 'the retry window is key 11')
+        self.assertEqual(self.f('put', 'a', 'b', 'NOW', 1012, keys=K), -1)
+        self.assertEqual(self.f('put', 'later', 'b', 'NOW', 1012, keys=K8), -1)
+        wrong = list(K)
+        wrong[10] = K[10] + b'x'
+        r = self.unchanged(lambda: self.f('stats', keys=wrong))
+        self.assertIsInstance(r, Error)
+        self.assertIn('BADKEYS key 11 must be', r.message)
+
+
 class Upgrade(Case):
     """Keys written by library versions 8 (stored format 1) and 9 (format 2,
     as this version writes it), read and moved by this version after
@@ -905,9 +1044,9 @@ class Upgrade(Case):
         # plain take to ZPOPMIN, which also pops the pin when it asks for
         # more jobs than there are: the pin goes back, and is no job.
         c, K, f = self.c, self.K, self.f
-        harness.load(c, harness.library_source(OLD[8]))
+        self.load(OLD[8])
         f('put', 'old', 'b1', 'PRIORITY', 5, 'NOW', 1000)
-        harness.load(c, harness.library_source(LUA))
+        self.load(LUA)
         f('put', 'new', 'b2', 'NOW', 1000)
         self.assertEqual(c.call('ZRANGE', K[2], -1, -1), [harness.READY_PIN])
         r = f('reserve', 10, 'NOW', 1001)
@@ -919,7 +1058,7 @@ class Upgrade(Case):
 
     def test_state_of_version_9_is_read_and_settled(self):
         c, K, f = self.c, self.K, self.f
-        harness.load(c, harness.library_source(OLD[9]))
+        self.load(OLD[9])
         f('put', 'late', 'b1', 'AT', 50000, 'PRIORITY', 3, 'NOW', 1000)
         f('put', 'own', 'b2', 'TTR', 30000, 'NOW', 1000)
         f('put', 'short', 'b3', 'TTR', 40, 'ATTEMPTS', 2, 'NOW', 1000)
@@ -938,7 +1077,7 @@ class Upgrade(Case):
         lists = {s: f('list', s, 0, 100, 'NOW', 1010) for s in
                  ['delayed', 'ready', 'reserved', 'dead', 'done']}
 
-        harness.load(c, harness.library_source(LUA))
+        self.load(LUA)
         for i in ids:
             self.assertEqual(f('get', i, 'NOW', 1010), with_own_ttr(before[i], own), i)
         for s, want in lists.items():
@@ -956,7 +1095,7 @@ class Upgrade(Case):
 
     def test_state_of_version_8_is_read_and_moved(self):
         c, K, f = self.c, self.K, self.f
-        harness.load(c, harness.library_source(OLD[8]))
+        self.load(OLD[8])
         f('put', 'late', 'b1', 'AT', 50000, 'PRIORITY', 3, 'NOW', 1000)
         f('put', 'due2', 'b2', 'AT', 3000, 'NOW', 1000)
         f('put', 'due1', 'b3', 'AT', 3000, 'NOW', 1001)
@@ -987,7 +1126,7 @@ class Upgrade(Case):
         lists = {s: f('list', s, 0, 100, 'NOW', 1010) for s in
                  ['delayed', 'ready', 'reserved', 'dead', 'done']}
 
-        harness.load(c, harness.library_source(LUA))
+        self.load(LUA)
         for i in ids:
             self.assertEqual(f('get', i, 'NOW', 1010), with_own_ttr(before[i]), i)
         for s, want in lists.items():
@@ -1037,11 +1176,11 @@ class Upgrade(Case):
 
     def test_a_version_8_lease_with_a_time_in_e_notation_is_read(self):
         c, K, f = self.c, self.K, self.f
-        harness.load(c, harness.library_source(OLD[8]))
+        self.load(OLD[8])
         f('put', 'x', 'b', 'NOW', 100000000000000)
         r = f('reserve', 1, 'NOW', 100000000000000)
         self.assertEqual(c.call('HGET', K[7], 'x')[:8], b'1:1e+14:')
-        harness.load(c, harness.library_source(LUA))
+        self.load(LUA)
         self.assertEqual(self.field('x', 'reserved_at'), 100000000000000)
         self.assertEqual(f('delete', 'x'), 1)
         self.assertEqual(c.call('KEYS', '*'), [K[6]])
@@ -1073,12 +1212,14 @@ FIXED_IN = {
     22: ['test_v22_01_reserve_and_pull_refuse_with_nothing_moved_and_hand_the_jobs_out_once_readable',
          'test_v22_05_list_refuses_every_state_with_nothing_promoted',
          'test_v22_07_a_generated_id_that_is_taken_at_the_counters_end_refuses_before_any_write'],
+    23: ['test_v23_01_eleven_keys_are_checked_by_name_and_count',
+         'test_v23_02_eight_and_eleven_keys_reach_the_same_topic'],
     20: ['test_v20_01_a_put_retried_after_its_job_finished_answers_exists',
          'test_v20_02_the_window_is_the_topics_and_0_turns_it_off',
          'test_v20_03_a_job_acked_with_keep_is_refused_for_its_keep_not_the_window'],
 }
 CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Version19, Version20,
-           Version21, Version22, Upgrade)
+           Version21, Version22, Version23, Upgrade)
 
 
 def expect_fail(libraries):

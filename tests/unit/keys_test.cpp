@@ -10,6 +10,9 @@ TEST(KeysTest, EveryKeyCarriesTheTopicHashTag) {
   EXPECT_EQ(keys[0], "redisched:{emails}:jobs");
   EXPECT_EQ(keys[6], "redisched:{emails}:meta");
   EXPECT_EQ(keys[7], "redisched:{emails}:leases");
+  EXPECT_EQ(keys[8], "redisched:{emails}:queue");
+  EXPECT_EQ(keys[9], "redisched:{emails}:later");
+  EXPECT_EQ(keys[10], "redisched:{emails}:gone");
   for (const auto& k : keys) EXPECT_NE(k.find("{emails}"), std::string::npos) << k;
 }
 
