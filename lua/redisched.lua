@@ -109,6 +109,7 @@ requeue, and list the page it is about to show (docs/redis-api.md,
   settle     ack, ackmany, release, fail, touch
   manage     delete, requeue, kick, kickall, limit, retrywindow, pause,
              resume
+  migrate    redisched_migrate: older stored formats rewritten, in parts
   shards     shard, shards (a topic spread over topics T~suffix)
   schedules  recurring jobs: schedule ... tick
   register   api() (signals published once a call succeeds) and the list
@@ -118,12 +119,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 186 of the 200 locals Lua allows a function
+Locals: the main chunk holds 187 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, ready_list, delayed_list, unpinned), its
 constants in a do-block. ]]
 
-local LIBRARY_VERSION = 23 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 24 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -395,6 +396,7 @@ id, until it moves).
   record.readable(rec)    whether unpack reads it: every call checks the
                           records it will unpack before its first write
   record.legacy_before(a, b)  the order of two format 1 jobs due together
+  record.older(rec)       whether redisched_migrate rewrites it (format 1)
 (A do-block: its locals are not the main chunk's, which Lua limits to 200.)]]
 local record = {}
 do
@@ -422,6 +424,8 @@ do
     if band(flags, unknown) ~= 0 then return false end
     return band(flags, ext) == 0 or band(rec:byte(2), x_unknown) == 0
   end
+
+  function record.older(rec) return band(rec:byte(1), V2) == 0 end
 
   local function unpack_v1(rec, flags)
     local pos = 2
@@ -3225,6 +3229,112 @@ local function tick(keys, args)
   return made and OK or UPDATED
 end
 
+---------------------------------------------------------------- migrate
+
+--[[ redisched_migrate: rewrites what the topic holds in an older stored
+format as this version writes it, a bounded part per call (docs/redis-api.md,
+"Migrations"). Call it until it answers done. Any number of callers may run
+at once and beside every other call: each call is atomic, reads before it
+writes, and a part rewritten once is left alone.
+ARGV: [LIMIT n]   n: records read in one call (1..10000, 1000)
+  The steps, each resumed where the last call left it (the meta fields
+  migrate_cursor, migrated):
+    format 1 records (library version 8): each gets a put sequence and is
+    rewritten in format 2; a delayed or ready one also gets its member M
+    in place of its id, at the same score. Those due in the same
+    millisecond take their sequences in their version 8 order within a
+    call (across two calls, in the order the calls read them).
+  When the last step ends, meta migrated holds the version that added it
+  (24), and a call answers at once until a later version adds a step (unless the topic
+  was read whole by one call that rewrote nothing: then nothing is
+  written, and the next call reads it again).
+Output: {done, rewritten, read}: done 1 when nothing older is left (0: call
+  again); how many records this call rewrote, and read.
+]]
+local migrate
+do
+  local OPTIONS = { LIMIT = 1 }
+  local READ_DEFAULT = 1000
+  -- The version that added the last step: a topic marked with it has had
+  -- them all (a later version without a step of its own rescans nothing).
+  local LAST_STEP = 24
+
+  -- The jobs of format 1 records among {id, record, ...}, each with its
+  -- version 8 member's set and score when it has one; refuses (BADFORMAT)
+  -- a record of a newer format.
+  local function older_jobs(k, fields)
+    local jobs = {}
+    for i = 1, #fields, 2 do
+      local rec = fields[i + 1]
+      if not record.readable(rec) then record.unpack(rec) end -- raises BADFORMAT
+      if record.older(rec) then
+        local j = record.unpack(rec)
+        j.id = fields[i]
+        jobs[#jobs + 1] = j
+      end
+    end
+    -- Version 8's scores: a delayed job's due time (its record holds none);
+    -- a ready job's (1000 - priority) * 2^43 + its ready sequence, which
+    -- orders it (its due time is its record's). Each gets this version's.
+    for _, j in ipairs(jobs) do
+      local d = redis.call('ZSCORE', k.delayed, j.id)
+      local r = not d and redis.call('ZSCORE', k.ready, j.id)
+      if d then
+        j.set, j.rank, j.order, j.due = k.delayed, 2, tonumber(d), tonumber(d)
+      elseif r then
+        j.set, j.rank, j.order = k.ready, 1, tonumber(r)
+        j.score = ready_score(j.priority, j.due or j.created)
+      else
+        j.rank, j.order = 3, 0
+      end
+    end
+    table.sort(jobs, function(x, y)
+      if x.rank ~= y.rank then return x.rank < y.rank end
+      if x.order ~= y.order then return x.order < y.order end
+      return record.legacy_before(x, y)
+    end)
+    return jobs
+  end
+
+  function migrate(keys, args)
+    local k = check_keys(keys)
+    local o = options(args, 1, #args, OPTIONS)
+    local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, LIMIT_MAX) or READ_DEFAULT
+    local state = redis.call('HMGET', k.meta, 'migrated', 'migrate_cursor')
+    if tonumber(state[1] or 0) >= LAST_STEP then return { 1, 0, 0 } end
+    local scan = redis.call('HSCAN', k.jobs, state[2] or '0', 'COUNT', limit)
+    local jobs = older_jobs(k, scan[2])
+    local first = #jobs > 0 and seq_room(k, #jobs) + 1
+    local done = scan[1] == '0'
+    -- Marked done when the migration wrote, or took more than one call: a
+    -- topic read whole in one call with nothing older is left as it was
+    -- (an idle server's migrations write nothing; the next one reads it
+    -- again, in one call), and one that never held a job has no meta key.
+    local mark = done and (first or state[2]) and redis.call('EXISTS', k.meta) == 1
+    -- Writes.
+    if first then
+      redis.call('HINCRBY', k.meta, 'seq', #jobs)
+      local hset = {}
+      for i, j in ipairs(jobs) do
+        j.legacy, j.seq, j.place = nil, first + i - 1, nil
+        hset[#hset + 1], hset[#hset + 2] = j.id, record.pack(j)
+        if j.set then
+          redis.call('ZREM', j.set, j.id)
+          redis.call('ZADD', j.set, j.score or j.due, member(j, j.id))
+        end
+      end
+      redis.call('HSET', k.jobs, unpack(hset))
+    end
+    if mark then
+      redis.call('HSET', k.meta, 'migrated', LAST_STEP)
+      redis.call('HDEL', k.meta, 'migrate_cursor')
+    elseif not done then
+      redis.call('HSET', k.meta, 'migrate_cursor', scan[1])
+    end
+    return { done and 1 or 0, #jobs, #scan[2] / 2 }
+  end
+end
+
 --[[ redisched_version: the library's version (an integer), for clients that
 load the library when it is missing or older than theirs.
 ARGV: none, and no keys (FCALL redisched_version 0)
@@ -3286,4 +3396,5 @@ register('schedules', schedules, RO)
 register('tick', tick)
 register('shard', shard)
 register('shards', shards, RO)
+register('migrate', migrate)
 register('version', version, RO)

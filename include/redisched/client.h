@@ -215,6 +215,11 @@ class Client {
   // set on them all, read from the first (remembered: their sum).
   RetryWindow set_retry_window(std::string_view topic, Millis window);
   RetryWindow retry_window(std::string_view topic);
+  // Rewrites what the topic (each shard, when spread) holds in an older
+  // stored format as this library version writes it, in calls of `limit`
+  // records (1..10000) until done. Safe beside every other call, and
+  // beside other migrations of the topic (docs/redis-api.md, "Migrations").
+  Migration migrate(std::string_view topic, int limit = 1000);
   // Puts back a job as get or list returned it, with its state, creation
   // time, attempts and last error (export/import). A reserved job comes
   // back ready, a done one is not restored (false). With replace, an
@@ -378,6 +383,8 @@ class Client {
   std::future<RetryWindow> set_retry_window_async(std::string_view topic, Millis window);
   void retry_window_async(std::string_view topic, Callback<RetryWindow> done);
   std::future<RetryWindow> retry_window_async(std::string_view topic);
+  void migrate_async(std::string_view topic, int limit, Callback<Migration> done);
+  std::future<Migration> migrate_async(std::string_view topic, int limit = 1000);
   void set_schedule_async(std::string_view topic, std::string_view name, const ScheduleSpec& spec,
                           Callback<Schedule> done);
   std::future<Schedule> set_schedule_async(std::string_view topic, std::string_view name,

@@ -155,6 +155,15 @@ struct RetryWindow {
   friend bool operator==(const RetryWindow&, const RetryWindow&) = default;
 };
 
+// What Client::migrate did to a topic (docs/redis-api.md, "Migrations").
+struct Migration {
+  std::int64_t rewritten = 0;  // records rewritten as this version writes them
+  std::int64_t read = 0;       // records read
+  int calls = 0;               // library calls it took (on a spread topic: all shards')
+
+  friend bool operator==(const Migration&, const Migration&) = default;
+};
+
 // A topic's limits (Client::set_limits), held in Redis for every worker and
 // server together: reserve and pull hand out no more than they leave room
 // for, and say when to look again.

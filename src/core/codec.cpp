@@ -266,6 +266,12 @@ RetryWindow parse_retry_window(const Reply& r) {
   return RetryWindow{Millis(to_int(r.elements[0])), to_int(r.elements[1])};
 }
 
+MigrateStep parse_migrate_step(const Reply& r) {
+  as_array(r, 3, "migrate");
+  return MigrateStep{Migration{to_int(r.elements[1]), to_int(r.elements[2]), 1},
+                     to_int(r.elements[0]) == 1};
+}
+
 TopicStats parse_stats(const Reply& r) {
   if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("stats");
   TopicStats s;

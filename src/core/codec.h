@@ -96,6 +96,12 @@ TouchResult parse_touch(const redis::Reply& r);
 TopicStats parse_stats(const redis::Reply& r);
 TopicLimits parse_limits(const redis::Reply& r);
 RetryWindow parse_retry_window(const redis::Reply& r);
+// One redisched_migrate call's reply, {done, rewritten, read}.
+struct MigrateStep {
+  Migration did;
+  bool done = false;
+};
+MigrateStep parse_migrate_step(const redis::Reply& r);
 ListPage parse_list(const redis::Reply& r);
 ScheduleList parse_schedules(const redis::Reply& r);
 RequeueResult parse_requeue(const redis::Reply& r);

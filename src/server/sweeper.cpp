@@ -48,6 +48,9 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   std::promise<void> swept;                        // set when sweep() ends
   std::shared_future<void> ended = swept.get_future().share();
   std::atomic<bool> started{false};
+  // Topics whose stored formats this server has brought up to date
+  // (Client::migrate), on strand: each is migrated once per server.
+  std::set<std::string> migrated;
 
   asio::awaitable<void> sweep() {
     auto self = shared_from_this();
@@ -78,6 +81,7 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
           spdlog::debug("sweeper: {} lapsed in {} ({} dead)", r.requeued + r.buried, topics[i],
                         r.buried);
         }
+        co_await migrate_some(topics);
       } catch (const Error& e) {
         spdlog::warn("sweeper: {}", e.what());
       }
@@ -87,6 +91,35 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
       co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
     }
     swept.set_value();
+  }
+
+  // Rewrites what topics hold in an older stored format (docs/redis-api.md,
+  // "Migrations"), a few topics a sweep, each once: after an upgrade the
+  // first sweeps bring every topic up to date, beside the workers.
+  asio::awaitable<void> migrate_some(const std::vector<std::string>& topics) {
+    constexpr std::size_t kTopicsPerSweep = 64;
+    std::vector<std::string> due;
+    for (const auto& t : topics) {
+      if (due.size() == kTopicsPerSweep) break;
+      if (!migrated.contains(t)) due.push_back(t);
+    }
+    if (due.empty()) co_return;
+    auto results = co_await await_each<Migration>(
+        due, [this](const std::string& t, Callback<Migration> cb) {
+          client.migrate_async(t, static_cast<int>(limits::kBatchMax), std::move(cb));
+        });
+    for (std::size_t i = 0; i < due.size(); ++i) {
+      if (!results[i].ok()) {  // the next sweep tries again
+        spdlog::warn("sweeper: migrating {}: {}", due[i], results[i].error().what());
+        continue;
+      }
+      migrated.insert(due[i]);
+      const Migration& m = results[i].value();  // NOLINT: checked above
+      if (m.rewritten > 0) {
+        spdlog::info("sweeper: migrated {}: {} records rewritten ({} read, {} calls)", due[i],
+                     m.rewritten, m.read, m.calls);
+      }
+    }
   }
 };
 

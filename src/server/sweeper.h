@@ -4,7 +4,8 @@
 // pipeline; a requeue with nothing lapsed costs Redis one range read. Any
 // number of servers may sweep the same topics: requeue is atomic. The same
 // readings hand the topics that have schedules to a Scheduler (any number
-// of servers may run them too: each tick is put once).
+// of servers may run them too: each tick is put once), and bring each
+// topic's stored format up to date, once per server (Client::migrate).
 #pragma once
 
 #include <boost/asio/io_context.hpp>

@@ -112,6 +112,13 @@ r --json reserve rw | grep -o '"token":[0-9]*' | cut -d: -f2 | xargs -I{} "$BIN"
 expect "a retried put" "exists" "$(r put rw once x 2>&1 | grep -o exists)"
 expect "retry window off" '{"topic":"rw","retry_window_ms":0,"remembered":0}' "$(r --json retry-window rw 0)"
 expect "retry window refused" "1" "$(r retry-window rw 86400001 > /dev/null 2>&1; echo $?)"
+# Migration: a topic written by this version has nothing to rewrite, and
+# a small one is read whole by each call (and left unmarked: no write).
+r put mig a x > /dev/null
+r put mig b y --delay 60000 > /dev/null
+expect "migrate" "mig	0	2	1" "$(r migrate mig | tail -1)"
+expect "migrate again" '{"topic":"mig","rewritten":0,"read":2,"calls":1}' "$(r --json migrate mig)"
+expect "migrate limit refused" "1" "$(r migrate mig --limit 0 > /dev/null 2>&1; echo $?)"
 expect "limit none" "lim	rate none	concurrency none	aging none" "$(r limit lim)"
 expect "limit rate" "lim	rate 2 per 60000 ms	concurrency none	aging none" "$(r limit lim --rate 2 --window 60000)"
 expect "limit keeps the rate" "lim	rate 2 per 60000 ms	concurrency 5	aging none" "$(r limit lim --concurrency 5)"

@@ -222,6 +222,9 @@ class Topic:
         self.kick_now = None  # the server's clock during a kick (set by the test)
         self.retry_window = RETRY_WINDOW_DEFAULT  # (version 20)
         self.gone = {}        # id -> the end of its retry window (P:{T}:gone)
+        self.migrated = False     # redisched_migrate has marked the topic done (version 24)
+        self.migrating = False    # a migrate call left a cursor
+        self.migrate_seen = None  # (the library's reply, its meta key existed) (set by the test)
 
     # ------------------------------------------------------------ helpers
 
@@ -814,6 +817,25 @@ class Topic:
                 self.gone = {}
             self.retry_window = w
         return [self.retry_window, len(self.gone)]
+
+    def op_migrate(self, args):
+        """The walks write no record of an older format: a call rewrites
+        nothing and changes no job. Once a call ends a migration that took
+        more than one call, in a topic that has a meta key, the topic is
+        marked done and calls answer at once; before, a call reads at most
+        the records there are."""
+        o = options(args, {'LIMIT': 1})
+        if 'LIMIT' in o:
+            int_arg(o['LIMIT'], 1, LIMIT_MAX)
+        if self.migrated:
+            return [1, 0, 0]
+        real, meta = self.migrate_seen
+        if not (isinstance(real, list) and len(real) == 3 and real[0] in (0, 1) and real[1] == 0
+                and 0 <= real[2] <= len(self.jobs)):
+            return ['not a reply of a topic of %d records and none older' % len(self.jobs)]
+        self.migrated = real[0] == 1 and meta and self.migrating
+        self.migrating = real[0] == 0
+        return real
 
     def op_pause(self, args):
         options(args, {})

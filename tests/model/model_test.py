@@ -160,6 +160,10 @@ BAD = [
     ('retrywindow', lambda n, x: ['-1']),
     ('retrywindow', lambda n, x: ['86400001']),
     ('retrywindow', lambda n, x: ['5', '6']),
+    ('migrate', lambda n, x: ['LIMIT', '0']),
+    ('migrate', lambda n, x: ['LIMIT', '10001']),
+    ('migrate', lambda n, x: ['NOW', n]),
+    ('migrate', lambda n, x: ['LIMIT']),
 ]
 
 OPS = st.one_of(
@@ -207,6 +211,9 @@ OPS = st.one_of(
     # The retry window (version 20): read, none, a few ms (so windows end
     # within a run), the default.
     st.tuples(st.just('retrywindow'), st.sampled_from([None, 0, 5, 40, 60000])),
+    # Migration (version 24): the walks write no older format, so it
+    # rewrites nothing, but it must change nothing either.
+    st.tuples(st.just('migrate'), MAYBE(st.sampled_from([1, 2, 1000]))),
     st.tuples(st.just('list'), st.sampled_from(STATES), st.integers(0, 3), st.integers(1, 4),
               st.booleans()),
     st.tuples(st.just('get'), JOB),
@@ -425,6 +432,8 @@ class TopicMachine(RuleBasedStateMachine):
             return 'shards', []
         if kind == 'retrywindow':
             return 'retrywindow', [] if op[1] is None else [op[1]]
+        if kind == 'migrate':
+            return 'migrate', [] if op[1] is None else ['LIMIT', op[1]]
         raise AssertionError(kind)
 
     # ------------------------------------------------------------ running
@@ -441,9 +450,14 @@ class TopicMachine(RuleBasedStateMachine):
         keys = Env.keys
         before = dump(Env.conn, keys)
         t0 = int(Env.conn.call('TIME')[0]) * 1000 if op == 'kick' else None
+        meta_before = Env.conn.call('EXISTS', keys[6]) if op == 'migrate' else None
         real = Env.conn.call('FCALL', 'redisched_' + op, len(keys), *keys, *args)
         Env.calls += 1
         self.log.append('FCALL redisched_%s 11 $K %s' % (op, show(args)))
+        if op == 'migrate':
+            # How many records a migrate reads is its HSCAN's to say: the
+            # model checks the reply against what it holds instead.
+            self.model.migrate_seen = (real, meta_before == 1)
         if op == 'kick' and isinstance(real, int) and real > 0:
             # kick reads the server's clock: learn it from a job it kicked.
             t1 = (int(Env.conn.call('TIME')[0]) + 1) * 1000

@@ -16,6 +16,8 @@
 
 #include "redisched/version.h"
 #include "serve_process.h"
+#include "testutil/raw_redis.h"
+#include "testutil/redis_server.h"
 #include "testutil/wait.h"
 
 namespace redisched {
@@ -618,6 +620,43 @@ TEST(ServerPush, ReceiverDownFailsTheJobWhichIsRetried) {
       10s));
   auto j = parse(http.request("GET", "/v1/topics/down/jobs/j").body);
   EXPECT_NE(std::string(j.at("error").as_string()).find("webhook"), std::string::npos);
+}
+
+// A topic written by library version 8 (format 1 records): serve's sweeper
+// rewrites it in the background once serve starts (docs/redis-api.md,
+// "Migrations"), and marks it done.
+TEST(ServerMigration, ATopicOfAnOlderFormatIsMigratedInTheBackground) {
+  test::RedisServer redis;
+  test::RawRedis raw(redis.port());
+  std::ifstream in(std::string(REDISCHED_FIXTURES_DIR) + "/redisched_v8.lua");
+  const std::string v8((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_EQ(raw.call({"FUNCTION", "LOAD", "REPLACE", v8})->type, REDIS_REPLY_STRING);
+  const std::string base = "redisched:{old}:";
+  std::vector<std::string> put = {"FCALL", "redisched_put", "8"};
+  for (const char* k : {"jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases"}) {
+    put.push_back(base + k);
+  }
+  for (int i = 0; i < 50; ++i) {
+    auto call = put;
+    call.insert(call.end(), {"j" + std::to_string(i), "body", "DELAY", "3600000"});
+    ASSERT_EQ(raw.call(call)->integer, 1);
+  }
+  ServeProcess serve({}, "", {"--redis", redis.url()});
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto r = raw.call({"HGET", base + "meta", "migrated"});
+        return r->type == REDIS_REPLY_STRING;
+      },
+      20s))
+      << "serve did not migrate the topic";
+  auto recs = raw.call({"HVALS", base + "jobs"});
+  ASSERT_EQ(recs->elements, 50u);
+  for (std::size_t i = 0; i < recs->elements; ++i) {
+    EXPECT_NE(static_cast<unsigned char>(recs->element[i]->str[0]) & 128, 0) << "format 2";
+  }
+  HttpClient http(serve.port());
+  auto job = parse(http.request("GET", "/v1/topics/old/jobs/j7").body);
+  EXPECT_EQ(job.at("state").as_string(), "delayed");
 }
 
 TEST(ServerPush, WebhookSubscriptionsByApi) {

@@ -1,0 +1,135 @@
+// Upgrades under load (issue 33): a topic written by library version 8, 9
+// or 17, then a Worker of this version (its Client loads this library over
+// the old one) working it while Client::migrate rewrites it in small parts.
+// Every job is worked (the ones the old library held reserved too, once
+// their reservations lapse), the dead one stays dead, and nothing of an
+// older format is left.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redisched/client.h"
+#include "redisched/worker.h"
+#include "testutil/raw_redis.h"
+#include "testutil/redis_server.h"
+#include "testutil/wait.h"
+
+namespace redisched {
+namespace {
+
+using namespace std::chrono_literals;
+using test::RawRedis;
+using test::RedisServer;
+using test::wait_until;
+
+constexpr const char* kUpgradeTopic = "upgraded";
+constexpr int kJobs = 1500;
+
+std::string fixture(int version) {
+  std::ifstream in(std::string(REDISCHED_FIXTURES_DIR) + "/redisched_v" + std::to_string(version) +
+                   ".lua");
+  std::stringstream code;
+  code << in.rdbuf();
+  return code.str();
+}
+
+// A call of the old library: the eight keys every version takes.
+std::vector<std::string> old_call(const std::string& op, std::vector<std::string> args) {
+  std::vector<std::string> words = {"FCALL", "redisched_" + op, "8"};
+  for (const char* name :
+       {"jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases"}) {
+    words.push_back(std::string("redisched:{") + kUpgradeTopic + "}:" + name);
+  }
+  words.insert(words.end(), args.begin(), args.end());
+  return words;
+}
+
+class UpgradeTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(UpgradeTest, WorkersRunWhileTheTopicIsMigratedAndNoJobIsLost) {
+  RedisServer server;
+  RawRedis raw(server.port());
+  auto loaded = raw.call({"FUNCTION", "LOAD", "REPLACE", fixture(GetParam())});
+  ASSERT_EQ(loaded->type, REDIS_REPLY_STRING) << (loaded->str ? loaded->str : "");
+  // Bodies over 64 bytes keep the jobs hash a hash table, so that a
+  // migration of 10 records a call takes many calls.
+  const std::string body(100, 'b');
+  std::set<std::string> expected;
+  for (int i = 0; i < kJobs; ++i) {
+    const std::string id = "j" + std::to_string(i);
+    std::vector<std::string> args = {id, body, "PRIORITY", std::to_string(i % 5)};
+    if (i % 3 == 0) args.insert(args.end(), {"DELAY", std::to_string(200 + i % 400)});
+    auto r = raw.call(old_call("put", args));
+    ASSERT_EQ(r->type, REDIS_REPLY_INTEGER) << (r->str ? r->str : "");
+    expected.insert(id);
+  }
+  // Held by a worker of the old version that went away: they lapse.
+  auto held = raw.call(old_call("reserve", {"20", "TTR", "300"}));
+  ASSERT_EQ(held->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(held->elements, 3u + 20u);
+  // One that died under the old version: it stays dead.
+  raw.call(old_call("put", {"doomed", body, "PRIORITY", "1000", "ATTEMPTS", "1"}));
+  auto doomed = raw.call(old_call("reserve", {"1"}));
+  ASSERT_EQ(doomed->elements, 4u);
+  const std::string token = doomed->element[3]->element[2]->type == REDIS_REPLY_INTEGER
+                                ? std::to_string(doomed->element[3]->element[2]->integer)
+                                : doomed->element[3]->element[2]->str;
+  raw.call(old_call("fail", {"doomed", token, "kaput", "DEAD"}));
+
+  WorkerOptions options;
+  options.client.redis_url = server.url();
+  Worker worker(options);
+  std::mutex mu;
+  std::map<std::string, int> worked;
+  worker.handle(kUpgradeTopic, {.concurrency = 4}, [&](JobContext& ctx) {
+    std::lock_guard lock(mu);
+    ++worked[std::string(ctx.id())];
+  });
+  worker.run();
+  Client& client = worker.client();
+  Migration m;
+  std::thread migrating([&] { m = client.migrate(kUpgradeTopic, 10); });
+  migrating.join();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        std::lock_guard lock(mu);
+        return worked.size() == expected.size();
+      },
+      30s));
+  worker.cancel();
+
+  for (const auto& id : expected) EXPECT_TRUE(worked.contains(id)) << id;
+  EXPECT_FALSE(worked.contains("doomed"));
+  const TopicStats s = client.stats(kUpgradeTopic);
+  EXPECT_EQ(s.delayed + s.ready + s.reserved, 0);
+  EXPECT_EQ(s.dead, 1);
+  auto dead = client.get(kUpgradeTopic, "doomed");
+  ASSERT_TRUE(dead);
+  EXPECT_EQ(dead->error, "kaput");
+  // Version 8 wrote format 1 records: some were rewritten by the migration
+  // (the rest by the workers' calls first); 9 and 17 wrote format 2.
+  EXPECT_GT(m.calls, 2) << "the migration went in parts";
+  if (GetParam() == 8) {
+    EXPECT_GT(m.rewritten, 0);
+  } else {
+    EXPECT_EQ(m.rewritten, 0);
+  }
+  auto rec = raw.call({"HGET", std::string("redisched:{") + kUpgradeTopic + "}:jobs", "doomed"});
+  ASSERT_EQ(rec->type, REDIS_REPLY_STRING);
+  EXPECT_NE(static_cast<unsigned char>(rec->str[0]) & 128, 0) << "format 2";
+  EXPECT_EQ(client.migrate(kUpgradeTopic).calls, 1) << "marked done: answered at once";
+}
+
+INSTANTIATE_TEST_SUITE_P(FromVersion, UpgradeTest, ::testing::Values(8, 9, 17),
+                         [](const auto& p) { return "v" + std::to_string(p.param); });
+
+}  // namespace
+}  // namespace redisched
