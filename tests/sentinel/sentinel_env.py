@@ -333,8 +333,8 @@ class SentinelEnv:
 
     def restart_killed(self, timeout=30):
         """The node kill_primary() took, started again (its AOF kept) as a
-        replica of the current primary; back once it is in sync and every
-        sentinel sees it as a healthy replica."""
+        replica of the current primary; back once every node is in sync and
+        every sentinel sees the same primary and healthy replicas."""
         old = self.killed
         if old is None:
             raise RuntimeError("no node was killed")
@@ -343,14 +343,30 @@ class SentinelEnv:
         self.killed = None
 
         def healthy():
-            info = self._node(old[1]).info("replication")
-            if info["role"] != "slave" or info["master_link_status"] != "up":
+            # Every sentinel names one primary, which says it is one, and
+            # every other node is its replica in sync, seen so by every
+            # sentinel. (On a loaded machine a sentinel may fail over once
+            # more while the node syncs, to it or to another: the node is
+            # then the primary, or a replica of the new one.)
+            named = {self._sentinel(port).sentinel_get_master_addr_by_name(MASTER_NAME)
+                     for port in self.sentinels}
+            if len(named) != 1 or None in named:
                 return False
-            for port in self.sentinels:
-                replicas = self._sentinel(port).sentinel_slaves(MASTER_NAME)
-                if not any(int(r["port"]) == old[1] and r["flags"] == "slave"
-                           and r["master-link-status"] == "ok" for r in replicas):
+            named = {int(addr[1]) for addr in named}
+            (primary_port,) = named
+            if self._node(primary_port).info("replication")["role"] != "master":
+                return False
+            for node in self.data:
+                if node == primary_port:
+                    continue
+                info = self._node(node).info("replication")
+                if info["role"] != "slave" or info["master_link_status"] != "up":
                     return False
+                for port in self.sentinels:
+                    replicas = self._sentinel(port).sentinel_slaves(MASTER_NAME)
+                    if not any(int(r["port"]) == node and r["flags"] == "slave"
+                               and r["master-link-status"] == "ok" for r in replicas):
+                        return False
             return True
         def views():
             # (what healthy() looked at, for a timeout's message: the node's
