@@ -75,6 +75,7 @@ Replies use stable codes (docs/redis-api.md). Per-job outcomes are integers:
 Invalid arguments are error replies whose first word is a code:
   BADARG <what is wrong>   BADKEYS <what is wrong>   BADFORMAT <what is wrong>
   BADSTATE <what is wrong> (the topic cannot take the call: its counter is used up)
+  OLDFORMAT <what to do>   (the topic holds version 8 data: redisched_migrate first)
 Every function reads and decides before its first write, and nothing after
 that write can fail: an error reply, and any "no" outcome (-1, 0, -2, -3, a
 putmany or ackmany whose every job was refused), leaves the keyspace as it was.
@@ -83,7 +84,9 @@ checker). A record of a newer format than this version reads refuses
 (BADFORMAT, nothing changed) every call that would read it: reserve and
 pull check, before they write, every record they could hand out or
 requeue, and list the page it is about to show (docs/redis-api.md,
-"Conventions").
+"Conventions"). A record or member of library version 8 (stored format 1)
+refuses the same calls the same way (OLDFORMAT) until redisched_migrate
+has rewritten the topic (version 25; the clients migrate and call again).
 ]]
 
 --[[ How to read this file. Sections (search for their dashed lines):
@@ -124,7 +127,7 @@ Locals: the main chunk holds 187 of the 200 locals Lua allows a function
 (record, known, gone, ready_list, delayed_list, unpinned), its
 constants in a do-block. ]]
 
-local LIBRARY_VERSION = 24 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 25 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -381,22 +384,25 @@ latest return to delayed or ready, its next token; nil when that is seq),
 ttr (its own; nil: none), max_attempts (nil: the default), backoff ({kind,
 base, cap}; nil: the default), finished, keep, error, result, later (true:
 last placed in the delayed list, which says where locate looks for it),
-body; and legacy (true: a format 1 record, of library version 8, whose put
-sequence is known only mod 4096: the job keeps its version 8 member, its
-id, until it moves).
+body.
   record.pack(j)          the record of a job (always format 2)
   record.plain(created, seq, due, later, body)
                           pack's common cases (every option at its
                           default), without a table per job
-  record.unpack(rec)      the job; raises BADFORMAT for a record this
-                          version does not read
+  record.unpack(rec)      the job; raises BADFORMAT for a record of a newer
+                          format, OLDFORMAT for one of format 1 (library
+                          version 8: redisched_migrate rewrites it)
   record.head(rec)        created, seq and where the body starts, for a
                           record of the commonest case (nothing stored
                           but those and the body); nil for any other
   record.readable(rec)    whether unpack reads it: every call checks the
                           records it will unpack before its first write
+  record.refuse_older()   raises OLDFORMAT (a version 8 member met)
+  For redisched_migrate alone:
+  record.older(rec)       whether it is of format 1
+  record.unpack_older(rec)  the job of a format 1 record (its seq known
+                          mod 4096 only)
   record.legacy_before(a, b)  the order of two format 1 jobs due together
-  record.older(rec)       whether redisched_migrate rewrites it (format 1)
 (A do-block: its locals are not the main chunk's, which Lua limits to 200.)]]
 local record = {}
 do
@@ -407,33 +413,39 @@ do
   local F_PRIO, F_DUE, F_ATTEMPTS, F_ERROR, F_EXT, F_PLACE, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 64
   local X_TTR, X_MAX, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_UNKNOWN =
     1, 2, 4, 8, 16, 32, 64, 128
-  -- Format 1 (library version 8 and before), still read; a record is
-  -- rewritten in format 2 when its job next moves. Flags 1 priority, 2 due,
+  -- Format 1 (library version 8 and before), read by redisched_migrate
+  -- alone, which rewrites it in format 2. Flags 1 priority, 2 due,
   -- 8 attempts, 16 error, 32 second byte (as format 2's); the stamp created
   -- * 4096 + put sequence mod 4096 in 7 bytes (its top 32 and low 24 bits);
   -- ttr, backoff base and cap in 4 bytes.
   local V1 = { PRIO = 1, DUE = 2, ATTEMPTS = 8, ERROR = 16, EXT = 32, UNKNOWN = 196, X_UNKNOWN = 240 }
   local TICKS = 4096
   local NEWER = 'BADFORMAT a stored job has a format this library version does not read'
+  local OLDER = 'OLDFORMAT the topic holds jobs of library version 8\'s format: migrate it '
+                .. 'first (redisched_migrate; docs/redis-api.md, "Migrations")'
 
   function record.readable(rec)
     local flags = rec:byte(1)
     if flags == V2 then return true end
-    local unknown, ext, x_unknown = F_UNKNOWN, F_EXT, X_UNKNOWN
-    if band(flags, V2) == 0 then unknown, ext, x_unknown = V1.UNKNOWN, V1.EXT, V1.X_UNKNOWN end
-    if band(flags, unknown) ~= 0 then return false end
-    return band(flags, ext) == 0 or band(rec:byte(2), x_unknown) == 0
+    if band(flags, V2) == 0 or band(flags, F_UNKNOWN) ~= 0 then return false end
+    return band(flags, F_EXT) == 0 or band(rec:byte(2), X_UNKNOWN) == 0
   end
 
   function record.older(rec) return band(rec:byte(1), V2) == 0 end
 
-  local function unpack_v1(rec, flags)
+  function record.refuse_older() error({ bad = OLDER }) end
+
+  function record.unpack_older(rec)
+    local flags = rec:byte(1)
+    if band(flags, V1.UNKNOWN) ~= 0 or band(flags, V1.EXT) ~= 0 and band(rec:byte(2), V1.X_UNKNOWN) ~= 0 then
+      error({ bad = NEWER })
+    end
     local pos = 2
     local ext = 0
     if band(flags, V1.EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
     local hi, lo
     hi, lo, pos = struct.unpack('>I4I3', rec, pos)
-    local j = { legacy = true, priority = 0, created = hi * TICKS + math.floor(lo / TICKS), seq = lo % TICKS }
+    local j = { priority = 0, created = hi * TICKS + math.floor(lo / TICKS), seq = lo % TICKS }
     if band(flags, V1.PRIO) ~= 0 then j.priority, pos = struct.unpack('>I2', rec, pos) end
     if band(flags, V1.DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
     if band(flags, V1.ATTEMPTS) ~= 0 then j.attempts, pos = struct.unpack('>I2', rec, pos) end
@@ -457,8 +469,7 @@ do
       local created, seq, at = struct.unpack('>I6I7', rec, 2)
       return { priority = 0, created = created, seq = seq, due = created, body = rec:sub(at) }
     end
-    if not record.readable(rec) then error({ bad = NEWER }) end
-    if band(flags, V2) == 0 then return unpack_v1(rec, flags) end
+    if not record.readable(rec) then error({ bad = band(flags, V2) == 0 and OLDER or NEWER }) end
     local ext, pos = 0, 2
     if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
     local j = { priority = 0 }
@@ -542,18 +553,17 @@ do
   end
 end
 
--- A job's member in delayed and ready: put sequence, priority, id. A job of
--- a format 1 record still has its version 8 member, the id itself.
+-- A job's member in delayed and ready: put sequence, priority, id.
 local function member(j, id)
-  if j.legacy then return id end
   return struct.pack('>I7I2', j.seq, j.priority) .. id
 end
 
--- The id in a member of delayed or ready (a format 2 member starts with a
--- control character, as no id does).
+-- The id in a member of delayed or ready. A member starts with a control
+-- character, as no id does; one that does not is version 8's, the id
+-- alone: refused (OLDFORMAT) until the topic is migrated.
 local function member_id(m)
-  if m:byte(1) < 32 then return m:sub(10) end
-  return m
+  if m:byte(1) >= 32 then record.refuse_older() end
+  return m:sub(10)
 end
 
 -- Numbers go to redis.call as they are: Redis converts them with 17 digits,
@@ -593,10 +603,8 @@ local function take_seq(k, n)
 end
 
 -- A job that moves back to delayed or ready takes a new place (its next
--- token); a format 1 job, whenever it is rewritten, also takes a put
--- sequence (it counts as put then among jobs due in the same millisecond).
+-- token).
 local function renew(j, seq)
-  if j.legacy then j.legacy, j.seq = nil, seq end
   j.place = seq
 end
 
@@ -612,7 +620,8 @@ end
 
 -- Records read and checked before a call's first write: {ids = ids, recs
 -- = their records, in order (false: none)}. Raises BADFORMAT when this
--- version does not read one of them. (An id may come twice.)
+-- version does not read one of them for its newer format, OLDFORMAT for
+-- version 8's. (An id may come twice.)
 local known = {}
 
 function known.read(k, ids)
@@ -620,6 +629,7 @@ function known.read(k, ids)
   for i = 1, #ids do
     local rec = recs[i]
     if rec and not record.readable(rec) then
+      if record.older(rec) then record.refuse_older() end
       error({ bad = 'BADFORMAT the stored job ' .. show(ids[i]) .. ' has a format this library version does not read' })
     end
   end
@@ -733,19 +743,21 @@ local delayed_list = {} -- the delayed list's helpers (below, "The delayed list"
 --   n            how many move
 --   a, b         how many of them leave the set and the list
 --   moved        their ready list entries (ready_list.entry: due, member), in
---                the order they left
---   records      id -> the new record of each version 8 job among them
---                (their members carry what the ready score needs, so no
---                other record is read)
---   legacy       how many those are (each takes a put sequence)
+--                the order they left (their members carry what the ready
+--                score needs, so no record is read)
 --   backlog      when more are due, the first one left: {due, seq}
+-- Refuses (OLDFORMAT) a version 8 member among them (the id alone: the
+-- topic is to be migrated first).
 local function promotion(k, now)
   local zs = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH + 1)
   local entries = delayed_list.due_front(k, now, PROMOTE_BATCH + 1)
   if #zs == 0 and #entries == 0 then return nil end
+  for i = 1, #zs, 2 do
+    if zs[i]:byte(1) >= 32 then record.refuse_older() end
+  end
   local due, a, b = zs, math.min(#zs / 2, PROMOTE_BATCH), 0
   if #entries > 0 then due, a, b = ready_list.merge(zs, entries, PROMOTE_BATCH, delayed_list.key) end
-  local plan = { n = a + b, a = a, b = b, zs = zs, moved = {}, legacy = 0 }
+  local plan = { n = a + b, a = a, b = b, zs = zs, moved = {} }
   local zm, e = zs[2 * a + 1], entries[b + 1]
   if zm or e then
     local d, q
@@ -756,53 +768,14 @@ local function promotion(k, now)
     end
     plan.backlog = { due = d, seq = q }
   end
-  local legacy
   for i = 1, plan.n do
-    local m, d = due[2 * i - 1], tonumber(due[2 * i])
-    if m:byte(1) < 32 then
-      plan.moved[#plan.moved + 1] = struct.pack('>I6', d) .. m
-    else
-      legacy = legacy or {}
-      legacy[#legacy + 1] = { id = m, due = d }
-    end
-  end
-  if legacy then
-    -- Jobs scheduled by library version 8: read, ordered as it did (due,
-    -- created, put sequence), given put sequences and rewritten, once.
-    local ids = {}
-    for i, l in ipairs(legacy) do ids[i] = l.id end
-    local recs = redis.call('HMGET', k.jobs, unpack(ids))
-    local moving = {}
-    for i, l in ipairs(legacy) do
-      if recs[i] then
-        local j = record.unpack(recs[i])
-        j.id, j.due = l.id, l.due
-        moving[#moving + 1] = j
-      end
-    end
-    table.sort(moving, function(x, y)
-      if x.due ~= y.due then return x.due < y.due end
-      return record.legacy_before(x, y)
-    end)
-    local cur = seq_room(k, #moving)
-    plan.records, plan.legacy = {}, #moving
-    for i, j in ipairs(moving) do
-      j.legacy, j.seq, j.place = nil, cur + i, nil
-      plan.records[j.id] = record.pack(j)
-      plan.moved[#plan.moved + 1] = ready_list.entry(j, j.id)
-    end
+    plan.moved[i] = struct.pack('>I6', tonumber(due[2 * i])) .. due[2 * i - 1]
   end
   return plan
 end
 
 -- Moves a promotion's jobs to ready (its only writes).
 local function promote(k, plan)
-  if plan.legacy > 0 then
-    redis.call('HINCRBY', k.meta, 'seq', plan.legacy)
-    local hargs = {}
-    for id, rec in pairs(plan.records) do hargs[#hargs + 1], hargs[#hargs + 2] = id, rec end
-    redis.call('HSET', k.jobs, unpack(hargs))
-  end
   if #plan.moved > 0 then
     local zadd = { '+inf', PIN.member }
     for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7) end
@@ -967,9 +940,10 @@ function ready_list.append_floor(k)
 end
 
 -- The order of a ready set member and its score (a version 8 member, the
--- id alone, has sequence 0).
+-- id alone, is refused: OLDFORMAT).
 function ready_list.zkey(m, score)
-  return tonumber(score), m:byte(1) < 32 and struct.unpack('>I7', m) or 0
+  if m:byte(1) >= 32 then record.refuse_older() end
+  return tonumber(score), (struct.unpack('>I7', m))
 end
 
 -- Up to n jobs from the front of a sorted set (zs: {member, score, ...},
@@ -1178,7 +1152,7 @@ end
 -- Where job j (id) is, read only: {state, key, member, score[, token,
 -- reserved_at]}. A record in no set and without a lease is in the delayed
 -- list when it says so (later), else in the ready list (its member there
--- the list's entry); 'unknown' for a version 8 record so (never left so).
+-- the list's entry).
 local function locate(k, id, j)
   local m = member(j, id)
   local score = redis.call('ZSCORE', k.ready, m)
@@ -1198,7 +1172,7 @@ local function locate(k, id, j)
   -- (EXISTS: a read of the list before the caller's first write, as
   -- ready_list.append_floor says why)
   local list = j.later and k.later or k.queue
-  if j.legacy or redis.call('EXISTS', list) == 0 then return { 'unknown' } end
+  if redis.call('EXISTS', list) == 0 then return { 'unknown' } end
   if j.later then return { 'delayed', list, ready_list.entry(j, id), j.due } end
   return { 'ready', list, ready_list.entry(j, id), ready_score(j.priority, j.due) }
 end
@@ -1252,13 +1226,8 @@ local function requeue_members(k, members, now, kn)
       jobs[i] = j
     end
   end
-  -- Numbers for the jobs going back, then for version 8 jobs going to dead.
-  local legacy = 0
-  for i = 1, #members do
-    if jobs[i] and jobs[i].dead and jobs[i].legacy then legacy = legacy + 1 end
-  end
-  local seq = back + legacy > 0 and take_seq(k, back + legacy)
-  local spare = seq and seq + back
+  -- (numbers for the jobs going back)
+  local seq = back > 0 and take_seq(k, back)
   redis.call('ZREM', k.reserved, unpack(members))
   redis.call('HDEL', k.leases, unpack(ids))
   local buried, dead = 0, {}
@@ -1266,7 +1235,6 @@ local function requeue_members(k, members, now, kn)
     local j = jobs[i]
     if j and j.dead then
       j.dead = nil
-      if j.legacy then renew(j, spare); spare = spare + 1 end
       redis.call('HSET', k.jobs, id, record.pack(j))
       dead[#dead + 1], dead[#dead + 2] = now, id
       buried = buried + 1
@@ -2028,7 +1996,7 @@ end
 
 -- Whether members from the front of ready are take's to take by rank: no
 -- mark (pause, limits, shards: they sort first) and no version 8 member
--- (the id alone, whose score reserve reads as its token).
+-- (the id alone: take's checked path refuses it, OLDFORMAT).
 local function plain_front(members)
   local first = members[1]
   if first == LIMIT_MARK or first == PAUSED_MARK or first == SHARD_MARK then return false end
@@ -2065,10 +2033,10 @@ local function take_requeued(k, now, count, lapsed, kn)
 end
 
 -- The front of ready once a promotion is made, when ready holds no job and
--- the promoted share a priority (and none is of version 8): the plan's
--- first count, in its order. nil otherwise.
+-- the promoted share a priority: the plan's first count, in its order. nil
+-- otherwise.
 local function promoted_front(plan, count)
-  if plan.legacy > 0 or #plan.moved == 0 then return nil end
+  if #plan.moved == 0 then return nil end
   local prio = plan.moved[1]:sub(14, 15)
   local out = {}
   for i, e in ipairs(plan.moved) do
@@ -2178,18 +2146,11 @@ local function take(k, now, count, recover)
   no_lapsed(marked and 0 or nfront + nlisted + (plan and plan.n or 0))
   if lapsed then
     for _, m in ipairs(lapsed) do may[#may + 1] = reserved_id(m) end
-    -- (a job put back takes a number; so does a version 8 job that dies)
-    seq_room(k, #lapsed + (plan and plan.legacy or 0))
+    seq_room(k, #lapsed) -- (a job put back takes a number)
   end
   local kn = known.read(k, may)
 
-  if plan then
-    promote(k, plan)
-    if plan.records then
-      local map = known.map(kn)
-      for id, rec in pairs(plan.records) do map[id] = rec end
-    end
-  end
+  if plan then promote(k, plan) end
   if not backlog and not listed and not marked then
     local members_now = plan and unpinned.range(k.ready, 0, count - 1) or front
     if plain_front(members_now) then
@@ -2212,8 +2173,8 @@ local function take(k, now, count, recover)
     for i = 1, #popped, 2 do
       local m, score = popped[i], tonumber(popped[i + 1])
       local due = score % TIME_SPAN
-      local late = m:byte(1) < 32 and (due > backlog.due or
-        (due == backlog.due and struct.unpack('>I7', m) > backlog.seq))
+      local late = due > backlog.due or
+        (due == backlog.due and struct.unpack('>I7', m) > backlog.seq)
       local to = late and held or keep
       to[#to + 1], to[#to + 2] = m, popped[i + 1]
     end
@@ -2305,10 +2266,7 @@ local function reserve(keys, args)
           j, body, due = record.PLAIN, rec:sub(at), created
         else
           j = record.unpack(rec)
-          body, created, due = j.body, j.created, j.due
-          -- version 8's ready sequence (its member is the id: take left it to pop)
-          if j.legacy then token = tonumber(popped[2 * i]) % TIME_SPAN
-          else token = j.place or j.seq end
+          body, created, due, token = j.body, j.created, j.due, j.place or j.seq
         end
         local ttr = j.ttr or ttr_arg or DEFAULT_TTR
         if ttr == 0 then
@@ -2432,8 +2390,8 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
     if seen[p[1]] then twice = true end
     seen[p[1]] = true
   end
-  -- (With KEEP the records are read and may take numbers first: the
-  -- reservations end only once that cannot fail.)
+  -- (With KEEP the records are read first: the reservations end only once
+  -- that cannot fail.)
   if removed == nil then
     removed = not twice and keep == 0 and redis.call('ZREM', k.reserved, unpack(members))
   end
@@ -2459,14 +2417,10 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
   if removed then gone_members = nil end -- (the ZREM took them out)
   if #gone_ids == 0 then return codes end
   local recs = keep > 0 and redis.call('HMGET', k.jobs, unpack(gone_ids))
-  local jobs, legacy = {}, 0
+  local jobs = {}
   if recs then
-    for i = 1, #gone_ids do
-      jobs[i] = recs[i] and record.unpack(recs[i])
-      if jobs[i] and jobs[i].legacy then legacy = legacy + 1 end
-    end
+    for i = 1, #gone_ids do jobs[i] = recs[i] and record.unpack(recs[i]) end
   end
-  local seq = legacy > 0 and take_seq(k, legacy)
   if gone_members then redis.call('ZREM', k.reserved, unpack(gone_members)) end
   redis.call('HDEL', k.leases, unpack(gone_ids))
   if keep > 0 then
@@ -2474,7 +2428,6 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
     for i, id in ipairs(gone_ids) do
       local j = jobs[i]
       if j then
-        if j.legacy then renew(j, seq); seq = seq + 1 end
         j.finished, j.result = now, result
         redis.call('HSET', k.jobs, id, record.pack(j))
         zadd[#zadd + 1], zadd[#zadd + 2] = now + keep, id
@@ -2636,8 +2589,7 @@ local function fail_job(keys, args)
     if attempts == DEFAULT_ATTEMPTS then j.max_attempts = nil else j.max_attempts = attempts end
   end
   local retry = not o.DEAD and j.attempts < max_attempts(j)
-  -- A retry takes a new place; a format 1 job takes a put sequence anyway.
-  if retry or j.legacy then renew(j, take_seq(k, 1)) end
+  if retry then renew(j, take_seq(k, 1)) end -- (a retry takes a new place)
   redis.call('HINCRBY', k.meta, 'failed_total', 1)
   end_lease(k, id, lm)
   local to = 'dead'
@@ -3266,11 +3218,12 @@ do
     local jobs = {}
     for i = 1, #fields, 2 do
       local rec = fields[i + 1]
-      if not record.readable(rec) then record.unpack(rec) end -- raises BADFORMAT
       if record.older(rec) then
-        local j = record.unpack(rec)
+        local j = record.unpack_older(rec)
         j.id = fields[i]
         jobs[#jobs + 1] = j
+      elseif not record.readable(rec) then
+        record.unpack(rec) -- raises BADFORMAT
       end
     end
     -- Version 8's scores: a delayed job's due time (its record holds none);
@@ -3316,7 +3269,7 @@ do
       redis.call('HINCRBY', k.meta, 'seq', #jobs)
       local hset = {}
       for i, j in ipairs(jobs) do
-        j.legacy, j.seq, j.place = nil, first + i - 1, nil
+        j.seq, j.place = first + i - 1, nil
         hset[#hset + 1], hset[#hset + 2] = j.id, record.pack(j)
         if j.set then
           redis.call('ZREM', j.set, j.id)

@@ -219,13 +219,40 @@ export class Topic {
   }
 
   call(op, ...args) {
-    return surviving(this.redis, () => this.redis.callBuffer('FCALL', ...this.fcall(op, args)), this.failoverMs);
+    return this.migrating(op, () => surviving(this.redis,
+      () => this.redis.callBuffer('FCALL', ...this.fcall(op, args)), this.failoverMs));
   }
 
   // A call that changes a job: with replicas, answered once they have it.
   change(op, ...args) {
     if (!this.replicas) return this.call(op, ...args);
-    return surviving(this.redis, () => this.replicated(op, args), this.failoverMs);
+    return this.migrating(op, () => surviving(this.redis, () => this.replicated(op, args), this.failoverMs));
+  }
+
+  // send(); when the topic holds data of an older stored format (OLDFORMAT:
+  // nothing changed), the topic is migrated and send() made once more.
+  async migrating(op, send) {
+    try {
+      return await send();
+    } catch (e) {
+      if (op === 'migrate' || !/^OLDFORMAT\b/.test(e?.message)) throw e;
+      await this.migrate();
+      return send();
+    }
+  }
+
+  // Rewrites what the topic holds in an older stored format, in calls of
+  // limit records, until done (docs/redis-api.md, "Migrations"):
+  // { rewritten, read, calls }.
+  async migrate(limit = 1000) {
+    const total = { rewritten: 0, read: 0, calls: 0 };
+    for (;;) {
+      const [done, rewritten, read] = await this.call('migrate', 'LIMIT', limit);
+      total.rewritten += rewritten;
+      total.read += read;
+      total.calls += 1;
+      if (done === 1) return total;
+    }
   }
 
   fcall(op, args) { return [`redisched_${op}`, this.keys.length, ...this.keys, ...args]; }

@@ -3,9 +3,9 @@
 //   node test.mjs <lua/redisched.lua> <build/redisched>
 import assert from 'node:assert/strict';
 import { spawn, execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 import { Topic, loadLibrary, work, NotReplicated, OK, EXISTS, NOT_FOUND } from './redisched.mjs';
@@ -37,6 +37,20 @@ try {
     assert.equal(r.jobs[0].body.toString(), 'Hello');
     assert.equal(await t.ack(r.jobs[0]), OK);
     assert.equal(await t.ack(r.jobs[0]), NOT_FOUND);
+  });
+
+  await test('a topic of version 8 is migrated by the first call that meets it', async () => {
+    // Jobs put by library version 8 (its eight keys, stored format 1): a
+    // call that meets them is refused (OLDFORMAT, nothing changed), the
+    // client migrates the topic and calls again.
+    const t = new Topic(redis, 'eight');
+    await redis.call('FUNCTION', 'LOAD', 'REPLACE',
+      readFileSync(join(dirname(lua), '..', 'tests', 'model', 'fixtures', 'redisched_v8.lua'), 'utf8'));
+    for (let i = 0; i < 5; i++) await redis.call('FCALL', 'redisched_put', 8, ...t.keys.slice(0, 8), `j${i}`, 'old');
+    await loadLibrary(redis, lua);
+    assert.equal((await t.get('j3')).body.toString(), 'old');
+    assert.deepEqual(await t.migrate(), { rewritten: 0, read: 0, calls: 1 });
+    assert.deepEqual((await t.reserve(5)).jobs.map((j) => j.id).sort(), ['j0', 'j1', 'j2', 'j3', 'j4']);
   });
 
   await test('a write no replica had rejects, a refusal is answered', async () => {

@@ -243,11 +243,33 @@ class Topic:
         self._shards = None  # the shards it is spread over ([] if none), once read
         self._turn = 0
 
-    def _call(self, op, *args, changes_job=False):
-        fcall = ("FCALL", f"redisched_{op}", len(self.keys), *self.keys, *args)
+    def _send(self, fcall, changes_job):
         if changes_job and self.replicas:
             return _surviving(self.redis, lambda: self._replicated(fcall), self.failover_s)
         return _surviving(self.redis, lambda: self.redis.execute_command(*fcall), self.failover_s)
+
+    def _call(self, op, *args, changes_job=False):
+        fcall = ("FCALL", f"redisched_{op}", len(self.keys), *self.keys, *args)
+        try:
+            return self._send(fcall, changes_job)
+        except _redis.ResponseError as e:
+            # Data of an older stored format (OLDFORMAT: nothing changed):
+            # the topic is migrated, and the call made once more.
+            if op == "migrate" or not str(e).startswith("OLDFORMAT"):
+                raise
+            self.migrate()
+            return self._send(fcall, changes_job)
+
+    def migrate(self, limit=1000):
+        """Rewrites what the topic holds in an older stored format, in
+        calls of limit records, until done (docs/redis-api.md,
+        "Migrations"); returns (rewritten, read, calls)."""
+        rewritten = read = calls = 0
+        while True:
+            done, n, m = self._call("migrate", "LIMIT", limit)
+            rewritten, read, calls = rewritten + n, read + m, calls + 1
+            if done == 1:
+                return rewritten, read, calls
 
     def _replicated(self, fcall):
         """fcall, then WAIT on the same connection (one pipeline): WAIT

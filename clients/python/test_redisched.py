@@ -48,6 +48,22 @@ class RedischedFromPython(unittest.TestCase):
         return subprocess.run([CLI, "--redis", "unix://" + self.sock, *args],
                               capture_output=True, text=True, check=True).stdout
 
+    def test_a_topic_of_version_8_is_migrated_by_the_first_call_that_meets_it(self):
+        # Jobs put by library version 8 (its eight keys, stored format 1):
+        # a call that meets them is refused (OLDFORMAT, nothing changed),
+        # the client migrates the topic and calls again.
+        fixture = os.path.join(os.path.dirname(LUA), "..", "tests", "model", "fixtures",
+                               "redisched_v8.lua")
+        t = self.topic("eight")
+        with open(fixture, encoding="utf-8") as f:
+            self.r.execute_command("FUNCTION", "LOAD", "REPLACE", f.read())
+        for i in range(5):
+            self.r.execute_command("FCALL", "redisched_put", 8, *t.keys[:8], f"j{i}", b"old")
+        redisched.load_library(self.r, LUA)
+        self.assertEqual(t.get("j3")["body"], b"old")
+        self.assertEqual(t.migrate(), (0, 0, 1), "the first call migrated it, and marked it")
+        self.assertEqual(sorted(j.id for j in t.reserve(5).jobs), [f"j{i}" for i in range(5)])
+
     def test_a_topic_spread_over_shards_by_the_cli(self):
         # Spread by the C++ side; Python routes by the documented rule (CRC-16/
         # XMODEM of the id mod n) and finds every job where the CLI does.

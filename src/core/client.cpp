@@ -991,51 +991,16 @@ void Client::retry_window_async(std::string_view topic, Callback<RetryWindow> do
 }
 REDISCHED_WRAP(RetryWindow, retry_window, (std::string_view topic), (topic, std::move(cb)))
 
-namespace {
-// Calls redisched_migrate on one topic (or shard) until it answers done,
-// adding up what each call did.
-template <class Impl>
-void migrate_on(Impl& impl, const std::string& where, int limit, Migration so_far,
-                Callback<Migration> done) {
-  auto cmd = impl.fcall_at("migrate", where);
-  cmd.add("LIMIT").add(static_cast<std::int64_t>(limit));
-  impl.template call<core::MigrateStep>(
-      where, cmd, core::parse_migrate_step,
-      [&impl, where, limit, so_far, done = std::move(done)](Result<core::MigrateStep> r) mutable {
-        if (!r.ok()) return done(r.error());
-        so_far.rewritten += r.value().did.rewritten;
-        so_far.read += r.value().did.read;
-        so_far.calls += r.value().did.calls;
-        if (r.value().done) return done(so_far);
-        migrate_on(impl, where, limit, so_far, std::move(done));
-      });
-}
-}  // namespace
-
 void Client::migrate_async(std::string_view topic, int limit, Callback<Migration> done) try {
   if (limit < 1 || limit > limits::kLimitMax) {
     throw Error(Errc::invalid_argument, "the migration's limit must be 1.." +
                                             std::to_string(limits::kLimitMax) + " records, got " +
                                             std::to_string(limit));
   }
-  impl_->with_layout<Migration>(
-      topic, std::move(done), [impl = impl_.get(), limit](const core::LayoutPtr& l, auto then) {
-        if (!l->spread()) return migrate_on(*impl, l->topic, limit, {}, std::move(then));
-        impl->template each_shard<Migration>(
-            l, std::move(then),
-            [impl, limit](const std::string& where, Callback<Migration> part) {
-              migrate_on(*impl, where, limit, {}, std::move(part));
-            },
-            [](const std::vector<Migration>& parts) {
-              Migration all;
-              for (const auto& p : parts) {
-                all.rewritten += p.rewritten;
-                all.read += p.read;
-                all.calls += p.calls;
-              }
-              return all;
-            });
-      });
+  impl_->with_layout<Migration>(topic, std::move(done),
+                                [impl = impl_.get(), limit](const core::LayoutPtr& l, auto then) {
+                                  impl->migrate_layout(l, limit, std::move(then));
+                                });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

@@ -340,10 +340,52 @@ class Client::Impl {
         std::move(done));
   }
 
+  // Records a migration reads in one call when a call meets an older
+  // stored format (redisched_migrate's default).
+  static constexpr int kMigrateLimit = 1000;
+
+  // Calls redisched_migrate on one topic (or shard) until it answers done,
+  // adding up what each call did (docs/redis-api.md, "Migrations").
+  void migrate_topic(const std::string& where, int limit, Migration so_far,
+                     Callback<Migration> done) {
+    auto cmd = fcall_at("migrate", where);
+    cmd.add("LIMIT").add(static_cast<std::int64_t>(limit));
+    call<core::MigrateStep>(
+        where, cmd, core::parse_migrate_step,
+        [this, where, limit, so_far, done = std::move(done)](Result<core::MigrateStep> r) mutable {
+          if (!r.ok()) return done(r.error());
+          so_far.rewritten += r.value().did.rewritten;
+          so_far.read += r.value().did.read;
+          so_far.calls += r.value().did.calls;
+          if (r.value().done) return done(so_far);
+          migrate_topic(where, limit, so_far, std::move(done));
+        });
+  }
+
+  // migrate_topic on a topic, or on each shard of a spread one (at once).
+  void migrate_layout(const core::LayoutPtr& l, int limit, Callback<Migration> done) {
+    if (!l->spread()) return migrate_topic(l->topic, limit, {}, std::move(done));
+    each_shard<Migration>(
+        l, std::move(done),
+        [this, limit](const std::string& where, Callback<Migration> part) {
+          migrate_topic(where, limit, {}, std::move(part));
+        },
+        [](const std::vector<Migration>& parts) {
+          Migration all;
+          for (const auto& p : parts) {
+            all.rewritten += p.rewritten;
+            all.read += p.read;
+            all.calls += p.calls;
+          }
+          return all;
+        });
+  }
+
   // Runs body(layout, done) once the topic's layout is known (read at its
   // first call, then from memory). A call made on a layout that changed
-  // since (the library answers SHARDED) reads it again and runs once more.
-  // body must not throw.
+  // since (the library answers SHARDED) reads it again and runs once more;
+  // one that met data of an older stored format (OLDFORMAT, nothing
+  // changed) migrates the topic and runs once more. body must not throw.
   template <class T, class Body>
   void with_layout(std::string_view topic, Callback<T> done, Body body) {
     try {
@@ -354,8 +396,17 @@ class Client::Impl {
     auto shared =
         std::make_shared<std::pair<std::string, Body>>(std::string(topic), std::move(body));
     auto first = [this, shared](const core::LayoutPtr& l, Callback<T> then) {
-      shared->second(l, Callback<T>([this, shared, then = std::move(then)](Result<T> r) mutable {
-                       if (r.ok() || !core::is_sharded(r.error())) return then(std::move(r));
+      shared->second(l, Callback<T>([this, shared, l, then = std::move(then)](Result<T> r) mutable {
+                       if (r.ok()) return then(std::move(r));
+                       if (core::is_older_format(r.error())) {
+                         return migrate_layout(
+                             l, kMigrateLimit,
+                             [shared, l, then = std::move(then)](Result<Migration> m) mutable {
+                               if (!m.ok()) return then(m.error());
+                               shared->second(l, std::move(then));
+                             });
+                       }
+                       if (!core::is_sharded(r.error())) return then(std::move(r));
                        read_layout(shared->first, [shared, then = std::move(then)](
                                                       Result<core::LayoutPtr> fresh) mutable {
                          if (!fresh.ok()) return then(fresh.error());

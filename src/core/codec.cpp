@@ -166,8 +166,13 @@ Error error_from_reply(const std::string& text) {
   // refused while it holds jobs): the call's fault, not the server's.
   if (code == "BADSTATE") return Error(Errc::invalid_argument, rest);
   if (code == "BADFORMAT") return Error(Errc::bad_format, rest);
+  if (code == "OLDFORMAT") return Error(Errc::bad_format, std::string(kOlderFormat) + rest);
   if (code == "SHARDED") return Error(Errc::invalid_argument, std::string(kSpreadTopic) + rest);
   return Error(Errc::server, "Redis: " + text);
+}
+
+bool is_older_format(const Error& e) {
+  return e.code() == Errc::bad_format && std::string_view(e.what()).starts_with(kOlderFormat);
 }
 
 bool is_sharded(const Error& e) {

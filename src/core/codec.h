@@ -57,8 +57,14 @@ void add_put_options(Command& cmd, const JobSpec& job);
 int put_option_words(const JobSpec& job);
 
 // The Error for a Redis error reply (codes BADARG, BADKEYS, BADSTATE, SHARDED
-// -> invalid_argument, BADFORMAT -> bad_format, anything else -> server).
+// -> invalid_argument, BADFORMAT and OLDFORMAT -> bad_format, anything else
+// -> server).
 Error error_from_reply(const std::string& text);
+// OLDFORMAT's message starts so: the topic holds data of an older stored
+// format, refused until it is migrated (docs/redis-api.md, "Migrations"; a
+// call that meets it migrates the topic and runs once more).
+inline constexpr std::string_view kOlderFormat = "an older stored format: ";
+bool is_older_format(const Error& e);
 // SHARDED's message starts so: the call was meant for the jobs of a topic
 // spread over shards (a client that did not know reads the list and calls
 // again; is_sharded finds it).

@@ -48,9 +48,10 @@ class Case(unittest.TestCase):
         self.old = EXPECT_FAIL
 
     def load(self, path):
-        """Loads another library (no checker); calls take its keys."""
-        harness.load(self.c, harness.library_source(path))
+        """Loads another library (this one with the checkers); calls take
+        its keys."""
         self.old = path != LUA
+        harness.load(self.c, harness.library_source(path, write_order=not self.old and not EXPECT_FAIL))
 
     def tearDown(self):
         self.c.close()
@@ -1039,16 +1040,20 @@ class Upgrade(Case):
     as this version writes it), read and moved by this version after
     FUNCTION LOAD REPLACE."""
 
-    def test_a_version_8_member_in_front_leaves_the_ready_pin_in_place(self):
+    def test_a_version_8_member_in_front_is_refused_until_migrated(self):
         # A version 8 member at the front of ready sends reserve past its
-        # plain take to ZPOPMIN, which also pops the pin when it asks for
-        # more jobs than there are: the pin goes back, and is no job.
+        # plain take to its checked path, which refuses it before it
+        # writes; once migrated, the jobs go out in order and the pin
+        # stays in place.
         c, K, f = self.c, self.K, self.f
         self.load(OLD[8])
         f('put', 'old', 'b1', 'PRIORITY', 5, 'NOW', 1000)
         self.load(LUA)
         f('put', 'new', 'b2', 'NOW', 1000)
         self.assertEqual(c.call('ZRANGE', K[2], -1, -1), [harness.READY_PIN])
+        self.older(lambda: f('reserve', 10, 'NOW', 1001))
+        self.older(lambda: f('reserve', 1, 'NOW', 1001))
+        self.assertEqual(f('migrate'), [1, 1, 2])
         r = f('reserve', 10, 'NOW', 1001)
         self.assertEqual(self.ids(r), ['old', 'new'])
         self.assertEqual(c.call('ZRANGE', K[2], 0, -1), [harness.READY_PIN])
@@ -1093,13 +1098,11 @@ class Upgrade(Case):
         self.assertEqual(f('kickall', 'NOW', 1013), 2)
         check_invariants(read_raw(c, K), K)
 
-    def test_state_of_version_8_is_read_and_moved(self):
+    def test_state_of_version_8_is_refused_until_migrated_then_moved(self):
+        # (Version 25: the calls that would read version 8 data refuse it,
+        # OLDFORMAT, with nothing changed; redisched_migrate, one call,
+        # rewrites it, the jobs due together in their version 8 order.)
         self.check_version_8()
-
-    def test_state_of_version_8_is_migrated_then_moved(self):
-        # (Version 24: redisched_migrate; one call, which rewrites the
-        # jobs due together in their version 8 order.)
-        self.check_version_8(migrate=True)
 
     def test_version_8_migrates_a_part_a_call_beside_other_calls(self):
         c, K, f = self.c, self.K, self.f
@@ -1114,8 +1117,13 @@ class Upgrade(Case):
         while True:
             r = f('migrate', 'LIMIT', 1)
             calls, rewritten = calls + 1, rewritten + r[1]
+            # A job reads as before once rewritten, and refuses until then.
             for i, want in before.items():
-                self.assertEqual(f('get', i, 'NOW', 4000), with_own_ttr(want), i)
+                got = f('get', i, 'NOW', 4000)
+                if isinstance(got, Error):
+                    self.assertTrue(got.message.startswith('OLDFORMAT'), got.message)
+                else:
+                    self.assertEqual(got, with_own_ttr(want), i)
             if r[0] == 1:
                 break
             self.assertLess(calls, 100)
@@ -1138,7 +1146,13 @@ class Upgrade(Case):
         self.assertEqual(got, sorted(got, key=lambda pd: (-pd[0], pd[1])))
         self.assertEqual(len(got), 28)
 
-    def check_version_8(self, migrate=False):
+    def older(self, call):
+        """call() refuses with OLDFORMAT and changes nothing."""
+        r = self.unchanged(call)
+        self.assertIsInstance(r, Error)
+        self.assertTrue(r.message.startswith('OLDFORMAT'), r.message)
+
+    def check_version_8(self):
         c, K, f = self.c, self.K, self.f
         self.load(OLD[8])
         f('put', 'late', 'b1', 'AT', 50000, 'PRIORITY', 3, 'NOW', 1000)
@@ -1173,38 +1187,42 @@ class Upgrade(Case):
 
         self.load(LUA)
         for i in ids:
+            self.older(lambda: f('get', i, 'NOW', 1010))
+        for s in lists:
+            self.older(lambda: f('list', s, 0, 100, 'NOW', 1010))
+        self.older(lambda: f('reserve', 10, 'NOW', 1010))
+        self.older(lambda: f('pull', 10, 'NOW', 1010))
+        self.older(lambda: f('release', 'held', held[2], 'NOW', 1010))
+        self.older(lambda: f('fail', 'held', held[2], 'e', 'NOW', 1010))
+        self.older(lambda: f('ack', 'held', held[2], 'KEEP', 10, 'NOW', 1010))
+        self.older(lambda: f('kick', 'dies'))
+        self.older(lambda: f('delete', 'plain'))
+        self.older(lambda: f('put', 'plain', 'b', 'UPSERT', 'NOW', 1010))
+        self.older(lambda: f('requeue', 'NOW', 2009))
+        self.assertEqual(f('migrate'), [1, len(ids), len(ids)])
+        for i in ids:
+            self.assertEqual(decode_record(c.call('HGET', K[0], i))['format'], 2, i)
             self.assertEqual(f('get', i, 'NOW', 1010), with_own_ttr(before[i]), i)
+        # The same jobs; version 8 listed its delayed jobs due together
+        # by id, and handed them out by put order, as they now list.
         for s, want in lists.items():
-            self.assertEqual(f('list', s, 0, 100, 'NOW', 1010),
-                             want[:1] + [with_own_ttr(j) for j in want[1:]], s)
-        if migrate:
-            self.assertEqual(f('migrate'), [1, len(ids), len(ids)])
-            for i in ids:
-                self.assertEqual(decode_record(c.call('HGET', K[0], i))['format'], 2, i)
-                self.assertEqual(f('get', i, 'NOW', 1010), with_own_ttr(before[i]), i)
-            # The same jobs; version 8 listed its delayed jobs due together
-            # by id, and handed them out by put order, as they now list.
-            for s, want in lists.items():
-                got = f('list', s, 0, 100, 'NOW', 1010)
-                self.assertEqual(sorted(got[1:]), sorted(with_own_ttr(j) for j in want[1:]), s)
-            self.assertEqual(self.listed('delayed', 1010), ['due2', 'due1', 'late'])
+            got = f('list', s, 0, 100, 'NOW', 1010)
+            self.assertEqual(sorted(got[1:]), sorted(with_own_ttr(j) for j in want[1:]), s)
+        self.assertEqual(self.listed('delayed', 1010), ['due2', 'due1', 'late'])
         self.assertEqual((self.field('opts', 'own_ttr'), self.field('plain', 'own_ttr')), (1, 0))
         self.assertEqual(self.field('raw', 'created'), 1700000000000)
         self.assertEqual(self.field('raw', 'priority'), 7)
         s = dict(zip(*[iter(f('stats', 'NOW', 1010))] * 2))
         self.assertEqual((s[b'ready'], s[b'delayed'], s[b'reserved'], s[b'dead'], s[b'done']),
                          (3, 3, 4, 1, 1))
-        # Version 8 reservations settled: each record is rewritten in format 2
-        # with a put sequence of its own.
-        seq = int(c.call('HGET', K[6], 'seq'))
+        # Version 8 reservations settled (their records rewritten by the
+        # migration, each with a put sequence of its own).
         self.assertEqual(f('fail', 'failing', held8['failing'], 'boom', 'NOW', 1500), Status('dead'))
         self.assertEqual(f('ack', 'keeping', held8['keeping'], 'KEEP', 100000, 'NOW', 1500), 1)
         self.assertEqual(f('requeue', 'NOW', 2009), [0, 1, 61005])
         for id_ in ('failing', 'lapsing', 'keeping'):
             rec = decode_record(c.call('HGET', K[0], id_))
             self.assertEqual(rec['format'], 2, id_)
-            if not migrate:
-                self.assertGreater(rec['seq'], seq, id_)
         self.assertEqual(self.field('lapsing', 'error'), b'time-to-run lapsed')
         self.assertEqual(f('kick', 'failing', 'lapsing'), 2)
         self.assertEqual(f('delete', 'failing', 'lapsing', 'keeping'), 3)
@@ -1238,6 +1256,8 @@ class Upgrade(Case):
         r = f('reserve', 1, 'NOW', 100000000000000)
         self.assertEqual(c.call('HGET', K[7], 'x')[:8], b'1:1e+14:')
         self.load(LUA)
+        self.older(lambda: f('get', 'x'))
+        self.assertEqual(f('migrate'), [1, 1, 1])
         self.assertEqual(self.field('x', 'reserved_at'), 100000000000000)
         self.assertEqual(f('delete', 'x'), 1)
         self.assertEqual(c.call('KEYS', '*'), [K[6]])

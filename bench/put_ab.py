@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""Two versions of the library, side by side in one Redis: what a change of
+lua/redisched.lua costs a single put, as Redis's own time per FCALL (INFO
+commandstats), so that the client and the loopback fall out. Each library
+is loaded under a name of its own (library_ab.load_as); blocks of single
+puts, plain, with DELAY and with options, alternate between the two, the
+order flipped every round; the figure is each kind's median over rounds.
+
+    python3 bench/put_ab.py OLD.lua lua/redisched.lua [--rounds 10] [--block 4000]
+
+Run A against A first: on this machine the columns agree to about half a
+microsecond (the size of a difference worth reading). Starts its own
+redis-server (scratch_redis); needs Debian's python3-redis.
+"""
+
+import argparse
+import statistics
+
+from library_ab import load_as
+from scratch_redis import fcall_usec, scratch_redis, topic_keys
+
+KINDS = {"plain": [], "delayed": ["DELAY", 5000], "options": ["PRIORITY", 3, "TTR", 1000]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--block", type=int, default=4000, help="puts of each kind a block")
+    a = ap.parse_args()
+    with scratch_redis() as r:
+        load_as(r, a.a, "a")
+        load_as(r, a.b, "b")
+        us = {lib: {kind: [] for kind in KINDS} for lib in ("a", "b")}
+        for rnd in range(a.rounds):
+            for lib in (("a", "b") if rnd % 2 else ("b", "a")):
+                for kind, opts in KINDS.items():
+                    keys = topic_keys(lib + kind)
+                    p = r.pipeline(transaction=False)
+                    for i in range(a.block):
+                        p.execute_command("FCALL", lib + "_put", len(keys), *keys,
+                                          "%d-%d" % (rnd, i), "x" * 100, *opts, "NOW", 1000)
+                    before = fcall_usec(r)
+                    replies = p.execute()
+                    if any(x != 1 for x in replies):
+                        raise SystemExit("%s: a put answered %r" % (lib, replies[0]))
+                    us[lib][kind].append((fcall_usec(r) - before) / a.block)
+        print("single put, Redis's time per call (median of %d blocks of %d), µs"
+              % (a.rounds, a.block))
+        for kind in KINDS:
+            print("  %-8s %-24s %6.2f   %-24s %6.2f" % (kind, a.a[-24:], statistics.median(us["a"][kind]),
+                                                     a.b[-24:], statistics.median(us["b"][kind])))
+
+
+if __name__ == "__main__":
+    main()
