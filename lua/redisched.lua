@@ -30,7 +30,7 @@ where M, a job's member in delayed and ready, is its put sequence (7 bytes,
 big-endian), its priority (2 bytes) and its id: jobs due in the same
 millisecond sort by put order, and due jobs move to ready without reading
 their records. The names are checked (BADKEYS): the same P:{T} before each
-suffix, with a non-empty hash tag. A caller written for version 21 or older
+suffix, with a non-empty hash tag. A caller written for version 22 or older
 passes the first eight keys, and the library names the last three from
 them (same slot; docs/redis-api.md, "Keyspace"). The ready and delayed
 lists ("The ready list", "The delayed list" below) hold the jobs puts make
@@ -127,7 +127,7 @@ Locals: the main chunk holds 187 of the 200 locals Lua allows a function
 (record, known, gone, ready_list, delayed_list, unpinned), its
 constants in a do-block. ]]
 
-local LIBRARY_VERSION = 25 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 26 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -3188,20 +3188,28 @@ format as this version writes it, a bounded part per call (docs/redis-api.md,
 "Migrations"). Call it until it answers done. Any number of callers may run
 at once and beside every other call: each call is atomic, reads before it
 writes, and a part rewritten once is left alone.
-ARGV: [LIMIT n]   n: records read in one call (1..10000, 1000)
-  The steps, each resumed where the last call left it (the meta fields
-  migrate_cursor, migrated):
+ARGV: [LIMIT n]   n: records and members read in one call (1..1000, 1000)
+  One pass reads the jobs hash (HSCAN), then the delayed set and the ready
+  set (ZSCAN), resumed where the last call left it (meta migrate_cursor:
+  the server's run id, the step, the scan's cursor; a cursor of another
+  server, after a failover or a restart, starts the pass again, since a
+  scan's order is the server's own):
     format 1 records (library version 8): each gets a put sequence and is
     rewritten in format 2; a delayed or ready one also gets its member M
-    in place of its id, at the same score. Those due in the same
-    millisecond take their sequences in their version 8 order within a
-    call (across two calls, in the order the calls read them).
-  When the last step ends, meta migrated holds the version that added it
-  (24), and a call answers at once until a later version adds a step (unless the topic
-  was read whole by one call that rewrote nothing: then nothing is
-  written, and the next call reads it again).
+    in place of its id (a delayed job's due time, held in its score alone,
+    goes into its record; a ready one gets this version's ready score).
+    Those due together take their sequences in version 8's order within a
+    call (across calls, in the order the calls read them).
+    members of delayed and ready that are an id alone (version 8's) with
+    no record: removed (no job holds them).
+  When the pass ends, meta migrated holds the version that added the last
+  step (26), and a call answers at once until a later version adds one;
+  unless one call read the whole topic and rewrote nothing: then nothing is
+  written (an idle server's migrations write nothing), and the next call
+  reads it again.
 Output: {done, rewritten, read}: done 1 when nothing older is left (0: call
-  again); how many records this call rewrote, and read.
+  again); how many records this call rewrote (and members removed), and
+  how many records and members it read.
 ]]
 local migrate
 do
@@ -3209,18 +3217,18 @@ do
   local READ_DEFAULT = 1000
   -- The version that added the last step: a topic marked with it has had
   -- them all (a later version without a step of its own rescans nothing).
-  local LAST_STEP = 24
+  local LAST_STEP = 26
+  local HSET_CHUNK = 500 -- jobs a HSET (Lua unpacks at most ~8000 values)
 
-  -- The jobs of format 1 records among {id, record, ...}, each with its
-  -- version 8 member's set and score when it has one; refuses (BADFORMAT)
-  -- a record of a newer format.
-  local function older_jobs(k, fields)
+  -- Version 8's jobs: records of format 1 (by id), each with its member's
+  -- set and score when it has one, ordered as version 8 handed them out;
+  -- refuses (BADFORMAT) a record of a newer format.
+  local function older_jobs(k, recs)
     local jobs = {}
-    for i = 1, #fields, 2 do
-      local rec = fields[i + 1]
+    for id, rec in pairs(recs) do
       if record.older(rec) then
         local j = record.unpack_older(rec)
-        j.id = fields[i]
+        j.id = id
         jobs[#jobs + 1] = j
       elseif not record.readable(rec) then
         record.unpack(rec) -- raises BADFORMAT
@@ -3249,21 +3257,62 @@ do
     return jobs
   end
 
+  -- Reads one step's next part: the jobs hash's records (step 1), or the
+  -- members of delayed (2) or ready (3) that are an id alone, their records
+  -- (found: id -> record) or none (orphans: {set, member}). Returns the
+  -- scan's next cursor and how many it read.
+  local function read_part(k, step, cursor, count, found, orphans)
+    if step == 1 then
+      local scan = redis.call('HSCAN', k.jobs, cursor, 'COUNT', count)
+      local f = scan[2]
+      for i = 1, #f, 2 do found[f[i]] = f[i + 1] end
+      return scan[1], #f / 2
+    end
+    local key = step == 2 and k.delayed or k.ready
+    local scan = redis.call('ZSCAN', key, cursor, 'COUNT', count)
+    local bare, f = {}, scan[2]
+    for i = 1, #f, 2 do
+      if f[i]:byte(1) >= 32 then bare[#bare + 1] = f[i] end
+    end
+    if #bare > 0 then
+      local recs = redis.call('HMGET', k.jobs, unpack(bare))
+      for i, id in ipairs(bare) do
+        if recs[i] then found[id] = recs[i] else orphans[#orphans + 1] = { key, id } end
+      end
+    end
+    return scan[1], #f / 2
+  end
+
   function migrate(keys, args)
     local k = check_keys(keys)
     local o = options(args, 1, #args, OPTIONS)
-    local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, LIMIT_MAX) or READ_DEFAULT
+    local limit = o.LIMIT and int_arg(o.LIMIT, 'LIMIT', 1, BATCH_MAX) or READ_DEFAULT
     local state = redis.call('HMGET', k.meta, 'migrated', 'migrate_cursor')
     if tonumber(state[1] or 0) >= LAST_STEP then return { 1, 0, 0 } end
-    local scan = redis.call('HSCAN', k.jobs, state[2] or '0', 'COUNT', limit)
-    local jobs = older_jobs(k, scan[2])
+    -- (the server's run id, read only when a cursor is kept or resumed:
+    -- INFO costs more than a small topic's whole pass)
+    local run
+    local step, cursor = 1, '0'
+    if state[2] then
+      run = redis.call('INFO', 'server'):match('run_id:(%x+)')
+      local r, st, c = state[2]:match('^(%x+):(%d):(%d+)$')
+      if r == run then step, cursor = tonumber(st), c end
+    end
+    -- Reads: parts of the steps in turn, until limit elements are read.
+    local found, orphans, read = {}, {}, 0
+    while step <= 3 and read < limit do
+      local n
+      cursor, n = read_part(k, step, cursor, limit - read, found, orphans)
+      read = read + n
+      if cursor == '0' then step = step + 1 end
+    end
+    local jobs = older_jobs(k, found)
     local first = #jobs > 0 and seq_room(k, #jobs) + 1
-    local done = scan[1] == '0'
-    -- Marked done when the migration wrote, or took more than one call: a
-    -- topic read whole in one call with nothing older is left as it was
-    -- (an idle server's migrations write nothing; the next one reads it
-    -- again, in one call), and one that never held a job has no meta key.
-    local mark = done and (first or state[2]) and redis.call('EXISTS', k.meta) == 1
+    local done = step > 3
+    -- Marked done when the pass wrote, or took more than one call: a topic
+    -- read whole in one call with nothing older is left as it was, and one
+    -- that never held a job has no meta key.
+    local mark = done and (first or #orphans > 0 or state[2]) and redis.call('EXISTS', k.meta) == 1
     -- Writes.
     if first then
       redis.call('HINCRBY', k.meta, 'seq', #jobs)
@@ -3271,20 +3320,23 @@ do
       for i, j in ipairs(jobs) do
         j.seq, j.place = first + i - 1, nil
         hset[#hset + 1], hset[#hset + 2] = j.id, record.pack(j)
+        if #hset == 2 * HSET_CHUNK then redis.call('HSET', k.jobs, unpack(hset)); hset = {} end
         if j.set then
           redis.call('ZREM', j.set, j.id)
           redis.call('ZADD', j.set, j.score or j.due, member(j, j.id))
         end
       end
-      redis.call('HSET', k.jobs, unpack(hset))
+      if #hset > 0 then redis.call('HSET', k.jobs, unpack(hset)) end
     end
+    for _, orphan in ipairs(orphans) do redis.call('ZREM', orphan[1], orphan[2]) end
     if mark then
       redis.call('HSET', k.meta, 'migrated', LAST_STEP)
       redis.call('HDEL', k.meta, 'migrate_cursor')
     elseif not done then
-      redis.call('HSET', k.meta, 'migrate_cursor', scan[1])
+      run = run or redis.call('INFO', 'server'):match('run_id:(%x+)')
+      redis.call('HSET', k.meta, 'migrate_cursor', run .. ':' .. step .. ':' .. cursor)
     end
-    return { done and 1 or 0, #jobs, #scan[2] / 2 }
+    return { done and 1 or 0, #jobs + #orphans, read }
   end
 end
 

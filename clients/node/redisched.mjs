@@ -241,18 +241,21 @@ export class Topic {
     }
   }
 
-  // Rewrites what the topic holds in an older stored format, in calls of
-  // limit records, until done (docs/redis-api.md, "Migrations"):
-  // { rewritten, read, calls }.
+  // Rewrites what the topic (each shard, when spread) holds in an older
+  // stored format, in calls of limit records and members, until done
+  // (docs/redis-api.md, "Migrations"): { rewritten, read, calls }.
   async migrate(limit = 1000) {
     const total = { rewritten: 0, read: 0, calls: 0 };
-    for (;;) {
-      const [done, rewritten, read] = await this.call('migrate', 'LIMIT', limit);
-      total.rewritten += rewritten;
-      total.read += read;
-      total.calls += 1;
-      if (done === 1) return total;
+    for (const t of [this, ...await this.shards()]) {
+      for (;;) {
+        const [done, rewritten, read] = await t.call('migrate', 'LIMIT', limit);
+        total.rewritten += rewritten;
+        total.read += read;
+        total.calls += 1;
+        if (done === 1) break;
+      }
     }
+    return total;
   }
 
   fcall(op, args) { return [`redisched_${op}`, this.keys.length, ...this.keys, ...args]; }

@@ -261,15 +261,18 @@ class Topic:
             return self._send(fcall, changes_job)
 
     def migrate(self, limit=1000):
-        """Rewrites what the topic holds in an older stored format, in
-        calls of limit records, until done (docs/redis-api.md,
-        "Migrations"); returns (rewritten, read, calls)."""
+        """Rewrites what the topic (each shard, when spread) holds in an
+        older stored format, in calls of limit records and members, until
+        done (docs/redis-api.md, "Migrations"); returns (rewritten, read,
+        calls)."""
         rewritten = read = calls = 0
-        while True:
-            done, n, m = self._call("migrate", "LIMIT", limit)
-            rewritten, read, calls = rewritten + n, read + m, calls + 1
-            if done == 1:
-                return rewritten, read, calls
+        for t in [self] + self.shards():
+            while True:
+                done, n, m = t._call("migrate", "LIMIT", limit)
+                rewritten, read, calls = rewritten + n, read + m, calls + 1
+                if done == 1:
+                    break
+        return rewritten, read, calls
 
     def _replicated(self, fcall):
         """fcall, then WAIT on the same connection (one pipeline): WAIT

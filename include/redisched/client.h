@@ -217,7 +217,7 @@ class Client {
   RetryWindow retry_window(std::string_view topic);
   // Rewrites what the topic (each shard, when spread) holds in an older
   // stored format as this library version writes it, in calls of `limit`
-  // records (1..10000) until done. Safe beside every other call, and
+  // records and members (1..1000) until done. Safe beside every other call, and
   // beside other migrations of the topic (docs/redis-api.md, "Migrations").
   Migration migrate(std::string_view topic, int limit = 1000);
   // Puts back a job as get or list returned it, with its state, creation

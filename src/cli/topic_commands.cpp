@@ -143,12 +143,22 @@ int shards(Session& s, const ShardArgs& a) {
 
 // Rewrites what the topics hold in an older stored format, one topic after
 // another (docs/redis-api.md, "Migrations").
+// A topic that fails is reported and the others go on; the exit status
+// says whether any failed.
 int migrate(Session& s, const TopicArgs& a) {
   auto& client = s.client();
   const auto topics = a.names.empty() ? client.topics() : a.names;
   if (!s.json()) std::cout << "topic\trewritten\tread\tcalls\n";
+  int failed = 0;
   for (const auto& t : topics) {
-    const Migration m = client.migrate(t, a.limit);
+    Migration m;
+    try {
+      m = client.migrate(t, a.limit);
+    } catch (const Error& e) {
+      std::cerr << "redisched: migrating " << t << ": " << e.what() << "\n";
+      ++failed;
+      continue;
+    }
     if (s.json()) {
       print_json(json::object{
           {"topic", t}, {"rewritten", m.rewritten}, {"read", m.read}, {"calls", m.calls}});
@@ -156,7 +166,7 @@ int migrate(Session& s, const TopicArgs& a) {
       std::cout << t << "\t" << m.rewritten << "\t" << m.read << "\t" << m.calls << "\n";
     }
   }
-  return 0;
+  return failed > 0 ? 1 : 0;
 }
 
 }  // namespace
@@ -286,8 +296,8 @@ void add_topic_commands(CLI::App& app, Action& selected) {
       "rewrite what topics hold in an older stored format (every topic when none named); safe "
       "while workers run");
   migrate_cmd->add_option("topics", mg->names);
-  migrate_cmd->add_option("--limit", mg->limit, "records read in one library call")
-      ->check(CLI::Range(std::int64_t{1}, limits::kLimitMax))
+  migrate_cmd->add_option("--limit", mg->limit, "records and members read in one library call")
+      ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
       ->capture_default_str();
   migrate_cmd->callback(
       [mg, &selected] { selected = [mg](Session& s) { return migrate(s, *mg); }; });

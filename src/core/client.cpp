@@ -992,9 +992,9 @@ void Client::retry_window_async(std::string_view topic, Callback<RetryWindow> do
 REDISCHED_WRAP(RetryWindow, retry_window, (std::string_view topic), (topic, std::move(cb)))
 
 void Client::migrate_async(std::string_view topic, int limit, Callback<Migration> done) try {
-  if (limit < 1 || limit > limits::kLimitMax) {
+  if (limit < 1 || limit > limits::kBatchMax) {
     throw Error(Errc::invalid_argument, "the migration's limit must be 1.." +
-                                            std::to_string(limits::kLimitMax) + " records, got " +
+                                            std::to_string(limits::kBatchMax) + " records, got " +
                                             std::to_string(limit));
   }
   impl_->with_layout<Migration>(topic, std::move(done),

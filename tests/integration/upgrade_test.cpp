@@ -1,10 +1,11 @@
 // Upgrades under load (issue 33): a topic written by library version 8, 9
 // or 17, then a Worker of this version (its Client loads this library over
-// the old one) working it, while Client::migrate rewrites it in small parts
-// or with none (the Worker's calls that meet version 8's data migrate the
-// topic themselves and run again). Every job is worked (the ones the old
-// library held reserved too, once their reservations lapse), the dead one
-// stays dead, and nothing of an older format is left.
+// the old one, and migrates the topic when a call meets version 8's data)
+// working it, with or without a migrator beside it (another program, 10 records
+// and members a call, a few calls in before the Worker starts). Every job
+// is worked (the ones the old library held reserved too, once their
+// reservations lapse), the dead one stays dead, and nothing of an older
+// format is left.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,7 +19,9 @@
 #include <tuple>
 #include <vector>
 
+#include "core/keys.h"
 #include "redisched/client.h"
+#include "redisched/version.h"
 #include "redisched/worker.h"
 #include "testutil/raw_redis.h"
 #include "testutil/redis_server.h"
@@ -99,12 +102,35 @@ TEST_P(UpgradeTest, WorkersRunWhileTheTopicIsMigratedAndNoJobIsLost) {
     ++worked[std::string(ctx.id())];
   });
   Client& client = worker.client();
-  Migration m;
-  std::thread migrating([&] {
-    if (migrator) m = client.migrate(kUpgradeTopic, 10);
-  });
+  ASSERT_EQ(client.library_version(), functions_library_version()) << "loaded over the old one";
+  // The migrator: another program (as a client in another language would,
+  // or `redisched migrate --limit 10`), 10 records and members a call; a
+  // few calls in before the Worker starts, and on beside it.
+  std::atomic<int> calls{0};
+  std::atomic<std::int64_t> rewritten{0};
+  auto migrate = [&] {
+    RawRedis own(server.port());
+    std::vector<std::string> call = {"FCALL", "redisched_migrate", "11"};
+    for (const auto& k : core::topic_keys("redisched", kUpgradeTopic)) call.push_back(k);
+    call.insert(call.end(), {"LIMIT", "10"});
+    for (;;) {
+      auto r = own.call(call);
+      if (r->type != REDIS_REPLY_ARRAY) {
+        ADD_FAILURE() << "migrate: " << (r->str ? r->str : "?");
+        return;
+      }
+      ++calls;
+      rewritten += r->element[1]->integer;
+      if (r->element[0]->integer == 1) return;
+    }
+  };
+  std::thread migrating;
+  if (migrator) {
+    migrating = std::thread(migrate);
+    ASSERT_TRUE(wait_until([&] { return calls >= 3; }));
+  }
   worker.run();
-  migrating.join();
+  if (migrating.joinable()) migrating.join();
   ASSERT_TRUE(wait_until(
       [&] {
         std::lock_guard lock(mu);
@@ -125,16 +151,16 @@ TEST_P(UpgradeTest, WorkersRunWhileTheTopicIsMigratedAndNoJobIsLost) {
   // Worker's calls that met them (1,000 a call), which marks the topic;
   // 9 and 17 wrote format 2: nothing to rewrite.
   if (migrator) {
-    EXPECT_GT(m.calls, 2) << "the migration went in parts";
+    EXPECT_GT(calls, 2) << "the migration went in parts";
   }
   if (version != 8) {
-    EXPECT_EQ(m.rewritten, 0);
+    EXPECT_EQ(rewritten, 0);
   }
   auto marked =
       raw.call({"HGET", std::string("redisched:{") + kUpgradeTopic + "}:meta", "migrated"});
   if (version == 8 || migrator) {
     ASSERT_EQ(marked->type, REDIS_REPLY_STRING);
-    EXPECT_EQ(std::string(marked->str), "24");
+    EXPECT_EQ(std::string(marked->str), "26");
   }
   auto rec = raw.call({"HGET", std::string("redisched:{") + kUpgradeTopic + "}:jobs", "doomed"});
   ASSERT_EQ(rec->type, REDIS_REPLY_STRING);

@@ -189,14 +189,15 @@ BOUNDS = ('PROMOTE_BATCH', 'REQUEUE_INLINE', 'TRIM_BATCH')
 # The same wrapper checks that every key a command names is one of the
 # call's KEYS, when the call passes all eleven (version 23): a key named
 # otherwise raises UNDECLARED <key>. Every command the library sends names
-# its key first (DEL and EXISTS, one key); TIME names none, and SPUBLISH a
+# its key first (DEL and EXISTS, one key); TIME names none, INFO a section
+# (migrate reads the server's run id), and SPUBLISH a
 # channel.
 WRITE_COMMANDS = 'HINCRBY HSET LPUSH LTRIM RPUSH SPUBLISH ZADD'.split()
 REMOVE_COMMANDS = 'DEL HDEL LREM ZPOPMIN ZREM ZREMRANGEBYRANK ZREMRANGEBYSCORE'.split()
 WRITE_ORDER_WRAPPER = """
 do
   local writes, removes = {%s}, {%s}
-  local keyless = { TIME = true, SPUBLISH = true }
+  local keyless = { TIME = true, SPUBLISH = true, INFO = true }
   PIN.call = function(cmd, key, ...)
     local c = string.upper(cmd)
     if PIN.declared and not keyless[c] and not PIN.declared[key] then

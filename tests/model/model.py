@@ -823,15 +823,17 @@ class Topic:
         nothing and changes no job. Once a call ends a migration that took
         more than one call, in a topic that has a meta key, the topic is
         marked done and calls answer at once; before, a call reads at most
-        the records there are."""
+        the records and members there are."""
         o = options(args, {'LIMIT': 1})
         if 'LIMIT' in o:
             int_arg(o['LIMIT'], 1, LIMIT_MAX)
         if self.migrated:
             return [1, 0, 0]
         real, meta = self.migrate_seen
+        # (read: records, then members of delayed and ready: each job's at
+        # most twice, the pin and the marks)
         if not (isinstance(real, list) and len(real) == 3 and real[0] in (0, 1) and real[1] == 0
-                and 0 <= real[2] <= len(self.jobs)):
+                and 0 <= real[2] <= 2 * len(self.jobs) + 4):
             return ['not a reply of a topic of %d records and none older' % len(self.jobs)]
         self.migrated = real[0] == 1 and meta and self.migrating
         self.migrating = real[0] == 0

@@ -1053,7 +1053,8 @@ class Upgrade(Case):
         self.assertEqual(c.call('ZRANGE', K[2], -1, -1), [harness.READY_PIN])
         self.older(lambda: f('reserve', 10, 'NOW', 1001))
         self.older(lambda: f('reserve', 1, 'NOW', 1001))
-        self.assertEqual(f('migrate'), [1, 1, 2])
+        # (read: the records, then the members of delayed and ready, pin included)
+        self.assertEqual(f('migrate'), [1, 1, 2 + c.call('ZCARD', K[1]) + c.call('ZCARD', K[2])])
         r = f('reserve', 10, 'NOW', 1001)
         self.assertEqual(self.ids(r), ['old', 'new'])
         self.assertEqual(c.call('ZRANGE', K[2], 0, -1), [harness.READY_PIN])
@@ -1131,7 +1132,7 @@ class Upgrade(Case):
         self.assertGreater(calls, 2, 'the migration went in parts')
         self.assertEqual(rewritten, 30)
         self.assertEqual(int(c.call('HGET', K[6], 'seq')), seq + 30)
-        self.assertEqual(c.call('HMGET', K[6], 'migrated', 'migrate_cursor'), [b'24', None])
+        self.assertEqual(c.call('HMGET', K[6], 'migrated', 'migrate_cursor'), [b'26', None])
         for rec in c.call('HVALS', K[0]):
             self.assertEqual(decode_record(rec)['format'], 2)
         for key in (K[1], K[2]):
@@ -1145,6 +1146,66 @@ class Upgrade(Case):
         got = [(int(j[5]), int(j[7])) for j in r[3:]]
         self.assertEqual(got, sorted(got, key=lambda pd: (-pd[0], pd[1])))
         self.assertEqual(len(got), 28)
+
+    def test_migrate_removes_version_8_members_without_a_record(self):
+        # A member of delayed or ready that is an id alone with no record
+        # (no job holds it) is refused by the calls that meet it, and
+        # removed by the migration.
+        c, K, f = self.c, self.K, self.f
+        self.load(OLD[8])
+        f('put', 'gone', 'b', 'NOW', 1000)
+        f('put', 'later', 'b', 'DELAY', 5000, 'NOW', 1000)
+        c.check('HDEL', K[0], 'gone', 'later')
+        self.load(LUA)
+        self.older(lambda: f('reserve', 1, 'NOW', 1001))
+        self.older(lambda: f('reserve', 1, 'NOW', 7000))
+        r = f('migrate')
+        self.assertEqual(r[:2], [1, 2])
+        self.assertEqual(f('reserve', 1, 'NOW', 7000)[3:], [])
+        self.assertEqual(c.call('ZRANGE', K[1], 0, -1), [])
+        self.assertEqual(c.call('ZRANGE', K[2], 0, -1), [])  # (version 8 had no pin)
+
+    def test_migrate_restarts_a_pass_whose_cursor_is_another_servers(self):
+        # A scan's cursor is one server's own (its hash order): a cursor
+        # left by another run (a failover, a restart) starts the pass again.
+        c, K, f = self.c, self.K, self.f
+        self.load(OLD[8])
+        for i in range(40):
+            f('put', 'j%02d' % i, 'b' * 100, 'NOW', 1000 + i)
+        self.load(LUA)
+        c.check('HSET', K[6], 'migrate_cursor', 'deadbeef:3:12345')
+        rewritten = 0
+        for _ in range(100):
+            r = f('migrate', 'LIMIT', 7)
+            rewritten += r[1]
+            if r[0] == 1:
+                break
+        self.assertEqual(rewritten, 40)
+        for rec in c.call('HVALS', K[0]):
+            self.assertEqual(decode_record(rec)['format'], 2)
+        check_invariants(read_raw(c, K), K)
+
+    def test_migrate_rewrites_a_thousand_jobs_in_one_call_and_refuses_a_larger_limit(self):
+        # (The HSET goes in parts: Lua unpacks at most ~8000 values; a
+        # refusal after the first write would be WRITEORDER here.)
+        c, K, f = self.c, self.K, self.f
+        self.load(OLD[8])
+        for start in range(0, 1200, 400):
+            args = []
+            for i in range(start, start + 400):
+                args += ['j%04d' % i, 'b', 0]
+            f('putmany', 400, *args, 'NOW', 1000)
+        self.load(LUA)
+        r = self.unchanged(lambda: f('migrate', 'LIMIT', 1001))
+        self.assertIsInstance(r, Error)
+        rewritten = 0
+        while True:
+            r = f('migrate', 'LIMIT', 1000)
+            rewritten += r[1]
+            if r[0] == 1:
+                break
+        self.assertEqual(rewritten, 1200)
+        self.assertEqual(len(self.f('reserve', 1000, 'NOW', 2000)[3:]), 1000)
 
     def older(self, call):
         """call() refuses with OLDFORMAT and changes nothing."""
@@ -1199,7 +1260,8 @@ class Upgrade(Case):
         self.older(lambda: f('delete', 'plain'))
         self.older(lambda: f('put', 'plain', 'b', 'UPSERT', 'NOW', 1010))
         self.older(lambda: f('requeue', 'NOW', 2009))
-        self.assertEqual(f('migrate'), [1, len(ids), len(ids)])
+        members = c.call('ZCARD', K[1]) + c.call('ZCARD', K[2])
+        self.assertEqual(f('migrate'), [1, len(ids), len(ids) + members])
         for i in ids:
             self.assertEqual(decode_record(c.call('HGET', K[0], i))['format'], 2, i)
             self.assertEqual(f('get', i, 'NOW', 1010), with_own_ttr(before[i]), i)
