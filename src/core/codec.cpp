@@ -1,6 +1,7 @@
 #include "core/codec.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 
 #include "core/keys.h"
@@ -118,7 +119,24 @@ Command& Command::fcall(std::string_view op, std::string_view prefix, std::strin
 
 Command& Command::add_keys(std::string_view prefix, std::string_view topic) {
   add(static_cast<std::int64_t>(kKeyNames.size()));
-  for (auto& k : topic_keys(prefix, topic)) add_owned(std::move(k));
+  // The eleven keys in one owned buffer, each word a view into it: one
+  // allocation a call instead of one a key (a coalesced call builds them
+  // twice, and the client is what bounds those calls).
+  std::size_t size = 0;
+  for (auto name : kKeyNames) size += prefix.size() + topic.size() + 4 + name.size();
+  std::string all;
+  all.reserve(size);
+  std::array<std::size_t, kKeyNames.size() + 1> at{};
+  for (std::size_t i = 0; i < kKeyNames.size(); ++i) {
+    at[i] = all.size();
+    append_topic_key(all, prefix, topic, kKeyNames[i]);
+  }
+  at[kKeyNames.size()] = all.size();
+  owned_.push_back(std::move(all));
+  const std::string& keys = owned_.back();
+  for (std::size_t i = 0; i < kKeyNames.size(); ++i) {
+    words_.emplace_back(keys.data() + at[i], at[i + 1] - at[i]);
+  }
   return *this;
 }
 

@@ -2,12 +2,17 @@
 
 namespace redisched::core {
 
+void append_topic_key(std::string& out, std::string_view prefix, std::string_view topic,
+                      std::string_view name) {
+  out.append(prefix).append(":{").append(topic).append("}:").append(name);
+}
+
 TopicKeys topic_keys(std::string_view prefix, std::string_view topic) {
-  std::string base;
-  base.reserve(prefix.size() + topic.size() + 4);
-  base.append(prefix).append(":{").append(topic).append("}:");
   TopicKeys keys;
-  for (size_t i = 0; i < keys.size(); ++i) keys[i] = base + std::string(kKeyNames[i]);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    keys[i].reserve(prefix.size() + topic.size() + 4 + kKeyNames[i].size());
+    append_topic_key(keys[i], prefix, topic, kKeyNames[i]);
+  }
   return keys;
 }
 

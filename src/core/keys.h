@@ -18,6 +18,10 @@ using TopicKeys = std::array<std::string, kKeyNames.size()>;
 // "<prefix>:{<topic>}:<name>" for each name: the hash tag keeps a topic's
 // keys in one Redis Cluster slot.
 TopicKeys topic_keys(std::string_view prefix, std::string_view topic);
+// Appends "<prefix>:{<topic>}:<name>" to out: for callers that build many
+// keys into one buffer.
+void append_topic_key(std::string& out, std::string_view prefix, std::string_view topic,
+                      std::string_view name);
 
 // The topic's wake-up channel (docs/redis-api.md, "Wake-up signal"): named
 // like its ready key, so it lives in the topic's cluster slot.
