@@ -99,12 +99,12 @@ has rewritten the topic (version 25; the clients migrate and call again).
              and checked before a call's first write
   moves      what the calls share: the signals (wake, finished), the retry
              window (gone), promotion of due jobs (promotion reads,
-             promote writes), store_waiting (stores a job and puts it
-             where it waits), reservations (lease_*), the reads that step
-             around the pins (unpinned), the ready list (ready_list) and
-             the delayed list (delayed_list), locate and take_out (where a
-             job is, and out of there), requeue_members, job_fields (get's
-             array)
+             promote writes), place (the one path by which jobs come to
+             wait in delayed or ready: decided in order, written at once),
+             reservations (lease_*), the reads that step around the pins
+             (unpinned), the ready list (ready_list) and the delayed list
+             (delayed_list), locate and take_out (where a job is, and out
+             of there), requeue_members, job_fields (get's array)
   put        put, restore, putmany
   read       get, list, stats (read only, but list's promotion)
   take       reserve and pull: limits (limit_room, aged), pop, take (which
@@ -124,10 +124,10 @@ docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
 Locals: the main chunk holds 187 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
-(record, known, gone, ready_list, delayed_list, unpinned), its
+(record, known, gone, place, ready_list, delayed_list, unpinned), its
 constants in a do-block. ]]
 
-local LIBRARY_VERSION = 26 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 27 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -789,34 +789,138 @@ local function promote(k, plan)
   if plan.b > 0 then redis.call('LTRIM', k.later, plan.b, -1) end
 end
 
--- Stores a job and places it in delayed or ready by its due time. A put's
--- job goes to the end of its list instead when it sorts there: floor is the
--- least order the list takes (ready_list.append_floor for a ready job, its ready score;
--- delayed_list.append_floor for a delayed one, its due time; read before the put's first
--- write). The record says whether the job is in the delayed list (later).
+-- Placement: the one path by which jobs come to wait in delayed or ready
+-- (put, putmany, restore, and every return from reserved or dead). A call
+-- begins a placement before its first write (place.begin reads the ends of
+-- the lists its jobs may join), decides each job in its order (place.add,
+-- place.job), and writes them all at once (place.write): one HSET of their
+-- records, and per lane at most one ZADD of its set and one RPUSH of its
+-- list (each in parts of 1000 values).
+-- A job joins the end of its lane's list when the call may list it and it
+-- sorts after the list's end (which it then is), else its lane's set. Puts
+-- list ready jobs, and delayed ones put without an update mode (a delayed
+-- job that REPLACE, UPSERT or DEBOUNCE may update next is found in the set
+-- at once, not by a scan of the list); jobs coming back go to the sets. A
+-- delayed job's record says whether it is listed (later); a ready one's
+-- need not (locate asks the ready set first).
+local place = {}
+
+-- The placement (one at a time: the calls that place jobs begin one, add,
+-- write, and begin none inside another). Its arrays are kept from call to
+-- call and emptied as they are written: a put allocates no table for it
+-- (three tables a call cost a single put 0.65 us of 12).
+--   hset              id, record, ...
+--   dset, rset        score, member, ... of the delayed and ready sets
+--   dlist, rlist      entries of the delayed and ready lists
+--   rs, rq / ds, dq   the ready / delayed list's end (score or due time,
+--                     put sequence), nil when its jobs go to the set
+place.plan = { hset = {}, dset = {}, dlist = {}, rset = {}, rlist = {} }
+
+-- Begins a placement; ready, delayed: whether the call's jobs may join the
+-- end of the ready list, of the delayed list (their ends read here).
+function place.begin(k, now, ready, delayed)
+  local pl = place.plan
+  if pl.hset[1] then place.clear(pl) end -- (only if a call broke off; none does)
+  pl.k, pl.now, pl.rs, pl.rq, pl.ds, pl.dq = k, now, nil, nil, nil, nil
+  if ready then pl.rs, pl.rq = ready_list.append_floor(k) end
+  if delayed then pl.ds, pl.dq = delayed_list.append_floor(k) end
+  return pl
+end
+
+-- Empties the placement's arrays (for a begin after a call that broke off
+-- between its adds and its write: none does, as nothing may raise after a
+-- call's first write).
+function place.clear(pl)
+  for _, t in ipairs({ pl.hset, pl.dset, pl.dlist, pl.rset, pl.rlist }) do
+    for i = #t, 1, -1 do t[i] = nil end
+  end
+end
+
+-- Adds a job: decides where it waits and adds its record, with member m
+-- (member()), to be written by place.write. j: the job (a table: its
+-- later flag set here, then packed), or nil for a job put now with every
+-- option at its default and this body (record.plain: putmany's usual
+-- case, without a table per job). A ready job goes
+-- to the end of the ready list when it sorts after it, else to the ready
+-- set; a delayed one to the end of the delayed list when list_delayed and
+-- it sorts after it (due time, then put sequence), else to the delayed set.
 -- Returns 'ready' or 'delayed'.
-local function store_waiting(k, id, j, now, floor)
-  local delayed = j.due > now
-  local score = not delayed and ready_score(j.priority, j.due)
-  local listed = floor and (score or j.due) >= floor
-  j.later = delayed and listed or nil
-  redis.call('HSET', k.jobs, id, record.pack(j))
+function place.add(pl, id, j, m, due, prio, seq, list_delayed, body)
+  local delayed, listed, s = due > pl.now, false, nil
   if delayed then
-    wake(j.due)
-    if listed then
-      redis.call('RPUSH', k.later, ready_list.entry(j, id))
-    else
-      redis.call('ZADD', k.delayed, j.due, member(j, id))
+    local d = pl.ds
+    if list_delayed and d and (due > d or due == d and seq > pl.dq) then
+      pl.ds, pl.dq, listed = due, seq, true
     end
-    return 'delayed'
-  end
-  wake(now)
-  if listed then
-    redis.call('RPUSH', k.queue, ready_list.entry(j, id))
+    wake(due)
   else
-    redis.call('ZADD', k.ready, '+inf', PIN.member, score, member(j, id))
+    s = ready_score(prio, due)
+    local r = pl.rs
+    if r and (s > r or s == r and seq > pl.rq) then pl.rs, pl.rq, listed = s, seq, true end
+    wake(pl.now)
   end
-  return 'ready'
+  local rec
+  if j then
+    j.later = delayed and listed or nil
+    rec = record.pack(j)
+  else
+    rec = record.plain(pl.now, seq, due, delayed and listed or nil, body)
+  end
+  local t = pl.hset
+  t[#t + 1], t[#t + 2] = id, rec
+  if listed then
+    t = delayed and pl.dlist or pl.rlist
+    t[#t + 1] = struct.pack('>I6', due) .. m
+  else
+    t = delayed and pl.dset or pl.rset
+    t[#t + 1], t[#t + 2] = delayed and due or s, m
+  end
+  return delayed and 'delayed' or 'ready'
+end
+
+-- Adds job j (a table): place.add of it.
+function place.job(pl, id, j, list_delayed)
+  return place.add(pl, id, j, member(j, id), j.due, j.priority, j.seq, list_delayed)
+end
+
+-- redis.call(cmd, key, [the ready pin,] t...) in parts of 1000 values at
+-- most (Lua unpacks about 8000 at most: a requeue may place 10000 jobs
+-- after its first write); empties t. scored: t holds score, member pairs,
+-- each score sent as text formatted once (a batch repeats them; fmt_once
+-- says why).
+function place.each(cmd, key, t, pinned, scored)
+  local n = #t
+  if scored and n > 2 then
+    local score = fmt_once()
+    for i = 1, n, 2 do t[i] = score(t[i]) end
+  end
+  for i = 1, n, 1000 do
+    local j = i + 999
+    if j > n then j = n end
+    if pinned then redis.call(cmd, key, '+inf', PIN.member, unpack(t, i, j))
+    else redis.call(cmd, key, unpack(t, i, j)) end
+  end
+  for i = n, 1, -1 do t[i] = nil end
+end
+
+-- Writes the placement's jobs.
+function place.write(pl)
+  local k = pl.k
+  if not pl.hset[1] then return end
+  place.each('HSET', k.jobs, pl.hset)
+  if pl.dset[1] then place.each('ZADD', k.delayed, pl.dset, false, true) end
+  if pl.dlist[1] then place.each('RPUSH', k.later, pl.dlist) end
+  if pl.rset[1] then place.each('ZADD', k.ready, pl.rset, true, true) end
+  if pl.rlist[1] then place.each('RPUSH', k.queue, pl.rlist) end
+end
+
+-- Stores job j (id) back in delayed or ready by its due time, in the
+-- sets: place.job alone. Returns 'ready' or 'delayed'.
+function place.one(k, id, j, now)
+  local pl = place.begin(k, now)
+  local to = place.job(pl, id, j)
+  place.write(pl)
+  return to
 end
 
 -- Reservations. The reserved set's member is id NUL token (ids hold no
@@ -908,7 +1012,7 @@ end
 -- time (6 bytes) and then the job's member; a job is in the list when its
 -- record is in no set and holds no lease (locate). Delete and update take
 -- the entry out with LREM (a scan from the nearer end). (ready_list is
--- declared before store_waiting.)
+-- declared before place.)
 
 function ready_list.entry(j, id)
   return struct.pack('>I6', j.due) .. member(j, id)
@@ -934,8 +1038,8 @@ end
 -- failed read must leave nothing written.
 function ready_list.append_floor(k)
   local tail = redis.call('LINDEX', k.queue, -1)
-  if tail then return (ready_list.key(tail)) end
-  if redis.call('ZCOUNT', k.ready, '-inf', '(+inf') == 0 then return -math.huge end
+  if tail then return ready_list.key(tail) end
+  if redis.call('ZCOUNT', k.ready, '-inf', '(+inf') == 0 then return -math.huge, -1 end
   return nil
 end
 
@@ -1070,7 +1174,7 @@ end
 -- every other delayed job is in the delayed set, and promotion takes from
 -- the fronts of both, merged. Its entries are the ready list's
 -- (ready_list.entry). A job is in it when its record says so (later, set by
--- store_waiting) and it is in no set and holds no lease (locate): a record is not
+-- place.job) and it is in no set and holds no lease (locate): a record is not
 -- rewritten when promotion moves its job to ready, so the flag outlives
 -- the entry, but then the job is in a set, which locate asks first. (delayed_list
 -- is declared before promote.)
@@ -1087,8 +1191,8 @@ end
 -- why).
 function delayed_list.append_floor(k)
   local tail = redis.call('LINDEX', k.later, -1)
-  if tail then return (delayed_list.key(tail)) end
-  return -math.huge
+  if tail then return delayed_list.key(tail) end
+  return -math.huge, -1
 end
 
 -- The entries at the front of the list that are due by now, at most n,
@@ -1230,7 +1334,7 @@ local function requeue_members(k, members, now, kn)
   local seq = back > 0 and take_seq(k, back)
   redis.call('ZREM', k.reserved, unpack(members))
   redis.call('HDEL', k.leases, unpack(ids))
-  local buried, dead = 0, {}
+  local buried, dead, pl = 0, {}, place.begin(k, now)
   for i, id in ipairs(ids) do
     local j = jobs[i]
     if j and j.dead then
@@ -1243,9 +1347,10 @@ local function requeue_members(k, members, now, kn)
       renew(j, seq)
       seq = seq + 1
       j.due = now
-      store_waiting(k, id, j, now)
+      place.job(pl, id, j)
     end
   end
+  place.write(pl)
   if buried > 0 then
     redis.call('ZADD', k.dead, unpack(dead))
     redis.call('HINCRBY', k.meta, 'dead_total', buried)
@@ -1403,11 +1508,10 @@ local function put(keys, args)
   local now = clock(o)
   local p = parse_job(args[1], args[2], o, now, body_max)
   local id, old = p.id, nil
-  -- The end of the job's list, before the first write. A put that names an
-  -- update (REPLACE, UPSERT, DEBOUNCE) keeps its delayed job in the delayed
-  -- set: the next update finds it there at once, not by a scan of the list.
-  local floor
-  if p.due <= now then floor = ready_list.append_floor(k) elseif p.mode == 'create' then floor = delayed_list.append_floor(k) end
+  -- (its list's end read before the first write; a put that names an
+  -- update keeps a delayed job in the set: place says why)
+  local create = p.mode == 'create'
+  local pl = place.begin(k, now, p.due <= now, p.due > now and create)
   if id == GENERATE then
     local seq
     local cur = seq_room(k, 1)
@@ -1415,10 +1519,11 @@ local function put(keys, args)
     id, seq, last = fresh_id(k, now, cur + 1, cur + 1,
                              function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
     redis.call('HINCRBY', k.meta, 'seq', last - cur)
-    store_waiting(k, id, new_job(p, seq, now), now, floor)
+    place.job(pl, id, new_job(p, seq, now), true)
+    place.write(pl)
     return id
   end
-  if p.mode == 'create' then
+  if create then
     -- The common case: HEXISTS, ZSCORE, HINCRBY, HSET, ZADD.
     if redis.call('HEXISTS', k.jobs, id) == 1 or gone.holds(k, id, now) then return EXISTS end
   else
@@ -1438,7 +1543,8 @@ local function put(keys, args)
   end
   local j = new_job(p, take_seq(k, 1), old and old.created or now)
   if where then take_out(k, id, where) end
-  store_waiting(k, id, j, now, floor)
+  place.job(pl, id, j, create)
+  place.write(pl)
   return old and UPDATED or OK
 end
 
@@ -1481,7 +1587,7 @@ local function restore(keys, args)
     redis.call('HSET', k.jobs, p.id, record.pack(j))
     redis.call('ZADD', k.dead, died, p.id)
   else
-    store_waiting(k, p.id, j, now)
+    place.one(k, p.id, j, now)
   end
   return OK
 end
@@ -1600,21 +1706,18 @@ local function putmany(keys, args)
 
   -- The lists' ends (before the first write); the delayed list's only when
   -- a job may go there: delayed, and put without an update mode (as put).
-  local function due_of(i)
-    local p = parsed[i]
-    return p and p.due or dues[i] or now
-  end
   local function to_list(i)
     local p = parsed[i]
     if p then return p.due > now and p.mode == 'create' end
     return dues[i] ~= nil and dues[i] > now
   end
-  local floor, delayed_floor = ready_list.append_floor(k), nil
+  local list_delayed = false
   if next(parsed) or next(dues) then
     for i = 1, count do
-      if to_list(i) then delayed_floor = delayed_list.append_floor(k); break end
+      if to_list(i) then list_delayed = true; break end
     end
   end
+  local pl = place.begin(k, now, true, list_delayed)
   -- (the numbers, read: taken in one HINCRBY once the ids are chosen)
   local cur = seq_room(k, stored)
   local seq, seqs, last = cur + 1, {}, cur + stored
@@ -1633,73 +1736,22 @@ local function putmany(keys, args)
   end
   redis.call('HINCRBY', k.meta, 'seq', last - cur)
   for id, where in pairs(where_of) do take_out(k, id, where) end
-  -- The delayed jobs that may (to_list) go to the end of the delayed list
-  -- when they are in order and due no earlier than its end (delayed_list.append_floor), as
-  -- with one delay for all; decided first, as their records say so.
-  -- (Sequences too: a generated id that was taken gets a number above the
-  -- batch's block, so the batch's jobs need not be in put order.)
-  local to_later, delayed_floor_seq = delayed_floor ~= nil, -1
-  for i = 1, count do
-    if to_later and seqs[i] and latest[ids[i]] == i and to_list(i) then
-      local due = due_of(i)
-      to_later = ready_list.after(due, seqs[i], delayed_floor, delayed_floor_seq)
-      delayed_floor, delayed_floor_seq = due, seqs[i]
-    end
-  end
-  -- New jobs are written with one HSET and one ZADD per set; a job given
-  -- twice is written as its last version. The ready ones go to the end of
-  -- the ready list instead when they are in order and sort after it
-  -- (ready_list.append_floor): each call's plain jobs are (one score, rising sequences).
-  local hset, zdelayed, zready, nh, nd, nr = {}, {}, {}, 0, 0, 0
-  local delayed_entries = {}
-  -- (listing: the batch may still go to the list; its entries are made
-  -- only while it may)
-  local entries, listing, last_s, last_q = {}, floor ~= nil, nil, nil
-  local score = fmt_once()
+  -- Each job placed once, as its last version, in the call's order (a
+  -- generated id that was taken gets a number above the batch's block, so
+  -- the batch's numbers need not rise; place compares them).
   for i = 1, count do
     local id, s = ids[i], seqs[i]
     if s and latest[id] == i then
-      local p, rec, due, prio, listed = parsed[i], nil, now, 0, nil
+      local p = parsed[i]
       if p then
-        local j = new_job(p, s, created_of[id] or now)
-        listed = to_later and to_list(i) or nil
-        j.later = listed
-        prio, due, rec = j.priority, j.due, record.pack(j)
+        place.job(pl, id, new_job(p, s, created_of[id] or now), to_list(i))
       else -- pack's common cases, without a table per job
-        local d = dues[i]
-        if d then due, listed = d, to_later and d > now or nil end
-        rec = record.plain(now, s, due, listed, bodies[i])
-      end
-      hset[nh + 1], hset[nh + 2], nh = id, rec, nh + 2
-      local m = struct.pack('>I7I2', s, prio) .. id
-      if due > now then
-        wake(due)
-        if listed then
-          delayed_entries[#delayed_entries + 1] = struct.pack('>I6', due) .. m
-        else
-          zdelayed[nd + 1], zdelayed[nd + 2], nd = score(due), m, nd + 2
-        end
-      else
-        wake(now)
-        local rs = ready_score(prio, due)
-        zready[nr + 1], zready[nr + 2], nr = score(rs), m, nr + 2
-        if listing then
-          if last_s then listing = ready_list.after(rs, s, last_s, last_q) else listing = rs >= floor end
-          entries[nr / 2], last_s, last_q = struct.pack('>I6', due) .. m, rs, s
-        end
+        place.add(pl, id, nil, struct.pack('>I7I2', s, 0) .. id, dues[i] or now, 0, s, true,
+                  bodies[i])
       end
     end
   end
-  redis.call('HSET', k.jobs, unpack(hset, 1, nh))
-  if nd > 0 then redis.call('ZADD', k.delayed, unpack(zdelayed, 1, nd)) end
-  if #delayed_entries > 0 then redis.call('RPUSH', k.later, unpack(delayed_entries)) end
-  if nr > 0 then
-    if listing then
-      redis.call('RPUSH', k.queue, unpack(entries))
-    else
-      redis.call('ZADD', k.ready, '+inf', PIN.member, unpack(zready, 1, nr))
-    end
-  end
+  place.write(pl)
   return codes
 end
 
@@ -2555,7 +2607,7 @@ local function release(keys, args)
   if prio then j.priority = prio end
   j.due = after(now, delay)
   end_lease(k, id, lm)
-  store_waiting(k, id, j, now)
+  place.one(k, id, j, now)
   return OK
 end
 
@@ -2595,7 +2647,7 @@ local function fail_job(keys, args)
   local to = 'dead'
   if retry then
     j.due = after(now, delay or backoff_delay(j))
-    to = store_waiting(k, id, j, now)
+    to = place.one(k, id, j, now)
   else
     redis.call('HSET', k.jobs, id, record.pack(j))
     redis.call('ZADD', k.dead, now, id)
@@ -2704,12 +2756,14 @@ local function revive(k, ids, now)
   if n == 0 then return 0 end
   local seq = take_seq(k, n)
   redis.call('ZREM', k.dead, unpack(live, 1, n))
+  local pl = place.begin(k, now)
   for i = 1, n do
     local j = jobs[i]
     renew(j, seq + i - 1)
     j.attempts, j.due = 0, now
-    store_waiting(k, live[i], j, now)
+    place.job(pl, live[i], j)
   end
+  place.write(pl)
   return n
 end
 
@@ -3170,7 +3224,7 @@ local function tick(keys, args)
       local jo = { AT = fmt(run) }
       for w, v in pairs(options(sc.words, 1, #sc.words, PUT_OPTIONS)) do jo[w] = v end
       local p = parse_job(id, sc.body, jo, now, BODY_MAX_LIMIT)
-      store_waiting(k, id, new_job(p, take_seq(k, 1), now), now)
+      place.one(k, id, new_job(p, take_seq(k, 1), now), now)
       made = true
     end
     sc.last = run

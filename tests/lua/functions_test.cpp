@@ -508,15 +508,17 @@ TEST_F(ReadyListTest, JobsInOrderAreListedAndReserveMergesBothFronts) {
   EXPECT_EQ(stat("ready", 1002), 0);
 }
 
-TEST_F(ReadyListTest, PutManyAppendsABatchInOrderAndSendsOneOutOfOrderToTheSet) {
+TEST_F(ReadyListTest, PutManyAppendsABatchInOrderAndSendsEachJobOutOfOrderToTheSet) {
   auto codes = call("putmany", {"3", "a", "x", "0", "b", "x", "0", "c", "x", "0", "NOW", "1000"});
   ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
   EXPECT_EQ(listed(), 3);
-  // A batch whose second job sorts before its first: the whole batch to the set.
+  // A batch whose second job sorts before its first: each job in turn
+  // (library 27), so d follows the list's end and e (priority 3) goes to
+  // the set.
   codes = call("putmany", {"2", "d", "x", "0", "e", "x", "2", "PRIORITY", "3", "NOW", "1000"});
   ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
-  EXPECT_EQ(listed(), 3);
-  EXPECT_EQ(in_set(), 2);
+  EXPECT_EQ(listed(), 4);
+  EXPECT_EQ(in_set(), 1);
   EXPECT_EQ(page(0, 10, 1000), (Args{"e", "a", "b", "c", "d"}));
   EXPECT_EQ(ids(reserve(10, 1000)), (Args{"e", "a", "b", "c", "d"}));
 }
@@ -637,8 +639,9 @@ TEST_F(DelayedListTest, JobsInDueOrderAreListedAndPromotionMergesBothFronts) {
 TEST_F(DelayedListTest, ABacklogLeavesInDueOrderAcrossPromotions) {
   std::vector<std::string> want(2400);
   for (int batch = 0; batch < 2; ++batch) {
-    // Batch 0 (the list): due 2000, 2002, ...; batch 1, put after it,
-    // due 2001, 2003, ...: before the list's end, so the set.
+    // Batch 0 (the list): due 2000, 2002, ..., 3998; batch 1, put after
+    // it, due 2001, 2003, ...: before the list's end, so the set, but its
+    // last job, s999 (due 3999), which follows it (each job in turn).
     Args args = {"1000"};
     for (int i = 0; i < 1000; ++i) {
       const int due = 2000 + 2 * i + batch;
@@ -653,8 +656,8 @@ TEST_F(DelayedListTest, ABacklogLeavesInDueOrderAcrossPromotions) {
     want[2000 + i] = "m" + std::to_string(i);
     put(want[2000 + i], 1000, {"AT", std::to_string(4000 + i)});
   }
-  EXPECT_EQ(later(), 1400);
-  EXPECT_EQ(delayed_set(), 1000);
+  EXPECT_EQ(later(), 1401);
+  EXPECT_EQ(delayed_set(), 999);
   EXPECT_EQ(stat("ready", 5000), 2400);
   EXPECT_EQ(stat("ready", 2010), 11) << "due at 2000..2010";
   EXPECT_EQ(stat("delayed", 2010), 2389);
@@ -700,9 +703,10 @@ TEST_F(DelayedListTest, ABacklogHoldsBackJobsDueAfterTheFirstLeftInTheList) {
 }
 
 // A generated id that a job already holds makes putmany take a number
-// above its block, so its batch is not in put order: due at once, the
-// two go to the set, which keeps them in put order.
-TEST_F(DelayedListTest, APutManyOutOfPutOrderGoesToTheSet) {
+// above its block, so its batch is not in put order: due together, the
+// first goes to the list, and the second, which sorts before it, to the
+// set, and the two are handed out in put order.
+TEST_F(DelayedListTest, APutManyOutOfPutOrderListsOnlyWhatFollowsTheEnd) {
   put("1000-2", 1000);  // the id the batch's first "*" would be given
   auto codes = call("putmany", {"2", "*", "x", "2", "DELAY", "100", "*", "x", "2", "DELAY", "100",
                                 "NOW", "1000"});
@@ -710,7 +714,8 @@ TEST_F(DelayedListTest, APutManyOutOfPutOrderGoesToTheSet) {
   ASSERT_EQ(codes->elements, 2u);
   EXPECT_EQ(std::string(codes->element[0]->str), "1000-4");
   EXPECT_EQ(std::string(codes->element[1]->str), "1000-3");
-  EXPECT_EQ(later(), 0);
+  EXPECT_EQ(later(), 1);
+  EXPECT_EQ(delayed_set(), 1);
   EXPECT_EQ(page(0, 10, 1000, "delayed"), (Args{"1000-3", "1000-4"}));
 }
 

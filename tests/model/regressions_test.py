@@ -536,6 +536,45 @@ class Version21(Case):
             self.assertEqual(r.code, 'SHARDED', op)   # not WRITEORDER
 
 
+class Version27(Case):
+    """Issue 33, step 2: put, putmany and every return to waiting place jobs
+    by one path (place, in the library), each job of a call in turn."""
+
+    def listed_ids(self, key):
+        return [e[15:].decode() for e in self.c.call('LRANGE', key, 0, -1)]
+
+    def set_ids(self, key):
+        return [m[9:].decode() for m in self.c.call('ZRANGE', key, 0, -1)
+                if m != harness.READY_PIN]
+
+    def test_v27_01_a_batch_against_its_own_order_lists_what_follows_the_end(self):
+        K, f = self.K, self.f
+        self.assertEqual(f('putmany', 3, 'a', 'x', 0, 'b', 'x', 2, 'PRIORITY', 5,
+                           'c', 'x', 0, 'NOW', 1000), [1, 1, 1])
+        self.assertEqual(self.listed_ids(K[8]), ['a', 'c'])
+        self.assertEqual(self.set_ids(K[2]), ['b'])
+        self.assertEqual(f('putmany', 3, 'd', 'x', 2, 'DELAY', 5000, 'e', 'x', 2, 'DELAY', 1000,
+                           'g', 'x', 2, 'DELAY', 6000, 'NOW', 1000), [1, 1, 1])
+        self.assertEqual(self.listed_ids(K[9]), ['d', 'g'])
+        self.assertEqual(self.set_ids(K[1]), ['e'])
+        self.assertEqual(self.field('e', 'state', 1000), b'delayed')
+        self.assertEqual(self.ids(f('reserve', 10, 'NOW', 10000)), ['b', 'a', 'c', 'e', 'd', 'g'])
+
+    def test_v27_02_a_requeue_of_5000_lapsed_reservations_writes_in_parts(self):
+        # (Lua unpacks at most ~8000 values: one HSET of 5000 records after
+        # the first write would be WRITEORDER here.)
+        f = self.f
+        for start in range(0, 5000, 1000):
+            args = []
+            for i in range(start, start + 1000):
+                args += ['j%04d' % i, 'b', 0]
+            f('putmany', 1000, *args, 'NOW', 1000)
+            self.assertEqual(len(self.ids(f('reserve', 1000, 'TTR', 1, 'NOW', 1000))), 1000)
+        self.assertEqual(f('requeue', 'LIMIT', 5000, 'NOW', 2000), [5000, 0, -1])
+        self.assertEqual(self.field('j4999', 'state', 2000), b'ready')
+        self.assertEqual(f('stats', 'NOW', 2000)[1::2][:3], [0, 5000, 0])
+
+
 class Version22(Case):
     """Issue 33: a record this version does not read (a newer format: bit 64
     of its first flags byte, reserved by the stored-format table) refuses
@@ -1339,6 +1378,7 @@ ISSUE_CASES = [n for cls in (Ordering, Limits) for n in dir(cls)
 # The version that made each case pass: --expect-fail runs, against a library
 # of version v, every case fixed in a later version, and each must fail there.
 FIXED_IN = {
+    27: ['test_v27_01_a_batch_against_its_own_order_lists_what_follows_the_end'],
     9: ISSUE_CASES,
     10: ['test_v10_01_a_job_of_ttr_0_is_delivered_at_most_once',
          'test_v10_02_a_job_of_ttr_0_leaves_in_its_place',
@@ -1358,7 +1398,7 @@ FIXED_IN = {
          'test_v20_03_a_job_acked_with_keep_is_refused_for_its_keep_not_the_window'],
 }
 CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Version19, Version20,
-           Version21, Version22, Version23, Upgrade)
+           Version21, Version22, Version23, Version27, Upgrade)
 
 
 def expect_fail(libraries):
