@@ -103,8 +103,10 @@ has rewritten the topic (version 25; the clients migrate and call again).
              wait in delayed or ready: decided in order, written at once),
              reservations (lease_*), the reads that step around the pins
              (unpinned), the ready list (ready_list) and the delayed list
-             (delayed_list), locate and take_out (where a job is, and out
-             of there), requeue_members, job_fields (get's array)
+             (delayed_list), waiting (the lanes as readers see them:
+             lane, size, due, next_due, page), locate and take_out (where
+             a job is, and out of there), requeue_members, job_fields
+             (get's array)
   put        put, restore, putmany
   read       get, list, stats (read only, but list's promotion)
   take       reserve and pull: limits (limit_room, aged), pop, take (which
@@ -122,9 +124,10 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 187 of the 200 locals Lua allows a function
+Locals: the main chunk holds 188 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
-(record, known, gone, place, ready_list, delayed_list, unpinned), its
+(record, known, gone, place, waiting, ready_list, delayed_list,
+unpinned), its
 constants in a do-block. ]]
 
 local LIBRARY_VERSION = 27 -- bump on any change of behaviour or stored format
@@ -1228,18 +1231,6 @@ function delayed_list.count_due(k, now)
   return lo
 end
 
--- The earliest due time of a delayed job, in the set or the list; -1 when
--- there is none.
-function delayed_list.earliest(k)
-  local t = earliest(k.delayed)
-  local head = redis.call('LINDEX', k.later, 0)
-  if head then
-    local d = delayed_list.key(head)
-    if t < 0 or d < t then t = d end
-  end
-  return t
-end
-
 local function paused(k)
   return redis.call('ZSCORE', k.ready, PAUSED_MARK) ~= false
 end
@@ -1253,17 +1244,109 @@ local function marks(k)
   return #m, p
 end
 
--- Where job j (id) is, read only: {state, key, member, score[, token,
--- reserved_at]}. A record in no set and without a lease is in the delayed
--- list when it says so (later), else in the ready list (its member there
--- the list's entry).
-local function locate(k, id, j)
+-- The waiting jobs as readers see them (the storage module's reads; place
+-- is its push): each lane, ready and delayed, is a sorted set beside a
+-- list, merged in one order; the ready set also holds marks (at -inf, first)
+-- and a pin (at +inf, last), which no count or page includes. list and
+-- stats ask here rather than of the keys.
+local waiting = {}
+
+-- A lane, read now: {set, list (keys), key (an entry's order), skip (marks
+-- before the set's first job), nset, nlist (jobs in each), paused (the
+-- ready lane's)}. name: 'ready' or 'delayed'.
+function waiting.lane(k, name)
+  if name == 'ready' then
+    local skip, is_paused = marks(k)
+    return { set = k.ready, list = k.queue, key = ready_list.key, skip = skip, paused = is_paused,
+             nset = unpinned.ready_count(k), nlist = redis.call('LLEN', k.queue) }
+  end
+  return { set = k.delayed, list = k.later, key = delayed_list.key, skip = 0,
+           nset = redis.call('ZCARD', k.delayed), nlist = redis.call('LLEN', k.later) }
+end
+
+-- How many jobs the lane holds.
+function waiting.size(lane)
+  return lane.nset + lane.nlist
+end
+
+-- How many delayed jobs are due by now, and how many of them are in the
+-- delayed list (its first ones).
+function waiting.due(k, now)
+  local in_list = delayed_list.count_due(k, now)
+  return redis.call('ZCOUNT', k.delayed, '-inf', now) + in_list, in_list
+end
+
+-- The earliest due time after now of a delayed job, or -1. due_in_list:
+-- waiting.due's second answer. (now -1 and due_in_list 0: the earliest of
+-- all.)
+function waiting.next_due(k, now, due_in_list)
+  local t = unpinned.first_after(k.delayed, now)
+  local e = redis.call('LINDEX', k.later, due_in_list)
+  if e then
+    local d = delayed_list.key(e)
+    if t < 0 or d < t then t = d end
+  end
+  return t
+end
+
+-- The lane's jobs at ranks offset .. offset + count - 1 in its order:
+-- {member, score, ...}. moved: ready list entries (in ready order) that
+-- join the ready lane first (a promotion list reads before it writes).
+function waiting.page(lane, offset, count, moved)
+  if moved then
+    return ready_list.page_with(lane, lane.skip, lane.nset, lane.nlist, moved, offset, count)
+  end
+  return ready_list.page(lane, lane.skip, lane.nset, lane.nlist, offset, count)
+end
+
+-- Where job j (id) waits when a lane's set holds it, read only: {state,
+-- key, member, score}; else nil.
+function waiting.in_set(k, id, j)
   local m = member(j, id)
   local score = redis.call('ZSCORE', k.ready, m)
   if score then return { 'ready', k.ready, m, tonumber(score) } end
   score = redis.call('ZSCORE', k.delayed, m)
   if score then return { 'delayed', k.delayed, m, tonumber(score) } end
-  score = redis.call('ZSCORE', k.dead, id)
+end
+
+-- Where job j (id) waits when it is in no set and holds no lease: in the
+-- delayed list when its record says so (later), else in the ready list
+-- (its member there the list's entry); {'unknown'} when that list does
+-- not exist. (EXISTS: a read of the list before the caller's first write,
+-- as ready_list.append_floor says why.)
+function waiting.in_list(k, id, j)
+  local list = j.later and k.later or k.queue
+  if redis.call('EXISTS', list) == 0 then return { 'unknown' } end
+  if j.later then return { 'delayed', list, ready_list.entry(j, id), j.due } end
+  return { 'ready', list, ready_list.entry(j, id), ready_score(j.priority, j.due) }
+end
+
+-- Takes a job out of its lane (where: waiting.in_set's or in_list's).
+function waiting.remove(k, where)
+  if where[2] ~= k.queue and where[2] ~= k.later then
+    redis.call('ZREM', where[2], where[3])
+    return
+  end
+  -- LREM scans from one end: the one nearer the entry by its score (or
+  -- due time) between the ends' (a job cancelled or debounced soon after
+  -- its put is near the end of a long list).
+  local list = where[2]
+  local key = list == k.queue and ready_list.key or delayed_list.key
+  local first, last = redis.call('LINDEX', list, 0), redis.call('LINDEX', list, -1)
+  local from = 1
+  if first and last then
+    local s0, s1 = key(first), key(last)
+    if (where[4] - s0) * 2 > s1 - s0 then from = -1 end
+  end
+  redis.call('LREM', list, from, where[3])
+end
+
+-- Where job j (id) is, read only: {state, key, member, score[, token,
+-- reserved_at]}; {'unknown'} when nowhere.
+local function locate(k, id, j)
+  local where = waiting.in_set(k, id, j)
+  if where then return where end
+  local score = redis.call('ZSCORE', k.dead, id)
   if score then return { 'dead', k.dead, id, tonumber(score) } end
   score = redis.call('ZSCORE', k.done, id)
   if score then return { 'done', k.done, id, tonumber(score) } end
@@ -1273,34 +1356,19 @@ local function locate(k, id, j)
     local lm = lease_member(id, token)
     return { 'reserved', k.reserved, lm, tonumber(redis.call('ZSCORE', k.reserved, lm)), token, at }
   end
-  -- (EXISTS: a read of the list before the caller's first write, as
-  -- ready_list.append_floor says why)
-  local list = j.later and k.later or k.queue
-  if redis.call('EXISTS', list) == 0 then return { 'unknown' } end
-  if j.later then return { 'delayed', list, ready_list.entry(j, id), j.due } end
-  return { 'ready', list, ready_list.entry(j, id), ready_score(j.priority, j.due) }
+  return waiting.in_list(k, id, j)
 end
 
--- Takes a located job out of its set (and ends its reservation).
+-- Takes a located job out of where it is (and ends its reservation).
 local function take_out(k, id, where)
-  if where[1] == 'unknown' then return end
-  if where[2] == k.queue or where[2] == k.later then
-    -- LREM scans from one end: the one nearer the entry by its score (or
-    -- due time) between the ends' (a job cancelled or debounced soon after
-    -- its put is near the end of a long list).
-    local list = where[2]
-    local key = list == k.queue and ready_list.key or delayed_list.key
-    local first, last = redis.call('LINDEX', list, 0), redis.call('LINDEX', list, -1)
-    local from = 1
-    if first and last then
-      local s0, s1 = key(first), key(last)
-      if (where[4] - s0) * 2 > s1 - s0 then from = -1 end
-    end
-    redis.call('LREM', list, from, where[3])
+  local state = where[1]
+  if state == 'unknown' then return end
+  if state == 'ready' or state == 'delayed' then
+    waiting.remove(k, where)
   else
     redis.call('ZREM', where[2], where[3])
   end
-  if where[1] == 'reserved' then redis.call('HDEL', k.leases, id) end
+  if state == 'reserved' then redis.call('HDEL', k.leases, id) end
 end
 
 -- Lapsed reservations (members of reserved, in the order given) back to
@@ -1813,37 +1881,34 @@ local function list(keys, args)
   local npromoted = plan and plan.n or 0
   local set = k[state]
   local entries, total -- entries: {member, score, state}
-  -- Delayed jobs are the delayed set and list merged; the first ndue of
-  -- them are due (npromoted of those move now, the rest are a backlog).
-  local delayed_lane = { set = k.delayed, list = k.later, key = delayed_list.key }
-  local nlater, nlater_set, ndue = 0, 0, npromoted
+  -- Delayed jobs: the first ndue of the lane are due (npromoted of those
+  -- move now, the rest are a backlog).
+  local delayed_lane, ndue = nil, npromoted
   local backlog = plan and plan.backlog
   if state == 'delayed' or (state == 'ready' and backlog) then
-    nlater, nlater_set = redis.call('LLEN', k.later), redis.call('ZCARD', k.delayed)
-    if backlog then ndue = redis.call('ZCOUNT', k.delayed, '-inf', now) + delayed_list.count_due(k, now) end
+    delayed_lane = waiting.lane(k, 'delayed')
+    if backlog then ndue = waiting.due(k, now) end
   end
   if state == 'ready' then
-    local skip = marks(k) -- the marks come first
-    local nset, nlist = unpinned.ready_count(k), redis.call('LLEN', k.queue)
+    local lane = waiting.lane(k, 'ready')
     local moved = plan and ready_list.sorted(plan.moved) or {}
-    local nready = nset + nlist + #moved
+    local nready = waiting.size(lane) + #moved
     total, entries = nready + ndue - npromoted, {}
     if offset < nready then
-      local lane = { set = k.ready, list = k.queue, key = ready_list.key }
-      local page = ready_list.page_with(lane, skip, nset, nlist, moved, offset, count)
+      local page = waiting.page(lane, offset, count, moved)
       for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'ready' } end
     end
     if #entries < count and offset + #entries < total then
       local from = offset + #entries - nready
       local n = math.min(count - #entries, total - nready - from)
-      local page = ready_list.page(delayed_lane, 0, nlater_set, nlater, npromoted + from, n)
+      local page = waiting.page(delayed_lane, npromoted + from, n)
       for i = 1, #page / 2 do
         entries[#entries + 1] = { page[2 * i - 1], tonumber(page[2 * i]), 'due' }
       end
     end
   elseif state == 'delayed' then
-    total = nlater_set + nlater - ndue
-    local page = ready_list.page(delayed_lane, 0, nlater_set, nlater, ndue + offset, count)
+    total = waiting.size(delayed_lane) - ndue
+    local page = waiting.page(delayed_lane, ndue + offset, count)
     entries = {}
     for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'delayed' } end
   else
@@ -1901,28 +1966,20 @@ local function stats(keys, args)
   local meta = redis.call('HMGET', k.meta, 'failed_total', 'dead_total', 'lapsed_total',
                            'limit_rate', 'limit_window', 'limit_concurrency', 'limit_start', 'limit_used',
                            'limit_aging', 'schedules', 'shards')
-  local _, is_paused = marks(k)
+  local ready, delayed = waiting.lane(k, 'ready'), waiting.lane(k, 'delayed')
   local rate = tonumber(meta[4] or 0)
   local used = 0
   if rate > 0 then
     local window = tonumber(meta[5])
     if tonumber(meta[7] or -1) == now - now % window then used = tonumber(meta[8] or 0) end
   end
-  -- Delayed jobs are in the delayed set and the delayed list.
-  local due_set, due_list = redis.call('ZCOUNT', k.delayed, '-inf', now), delayed_list.count_due(k, now)
-  local next_due = redis.call('ZRANGEBYSCORE', k.delayed, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-  next_due = next_due[2] and tonumber(next_due[2]) or -1
-  local next_listed = redis.call('LINDEX', k.later, due_list)
-  if next_listed then
-    local d = delayed_list.key(next_listed)
-    if next_due < 0 or d < next_due then next_due = d end
-  end
+  local due, due_in_list = waiting.due(k, now)
   return {
-    'delayed', redis.call('ZCARD', k.delayed) + redis.call('LLEN', k.later) - due_set - due_list,
-    'ready', unpinned.ready_count(k) + redis.call('LLEN', k.queue) + due_set + due_list,
+    'delayed', waiting.size(delayed) - due,
+    'ready', waiting.size(ready) + due,
     'reserved', unpinned.reservations(k), 'dead', redis.call('ZCARD', k.dead),
-    'done', redis.call('ZCARD', k.done), 'paused', is_paused and 1 or 0,
-    'next_due', next_due,
+    'done', redis.call('ZCARD', k.done), 'paused', ready.paused and 1 or 0,
+    'next_due', waiting.next_due(k, now, due_in_list),
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
     'lapsed_total', tonumber(meta[3] or 0),
     'limit_rate', rate, 'limit_window', tonumber(meta[5] or 0),
@@ -2256,7 +2313,7 @@ local function next_time(k, now, handed, count, backlog, lapses, lim)
     return lim.start + lim.window
   end
   if handed >= count or backlog then return 0 end
-  local t = delayed_list.earliest(k)
+  local t = waiting.next_due(k, -1, 0)
   -- Held by the cap: room comes when a reservation ends (a worker looks
   -- again when its own ack is in) or lapses.
   if lapses or (lim and lim.capped) then
