@@ -103,8 +103,9 @@ has rewritten the topic (version 25; the clients migrate and call again).
              wait in delayed or ready: decided in order, written at once),
              reservations (lease_*), the reads that step around the pins
              (unpinned), the ready list (ready_list) and the delayed list
-             (delayed_list), waiting (the lanes as readers see them:
-             lane, size, due, next_due, page), locate and take_out (where
+             (delayed_list), waiting (the lanes as the calls see them:
+             lane, size, due, next_due, page, in_set, in_list, remove,
+             and the marks), locate and take_out (where
              a job is, and out of there), requeue_members, job_fields
              (get's array)
   put        put, restore, putmany
@@ -124,7 +125,7 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 188 of the 200 locals Lua allows a function
+Locals: the main chunk holds 186 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, place, waiting, ready_list, delayed_list,
 unpinned), its
@@ -1231,32 +1232,51 @@ function delayed_list.count_due(k, now)
   return lo
 end
 
-local function paused(k)
-  return redis.call('ZSCORE', k.ready, PAUSED_MARK) ~= false
+-- The waiting jobs as the calls see them (the storage module; place is its
+-- push): each lane, ready and delayed, is a sorted set beside a
+-- list, merged in one order; the ready set also holds marks (at -inf, first)
+-- and a pin (at +inf, last), which no count or page includes. The calls
+-- ask here rather than of the keys (reserve's and pull's take, and
+-- promotion, not yet: issue 33).
+local waiting = {}
+
+-- Marks: words at the head of the ready set (at -inf, before every job)
+-- that hold reserve and pull back: PAUSED_MARK (pause), LIMIT_MARK
+-- (limits), SHARD_MARK (a topic spread over shards).
+function waiting.is_mark(m)
+  return m == LIMIT_MARK or m == PAUSED_MARK or m == SHARD_MARK
+end
+
+-- Sets a mark; whether it was not set.
+function waiting.mark(k, mark)
+  return redis.call('ZADD', k.ready, 'NX', '-inf', mark) == 1
+end
+
+-- Clears a mark; whether it was set.
+function waiting.unmark(k, mark)
+  return redis.call('ZREM', k.ready, mark) == 1
+end
+
+function waiting.marked(k, mark)
+  return redis.call('ZSCORE', k.ready, mark) ~= false
 end
 
 -- The marks at the head of the ready set: how many, and whether the topic
 -- is paused.
-local function marks(k)
+function waiting.marks(k)
   local m = redis.call('ZRANGEBYSCORE', k.ready, '-inf', '-inf')
   local p = false
   for _, v in ipairs(m) do p = p or v == PAUSED_MARK end
   return #m, p
 end
 
--- The waiting jobs as readers see them (the storage module's reads; place
--- is its push): each lane, ready and delayed, is a sorted set beside a
--- list, merged in one order; the ready set also holds marks (at -inf, first)
--- and a pin (at +inf, last), which no count or page includes. list and
--- stats ask here rather than of the keys.
-local waiting = {}
 
 -- A lane, read now: {set, list (keys), key (an entry's order), skip (marks
 -- before the set's first job), nset, nlist (jobs in each), paused (the
 -- ready lane's)}. name: 'ready' or 'delayed'.
 function waiting.lane(k, name)
   if name == 'ready' then
-    local skip, is_paused = marks(k)
+    local skip, is_paused = waiting.marks(k)
     return { set = k.ready, list = k.queue, key = ready_list.key, skip = skip, paused = is_paused,
              nset = unpinned.ready_count(k), nlist = redis.call('LLEN', k.queue) }
   end
@@ -2063,7 +2083,7 @@ end
 -- ready set are read as pop reads them, then the fronts merged.
 function ready_list.pop_listed(k, now, n, front)
   if front then return ready_list.pop(k, n, 0, front) end
-  local nmarks, is_paused = marks(k)
+  local nmarks, is_paused = waiting.marks(k)
   if nmarks == 0 then return ready_list.pop(k, n, 0, front) end
   if is_paused then return nil end
   -- (a spread topic holds no jobs, and aging moves the list into the set)
@@ -2083,10 +2103,10 @@ local function pop(k, now, n, listed, front)
     redis.call('ZADD', k.ready, '+inf', PIN.member)
   end
   local first = popped[1]
-  if first ~= LIMIT_MARK and first ~= PAUSED_MARK and first ~= SHARD_MARK then return popped end
+  if not waiting.is_mark(first) then return popped end
   put_back(k, popped) -- the marks and whatever came out behind them
   if first == SHARD_MARK then sharded(k) end
-  if first == PAUSED_MARK or paused(k) then return nil end
+  if first == PAUSED_MARK or waiting.marked(k, PAUSED_MARK) then return nil end
   local room, lim = limit_room(k, now, n)
   if room == 0 then return {}, lim end
   if lim.aging then
@@ -2108,7 +2128,7 @@ end
 -- (the id alone: take's checked path refuses it, OLDFORMAT).
 local function plain_front(members)
   local first = members[1]
-  if first == LIMIT_MARK or first == PAUSED_MARK or first == SHARD_MARK then return false end
+  if waiting.is_mark(first) then return false end
   for _, m in ipairs(members) do
     if m:byte(1) >= 32 then return false end
   end
@@ -2191,7 +2211,7 @@ local function take(k, now, count, recover)
   local front = unpinned.range(k.ready, 0, count - 1, listed)
   local nfront = listed and #front / 2 or #front
   local first = front[1]
-  local marked = first == LIMIT_MARK or first == PAUSED_MARK or first == SHARD_MARK
+  local marked = waiting.is_mark(first)
   local backlog = plan and plan.backlog
   -- The lapsed reservations reserve may recover, read once when fewer than
   -- count jobs (n) may come from the fronts; none: nothing lapsed to
@@ -2917,9 +2937,9 @@ local function limit(keys, args)
   -- The mark follows the limits (set again even when they did not change,
   -- which repairs a ready set restored apart from its meta).
   if rate > 0 or cap > 0 or age > 0 then
-    changed = redis.call('ZADD', k.ready, 'NX', '-inf', LIMIT_MARK) == 1 or changed
+    changed = waiting.mark(k, LIMIT_MARK) or changed
   else
-    changed = redis.call('ZREM', k.ready, LIMIT_MARK) == 1 or changed
+    changed = waiting.unmark(k, LIMIT_MARK) or changed
   end
   if changed then wake(now) end -- waiting workers look again
   return { rate, window, cap, age }
@@ -2962,16 +2982,16 @@ local function pause(keys, args)
   local k = check_keys(keys)
   options(args, 1, #args, NO_WORDS)
   sharded(k) -- (a spread topic is paused shard by shard)
-  return redis.call('ZADD', k.ready, 'NX', '-inf', PAUSED_MARK)
+  return waiting.mark(k, PAUSED_MARK) and 1 or 0
 end
 
 local function resume(keys, args)
   local k = check_keys(keys)
   local now = clock(options(args, 1, #args, OPT_NOW))
   sharded(k)
-  local changed = redis.call('ZREM', k.ready, PAUSED_MARK)
-  if changed == 1 then wake(now) end
-  return changed
+  if not waiting.unmark(k, PAUSED_MARK) then return 0 end
+  wake(now)
+  return 1
 end
 
 -- The finished signal's sibling: a schedule changed (its name), or the
@@ -3019,18 +3039,18 @@ local function shard(keys, args)
       error({ bad = 'BADSTATE the topic holds jobs: spread it while it is empty' })
     end
     if tonumber(cur[4] or 0) > 0 then error({ bad = 'BADSTATE the topic has schedules' }) end
-    if redis.call('ZSCORE', k.ready, LIMIT_MARK) then error({ bad = 'BADSTATE the topic has limits' }) end
-    if paused(k) then error({ bad = 'BADSTATE the topic is paused: resume it first' }) end
+    if waiting.marked(k, LIMIT_MARK) then error({ bad = 'BADSTATE the topic has limits' }) end
+    if waiting.marked(k, PAUSED_MARK) then error({ bad = 'BADSTATE the topic is paused: resume it first' }) end
     redis.call('HSET', k.meta, 'shards', table.concat(list, ' '))
     if not cur[1] then
       -- Park the counter (take_seq refuses at SEQ_MAX) and keep it for delayed_list.
       redis.call('HSET', k.meta, 'seq_kept', cur[2] or 0, 'seq', SEQ_MAX)
-      redis.call('ZADD', k.ready, 'NX', '-inf', SHARD_MARK)
+      waiting.mark(k, SHARD_MARK)
     end
   elseif cur[1] then
     redis.call('HSET', k.meta, 'seq', cur[3] or 0)
     redis.call('HDEL', k.meta, 'shards', 'seq_kept')
-    redis.call('ZREM', k.ready, SHARD_MARK)
+    waiting.unmark(k, SHARD_MARK)
   end
   changed_schedule = '~shards'
   return #list
