@@ -815,6 +815,11 @@ MUTANTS = [
        "  if cur + n > SEQ_MAX then\n"
        "    redis.call('HINCRBY', k.meta, 'seq', -n)\n"),
       ("  redis.call('HINCRBY', k.meta, 'seq', n)\n  return cur + 1\n", "  return cur + 1\n")]),
+    # Library 27: the marks behind waiting.
+    ('the pause mark is not a mark', 'return m == LIMIT_MARK or m == PAUSED_MARK or m == SHARD_MARK',
+     'return m == LIMIT_MARK or m == SHARD_MARK'),
+    ('resume leaves the pause mark', "  if not waiting.unmark(k, PAUSED_MARK) then return 0 end",
+     "  if not waiting.marked(k, PAUSED_MARK) then return 0 end"),
     ('reserve of a spread topic pops its mark before it refuses',
      "      if v == SHARD_MARK then sharded(k) end -- (a spread topic says where its jobs are)\n", ''),
     # (Reserve's plain take re-reading the ready set after it recovers
