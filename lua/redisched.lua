@@ -105,9 +105,8 @@ has rewritten the topic (version 25; the clients migrate and call again).
              (unpinned), the ready list (ready_list) and the delayed list
              (delayed_list), waiting (the lanes as the calls see them:
              lane, size, due, next_due, page, in_set, in_list, remove,
-             and the marks), locate and take_out (where
-             a job is, and out of there), requeue_members, job_fields
-             (get's array)
+             and the marks), locate and take_out (where a job is, and
+             out of there), requeue_members, job_fields (get's array)
   put        put, restore, putmany
   read       get, list, stats (read only, but list's promotion)
   take       reserve and pull: limits (limit_room, aged), pop, take (which
@@ -128,8 +127,7 @@ option words against what the code accepts, and the docs against both).
 Locals: the main chunk holds 186 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, place, waiting, ready_list, delayed_list,
-unpinned), its
-constants in a do-block. ]]
+unpinned), its constants in a do-block. ]]
 
 local LIBRARY_VERSION = 27 -- bump on any change of behaviour or stored format
 
@@ -824,16 +822,17 @@ place.plan = { hset = {}, dset = {}, dlist = {}, rset = {}, rlist = {} }
 -- end of the ready list, of the delayed list (their ends read here).
 function place.begin(k, now, ready, delayed)
   local pl = place.plan
-  if pl.hset[1] then place.clear(pl) end -- (only if a call broke off; none does)
+  -- (Left over only when a call raised between its adds and the end of its
+  -- write, a Redis error reply to one of the write's commands: never
+  -- written to another topic's keys.)
+  if pl.hset[1] or pl.dset[1] or pl.dlist[1] or pl.rset[1] or pl.rlist[1] then place.clear(pl) end
   pl.k, pl.now, pl.rs, pl.rq, pl.ds, pl.dq = k, now, nil, nil, nil, nil
   if ready then pl.rs, pl.rq = ready_list.append_floor(k) end
   if delayed then pl.ds, pl.dq = delayed_list.append_floor(k) end
   return pl
 end
 
--- Empties the placement's arrays (for a begin after a call that broke off
--- between its adds and its write: none does, as nothing may raise after a
--- call's first write).
+-- Empties the placement's arrays.
 function place.clear(pl)
   for _, t in ipairs({ pl.hset, pl.dset, pl.dlist, pl.rset, pl.rlist }) do
     for i = #t, 1, -1 do t[i] = nil end
@@ -850,6 +849,8 @@ end
 -- it sorts after it (due time, then put sequence), else to the delayed set.
 -- Returns 'ready' or 'delayed'.
 function place.add(pl, id, j, m, due, prio, seq, list_delayed, body)
+  -- (The end's order compared inline, as ready_list.after does: a call a
+  -- job less on every put.)
   local delayed, listed, s = due > pl.now, false, nil
   if delayed then
     local d = pl.ds
@@ -1257,6 +1258,7 @@ function waiting.unmark(k, mark)
   return redis.call('ZREM', k.ready, mark) == 1
 end
 
+-- Whether a mark is set.
 function waiting.marked(k, mark)
   return redis.call('ZSCORE', k.ready, mark) ~= false
 end
@@ -1269,7 +1271,6 @@ function waiting.marks(k)
   for _, v in ipairs(m) do p = p or v == PAUSED_MARK end
   return #m, p
 end
-
 
 -- A lane, read now: {set, list (keys), key (an entry's order), skip (marks
 -- before the set's first job), nset, nlist (jobs in each), paused (the

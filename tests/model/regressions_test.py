@@ -560,6 +560,18 @@ class Version27(Case):
         self.assertEqual(self.field('e', 'state', 1000), b'delayed')
         self.assertEqual(self.ids(f('reserve', 10, 'NOW', 10000)), ['b', 'a', 'c', 'e', 'd', 'g'])
 
+    def test_v27_03_a_call_broken_off_in_its_write_leaves_nothing_to_the_next(self):
+        # The placement's arrays outlive a call: an error reply to one of
+        # its writes (here WRONGTYPE on the delayed set, after the HSET)
+        # must not hand its entries to the next call, another topic's.
+        c, f = self.c, self.f
+        c.call('SET', self.K[1], 'not a sorted set')
+        self.assertIsInstance(f('put', 'x', 'b', 'DELAY', 1000, 'UPSERT', 'NOW', 1000), Error)
+        other = topic_keys('u')
+        self.assertEqual(f('put', 'y', 'b', 'NOW', 1000, keys=other), 1)
+        self.assertEqual(c.call('EXISTS', other[1]), 0, "the other topic's delayed set")
+        self.assertEqual(self.ids(f('reserve', 10, 'NOW', 5000, keys=other)), ['y'])
+
     def test_v27_02_a_requeue_of_5000_lapsed_reservations_writes_in_parts(self):
         # (Lua unpacks at most ~8000 values: one HSET of 5000 records after
         # the first write would be WRITEORDER here.)
