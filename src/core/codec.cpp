@@ -123,7 +123,7 @@ Command& Command::add_keys(std::string_view prefix, std::string_view topic) {
   // allocation a call instead of one a key (a coalesced call builds them
   // twice, and the client is what bounds those calls).
   std::size_t size = 0;
-  for (auto name : kKeyNames) size += prefix.size() + topic.size() + 4 + name.size();
+  for (auto name : kKeyNames) size += topic_key_size(prefix, topic, name);
   std::string all;
   all.reserve(size);
   std::array<std::size_t, kKeyNames.size() + 1> at{};

@@ -10,7 +10,7 @@ void append_topic_key(std::string& out, std::string_view prefix, std::string_vie
 TopicKeys topic_keys(std::string_view prefix, std::string_view topic) {
   TopicKeys keys;
   for (size_t i = 0; i < keys.size(); ++i) {
-    keys[i].reserve(prefix.size() + topic.size() + 4 + kKeyNames[i].size());
+    keys[i].reserve(topic_key_size(prefix, topic, kKeyNames[i]));
     append_topic_key(keys[i], prefix, topic, kKeyNames[i]);
   }
   return keys;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -18,10 +19,14 @@ using TopicKeys = std::array<std::string, kKeyNames.size()>;
 // "<prefix>:{<topic>}:<name>" for each name: the hash tag keeps a topic's
 // keys in one Redis Cluster slot.
 TopicKeys topic_keys(std::string_view prefix, std::string_view topic);
-// Appends "<prefix>:{<topic>}:<name>" to out: for callers that build many
-// keys into one buffer.
+// Appends "<prefix>:{<topic>}:<name>" to out, of topic_key_size bytes: for
+// callers that build many keys into one buffer.
 void append_topic_key(std::string& out, std::string_view prefix, std::string_view topic,
                       std::string_view name);
+inline std::size_t topic_key_size(std::string_view prefix, std::string_view topic,
+                                  std::string_view name) {
+  return prefix.size() + topic.size() + 4 + name.size();
+}
 
 // The topic's wake-up channel (docs/redis-api.md, "Wake-up signal"): named
 // like its ready key, so it lives in the topic's cluster slot.
