@@ -98,18 +98,19 @@ has rewritten the topic (version 25; the clients migrate and call again).
              the topic's counter (seq_room, take_seq); known: records read
              and checked before a call's first write
   moves      what the calls share: the signals (wake, finished), the retry
-             window (gone), promotion of due jobs (promotion reads,
-             promote writes), place (the one path by which jobs come to
-             wait in delayed or ready: decided in order, written at once),
-             reservations (lease_*), the reads that step around the pins
-             (unpinned), the ready list (ready_list) and the delayed list
-             (delayed_list), waiting (the lanes as the calls see them:
-             lane, size, due, next_due, page, in_set, in_list, remove,
-             and the marks), locate and take_out (where a job is, and
-             out of there), requeue_members, job_fields (get's array)
+             window (gone), reservations (lease_*, reservations: the
+             reserved set's reads), and the storage module: waiting and
+             place, the only code that knows how waiting jobs are kept
+             (the delayed and ready sets and lists, their pins and
+             marks): place (the one path by which jobs come to wait:
+             decided in order, written at once), promotion of due jobs,
+             lanes (counts, pages, where a job waits), and the takes of
+             reserve and pull (front, take, candidates, pop); then
+             locate and take_out (where a job is, and out of there),
+             requeue_members, job_fields (get's array)
   put        put, restore, putmany
   read       get, list, stats (read only, but list's promotion)
-  take       reserve and pull: limits (limit_room, aged), pop, take (which
+  take       reserve and pull: limits (limit_room, started), take (which
              decides before it writes), next_time
   settle     ack, ackmany, release, fail, touch
   manage     delete, requeue, kick, kickall, limit, retrywindow, pause,
@@ -124,10 +125,10 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 186 of the 200 locals Lua allows a function
+Locals: the main chunk holds 172 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
-(record, known, gone, place, waiting, ready_list, delayed_list,
-unpinned), its constants in a do-block. ]]
+(record, known, gone, reservations, waiting, place), its constants and
+private helpers in a do-block. ]]
 
 local LIBRARY_VERSION = 27 -- bump on any change of behaviour or stored format
 
@@ -736,198 +737,6 @@ function gone.holds(k, id, now)
   return s and tonumber(s) > now
 end
 
-local ready_list = {} -- the ready list's helpers (below, "The ready list")
-local delayed_list = {} -- the delayed list's helpers (below, "The delayed list")
-
--- Due delayed jobs to make ready: up to PROMOTE_BATCH, in order of due time
--- and then put order, from the fronts of the delayed set and the delayed
--- list merged. Read only (promote writes it): nil when none is due, else
---   n            how many move
---   a, b         how many of them leave the set and the list
---   moved        their ready list entries (ready_list.entry: due, member), in
---                the order they left (their members carry what the ready
---                score needs, so no record is read)
---   backlog      when more are due, the first one left: {due, seq}
--- Refuses (OLDFORMAT) a version 8 member among them (the id alone: the
--- topic is to be migrated first).
-local function promotion(k, now)
-  local zs = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH + 1)
-  local entries = delayed_list.due_front(k, now, PROMOTE_BATCH + 1)
-  if #zs == 0 and #entries == 0 then return nil end
-  for i = 1, #zs, 2 do
-    if zs[i]:byte(1) >= 32 then record.refuse_older() end
-  end
-  local due, a, b = zs, math.min(#zs / 2, PROMOTE_BATCH), 0
-  if #entries > 0 then due, a, b = ready_list.merge(zs, entries, PROMOTE_BATCH, delayed_list.key) end
-  local plan = { n = a + b, a = a, b = b, zs = zs, moved = {} }
-  local zm, e = zs[2 * a + 1], entries[b + 1]
-  if zm or e then
-    local d, q
-    if zm then d, q = ready_list.zkey(zm, zs[2 * a + 2]) end
-    if e then
-      local d2, q2 = delayed_list.key(e)
-      if not d or ready_list.after(d, q, d2, q2) then d, q = d2, q2 end
-    end
-    plan.backlog = { due = d, seq = q }
-  end
-  for i = 1, plan.n do
-    plan.moved[i] = struct.pack('>I6', tonumber(due[2 * i])) .. due[2 * i - 1]
-  end
-  return plan
-end
-
--- Moves a promotion's jobs to ready (its only writes).
-local function promote(k, plan)
-  if #plan.moved > 0 then
-    local zadd = { '+inf', PIN.member }
-    for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7) end
-    redis.call('ZADD', k.ready, unpack(zadd))
-  end
-  if plan.a > 0 then
-    local zrem = {}
-    for i = 1, plan.a do zrem[i] = plan.zs[2 * i - 1] end
-    redis.call('ZREM', k.delayed, unpack(zrem))
-  end
-  if plan.b > 0 then redis.call('LTRIM', k.later, plan.b, -1) end
-end
-
--- Placement: the one path by which jobs come to wait in delayed or ready
--- (put, putmany, restore, and every return from reserved or dead). A call
--- begins a placement before its first write (place.begin reads the ends of
--- the lists its jobs may join), decides each job in its order (place.add,
--- place.job), and writes them all at once (place.write): one HSET of their
--- records, and per lane at most one ZADD of its set and one RPUSH of its
--- list (each in parts of 1000 values).
--- A job joins the end of its lane's list when the call may list it and it
--- sorts after the list's end (which it then is), else its lane's set. Puts
--- list ready jobs, and delayed ones put without an update mode (a delayed
--- job that REPLACE, UPSERT or DEBOUNCE may update next is found in the set
--- at once, not by a scan of the list); jobs coming back go to the sets. A
--- delayed job's record says whether it is listed (later); a ready one's
--- need not (locate asks the ready set first).
-local place = {}
-
--- The placement (one at a time: the calls that place jobs begin one, add,
--- write, and begin none inside another). Its arrays are kept from call to
--- call and emptied as they are written: a put allocates no table for it
--- (three tables a call cost a single put 0.65 us of 12).
---   hset              id, record, ...
---   dset, rset        score, member, ... of the delayed and ready sets
---   dlist, rlist      entries of the delayed and ready lists
---   rs, rq / ds, dq   the ready / delayed list's end (score or due time,
---                     put sequence), nil when its jobs go to the set
-place.plan = { hset = {}, dset = {}, dlist = {}, rset = {}, rlist = {} }
-
--- Begins a placement; ready, delayed: whether the call's jobs may join the
--- end of the ready list, of the delayed list (their ends read here).
-function place.begin(k, now, ready, delayed)
-  local pl = place.plan
-  -- (Left over only when a call raised between its adds and the end of its
-  -- write, a Redis error reply to one of the write's commands: never
-  -- written to another topic's keys.)
-  if pl.hset[1] or pl.dset[1] or pl.dlist[1] or pl.rset[1] or pl.rlist[1] then place.clear(pl) end
-  pl.k, pl.now, pl.rs, pl.rq, pl.ds, pl.dq = k, now, nil, nil, nil, nil
-  if ready then pl.rs, pl.rq = ready_list.append_floor(k) end
-  if delayed then pl.ds, pl.dq = delayed_list.append_floor(k) end
-  return pl
-end
-
--- Empties the placement's arrays.
-function place.clear(pl)
-  for _, t in ipairs({ pl.hset, pl.dset, pl.dlist, pl.rset, pl.rlist }) do
-    for i = #t, 1, -1 do t[i] = nil end
-  end
-end
-
--- Adds a job: decides where it waits and adds its record, with member m
--- (member()), to be written by place.write. j: the job (a table: its
--- later flag set here, then packed), or nil for a job put now with every
--- option at its default and this body (record.plain: putmany's usual
--- case, without a table per job). A ready job goes
--- to the end of the ready list when it sorts after it, else to the ready
--- set; a delayed one to the end of the delayed list when list_delayed and
--- it sorts after it (due time, then put sequence), else to the delayed set.
--- Returns 'ready' or 'delayed'.
-function place.add(pl, id, j, m, due, prio, seq, list_delayed, body)
-  -- (The end's order compared inline, as ready_list.after does: a call a
-  -- job less on every put.)
-  local delayed, listed, s = due > pl.now, false, nil
-  if delayed then
-    local d = pl.ds
-    if list_delayed and d and (due > d or due == d and seq > pl.dq) then
-      pl.ds, pl.dq, listed = due, seq, true
-    end
-    wake(due)
-  else
-    s = ready_score(prio, due)
-    local r = pl.rs
-    if r and (s > r or s == r and seq > pl.rq) then pl.rs, pl.rq, listed = s, seq, true end
-    wake(pl.now)
-  end
-  local rec
-  if j then
-    j.later = delayed and listed or nil
-    rec = record.pack(j)
-  else
-    rec = record.plain(pl.now, seq, due, delayed and listed or nil, body)
-  end
-  local t = pl.hset
-  t[#t + 1], t[#t + 2] = id, rec
-  if listed then
-    t = delayed and pl.dlist or pl.rlist
-    t[#t + 1] = struct.pack('>I6', due) .. m
-  else
-    t = delayed and pl.dset or pl.rset
-    t[#t + 1], t[#t + 2] = delayed and due or s, m
-  end
-  return delayed and 'delayed' or 'ready'
-end
-
--- Adds job j (a table): place.add of it.
-function place.job(pl, id, j, list_delayed)
-  return place.add(pl, id, j, member(j, id), j.due, j.priority, j.seq, list_delayed)
-end
-
--- redis.call(cmd, key, [the ready pin,] t...) in parts of 1000 values at
--- most (Lua unpacks about 8000 at most: a requeue may place 10000 jobs
--- after its first write); empties t. scored: t holds score, member pairs,
--- each score sent as text formatted once (a batch repeats them; fmt_once
--- says why).
-function place.each(cmd, key, t, pinned, scored)
-  local n = #t
-  if scored and n > 2 then
-    local score = fmt_once()
-    for i = 1, n, 2 do t[i] = score(t[i]) end
-  end
-  for i = 1, n, 1000 do
-    local j = i + 999
-    if j > n then j = n end
-    if pinned then redis.call(cmd, key, '+inf', PIN.member, unpack(t, i, j))
-    else redis.call(cmd, key, unpack(t, i, j)) end
-  end
-  for i = n, 1, -1 do t[i] = nil end
-end
-
--- Writes the placement's jobs.
-function place.write(pl)
-  local k = pl.k
-  if not pl.hset[1] then return end
-  place.each('HSET', k.jobs, pl.hset)
-  if pl.dset[1] then place.each('ZADD', k.delayed, pl.dset, false, true) end
-  if pl.dlist[1] then place.each('RPUSH', k.later, pl.dlist) end
-  if pl.rset[1] then place.each('ZADD', k.ready, pl.rset, true, true) end
-  if pl.rlist[1] then place.each('RPUSH', k.queue, pl.rlist) end
-end
-
--- Stores job j (id) back in delayed or ready by its due time, in the
--- sets: place.job alone. Returns 'ready' or 'delayed'.
-function place.one(k, id, j, now)
-  local pl = place.begin(k, now)
-  local to = place.job(pl, id, j)
-  place.write(pl)
-  return to
-end
-
 -- Reservations. The reserved set's member is id NUL token (ids hold no
 -- control characters), so ack, release, fail and touch find and check a
 -- reservation in one step; the leases hash says by id which one is current.
@@ -967,399 +776,815 @@ local function end_lease(k, id, lm)
   redis.call('HDEL', k.leases, id)
 end
 
--- The lowest score in a sorted set, or -1 when it is empty (or holds only
--- its pin, at +inf).
-local function earliest(key)
-  local first = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+-- Reads of the reserved set that leave its pin (at +inf) out.
+local reservations = {}
+
+-- How many reservations the topic holds.
+function reservations.count(k)
+  return redis.call('ZCOUNT', k.reserved, '-inf', '(+inf')
+end
+
+-- The earliest deadline, or -1 when none.
+function reservations.earliest(k)
+  local first = redis.call('ZRANGE', k.reserved, 0, 0, 'WITHSCORES')
   local t = first[2] and tonumber(first[2])
   if not t or t == math.huge then return -1 end
   return t
 end
 
--- Reads of the reserved and ready sets that leave their pins out (one
--- table: the main chunk is at Lua's limit of 200 locals).
-local unpinned = {}
-
--- How many reservations the topic holds (the reserved set but its pin).
-function unpinned.reservations(k)
-  return redis.call('ZCOUNT', k.reserved, '-inf', '(+inf')
-end
-
--- The lowest score of set above now (a pin, at +inf, left out), or -1.
-function unpinned.first_after(set, now)
-  local first = redis.call('ZRANGEBYSCORE', set, '(' .. fmt(now), '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+-- The earliest deadline after now, or -1.
+function reservations.first_after(k, now)
+  local first = redis.call('ZRANGEBYSCORE', k.reserved, '(' .. fmt(now), '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   return first[2] and tonumber(first[2]) or -1
 end
 
--- How many jobs the ready set holds (but its marks, at -inf, and its pin).
-function unpinned.ready_count(k)
-  return redis.call('ZCOUNT', k.ready, '(-inf', '(+inf')
-end
+--[[ The waiting jobs: the storage module. Each lane, ready and delayed, is
+a sorted set beside a list (the ready list, version 17, and the delayed
+list, version 18: both below), merged in one order; the ready set also
+holds marks (at -inf, first) and a pin (at +inf, last), which no count,
+page or take includes. The calls ask here, never of those keys:
+  place.begin, add, job, write, one   the push: jobs come to wait in delayed
+                          or ready (Placement, below)
+  waiting.lane(k, name)   a lane read now ('ready' or 'delayed'): its jobs
+                          in the set and in the list, its marks
+  waiting.size(lane)      how many jobs it holds
+  waiting.due(k, now), waiting.next_due(k, now, n)   due delayed jobs: how
+                          many, and the next due time after now
+  waiting.page(lane, offset, count[, plan])   jobs by rank, in order
+  waiting.in_set, in_list, remove   where a job waits, and out of there
+  waiting.is_mark, mark, unmark, marked, marks   the marks: pause, limits,
+                          a spread topic
+  waiting.promotion(k, now), waiting.promote(k, plan)   due delayed jobs to
+                          make ready: read, then made
+  waiting.front(k, now, count)   what a take (reserve, pull) finds, read
+                          only; waiting.take(k, f) makes its common case
+  waiting.candidates(k, f, count, age), waiting.pop(k, f, n, age)   the
+                          other cases: whose records to read, then the pop
+  waiting.flush(k)        the ready list moved into the set (aging)
+(A do-block: its helpers, unpinned, ready_list, delayed_list and their
+locals, are its own.)]]
+local waiting, place = {}, {}
+do
+  -- Reads of the ready set that leave its pin (at +inf) out.
+  local unpinned = {}
 
--- ZRANGE of ready (or delayed, which holds no pin) by rank, less the pin
--- (which can only come last).
-function unpinned.range(set, from, to, withscores)
-  local got = withscores and redis.call('ZRANGE', set, from, to, 'WITHSCORES')
-    or redis.call('ZRANGE', set, from, to)
-  local step = withscores and 2 or 1
-  if got[#got - step + 1] == PIN.member then
-    for _ = 1, step do got[#got] = nil end
+  -- How many jobs the ready set holds (but its marks, at -inf, and its pin).
+  function unpinned.ready_count(k)
+    return redis.call('ZCOUNT', k.ready, '(-inf', '(+inf')
   end
-  return got
-end
 
--- The ready list (version 17), P:{T}:queue: jobs put ready in the order
--- they will be handed out, each appended only when it sorts after the
--- list's last entry, so the list is always in order; every other ready job
--- is in the ready set, and reserve takes from the fronts of both, merged.
--- A list entry costs about 100 bytes less than a sorted set's (no skiplist
--- node, no dict entry) and an RPUSH less than a ZADD. An entry is the due
--- time (6 bytes) and then the job's member; a job is in the list when its
--- record is in no set and holds no lease (locate). Delete and update take
--- the entry out with LREM (a scan from the nearer end). (ready_list is
--- declared before place.)
+  -- ZRANGE of ready (or delayed, which holds no pin) by rank, less the pin
+  -- (which can only come last).
+  function unpinned.range(set, from, to, withscores)
+    local got = withscores and redis.call('ZRANGE', set, from, to, 'WITHSCORES')
+      or redis.call('ZRANGE', set, from, to)
+    local step = withscores and 2 or 1
+    if got[#got - step + 1] == PIN.member then
+      for _ = 1, step do got[#got] = nil end
+    end
+    return got
+  end
 
-function ready_list.entry(j, id)
-  return struct.pack('>I6', j.due) .. member(j, id)
-end
+  local ready_list, delayed_list = {}, {}
 
--- An entry's order: its ready score, then its put sequence.
-function ready_list.key(e)
-  local due, seq, prio = struct.unpack('>I6I7I2', e)
-  return ready_score(prio, due), seq
-end
+  -- The ready list (version 17), P:{T}:queue: jobs put ready in the order
+  -- they will be handed out, each appended only when it sorts after the
+  -- list's last entry, so the list is always in order; every other ready job
+  -- is in the ready set, and reserve takes from the fronts of both, merged.
+  -- A list entry costs about 100 bytes less than a sorted set's (no skiplist
+  -- node, no dict entry) and an RPUSH less than a ZADD. An entry is the due
+  -- time (6 bytes) and then the job's member; a job is in the list when its
+  -- record is in no set and holds no lease (locate). Delete and update take
+  -- the entry out with LREM (a scan from the nearer end).
 
--- Whether (score s, sequence q) sorts after (s2, q2).
-function ready_list.after(s, q, s2, q2)
-  return s > s2 or (s == s2 and q > q2)
-end
+  function ready_list.entry(j, id)
+    return struct.pack('>I6', j.due) .. member(j, id)
+  end
 
--- The least ready score a job put now may have to go to the list's end:
--- its last entry's (a new job's put sequence is above every entry's);
--- -inf on an empty list when the ready set holds no job and no mark (a
--- topic with marks or jobs out of order starts no list); nil when none
--- may. A put reads it before its first write: in Redis Cluster a key the
--- call does not name can be elsewhere while its slot migrates, and a
--- failed read must leave nothing written.
-function ready_list.append_floor(k)
-  local tail = redis.call('LINDEX', k.queue, -1)
-  if tail then return ready_list.key(tail) end
-  if redis.call('ZCOUNT', k.ready, '-inf', '(+inf') == 0 then return -math.huge, -1 end
-  return nil
-end
+  -- An entry's order: its ready score, then its put sequence.
+  function ready_list.key(e)
+    local due, seq, prio = struct.unpack('>I6I7I2', e)
+    return ready_score(prio, due), seq
+  end
 
--- The order of a ready set member and its score (a version 8 member, the
--- id alone, is refused: OLDFORMAT).
-function ready_list.zkey(m, score)
-  if m:byte(1) >= 32 then record.refuse_older() end
-  return tonumber(score), (struct.unpack('>I7', m))
-end
+  -- Whether (score s, sequence q) sorts after (s2, q2).
+  function ready_list.after(s, q, s2, q2)
+    return s > s2 or (s == s2 and q > q2)
+  end
 
--- Up to n jobs from the front of a sorted set (zs: {member, score, ...},
--- in order) and its list's entries (in order; key: ready_list.key for the ready
--- list, delayed_list.key for the delayed one), merged: {member, score, ...} and
--- how many came from each.
-function ready_list.merge(zs, entries, n, key)
-  local out, a, b = {}, 0, 0
-  local es, eq -- the order of entries[b + 1], decoded once
-  while a + b < n do
+  -- The least ready score a job put now may have to go to the list's end:
+  -- its last entry's (a new job's put sequence is above every entry's);
+  -- -inf on an empty list when the ready set holds no job and no mark (a
+  -- topic with marks or jobs out of order starts no list); nil when none
+  -- may. A put reads it before its first write: in Redis Cluster a key the
+  -- call does not name can be elsewhere while its slot migrates, and a
+  -- failed read must leave nothing written.
+  function ready_list.append_floor(k)
+    local tail = redis.call('LINDEX', k.queue, -1)
+    if tail then return ready_list.key(tail) end
+    if redis.call('ZCOUNT', k.ready, '-inf', '(+inf') == 0 then return -math.huge, -1 end
+    return nil
+  end
+
+  -- The order of a ready set member and its score (a version 8 member, the
+  -- id alone, is refused: OLDFORMAT).
+  function ready_list.zkey(m, score)
+    if m:byte(1) >= 32 then record.refuse_older() end
+    return tonumber(score), (struct.unpack('>I7', m))
+  end
+
+  -- Up to n jobs from the front of a sorted set (zs: {member, score, ...},
+  -- in order) and its list's entries (in order; key: ready_list.key for the ready
+  -- list, delayed_list.key for the delayed one), merged: {member, score, ...} and
+  -- how many came from each.
+  function ready_list.merge(zs, entries, n, key)
+    local out, a, b = {}, 0, 0
+    local es, eq -- the order of entries[b + 1], decoded once
+    while a + b < n do
+      local zm, e = zs[2 * a + 1], entries[b + 1]
+      if not zm and not e then break end
+      if e and not es then es, eq = key(e) end
+      local from_list = not zm
+      if zm and e then
+        local s, q = ready_list.zkey(zm, zs[2 * a + 2])
+        from_list = ready_list.after(s, q, es, eq)
+      end
+      if from_list then
+        b = b + 1
+        out[#out + 1], out[#out + 2] = e:sub(7), es
+        es = nil
+      else
+        a = a + 1
+        out[#out + 1], out[#out + 2] = zm, zs[2 * a]
+      end
+    end
+    return out, a, b
+  end
+
+  -- Pops up to n ready jobs from the fronts of the ready set (its jobs from
+  -- rank zfrom, after skip marks) and the list: {member, score, ...}. front:
+  -- the list's first entries (n or more) when the caller read them already.
+  function ready_list.pop(k, n, zfrom, front)
+    local entries = front or redis.call('LRANGE', k.queue, 0, n - 1)
+    for i = #entries, n + 1, -1 do entries[i] = nil end
+    local zs = unpinned.range(k.ready, zfrom, zfrom + n - 1, true)
+    local out, a, b = ready_list.merge(zs, entries, n, ready_list.key)
+    if a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, zfrom, zfrom + a - 1) end
+    if b > 0 then redis.call('LTRIM', k.queue, b, -1) end
+    return out
+  end
+
+  -- The jobs at ranks offset .. offset + count - 1 of a sorted set (nset
+  -- jobs after skip marks) and its list (nlist entries) merged: {member,
+  -- score, ...}. lane: {set = key, list = key, key = ready_list.key or delayed_list.key}.
+  -- The split of the first offset between the two is found by bisection,
+  -- two reads a step.
+  function ready_list.page(lane, skip, nset, nlist, offset, count)
+    if nlist == 0 then return unpinned.range(lane.set, skip + offset, skip + offset + count - 1, true) end
+    local lo, hi = math.max(0, offset - nset), math.min(offset, nlist)
+    -- The least i such that the list's entry i does not come before the
+    -- set's job offset - i - 1: then the first offset are i entries and
+    -- offset - i jobs.
+    while lo < hi do
+      local i = math.floor((lo + hi) / 2)
+      local e = redis.call('LINDEX', lane.list, i)
+      local z = redis.call('ZRANGE', lane.set, skip + offset - i - 1, skip + offset - i - 1, 'WITHSCORES')
+      local s, q = lane.key(e)
+      local s2, q2 = ready_list.zkey(z[1], z[2])
+      if ready_list.after(s, q, s2, q2) then hi = i else lo = i + 1 end
+    end
+    local entries = redis.call('LRANGE', lane.list, lo, lo + count - 1)
+    local zs = offset - lo < nset
+      and unpinned.range(lane.set, skip + offset - lo, skip + offset - lo + count - 1, true) or {}
+    return (ready_list.merge(zs, entries, count, lane.key))
+  end
+
+  -- List entries (ready_list.entry) in ready order.
+  function ready_list.sorted(es)
+    local keyed = {}
+    for i, e in ipairs(es) do
+      local s, q = ready_list.key(e)
+      keyed[i] = { e = e, s = s, q = q }
+    end
+    table.sort(keyed, function(x, y) return ready_list.after(y.s, y.q, x.s, x.q) end)
+    local out = {}
+    for i, x in ipairs(keyed) do out[i] = x.e end
+    return out
+  end
+
+  -- ready_list.page of the ready jobs as they will be once moved (entries, in
+  -- ready order: a promotion's, list reads before it writes) join them. The
+  -- split of the first offset between the two is found by bisection, as in
+  -- ready_list.page.
+  function ready_list.page_with(lane, skip, nset, nlist, moved, offset, count)
+    if #moved == 0 then return ready_list.page(lane, skip, nset, nlist, offset, count) end
+    local n = nset + nlist
+    local lo, hi = math.max(0, offset - n), math.min(offset, #moved)
+    -- The least i such that moved[i + 1] does not come before the lane's job
+    -- offset - i - 1: then the first offset are i moved jobs and offset - i
+    -- of the lane's.
+    while lo < hi do
+      local i = math.floor((lo + hi) / 2)
+      local z = ready_list.page(lane, skip, nset, nlist, offset - i - 1, 1)
+      local s, q = ready_list.key(moved[i + 1])
+      local s2, q2 = ready_list.zkey(z[1], z[2])
+      if ready_list.after(s, q, s2, q2) then hi = i else lo = i + 1 end
+    end
+    local zs = offset - lo < n and ready_list.page(lane, skip, nset, nlist, offset - lo, count) or {}
+    local rest = {}
+    for i = lo + 1, math.min(lo + count, #moved) do rest[#rest + 1] = moved[i] end
+    return (ready_list.merge(zs, rest, count, ready_list.key))
+  end
+
+  -- Moves the whole list into the ready set (for priority aging, which looks
+  -- at the ready set alone), a thousand entries at a time.
+  function waiting.flush(k)
+    while true do
+      local entries = redis.call('LRANGE', k.queue, 0, 999)
+      if #entries == 0 then return end
+      local zadd = { '+inf', PIN.member }
+      for _, e in ipairs(entries) do
+        zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7)
+      end
+      redis.call('ZADD', k.ready, unpack(zadd))
+      redis.call('LTRIM', k.queue, #entries, -1)
+    end
+  end
+
+  -- The delayed list (version 18), P:{T}:later: jobs put delayed, in order
+  -- of due time and then put sequence, each appended only when it is due no
+  -- earlier than the list's last entry (with one delay for all, every put);
+  -- every other delayed job is in the delayed set, and promotion takes from
+  -- the fronts of both, merged. Its entries are the ready list's
+  -- (ready_list.entry). A job is in it when its record says so (later, set by
+  -- place.job) and it is in no set and holds no lease (locate): a record is not
+  -- rewritten when promotion moves its job to ready, so the flag outlives
+  -- the entry, but then the job is in a set, which locate asks first.
+
+  -- An entry's order: its due time, then its put sequence.
+  function delayed_list.key(e)
+    local due, seq = struct.unpack('>I6I7', e)
+    return due, seq
+  end
+
+  -- The least due time a job put now must have to go to the list's end: its
+  -- last entry's (a new job's put sequence is above every entry's); -inf on
+  -- an empty list. A put reads it before its first write (ready_list.append_floor says
+  -- why).
+  function delayed_list.append_floor(k)
+    local tail = redis.call('LINDEX', k.later, -1)
+    if tail then return delayed_list.key(tail) end
+    return -math.huge, -1
+  end
+
+  -- The entries at the front of the list that are due by now, at most n,
+  -- read in growing steps: a list whose front is not due costs one entry.
+  function delayed_list.due_front(k, now, n)
+    local want = 1
+    while true do
+      local es = redis.call('LRANGE', k.later, 0, want - 1)
+      local i = 0
+      while i < #es and i < n and delayed_list.key(es[i + 1]) <= now do i = i + 1 end
+      if i < #es or #es < want or want >= n then
+        for j = #es, i + 1, -1 do es[j] = nil end
+        return es
+      end
+      want = math.min(want * 16, n)
+    end
+  end
+
+  -- How many entries at the front of the list are due by now: found by
+  -- doubling, then bisection (reads near the front are cheap).
+  function delayed_list.count_due(k, now)
+    local function due_at(i)
+      local e = redis.call('LINDEX', k.later, i)
+      return e and delayed_list.key(e) <= now
+    end
+    if not due_at(0) then return 0 end
+    local lo, hi = 1, 1 -- entries before lo are due; hi is the next to try
+    while due_at(hi) do lo, hi = hi + 1, 2 * hi + 1 end
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      if due_at(mid) then lo = mid + 1 else hi = mid end
+    end
+    return lo
+  end
+
+  -- Due delayed jobs to make ready: up to PROMOTE_BATCH, in order of due time
+  -- and then put order, from the fronts of the delayed set and the delayed
+  -- list merged. Read only (promote writes it): nil when none is due, else
+  --   n            how many move
+  --   a, b         how many of them leave the set and the list
+  --   moved        their ready list entries (ready_list.entry: due, member), in
+  --                the order they left (their members carry what the ready
+  --                score needs, so no record is read)
+  --   backlog      when more are due, the first one left: {due, seq}
+  -- Refuses (OLDFORMAT) a version 8 member among them (the id alone: the
+  -- topic is to be migrated first).
+  function waiting.promotion(k, now)
+    local zs = redis.call('ZRANGEBYSCORE', k.delayed, '-inf', now, 'WITHSCORES', 'LIMIT', 0, PROMOTE_BATCH + 1)
+    local entries = delayed_list.due_front(k, now, PROMOTE_BATCH + 1)
+    if #zs == 0 and #entries == 0 then return nil end
+    for i = 1, #zs, 2 do
+      if zs[i]:byte(1) >= 32 then record.refuse_older() end
+    end
+    local due, a, b = zs, math.min(#zs / 2, PROMOTE_BATCH), 0
+    if #entries > 0 then due, a, b = ready_list.merge(zs, entries, PROMOTE_BATCH, delayed_list.key) end
+    local plan = { n = a + b, a = a, b = b, zs = zs, moved = {} }
     local zm, e = zs[2 * a + 1], entries[b + 1]
-    if not zm and not e then break end
-    if e and not es then es, eq = key(e) end
-    local from_list = not zm
-    if zm and e then
-      local s, q = ready_list.zkey(zm, zs[2 * a + 2])
-      from_list = ready_list.after(s, q, es, eq)
+    if zm or e then
+      local d, q
+      if zm then d, q = ready_list.zkey(zm, zs[2 * a + 2]) end
+      if e then
+        local d2, q2 = delayed_list.key(e)
+        if not d or ready_list.after(d, q, d2, q2) then d, q = d2, q2 end
+      end
+      plan.backlog = { due = d, seq = q }
     end
-    if from_list then
-      b = b + 1
-      out[#out + 1], out[#out + 2] = e:sub(7), es
-      es = nil
+    for i = 1, plan.n do
+      plan.moved[i] = struct.pack('>I6', tonumber(due[2 * i])) .. due[2 * i - 1]
+    end
+    return plan
+  end
+
+  -- Moves a promotion's jobs to ready (its only writes); plan: waiting.promotion's
+  -- (nil: nothing to do).
+  function waiting.promote(k, plan)
+    if not plan then return end
+    if #plan.moved > 0 then
+      local zadd = { '+inf', PIN.member }
+      for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7) end
+      redis.call('ZADD', k.ready, unpack(zadd))
+    end
+    if plan.a > 0 then
+      local zrem = {}
+      for i = 1, plan.a do zrem[i] = plan.zs[2 * i - 1] end
+      redis.call('ZREM', k.delayed, unpack(zrem))
+    end
+    if plan.b > 0 then redis.call('LTRIM', k.later, plan.b, -1) end
+  end
+
+  -- Placement: the one path by which jobs come to wait in delayed or ready
+  -- (put, putmany, restore, and every return from reserved or dead). A call
+  -- begins a placement before its first write (place.begin reads the ends of
+  -- the lists its jobs may join), decides each job in its order (place.add,
+  -- place.job), and writes them all at once (place.write): one HSET of their
+  -- records, and per lane at most one ZADD of its set and one RPUSH of its
+  -- list (each in parts of 1000 values).
+  -- A job joins the end of its lane's list when the call may list it and it
+  -- sorts after the list's end (which it then is), else its lane's set. Puts
+  -- list ready jobs, and delayed ones put without an update mode (a delayed
+  -- job that REPLACE, UPSERT or DEBOUNCE may update next is found in the set
+  -- at once, not by a scan of the list); jobs coming back go to the sets. A
+  -- delayed job's record says whether it is listed (later); a ready one's
+  -- need not (locate asks the ready set first).
+
+  -- The placement (one at a time: the calls that place jobs begin one, add,
+  -- write, and begin none inside another). Its arrays are kept from call to
+  -- call and emptied as they are written: a put allocates no table for it
+  -- (three tables a call cost a single put 0.65 us of 12).
+  --   hset              id, record, ...
+  --   dset, rset        score, member, ... of the delayed and ready sets
+  --   dlist, rlist      entries of the delayed and ready lists
+  --   rs, rq / ds, dq   the ready / delayed list's end (score or due time,
+  --                     put sequence), nil when its jobs go to the set
+  place.plan = { hset = {}, dset = {}, dlist = {}, rset = {}, rlist = {} }
+
+  -- Begins a placement; ready, delayed: whether the call's jobs may join the
+  -- end of the ready list, of the delayed list (their ends read here).
+  function place.begin(k, now, ready, delayed)
+    local pl = place.plan
+    -- (Left over only when a call raised between its adds and the end of its
+    -- write, a Redis error reply to one of the write's commands: never
+    -- written to another topic's keys.)
+    if pl.hset[1] or pl.dset[1] or pl.dlist[1] or pl.rset[1] or pl.rlist[1] then place.clear(pl) end
+    pl.k, pl.now, pl.rs, pl.rq, pl.ds, pl.dq = k, now, nil, nil, nil, nil
+    if ready then pl.rs, pl.rq = ready_list.append_floor(k) end
+    if delayed then pl.ds, pl.dq = delayed_list.append_floor(k) end
+    return pl
+  end
+
+  -- Empties the placement's arrays.
+  function place.clear(pl)
+    for _, t in ipairs({ pl.hset, pl.dset, pl.dlist, pl.rset, pl.rlist }) do
+      for i = #t, 1, -1 do t[i] = nil end
+    end
+  end
+
+  -- Adds a job: decides where it waits and adds its record, with member m
+  -- (member()), to be written by place.write. j: the job (a table: its
+  -- later flag set here, then packed), or nil for a job put now with every
+  -- option at its default and this body (record.plain: putmany's usual
+  -- case, without a table per job). A ready job goes
+  -- to the end of the ready list when it sorts after it, else to the ready
+  -- set; a delayed one to the end of the delayed list when list_delayed and
+  -- it sorts after it (due time, then put sequence), else to the delayed set.
+  -- Returns 'ready' or 'delayed'.
+  function place.add(pl, id, j, m, due, prio, seq, list_delayed, body)
+    -- (The end's order compared inline, as ready_list.after does: a call a
+    -- job less on every put.)
+    local delayed, listed, s = due > pl.now, false, nil
+    if delayed then
+      local d = pl.ds
+      if list_delayed and d and (due > d or due == d and seq > pl.dq) then
+        pl.ds, pl.dq, listed = due, seq, true
+      end
+      wake(due)
     else
-      a = a + 1
-      out[#out + 1], out[#out + 2] = zm, zs[2 * a]
+      s = ready_score(prio, due)
+      local r = pl.rs
+      if r and (s > r or s == r and seq > pl.rq) then pl.rs, pl.rq, listed = s, seq, true end
+      wake(pl.now)
     end
-  end
-  return out, a, b
-end
-
--- Pops up to n ready jobs from the fronts of the ready set (its jobs from
--- rank zfrom, after skip marks) and the list: {member, score, ...}. front:
--- the list's first entries (n or more) when the caller read them already.
-function ready_list.pop(k, n, zfrom, front)
-  local entries = front or redis.call('LRANGE', k.queue, 0, n - 1)
-  for i = #entries, n + 1, -1 do entries[i] = nil end
-  local zs = unpinned.range(k.ready, zfrom, zfrom + n - 1, true)
-  local out, a, b = ready_list.merge(zs, entries, n, ready_list.key)
-  if a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, zfrom, zfrom + a - 1) end
-  if b > 0 then redis.call('LTRIM', k.queue, b, -1) end
-  return out
-end
-
--- The jobs at ranks offset .. offset + count - 1 of a sorted set (nset
--- jobs after skip marks) and its list (nlist entries) merged: {member,
--- score, ...}. lane: {set = key, list = key, key = ready_list.key or delayed_list.key}.
--- The split of the first offset between the two is found by bisection,
--- two reads a step.
-function ready_list.page(lane, skip, nset, nlist, offset, count)
-  if nlist == 0 then return unpinned.range(lane.set, skip + offset, skip + offset + count - 1, true) end
-  local lo, hi = math.max(0, offset - nset), math.min(offset, nlist)
-  -- The least i such that the list's entry i does not come before the
-  -- set's job offset - i - 1: then the first offset are i entries and
-  -- offset - i jobs.
-  while lo < hi do
-    local i = math.floor((lo + hi) / 2)
-    local e = redis.call('LINDEX', lane.list, i)
-    local z = redis.call('ZRANGE', lane.set, skip + offset - i - 1, skip + offset - i - 1, 'WITHSCORES')
-    local s, q = lane.key(e)
-    local s2, q2 = ready_list.zkey(z[1], z[2])
-    if ready_list.after(s, q, s2, q2) then hi = i else lo = i + 1 end
-  end
-  local entries = redis.call('LRANGE', lane.list, lo, lo + count - 1)
-  local zs = offset - lo < nset
-    and unpinned.range(lane.set, skip + offset - lo, skip + offset - lo + count - 1, true) or {}
-  return (ready_list.merge(zs, entries, count, lane.key))
-end
-
--- List entries (ready_list.entry) in ready order.
-function ready_list.sorted(es)
-  local keyed = {}
-  for i, e in ipairs(es) do
-    local s, q = ready_list.key(e)
-    keyed[i] = { e = e, s = s, q = q }
-  end
-  table.sort(keyed, function(x, y) return ready_list.after(y.s, y.q, x.s, x.q) end)
-  local out = {}
-  for i, x in ipairs(keyed) do out[i] = x.e end
-  return out
-end
-
--- ready_list.page of the ready jobs as they will be once moved (entries, in
--- ready order: a promotion's, list reads before it writes) join them. The
--- split of the first offset between the two is found by bisection, as in
--- ready_list.page.
-function ready_list.page_with(lane, skip, nset, nlist, moved, offset, count)
-  if #moved == 0 then return ready_list.page(lane, skip, nset, nlist, offset, count) end
-  local n = nset + nlist
-  local lo, hi = math.max(0, offset - n), math.min(offset, #moved)
-  -- The least i such that moved[i + 1] does not come before the lane's job
-  -- offset - i - 1: then the first offset are i moved jobs and offset - i
-  -- of the lane's.
-  while lo < hi do
-    local i = math.floor((lo + hi) / 2)
-    local z = ready_list.page(lane, skip, nset, nlist, offset - i - 1, 1)
-    local s, q = ready_list.key(moved[i + 1])
-    local s2, q2 = ready_list.zkey(z[1], z[2])
-    if ready_list.after(s, q, s2, q2) then hi = i else lo = i + 1 end
-  end
-  local zs = offset - lo < n and ready_list.page(lane, skip, nset, nlist, offset - lo, count) or {}
-  local rest = {}
-  for i = lo + 1, math.min(lo + count, #moved) do rest[#rest + 1] = moved[i] end
-  return (ready_list.merge(zs, rest, count, ready_list.key))
-end
-
--- Moves the whole list into the ready set (for priority aging, which looks
--- at the ready set alone), a thousand entries at a time.
-function ready_list.flush(k)
-  while true do
-    local entries = redis.call('LRANGE', k.queue, 0, 999)
-    if #entries == 0 then return end
-    local zadd = { '+inf', PIN.member }
-    for _, e in ipairs(entries) do
-      zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7)
+    local rec
+    if j then
+      j.later = delayed and listed or nil
+      rec = record.pack(j)
+    else
+      rec = record.plain(pl.now, seq, due, delayed and listed or nil, body)
     end
-    redis.call('ZADD', k.ready, unpack(zadd))
-    redis.call('LTRIM', k.queue, #entries, -1)
-  end
-end
-
--- The delayed list (version 18), P:{T}:later: jobs put delayed, in order
--- of due time and then put sequence, each appended only when it is due no
--- earlier than the list's last entry (with one delay for all, every put);
--- every other delayed job is in the delayed set, and promotion takes from
--- the fronts of both, merged. Its entries are the ready list's
--- (ready_list.entry). A job is in it when its record says so (later, set by
--- place.job) and it is in no set and holds no lease (locate): a record is not
--- rewritten when promotion moves its job to ready, so the flag outlives
--- the entry, but then the job is in a set, which locate asks first. (delayed_list
--- is declared before promote.)
-
--- An entry's order: its due time, then its put sequence.
-function delayed_list.key(e)
-  local due, seq = struct.unpack('>I6I7', e)
-  return due, seq
-end
-
--- The least due time a job put now must have to go to the list's end: its
--- last entry's (a new job's put sequence is above every entry's); -inf on
--- an empty list. A put reads it before its first write (ready_list.append_floor says
--- why).
-function delayed_list.append_floor(k)
-  local tail = redis.call('LINDEX', k.later, -1)
-  if tail then return delayed_list.key(tail) end
-  return -math.huge, -1
-end
-
--- The entries at the front of the list that are due by now, at most n,
--- read in growing steps: a list whose front is not due costs one entry.
-function delayed_list.due_front(k, now, n)
-  local want = 1
-  while true do
-    local es = redis.call('LRANGE', k.later, 0, want - 1)
-    local i = 0
-    while i < #es and i < n and delayed_list.key(es[i + 1]) <= now do i = i + 1 end
-    if i < #es or #es < want or want >= n then
-      for j = #es, i + 1, -1 do es[j] = nil end
-      return es
+    local t = pl.hset
+    t[#t + 1], t[#t + 2] = id, rec
+    if listed then
+      t = delayed and pl.dlist or pl.rlist
+      t[#t + 1] = struct.pack('>I6', due) .. m
+    else
+      t = delayed and pl.dset or pl.rset
+      t[#t + 1], t[#t + 2] = delayed and due or s, m
     end
-    want = math.min(want * 16, n)
+    return delayed and 'delayed' or 'ready'
   end
-end
 
--- How many entries at the front of the list are due by now: found by
--- doubling, then bisection (reads near the front are cheap).
-function delayed_list.count_due(k, now)
-  local function due_at(i)
-    local e = redis.call('LINDEX', k.later, i)
-    return e and delayed_list.key(e) <= now
+  -- Adds job j (a table): place.add of it.
+  function place.job(pl, id, j, list_delayed)
+    return place.add(pl, id, j, member(j, id), j.due, j.priority, j.seq, list_delayed)
   end
-  if not due_at(0) then return 0 end
-  local lo, hi = 1, 1 -- entries before lo are due; hi is the next to try
-  while due_at(hi) do lo, hi = hi + 1, 2 * hi + 1 end
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if due_at(mid) then lo = mid + 1 else hi = mid end
+
+  -- redis.call(cmd, key, [the ready pin,] t...) in parts of 1000 values at
+  -- most (Lua unpacks about 8000 at most: a requeue may place 10000 jobs
+  -- after its first write); empties t. scored: t holds score, member pairs,
+  -- each score sent as text formatted once (a batch repeats them; fmt_once
+  -- says why).
+  function place.each(cmd, key, t, pinned, scored)
+    local n = #t
+    if scored and n > 2 then
+      local score = fmt_once()
+      for i = 1, n, 2 do t[i] = score(t[i]) end
+    end
+    for i = 1, n, 1000 do
+      local j = i + 999
+      if j > n then j = n end
+      if pinned then redis.call(cmd, key, '+inf', PIN.member, unpack(t, i, j))
+      else redis.call(cmd, key, unpack(t, i, j)) end
+    end
+    for i = n, 1, -1 do t[i] = nil end
   end
-  return lo
-end
 
--- The waiting jobs as the calls see them (the storage module; place is its
--- push): each lane, ready and delayed, is a sorted set beside a
--- list, merged in one order; the ready set also holds marks (at -inf, first)
--- and a pin (at +inf, last), which no count or page includes. The calls
--- ask here rather than of the keys (reserve's and pull's take, and
--- promotion, not yet: issue 33).
-local waiting = {}
-
--- Marks: words at the head of the ready set (at -inf, before every job)
--- that hold reserve and pull back: PAUSED_MARK (pause), LIMIT_MARK
--- (limits), SHARD_MARK (a topic spread over shards).
-function waiting.is_mark(m)
-  return m == LIMIT_MARK or m == PAUSED_MARK or m == SHARD_MARK
-end
-
--- Sets a mark; whether it was not set.
-function waiting.mark(k, mark)
-  return redis.call('ZADD', k.ready, 'NX', '-inf', mark) == 1
-end
-
--- Clears a mark; whether it was set.
-function waiting.unmark(k, mark)
-  return redis.call('ZREM', k.ready, mark) == 1
-end
-
--- Whether a mark is set.
-function waiting.marked(k, mark)
-  return redis.call('ZSCORE', k.ready, mark) ~= false
-end
-
--- The marks at the head of the ready set: how many, and whether the topic
--- is paused.
-function waiting.marks(k)
-  local m = redis.call('ZRANGEBYSCORE', k.ready, '-inf', '-inf')
-  local p = false
-  for _, v in ipairs(m) do p = p or v == PAUSED_MARK end
-  return #m, p
-end
-
--- A lane, read now: {set, list (keys), key (an entry's order), skip (marks
--- before the set's first job), nset, nlist (jobs in each), paused (the
--- ready lane's)}. name: 'ready' or 'delayed'.
-function waiting.lane(k, name)
-  if name == 'ready' then
-    local skip, is_paused = waiting.marks(k)
-    return { set = k.ready, list = k.queue, key = ready_list.key, skip = skip, paused = is_paused,
-             nset = unpinned.ready_count(k), nlist = redis.call('LLEN', k.queue) }
+  -- Writes the placement's jobs.
+  function place.write(pl)
+    local k = pl.k
+    if not pl.hset[1] then return end
+    place.each('HSET', k.jobs, pl.hset)
+    if pl.dset[1] then place.each('ZADD', k.delayed, pl.dset, false, true) end
+    if pl.dlist[1] then place.each('RPUSH', k.later, pl.dlist) end
+    if pl.rset[1] then place.each('ZADD', k.ready, pl.rset, true, true) end
+    if pl.rlist[1] then place.each('RPUSH', k.queue, pl.rlist) end
   end
-  return { set = k.delayed, list = k.later, key = delayed_list.key, skip = 0,
-           nset = redis.call('ZCARD', k.delayed), nlist = redis.call('LLEN', k.later) }
-end
 
--- How many jobs the lane holds.
-function waiting.size(lane)
-  return lane.nset + lane.nlist
-end
-
--- How many delayed jobs are due by now, and how many of them are in the
--- delayed list (its first ones).
-function waiting.due(k, now)
-  local in_list = delayed_list.count_due(k, now)
-  return redis.call('ZCOUNT', k.delayed, '-inf', now) + in_list, in_list
-end
-
--- The earliest due time after now of a delayed job, or -1. due_in_list:
--- waiting.due's second answer. (now -1 and due_in_list 0: the earliest of
--- all.)
-function waiting.next_due(k, now, due_in_list)
-  local t = unpinned.first_after(k.delayed, now)
-  local e = redis.call('LINDEX', k.later, due_in_list)
-  if e then
-    local d = delayed_list.key(e)
-    if t < 0 or d < t then t = d end
+  -- Stores job j (id) back in delayed or ready by its due time, in the
+  -- sets: place.job alone. Returns 'ready' or 'delayed'.
+  function place.one(k, id, j, now)
+    local pl = place.begin(k, now)
+    local to = place.job(pl, id, j)
+    place.write(pl)
+    return to
   end
-  return t
-end
 
--- The lane's jobs at ranks offset .. offset + count - 1 in its order:
--- {member, score, ...}. moved: ready list entries (in ready order) that
--- join the ready lane first (a promotion list reads before it writes).
-function waiting.page(lane, offset, count, moved)
-  if moved then
-    return ready_list.page_with(lane, lane.skip, lane.nset, lane.nlist, moved, offset, count)
+
+  -- Marks: words at the head of the ready set (at -inf, before every job)
+  -- that hold reserve and pull back: PAUSED_MARK (pause), LIMIT_MARK
+  -- (limits), SHARD_MARK (a topic spread over shards).
+  function waiting.is_mark(m)
+    return m == LIMIT_MARK or m == PAUSED_MARK or m == SHARD_MARK
   end
-  return ready_list.page(lane, lane.skip, lane.nset, lane.nlist, offset, count)
-end
 
--- Where job j (id) waits when a lane's set holds it, read only: {state,
--- key, member, score}; else nil.
-function waiting.in_set(k, id, j)
-  local m = member(j, id)
-  local score = redis.call('ZSCORE', k.ready, m)
-  if score then return { 'ready', k.ready, m, tonumber(score) } end
-  score = redis.call('ZSCORE', k.delayed, m)
-  if score then return { 'delayed', k.delayed, m, tonumber(score) } end
-end
-
--- Where job j (id) waits when it is in no set and holds no lease: in the
--- delayed list when its record says so (later), else in the ready list
--- (its member there the list's entry); {'unknown'} when that list does
--- not exist. (EXISTS: a read of the list before the caller's first write,
--- as ready_list.append_floor says why.)
-function waiting.in_list(k, id, j)
-  local list = j.later and k.later or k.queue
-  if redis.call('EXISTS', list) == 0 then return { 'unknown' } end
-  if j.later then return { 'delayed', list, ready_list.entry(j, id), j.due } end
-  return { 'ready', list, ready_list.entry(j, id), ready_score(j.priority, j.due) }
-end
-
--- Takes a job out of its lane (where: waiting.in_set's or in_list's).
-function waiting.remove(k, where)
-  if where[2] ~= k.queue and where[2] ~= k.later then
-    redis.call('ZREM', where[2], where[3])
-    return
+  -- Sets a mark; whether it was not set.
+  function waiting.mark(k, mark)
+    return redis.call('ZADD', k.ready, 'NX', '-inf', mark) == 1
   end
-  -- LREM scans from one end: the one nearer the entry by its score (or
-  -- due time) between the ends' (a job cancelled or debounced soon after
-  -- its put is near the end of a long list).
-  local list = where[2]
-  local key = list == k.queue and ready_list.key or delayed_list.key
-  local first, last = redis.call('LINDEX', list, 0), redis.call('LINDEX', list, -1)
-  local from = 1
-  if first and last then
-    local s0, s1 = key(first), key(last)
-    if (where[4] - s0) * 2 > s1 - s0 then from = -1 end
+
+  -- Clears a mark; whether it was set.
+  function waiting.unmark(k, mark)
+    return redis.call('ZREM', k.ready, mark) == 1
   end
-  redis.call('LREM', list, from, where[3])
+
+  -- Whether a mark is set.
+  function waiting.marked(k, mark)
+    return redis.call('ZSCORE', k.ready, mark) ~= false
+  end
+
+  -- The marks at the head of the ready set: how many, whether the topic is
+  -- paused, and whether it is spread.
+  function waiting.marks(k)
+    local m = redis.call('ZRANGEBYSCORE', k.ready, '-inf', '-inf')
+    local p, s = false, false
+    for _, v in ipairs(m) do
+      p = p or v == PAUSED_MARK
+      s = s or v == SHARD_MARK
+    end
+    return #m, p, s
+  end
+
+  -- A lane, read now: {set, list (keys), key (an entry's order), skip (marks
+  -- before the set's first job), nset, nlist (jobs in each), paused (the
+  -- ready lane's)}. name: 'ready' or 'delayed'.
+  function waiting.lane(k, name)
+    if name == 'ready' then
+      local skip, is_paused = waiting.marks(k)
+      return { set = k.ready, list = k.queue, key = ready_list.key, skip = skip, paused = is_paused,
+               nset = unpinned.ready_count(k), nlist = redis.call('LLEN', k.queue) }
+    end
+    return { set = k.delayed, list = k.later, key = delayed_list.key, skip = 0,
+             nset = redis.call('ZCARD', k.delayed), nlist = redis.call('LLEN', k.later) }
+  end
+
+  -- How many jobs the lane holds.
+  function waiting.size(lane)
+    return lane.nset + lane.nlist
+  end
+
+  -- How many delayed jobs are due by now, and how many of them are in the
+  -- delayed list (its first ones).
+  function waiting.due(k, now)
+    local in_list = delayed_list.count_due(k, now)
+    return redis.call('ZCOUNT', k.delayed, '-inf', now) + in_list, in_list
+  end
+
+  -- The earliest due time after now of a delayed job, or -1. due_in_list:
+  -- waiting.due's second answer. (now -1 and due_in_list 0: the earliest of
+  -- all.)
+  function waiting.next_due(k, now, due_in_list)
+    local first = redis.call('ZRANGEBYSCORE', k.delayed, '(' .. fmt(now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+    local t = first[2] and tonumber(first[2]) or -1
+    local e = redis.call('LINDEX', k.later, due_in_list)
+    if e then
+      local d = delayed_list.key(e)
+      if t < 0 or d < t then t = d end
+    end
+    return t
+  end
+
+  -- The lane's jobs at ranks offset .. offset + count - 1 in its order:
+  -- {member, score, ...}. plan: a promotion (waiting.promotion) whose jobs
+  -- join the ready lane first (list pages before it writes).
+  function waiting.page(lane, offset, count, plan)
+    if plan then
+      return ready_list.page_with(lane, lane.skip, lane.nset, lane.nlist, ready_list.sorted(plan.moved),
+                                  offset, count)
+    end
+    return ready_list.page(lane, lane.skip, lane.nset, lane.nlist, offset, count)
+  end
+
+  -- Where job j (id) waits when a lane's set holds it, read only: {state,
+  -- key, member, score}; else nil.
+  function waiting.in_set(k, id, j)
+    local m = member(j, id)
+    local score = redis.call('ZSCORE', k.ready, m)
+    if score then return { 'ready', k.ready, m, tonumber(score) } end
+    score = redis.call('ZSCORE', k.delayed, m)
+    if score then return { 'delayed', k.delayed, m, tonumber(score) } end
+  end
+
+  -- Where job j (id) waits when it is in no set and holds no lease: in the
+  -- delayed list when its record says so (later), else in the ready list
+  -- (its member there the list's entry); {'unknown'} when that list does
+  -- not exist. (EXISTS: a read of the list before the caller's first write,
+  -- as ready_list.append_floor says why.)
+  function waiting.in_list(k, id, j)
+    local list = j.later and k.later or k.queue
+    if redis.call('EXISTS', list) == 0 then return { 'unknown' } end
+    if j.later then return { 'delayed', list, ready_list.entry(j, id), j.due } end
+    return { 'ready', list, ready_list.entry(j, id), ready_score(j.priority, j.due) }
+  end
+
+  -- Takes a job out of its lane (where: waiting.in_set's or in_list's).
+  function waiting.remove(k, where)
+    if where[2] ~= k.queue and where[2] ~= k.later then
+      redis.call('ZREM', where[2], where[3])
+      return
+    end
+    -- LREM scans from one end: the one nearer the entry by its score (or
+    -- due time) between the ends' (a job cancelled or debounced soon after
+    -- its put is near the end of a long list).
+    local list = where[2]
+    local key = list == k.queue and ready_list.key or delayed_list.key
+    local first, last = redis.call('LINDEX', list, 0), redis.call('LINDEX', list, -1)
+    local from = 1
+    if first and last then
+      local s0, s1 = key(first), key(last)
+      if (where[4] - s0) * 2 > s1 - s0 then from = -1 end
+    end
+    redis.call('LREM', list, from, where[3])
+  end
+
+  -- Takes: what reserve and pull find at the front of the ready lane, and
+  -- take from it. A take reads before it writes: waiting.front reads the
+  -- fronts (and the promotion to make first); in its common case the caller
+  -- reads those jobs' records, decides, and calls waiting.take; otherwise it
+  -- reads the records of waiting.candidates, then calls waiting.pop.
+
+  -- Members as taken jobs, {member, false, ...}: a take by rank reads no
+  -- scores.
+  local function as_popped(members)
+    local popped = {}
+    for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
+    return popped
+  end
+
+  -- Whether members holds one of version 8 (the id alone): the take then
+  -- reads the records of its candidates, and member_id refuses (OLDFORMAT).
+  local function unmigrated(members)
+    for _, m in ipairs(members) do
+      if m:byte(1) >= 32 then return true end
+    end
+    return false
+  end
+
+  -- The front of ready once a promotion is made, when ready holds no job and
+  -- the promoted share a priority: the plan's first count, in its order. nil
+  -- otherwise.
+  local function promoted_front(plan, count)
+    local prio = plan.moved[1]:sub(14, 15)
+    local out = {}
+    for i, e in ipairs(plan.moved) do
+      if e:sub(14, 15) ~= prio then return nil end
+      if i <= count then out[i] = e:sub(7) end
+    end
+    return out
+  end
+
+  -- Priority aging (redisched_limit AGING): up to n ready jobs, highest
+  -- effective priority first: priority + (now - due) / age, so that each
+  -- level of priority counts as age ms of waiting (ties: the usual order).
+  -- One priority's jobs sit in the ready set in due order, so the first n of
+  -- each priority present are all that can win: two calls per priority.
+  -- (Aging keeps no ready list: waiting.flush.)
+  local function aged(k, n, age)
+    local cands, from = {}, '(-inf' -- the marks hold -inf
+    while true do
+      local first = redis.call('ZRANGEBYSCORE', k.ready, from, '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+      if #first == 0 then break end
+      local band = math.floor(tonumber(first[2]) / TIME_SPAN)
+      local top = (band + 1) * TIME_SPAN
+      local got = redis.call('ZRANGEBYSCORE', k.ready, first[2], '(' .. fmt(top), 'WITHSCORES', 'LIMIT', 0, n)
+      for i = 1, #got, 2 do
+        local score = tonumber(got[i + 1])
+        cands[#cands + 1] = { m = got[i], s = got[i + 1], score = score,
+                              key = (PRIO_MAX - band) * age - score % TIME_SPAN }
+      end
+      from = fmt(top)
+    end
+    table.sort(cands, function(a, b)
+      if a.key ~= b.key then return a.key > b.key end
+      if a.score ~= b.score then return a.score < b.score end
+      return a.m < b.m
+    end)
+    local out = {}
+    for i = 1, math.min(n, #cands) do out[2 * i - 1], out[2 * i] = cands[i].m, cands[i].s end
+    return out
+  end
+
+  -- In a backlog (backlog: the first job still delayed, {due, seq}), the
+  -- popped jobs that fell due after it go back to the ready set: the rest.
+  local function hold_back(k, backlog, popped)
+    local keep, held = {}, {}
+    for i = 1, #popped, 2 do
+      local m, score = popped[i], tonumber(popped[i + 1])
+      local due = score % TIME_SPAN
+      local late = due > backlog.due or
+        (due == backlog.due and struct.unpack('>I7', m) > backlog.seq)
+      local to = late and held or keep
+      to[#to + 1], to[#to + 2] = score, m
+    end
+    if #held > 0 then redis.call('ZADD', k.ready, unpack(held)) end
+    local out = {}
+    for i = 1, #keep, 2 do out[i], out[i + 1] = keep[i + 1], keep[i] end
+    return out
+  end
+
+  -- What a take of up to count jobs finds at the front of the ready lane,
+  -- read only: f = {
+  --   plan, backlog  the promotion it makes first (waiting.promotion) and the
+  --                  backlog behind it, or nil
+  --   nmarks, paused, sharded   the marks (waiting.marks)
+  --   seen           how many jobs the fronts hold, up to count from each
+  --                  of the set, the list and the promotion (0 under marks,
+  --                  which may hold them back)
+  --   taken          true in the common case: no mark and no backlog, and
+  --                  either no promotion, or no ready list and a promotion
+  --                  alone or none of the set's jobs beside it; then popped
+  --                  ({member, score or false, ...}: the first count jobs
+  --                  once the promotion is made), n (how many), and a, b
+  --                  (how many of them leave the set and the list), for
+  --                  waiting.take
+  --   listed, set_front, list_front   what candidates and pop start from }
+  function waiting.front(k, now, count)
+    local listed = redis.call('LLEN', k.queue) > 0
+    local plan = waiting.promotion(k, now)
+    -- (with the ready list, the set's front with its scores, to merge them)
+    local set_front = unpinned.range(k.ready, 0, count - 1, listed)
+    -- (every field made at once: a table that grows field by field is
+    -- rehashed as it goes, a good part of a microsecond a call)
+    local f = { plan = plan, backlog = plan and plan.backlog, listed = listed, set_front = set_front,
+                list_front = listed and redis.call('LRANGE', k.queue, 0, count - 1), nmarks = 0,
+                paused = false, sharded = false, seen = 0, taken = false, popped = false, n = 0, a = 0,
+                b = 0 }
+    if waiting.is_mark(set_front[1]) then
+      f.nmarks, f.paused, f.sharded = waiting.marks(k)
+      return f
+    end
+    local nset = listed and #set_front / 2 or #set_front
+    f.seen = nset + (listed and #f.list_front or 0) + (plan and plan.n or 0)
+    if f.backlog then return f end
+    if not listed then
+      local members = set_front
+      if plan then members = nset == 0 and promoted_front(plan, count) or nil end
+      if members and not unmigrated(members) then
+        f.taken, f.popped, f.n, f.a, f.b = true, as_popped(members), #members, #members, 0
+      end
+    elseif not plan then
+      local popped, a, b = ready_list.merge(set_front, f.list_front, count, ready_list.key)
+      f.taken, f.popped, f.n, f.a, f.b = true, popped, a + b, a, b
+    end
+    return f
+  end
+
+  -- Takes what waiting.front found in its common case (f.taken): the
+  -- promotion made, then f.a jobs from the ready set's front and f.b from
+  -- the list's. (ZPOPMIN formats every score it returns: 1.0 us per job,
+  -- against 0.55 for the ZRANGE that read them and this ZREMRANGEBYRANK.)
+  function waiting.take(k, f)
+    waiting.promote(k, f.plan)
+    if f.a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, 0, f.a - 1) end
+    if f.b > 0 then redis.call('LTRIM', k.queue, f.b, -1) end
+  end
+
+  -- The ids of every job a take of up to count may hand out once the
+  -- promotion is made (f: waiting.front's), read only: the ready set's
+  -- first count after its marks (with age, the first count by aged
+  -- order), the list's first count, and each priority's first count among
+  -- the promoted (ready order is priority, then due time, then put order).
+  function waiting.candidates(k, f, count, age)
+    local ids, jobs, step = {}, f.set_front, f.listed and 2 or 1
+    if f.nmarks > 0 then
+      if age then jobs, step = aged(k, count, age), 2
+      else jobs, step = unpinned.range(k.ready, f.nmarks, f.nmarks + count - 1), 1 end
+    end
+    for i = 1, #jobs, step do ids[#ids + 1] = member_id(jobs[i]) end
+    if f.listed then
+      for _, e in ipairs(f.list_front) do ids[#ids + 1] = member_id(e:sub(7)) end
+    end
+    if f.plan then
+      local per = {}
+      for _, e in ipairs(f.plan.moved) do
+        local prio = e:sub(14, 15)
+        per[prio] = (per[prio] or 0) + 1
+        if per[prio] <= count then ids[#ids + 1] = member_id(e:sub(7)) end
+      end
+    end
+    return ids
+  end
+
+  -- Pops up to n jobs once the promotion is made (f: waiting.front's), in
+  -- order: from the fronts of the ready set (after its marks; with age, by
+  -- aged order) and the list, merged; in a backlog, those that fell due
+  -- after the first job still delayed stay (hold_back). {member, score or
+  -- false, ...}.
+  function waiting.pop(k, f, n, age)
+    local popped = {}
+    if n == 0 then return popped end
+    if f.listed then
+      -- (f.list_front is still the list's front: promotions and requeues go
+      -- to the set)
+      popped = ready_list.pop(k, n, f.nmarks, f.list_front)
+    elseif age then
+      popped = aged(k, n, age)
+      if #popped > 0 then
+        local members = {}
+        for i = 1, #popped, 2 do members[#members + 1] = popped[i] end
+        redis.call('ZREM', k.ready, unpack(members))
+      end
+    else
+      -- By rank (no scores read unless a backlog needs them).
+      local scored = f.backlog ~= nil
+      local got = unpinned.range(k.ready, f.nmarks, f.nmarks + n - 1, scored)
+      local m = scored and #got / 2 or #got
+      if m > 0 then redis.call('ZREMRANGEBYRANK', k.ready, f.nmarks, f.nmarks + m - 1) end
+      popped = scored and got or as_popped(got)
+    end
+    if f.backlog and #popped > 0 then popped = hold_back(k, f.backlog, popped) end
+    return popped
+  end
 end
 
 -- Where job j (id) is, read only: {state, key, member, score[, token,
@@ -1898,7 +2123,7 @@ local function list(keys, args)
   local now = clock(o)
   -- The page is read as it will be once the due jobs are made ready, and
   -- its records checked, before the promotion (the only write) is made.
-  local plan = promotion(k, now)
+  local plan = waiting.promotion(k, now)
   local npromoted = plan and plan.n or 0
   local set = k[state]
   local entries, total -- entries: {member, score, state}
@@ -1912,11 +2137,10 @@ local function list(keys, args)
   end
   if state == 'ready' then
     local lane = waiting.lane(k, 'ready')
-    local moved = plan and ready_list.sorted(plan.moved) or {}
-    local nready = waiting.size(lane) + #moved
+    local nready = waiting.size(lane) + npromoted
     total, entries = nready + ndue - npromoted, {}
     if offset < nready then
-      local page = waiting.page(lane, offset, count, moved)
+      local page = waiting.page(lane, offset, count, plan)
       for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'ready' } end
     end
     if #entries < count and offset + #entries < total then
@@ -1933,7 +2157,7 @@ local function list(keys, args)
     entries = {}
     for i = 1, #page / 2 do entries[i] = { page[2 * i - 1], tonumber(page[2 * i]), 'delayed' } end
   else
-    total = state == 'reserved' and unpinned.reservations(k) or redis.call('ZCARD', set)
+    total = state == 'reserved' and reservations.count(k) or redis.call('ZCARD', set)
     local page = redis.call('ZRANGE', set, offset, offset + count - 1, 'WITHSCORES')
     entries = {}
     for i = 1, #page / 2 do
@@ -1951,10 +2175,10 @@ local function list(keys, args)
   end
   local recs = known.read(k, ids).recs
   local leases = state == 'reserved' and #ids > 0 and redis.call('HMGET', k.leases, unpack(ids))
-  if plan then promote(k, plan) end
+  waiting.promote(k, plan)
   local out = { total }
   for i, id in ipairs(ids) do
-    local rec = plan and plan.records and plan.records[id] or recs[i]
+    local rec = recs[i]
     if rec then
       local j = record.unpack(rec)
       if o.NOBODY then j.body = '' end
@@ -1998,7 +2222,7 @@ local function stats(keys, args)
   return {
     'delayed', waiting.size(delayed) - due,
     'ready', waiting.size(ready) + due,
-    'reserved', unpinned.reservations(k), 'dead', redis.call('ZCARD', k.dead),
+    'reserved', reservations.count(k), 'dead', redis.call('ZCARD', k.dead),
     'done', redis.call('ZCARD', k.done), 'paused', ready.paused and 1 or 0,
     'next_due', waiting.next_due(k, now, due_in_list),
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
@@ -2012,13 +2236,6 @@ local function stats(keys, args)
 end
 
 ---------------------------------------------------------------- take
-
--- ZADD arguments that put popped entries {member, score, ...} back.
-local function put_back(k, popped)
-  local back = {}
-  for i = 1, #popped, 2 do back[i], back[i + 1] = popped[i + 1], popped[i] end
-  redis.call('ZADD', k.ready, unpack(back))
-end
 
 -- How many jobs a limited topic may hand out now, at most n. Returns that
 -- room and the limits: {rate, start, window, used = the rate's window and
@@ -2037,7 +2254,7 @@ local function limit_room(k, now, n)
     room = math.max(math.min(room, rate - lim.used), 0)
   end
   if cap > 0 then
-    local free = cap - unpinned.reservations(k)
+    local free = cap - reservations.count(k)
     if free < room then room, lim.capped = math.max(free, 0), true end
   end
   return room, lim
@@ -2050,170 +2267,24 @@ local function started(k, lim, n)
   end
 end
 
--- Priority aging (redisched_limit AGING): up to n ready jobs, highest
--- effective priority first: priority + (now - due) / age, so that each
--- level of priority counts as age ms of waiting (ties: the usual order).
--- One priority's jobs sit in the ready set in due order, so the first n of
--- each priority present are all that can win: two calls per priority.
-local function aged(k, now, n, age)
-  local cands, from = {}, '(-inf' -- the marks hold -inf
-  while true do
-    local first = redis.call('ZRANGEBYSCORE', k.ready, from, '(+inf', 'WITHSCORES', 'LIMIT', 0, 1)
-    if #first == 0 then break end
-    local band = math.floor(tonumber(first[2]) / TIME_SPAN)
-    local top = (band + 1) * TIME_SPAN
-    local got = redis.call('ZRANGEBYSCORE', k.ready, first[2], '(' .. fmt(top), 'WITHSCORES', 'LIMIT', 0, n)
-    for i = 1, #got, 2 do
-      local score = tonumber(got[i + 1])
-      cands[#cands + 1] = { m = got[i], s = got[i + 1], score = score,
-                            key = (PRIO_MAX - band) * age - score % TIME_SPAN }
-    end
-    from = fmt(top)
-  end
-  table.sort(cands, function(a, b)
-    if a.key ~= b.key then return a.key > b.key end
-    if a.score ~= b.score then return a.score < b.score end
-    return a.m < b.m
-  end)
-  local out = {}
-  for i = 1, math.min(n, #cands) do out[2 * i - 1], out[2 * i] = cands[i].m, cands[i].s end
-  return out
-end
-
--- pop's case when the ready list holds jobs: the marks at the front of the
--- ready set are read as pop reads them, then the fronts merged.
-function ready_list.pop_listed(k, now, n, front)
-  if front then return ready_list.pop(k, n, 0, front) end
-  local nmarks, is_paused = waiting.marks(k)
-  if nmarks == 0 then return ready_list.pop(k, n, 0, front) end
-  if is_paused then return nil end
-  -- (a spread topic holds no jobs, and aging moves the list into the set)
-  local room, lim = limit_room(k, now, n)
-  if room == 0 then return {}, lim end
-  return ready_list.pop(k, room, nmarks, front), lim
-end
-
--- Pops up to n ready jobs: {member, score, ...}, and for a limited topic
--- its limits (limit_room); nil when the topic is paused. front: as
--- ready_list.pop's, given only when the caller found no mark in the ready set.
-local function pop(k, now, n, listed, front)
-  if listed then return ready_list.pop_listed(k, now, n, front) end
-  local popped = redis.call('ZPOPMIN', k.ready, n)
-  if popped[#popped - 1] == PIN.member then -- every job came out, and the pin after them
-    popped[#popped], popped[#popped - 1] = nil, nil
-    redis.call('ZADD', k.ready, '+inf', PIN.member)
-  end
-  local first = popped[1]
-  if not waiting.is_mark(first) then return popped end
-  put_back(k, popped) -- the marks and whatever came out behind them
-  if first == SHARD_MARK then sharded(k) end
-  if first == PAUSED_MARK or waiting.marked(k, PAUSED_MARK) then return nil end
-  local room, lim = limit_room(k, now, n)
-  if room == 0 then return {}, lim end
-  if lim.aging then
-    popped = aged(k, now, room, lim.aging)
-  else
-    -- Rank 0 is the limit mark; the jobs follow it.
-    popped = unpinned.range(k.ready, 1, room, true)
-  end
-  if #popped > 0 then
-    local members = {}
-    for i = 1, #popped, 2 do members[#members + 1] = popped[i] end
-    redis.call('ZREM', k.ready, unpack(members))
-  end
-  return popped, lim
-end
-
--- Whether members from the front of ready are take's to take by rank: no
--- mark (pause, limits, shards: they sort first) and no version 8 member
--- (the id alone: take's checked path refuses it, OLDFORMAT).
-local function plain_front(members)
-  local first = members[1]
-  if waiting.is_mark(first) then return false end
-  for _, m in ipairs(members) do
-    if m:byte(1) >= 32 then return false end
-  end
-  return true
-end
-
--- Members as popped jobs, {member, false, ...} (take reads no scores when
--- it takes by rank); and the members at the front of ready (plain_front),
--- taken so (ZREMRANGEBYRANK of as many).
--- take's plain case after lapsed reservations: the front of ready is
--- plain_front and fewer than count; the lapsed ones are requeued, the front
--- is read again and taken (ZREMRANGEBYRANK of as many) when it is still
--- plain_front. Returns the {member, false, ...} taken, or nil (nothing
--- taken; the requeue made) when it is not.
-local function as_popped(members)
-  local popped = {}
-  for i, m in ipairs(members) do popped[2 * i - 1], popped[2 * i] = m, false end
-  return popped
-end
-
-local function take_front(k, members)
-  if #members > 0 then redis.call('ZREMRANGEBYRANK', k.ready, 0, #members - 1) end
-  return as_popped(members)
-end
-
-local function take_requeued(k, now, count, lapsed, kn)
-  requeue_members(k, lapsed, now, kn)
-  local members = unpinned.range(k.ready, 0, count - 1)
-  if not plain_front(members) then return nil end
-  return take_front(k, members)
-end
-
--- The front of ready once a promotion is made, when ready holds no job and
--- the promoted share a priority: the plan's first count, in its order. nil
--- otherwise.
-local function promoted_front(plan, count)
-  if #plan.moved == 0 then return nil end
-  local prio = plan.moved[1]:sub(14, 15)
-  local out = {}
-  for i, e in ipairs(plan.moved) do
-    if e:sub(14, 15) ~= prio then return nil end
-    if i <= count then out[i] = e:sub(7) end
-  end
-  return out
-end
-
--- The common case of take (read only), done: the promotion made and the
--- jobs taken, a from the front of the ready set and b from the ready
--- list's. (ZPOPMIN formats every score it
--- returns: 1.0 us per job, against 0.55 for the ZRANGE that read them and
--- this ZREMRANGEBYRANK.)
-local function take_done(k, t)
-  if t.plan then promote(k, t.plan) end
-  if t.a > 0 then redis.call('ZREMRANGEBYRANK', k.ready, 0, t.a - 1) end
-  if t.b > 0 then redis.call('LTRIM', k.queue, t.b, -1) end
-end
-
 -- The start of reserve and pull: due jobs made ready (at most a batch), then
 -- up to count of them popped (no more than a limited topic's limits allow).
--- With recover, when fewer than count are ready, lapsed reservations (up to
--- REQUEUE_INLINE) are requeued first and the pop is made again. In a
--- backlog, popped jobs that fell due after the first job still in delayed
--- go back. Returns paused (true), the popped {member, score, ...} left to
--- hand out, the backlog (nil if none), the limits (nil if none), and what
--- the caller needs to read the popped jobs' records (taken_records).
+-- With recover, when fewer than count can be handed out, lapsed
+-- reservations (up to REQUEUE_INLINE) are requeued first. Returns paused
+-- (true), the popped {member, score or false, ...} to hand out, the
+-- backlog (nil if none), the limits (nil if none), and what the caller
+-- needs to read the popped jobs' records (taken_records).
 --
--- It decides before its first write. In the common case (no mark, no
--- backlog behind the due jobs, no lapsed reservation to requeue; jobs from
--- the ready set's front, or the fronts of the ready set and the ready list
--- merged when no promotion is to be made) it writes nothing: the caller reads the jobs' records, decides what to answer,
--- and then takes them (taken_records, take_done). Otherwise it reads every
--- front that can give jobs (the ready set after its marks, or with aging
--- each priority's; the ready list; each priority's first due delayed jobs;
--- the lapsed reservations) and checks every record among them before it
--- moves anything: a record this version does not read refuses the call.
+-- It decides before its first write. In the common case (waiting.front's
+-- taken, and no lapsed reservation to requeue) it writes nothing: the
+-- caller reads the jobs' records, decides what to answer, and then takes
+-- them (taken_records, waiting.take). Otherwise it reads the record of
+-- every job it may hand out (waiting.candidates) or requeue, and checks
+-- them before it moves anything: a record this version does not read
+-- refuses the call.
 local function take(k, now, count, recover)
-  local listed = redis.call('LLEN', k.queue) > 0
-  local plan = promotion(k, now)
-  -- (with the ready list, the set's front with its scores, to merge them)
-  local front = unpinned.range(k.ready, 0, count - 1, listed)
-  local nfront = listed and #front / 2 or #front
-  local first = front[1]
-  local marked = waiting.is_mark(first)
-  local backlog = plan and plan.backlog
+  local f = waiting.front(k, now, count)
+  if f.sharded then sharded(k) end -- (a spread topic says where its jobs are)
   -- The lapsed reservations reserve may recover, read once when fewer than
   -- count jobs (n) may come from the fronts; none: nothing lapsed to
   -- requeue (nil).
@@ -2226,102 +2297,42 @@ local function take(k, now, count, recover)
     end
     return not lapsed
   end
-  local listed_front = listed and redis.call('LRANGE', k.queue, 0, count - 1)
-  if not marked and not backlog then
-    if not listed then
-      local members = front
-      if plan then members = #front == 0 and promoted_front(plan, count) or nil end
-      if members and plain_front(members) and no_lapsed(#members) then
-        if #members == 0 then return false, {} end
-        return false, as_popped(members), nil, nil, { unread = true, plan = plan, a = #members, b = 0 }
-      end
-    elseif not plan then
-      local popped, a, b = ready_list.merge(front, listed_front, count, ready_list.key)
-      if no_lapsed(a + b) then
-        return false, popped, nil, nil, { unread = true, a = a, b = b }
-      end
-    end
+  if f.taken and no_lapsed(f.n) then
+    if f.n == 0 then return false, {} end
+    return false, f.popped, nil, nil, f
   end
-
-  local may = {} -- the ids of the jobs this call may hand out, requeue or rewrite
-  local jobs, step = front, listed and 2 or 1
-  if marked then
-    local m = redis.call('ZRANGEBYSCORE', k.ready, '-inf', '-inf')
-    local is_paused = false
-    for _, v in ipairs(m) do
-      if v == SHARD_MARK then sharded(k) end -- (a spread topic says where its jobs are)
-      is_paused = is_paused or v == PAUSED_MARK
-    end
-    if is_paused then
-      if plan then promote(k, plan) end
-      return true
-    end
-    local age = redis.call('HGET', k.meta, 'limit_aging')
-    if age then jobs, step = aged(k, now, count, tonumber(age)), 2
-    else jobs, step = unpinned.range(k.ready, #m, #m + count - 1), 1 end
+  if f.paused then
+    waiting.promote(k, f.plan)
+    return true
   end
-  for i = 1, #jobs, step do may[#may + 1] = member_id(jobs[i]) end
-  local nlisted = listed_front and #listed_front or 0
-  for i = 1, nlisted do may[#may + 1] = member_id(listed_front[i]:sub(7)) end
-  if plan then
-    -- Ready order is priority, then due time, then put order: a priority's
-    -- first count in the plan's order are all that can be handed out.
-    local per = {}
-    for _, e in ipairs(plan.moved) do
-      local prio = e:sub(14, 15)
-      per[prio] = (per[prio] or 0) + 1
-      if per[prio] <= count then may[#may + 1] = member_id(e:sub(7)) end
-    end
-  end
-  no_lapsed(marked and 0 or nfront + nlisted + (plan and plan.n or 0))
+  local room, lim = count, nil
+  if f.nmarks > 0 then room, lim = limit_room(k, now, count) end
+  local age = lim and lim.aging
+  -- the ids of the jobs this call may hand out, requeue or rewrite
+  local may = waiting.candidates(k, f, count, age)
+  no_lapsed(f.seen)
   if lapsed then
     for _, m in ipairs(lapsed) do may[#may + 1] = reserved_id(m) end
     seq_room(k, #lapsed) -- (a job put back takes a number)
   end
   local kn = known.read(k, may)
 
-  if plan then promote(k, plan) end
-  if not backlog and not listed and not marked then
-    local members_now = plan and unpinned.range(k.ready, 0, count - 1) or front
-    if plain_front(members_now) then
-      if not lapsed or #members_now >= count then return false, take_front(k, members_now), nil, nil, kn end
-      local plain = take_requeued(k, now, count, lapsed, kn)
-      if plain then return false, plain, nil, nil, kn end
-      lapsed = nil
-    end
-  end
-  local popped, lim = pop(k, now, count, listed, not marked and listed and listed_front)
-  if not popped then return true end
-  if lapsed and #popped < 2 * count then
-    if #popped > 0 then put_back(k, popped) end
+  waiting.promote(k, f.plan)
+  if lapsed and math.min(room, waiting.size(waiting.lane(k, 'ready'))) < count then
     requeue_members(k, lapsed, now, kn)
-    popped, lim = pop(k, now, count, listed)
-    if not popped then return true end
+    if lim then room, lim = limit_room(k, now, count) end
   end
-  if backlog and #popped > 0 then
-    local keep, held = {}, {}
-    for i = 1, #popped, 2 do
-      local m, score = popped[i], tonumber(popped[i + 1])
-      local due = score % TIME_SPAN
-      local late = due > backlog.due or
-        (due == backlog.due and struct.unpack('>I7', m) > backlog.seq)
-      local to = late and held or keep
-      to[#to + 1], to[#to + 2] = m, popped[i + 1]
-    end
-    if #held > 0 then put_back(k, held) end
-    popped = keep
-  end
-  return false, popped, backlog, lim, kn
+  return false, waiting.pop(k, f, room, age), f.backlog, lim, kn
 end
 
 -- The ids and records of the n jobs take popped (t: its last result). In
 -- take's common case they are read here, and the caller, once it has
 -- decided (unpacking a record this version does not read refuses the call
--- with nothing written), calls take_done(k, t) before its first write.
+-- with nothing written), calls waiting.take(k, t) before its first write.
 local function taken_records(k, popped, n, t)
   local ids = {}
   for i = 1, n do ids[i] = member_id(popped[2 * i - 1]) end
-  if t.unread then return ids, redis.call('HMGET', k.jobs, unpack(ids)) end
+  if t.taken then return ids, redis.call('HMGET', k.jobs, unpack(ids)) end
   return ids, known.records(k, t, ids)
 end
 
@@ -2338,10 +2349,10 @@ local function next_time(k, now, handed, count, backlog, lapses, lim)
   -- Held by the cap: room comes when a reservation ends (a worker looks
   -- again when its own ack is in) or lapses.
   if lapses or (lim and lim.capped) then
-    local d = earliest(k.reserved)
+    local d = reservations.earliest(k)
     -- A pull recovers no lapsed reservation (a reserve, requeue or the
     -- sweeper brings it back): its time is the first one still to lapse.
-    if not lapses and d >= 0 and d <= now then d = unpinned.first_after(k.reserved, now) end
+    if not lapses and d >= 0 and d <= now then d = reservations.first_after(k, now) end
     if d >= 0 and (t < 0 or d < t) then t = d end
   end
   if t >= 0 and t <= now then return 0 end
@@ -2424,7 +2435,7 @@ local function reserve(keys, args)
       end
     end
     -- Decided: the writes (take's first, when it left them to this call).
-    if taken.unread then take_done(k, taken) end
+    if taken.taken then waiting.take(k, taken) end
     if w > 0 then
       leases[w + 1], leases[w + 2] = PIN.lease, PIN.lease_value
       redis.call('HSET', k.leases, unpack(leases))
@@ -2468,7 +2479,7 @@ local function pull(keys, args)
         if j.keep then finished(id) end -- taken for good: gone for its waiter
       end
     end
-    if taken.unread then take_done(k, taken) end
+    if taken.taken then waiting.take(k, taken) end
     redis.call('HDEL', k.jobs, unpack(ids))
     gone.remember(k, ids, gone.window(k), now)
   end
@@ -2806,7 +2817,7 @@ local function requeue(keys, args)
   local back, buried = 0, 0
   if #lapsed > 0 then back, buried = requeue_members(k, lapsed, now) end
   trim_done(k, now)
-  return { back, buried, earliest(k.reserved) }
+  return { back, buried, reservations.earliest(k) }
 end
 
 -- Dead jobs (ids, distinct) back to ready, attempts reset; returns how many
@@ -2913,9 +2924,9 @@ local function limit(keys, args)
   if not rate then rate, window = was_rate, was_window end
   cap = cap or was_cap
   -- Aging compares the fronts of each priority in the ready set: the list
-  -- joins it (and, the mark set, starts no more). First: it reads the list
-  -- before any write (ready_list.append_floor says why).
-  if age > 0 then ready_list.flush(k) end
+  -- joins it (and, the mark set, starts no more). First: waiting.flush
+  -- reads the list before it writes.
+  if age > 0 then waiting.flush(k) end
   local changed = false
   if rate ~= was_rate or window ~= was_window then
     if rate > 0 then
@@ -3044,7 +3055,7 @@ local function shard(keys, args)
     if waiting.marked(k, PAUSED_MARK) then error({ bad = 'BADSTATE the topic is paused: resume it first' }) end
     redis.call('HSET', k.meta, 'shards', table.concat(list, ' '))
     if not cur[1] then
-      -- Park the counter (take_seq refuses at SEQ_MAX) and keep it for delayed_list.
+      -- Park the counter (take_seq refuses at SEQ_MAX) and keep it (seq_kept).
       redis.call('HSET', k.meta, 'seq_kept', cur[2] or 0, 'seq', SEQ_MAX)
       waiting.mark(k, SHARD_MARK)
     end

@@ -780,6 +780,31 @@ class Source(unittest.TestCase):
         self.assertEqual(int(said.group(1)), n)
         self.assertLessEqual(n, 200)
 
+    def test_only_the_storage_module_touches_the_lanes(self):
+        # Issue 33: ready and delayed storage (sets, lists, pins, marks)
+        # sits behind the storage module (waiting and place, one do-block);
+        # every call asks it. The migration alone also reads the sets,
+        # for the older format it rewrites.
+        import re
+        with open(LUA) as f:
+            code = f.read()
+        start = code.index('local waiting, place = {}, {}\ndo\n')
+        end = code.index('\nend\n', start)
+        migrate = code.index('-' * 64 + ' migrate')
+        migrate_end = code.index('-' * 64 + ' ', migrate + 70)
+        outside = code[:start] + code[end:migrate] + code[migrate_end:]
+        outside = re.sub(r'--\[\[.*?\]\]', '', outside, flags=re.S)
+        touched = []
+        for line in outside.splitlines():
+            if line.strip().startswith('--'):
+                continue
+            if re.search(r'\bk\.(queue|later|ready|delayed)\b|ready_list|delayed_list|unpinned', line):
+                touched.append(line.strip())
+        self.assertEqual(touched, [])
+        # (and the module's helpers are its own: nothing outside names them)
+        for helper in ('ready_list', 'delayed_list', 'unpinned'):
+            self.assertNotIn('local %s' % helper, code[:start])
+
 
 def headers(code):
     """Each function's header block: {name: its ARGV text}, for every
