@@ -158,8 +158,9 @@ local DEFAULT_BACKOFF = { 2, 1000, 600000 } -- exponential, 1 s base, 10 min cap
 
 local OK, UPDATED, MISSING, EXISTS, WRONG_STATE, STALE = 1, 2, 0, -1, -2, -3
 -- A paused topic's ready set holds this member (7 bytes: no job's member is
--- that short) with the lowest score, so the ZPOPMIN that hands out jobs
--- finds the pause without a call of its own.
+-- that short) with the lowest score, so the read of the set's front that
+-- every take makes finds the pause without a call of its own (marks:
+-- waiting.is_mark and the rest).
 local PAUSED_MARK = '\0paused'
 -- A limited topic's (redisched_limit) ready set holds this one, also with
 -- the lowest score and before the pause mark ('\0l' < '\0p'), so a topic
@@ -193,11 +194,11 @@ local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'met
 -- 128 short members as a listpack, and every ZADD and ZREM scans it and
 -- parses its scores: with the few dozen reservations of a busy worker that
 -- was a fifth of Redis's time. Counts of reservations leave it out
--- (unpinned). The ready set holds the same member at +inf, after every
+-- (reservations). The ready set holds the same member at +inf, after every
 -- job (a topic whose workers keep up holds a few dozen ready jobs, and
 -- each put walked them all); no job's member is it (its bytes 8 and 9,
--- read as a member's priority, make 25956). Counts, pages and pops of
--- ready step around it (unpinned, pop).
+-- read as a member's priority, make 25956). Counts, pages and takes of
+-- ready step around it (the storage module's unpinned).
 -- (One table: the main chunk is at Lua's limit of 200 locals.)
 local PIN = {
   lease = '\0unpacked',
@@ -808,8 +809,8 @@ page or take includes. The calls ask here, never of those keys:
   waiting.lane(k, name)   a lane read now ('ready' or 'delayed'): its jobs
                           in the set and in the list, its marks
   waiting.size(lane)      how many jobs it holds
-  waiting.due(k, now), waiting.next_due(k, now, n)   due delayed jobs: how
-                          many, and the next due time after now
+  waiting.due(k, now), waiting.next_due(k, now, due_in_list)   due delayed
+                          jobs: how many, and the next due time after now
   waiting.page(lane, offset, count[, plan])   jobs by rank, in order
   waiting.in_set, in_list, remove   where a job waits, and out of there
   waiting.is_mark, mark, unmark, marked, marks   the marks: pause, limits,
@@ -1480,9 +1481,11 @@ do
   --   seen           how many jobs the fronts hold, up to count from each
   --                  of the set, the list and the promotion (0 under marks,
   --                  which may hold them back)
-  --   taken          true in the common case: no mark and no backlog, and
-  --                  either no promotion, or no ready list and a promotion
-  --                  alone or none of the set's jobs beside it; then popped
+  --   taken          true in the common case: no mark, no backlog, no
+  --                  version 8 member, and either a ready list and no
+  --                  promotion, or no ready list and no promotion or one
+  --                  whose jobs share a priority with none of the set's
+  --                  beside them; then popped
   --                  ({member, score or false, ...}: the first count jobs
   --                  once the promotion is made), n (how many), and a, b
   --                  (how many of them leave the set and the list), for
@@ -1493,8 +1496,8 @@ do
     local plan = waiting.promotion(k, now)
     -- (with the ready list, the set's front with its scores, to merge them)
     local set_front = unpinned.range(k.ready, 0, count - 1, listed)
-    -- (every field made at once: a table that grows field by field is
-    -- rehashed as it goes, a good part of a microsecond a call)
+    -- (every field made at once: one allocation, no rehash as fields are
+    -- added)
     local f = { plan = plan, backlog = plan and plan.backlog, listed = listed, set_front = set_front,
                 list_front = listed and redis.call('LRANGE', k.queue, 0, count - 1), nmarks = 0,
                 paused = false, sharded = false, seen = 0, taken = false, popped = false, n = 0, a = 0,
