@@ -12,17 +12,27 @@
 
 namespace redisched {
 
+// What went wrong. docs/http-api.md ("Errors") has the table of which
+// answer of Redis is which, and the HTTP status of each.
 enum class Errc {
   ok = 0,
   invalid_argument,  // the call's arguments were refused (nothing was changed)
-  connection,        // Redis could not be reached or the connection was lost
+  connection,        // Redis could not be reached, the connection was lost, or
+                     // Redis cannot serve for now (LOADING, BUSY, ...)
   auth,              // Redis refused the credentials (AUTH) or the database (SELECT)
   timeout,           // Redis did not answer in time
   protocol,          // Redis answered something this client cannot read
   server,            // Redis answered with an error this client does not map
   closed,            // the client was closed
   bad_format,        // a stored job has a format this version does not read
+  conflict,          // the topic cannot take the call as it is now (its counter
+                     // used up, shards changed while it holds jobs, limits or
+                     // schedules on a spread topic); nothing was changed
 };
+
+namespace detail {
+struct ErrorAccess;  // the library's own reading of an Error (not part of the API)
+}
 
 const std::error_category& error_category() noexcept;
 
@@ -37,7 +47,12 @@ class Error : public std::runtime_error {
   Errc code() const noexcept { return code_; }
 
  private:
+  friend struct detail::ErrorAccess;
   Errc code_;
+  // Which error reply of the library or Redis it came from, when it did:
+  // the Client decides on it (a spread topic, an older stored format),
+  // never on the message's text.
+  unsigned char word_ = 0;
 };
 
 // A value or the Error that prevented it (what asynchronous calls deliver).

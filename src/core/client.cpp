@@ -399,7 +399,7 @@ void Client::stats_async(std::string_view topic, Callback<TopicStats> done) try 
                 auto st = core::parse_stats(r);
                 // A former shard: the list changed since (with_layout reads it again).
                 if (st.shards < 0) {
-                  throw Error(Errc::invalid_argument, std::string(core::kSpreadTopic) + "*");
+                  throw core::error_from_reply("SHARDED *");  // as the library says it
                 }
                 return st;
               },
@@ -409,9 +409,8 @@ void Client::stats_async(std::string_view topic, Callback<TopicStats> done) try 
           // A topic spread since this client last looked: read the list again.
           return send(l->topic, [then = std::move(then), topic = l->topic](Result<TopicStats> r) {
             if (r.ok() && r.value().shards > 0) {
-              return then(Error(Errc::invalid_argument, std::string(core::kSpreadTopic) + topic +
-                                                            " has " +
-                                                            std::to_string(r.value().shards)));
+              return then(core::error_from_reply("SHARDED " + topic + " has " +
+                                                 std::to_string(r.value().shards)));
             }
             then(std::move(r));
           });
@@ -499,7 +498,7 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
   impl_->link().primaries(
       impl_->counted([scan](std::error_code ec, std::vector<std::size_t> nodes) {
         // No map (closed, or no seed answered in time): no partial listing.
-        if (ec) return scan->done(Error(static_cast<Errc>(ec.value()), "no map of the cluster"));
+        if (ec) return scan->done(core::error_from_link(ec, "no map of the cluster"));
         if (nodes.empty()) return scan->done(std::vector<std::string>{});
         scan->nodes = std::move(nodes);
         scan->next("0");
@@ -1039,55 +1038,70 @@ struct Reshard : std::enable_shared_from_this<Reshard<Impl>> {
   core::LayoutPtr old, next;
   Callback<std::vector<std::string>> done;
 
-  // redisched_shard with words on each topic of l; then(errors, "" each ok).
+  // What one topic said: its refusal (Errc::ok: none).
+  struct Said {
+    Errc code = Errc::ok;
+    std::string what;
+  };
+
+  // redisched_shard with words on each topic of l; then(what each said).
   template <class Then>
   void on_each(const core::LayoutPtr& l, std::vector<std::string> words, Then then) {
-    using Said = std::string;
     impl->template each_shard<Said>(
         l, Callback<std::vector<Said>>([then](Result<std::vector<Said>> r) { then(r.value()); }),
         [impl = impl, words](const std::string& where, Callback<Said> said) {
           auto cmd = impl->fcall_at("shard", where);
           for (const auto& w : words) cmd.add(w);
           impl->template call<int>(where, cmd, to_count, [said = std::move(said)](Result<int> r) {
-            said(r.ok() ? Said{} : Said{r.error().what()});
+            said(r.ok() ? Said{} : Said{r.error().code(), r.error().what()});
           });
         },
         [](std::vector<Said> all) { return all; });
   }
 
-  std::string refused(const core::LayoutPtr& l, const std::vector<std::string>& said) {
+  static std::string refused(const core::LayoutPtr& l, const std::vector<Said>& said) {
     std::string out;
     for (std::size_t i = 0; i < said.size(); ++i) {
-      if (!said[i].empty()) out += "; " + l->shards[i] + ": " + said[i];
+      if (said[i].code != Errc::ok) out += "; " + l->shards[i] + ": " + said[i].what;
     }
     return out;
   }
 
-  void fail(const std::string& why) {
-    if (!old->spread()) return done(Error(Errc::invalid_argument, why));
-    on_each(old, {}, [self = shared_from_this(), why](const std::vector<std::string>& said) {
-      self->done(Error(Errc::invalid_argument,
-                       why + (self->refused(self->old, said).empty()
-                                  ? ""
-                                  : " (and the old shards could not all be opened again" +
-                                        self->refused(self->old, said) + ")")));
+  // The first refusal's code (a shard that holds jobs: conflict).
+  static Errc first_code(const std::vector<Said>& said) {
+    for (const auto& s : said) {
+      if (s.code != Errc::ok) return s.code;
+    }
+    return Errc::ok;
+  }
+
+  void fail(Errc code, const std::string& why) {
+    if (!old->spread()) return done(Error(code, why));
+    on_each(old, {}, [self = shared_from_this(), code, why](const std::vector<Said>& said) {
+      self->done(Error(code, why + (self->refused(self->old, said).empty()
+                                        ? ""
+                                        : " (and the old shards could not all be opened again" +
+                                              self->refused(self->old, said) + ")")));
     });
   }
 
   void start() {
     if (!old->spread()) return open_new();
-    on_each(old, {"*"}, [self = shared_from_this()](const std::vector<std::string>& said) {
+    on_each(old, {"*"}, [self = shared_from_this()](const std::vector<Said>& said) {
       const auto why = self->refused(self->old, said);
-      if (!why.empty()) return self->fail("the topic's shards must hold no jobs to change" + why);
+      if (!why.empty()) {
+        return self->fail(first_code(said), "the topic's shards must hold no jobs to change" + why);
+      }
       self->open_new();
     });
   }
 
   void open_new() {
     if (!next->spread()) return name();
-    on_each(next, {}, [self = shared_from_this()](const std::vector<std::string>& said) {
+    on_each(next, {}, [self = shared_from_this()](const std::vector<Said>& said) {
       const auto why = self->refused(self->next, said);
-      if (!why.empty()) return self->fail("the new shards could not be opened" + why);
+      if (!why.empty())
+        return self->fail(first_code(said), "the new shards could not be opened" + why);
       self->name();
     });
   }
@@ -1096,7 +1110,7 @@ struct Reshard : std::enable_shared_from_this<Reshard<Impl>> {
     auto cmd = impl->fcall_at("shard", base);
     for (const auto& s : next->suffixes) cmd.add(s);
     impl->template call<int>(base, cmd, to_count, [self = shared_from_this()](Result<int> r) {
-      if (!r.ok()) return self->fail(r.error().what());
+      if (!r.ok()) return self->fail(r.error().code(), r.error().what());
       self->impl->read_layout(self->base, [self](Result<core::LayoutPtr> l) {
         if (!l.ok()) return self->done(l.error());
         self->done(shard_topics(l.value()));

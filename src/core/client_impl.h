@@ -17,6 +17,7 @@
 
 #include "core/coalesce.h"
 #include "core/codec.h"
+#include "core/limits.h"
 #include "core/shards.h"
 #include "redis/connection.h"
 #include "redisched/client.h"
@@ -28,10 +29,11 @@ namespace client_detail {
 namespace asio = boost::asio;
 using redis::Reply;
 
-constexpr int kBatchMax = 1000;  // the library's limit of jobs per call
+constexpr int kBatchMax = static_cast<int>(limits::kBatchMax);  // jobs per call
 constexpr const char* kBadReplicaTimeout =
     "replica_timeout must be at least 1 ms and shorter than command_timeout";
-constexpr std::size_t kLibraryMaxBody = 1 << 20;  // the library's default MAXBODY
+constexpr auto kLibraryMaxBody =
+    static_cast<std::size_t>(limits::kBodyMaxDefault);  // MAXBODY's default
 
 // Runs an asynchronous call and waits for its Result. Not on a thread of
 // the runtime: the answer would have to come through the thread that waits.
@@ -557,7 +559,7 @@ class Client::Impl {
   template <class T, class Parse>
   static redis::ReplyHandler answer(Parse parse, Callback<T> done) {
     return [parse = std::move(parse), done = std::move(done)](std::error_code ec, Reply reply) {
-      if (ec) return done(Error(static_cast<Errc>(ec.value()), reply.str));
+      if (ec) return done(core::error_from_link(ec, reply.str));
       if (reply.is_error()) return done(core::error_from_reply(reply.str));
       try {
         done(parse(reply));

@@ -176,26 +176,27 @@ void add_put_options(Command& cmd, const JobSpec& job) {
 }
 
 Error error_from_reply(const std::string& text) {
-  const std::string_view code = std::string_view(text).substr(0, text.find(' '));
-  const std::string rest =
-      text.find(' ') == std::string::npos ? text : text.substr(text.find(' ') + 1);
-  if (code == "BADARG" || code == "BADKEYS") return Error(Errc::invalid_argument, rest);
-  // The topic cannot take the call as it is (its counter used up, a spread
-  // refused while it holds jobs): the call's fault, not the server's.
-  if (code == "BADSTATE") return Error(Errc::invalid_argument, rest);
-  if (code == "BADFORMAT") return Error(Errc::bad_format, rest);
-  if (code == "OLDFORMAT") return Error(Errc::bad_format, std::string(kOlderFormat) + rest);
-  if (code == "SHARDED") return Error(Errc::invalid_argument, std::string(kSpreadTopic) + rest);
+  const auto space = text.find(' ');
+  const std::string_view word = std::string_view(text).substr(0, space);
+  const std::string rest = space == std::string::npos ? text : text.substr(space + 1);
+  for (const auto& w : kErrorWords) {
+    if (w.word != word) continue;
+    Error e = w.is == Word::oldformat ? Error(w.code, std::string(kOlderFormat) + rest)
+              : w.is == Word::sharded ? Error(w.code, std::string(kSpreadTopic) + rest)
+              : w.is == Word::not_now ? Error(w.code, "Redis: " + text)
+                                      : Error(w.code, rest);
+    detail::ErrorAccess::set_word(e, w.is);
+    return e;
+  }
   return Error(Errc::server, "Redis: " + text);
 }
 
-bool is_older_format(const Error& e) {
-  return e.code() == Errc::bad_format && std::string_view(e.what()).starts_with(kOlderFormat);
+Error error_from_link(std::error_code ec, const std::string& text) {
+  if (ec.category() == error_category()) return Error(static_cast<Errc>(ec.value()), text);
+  return Error(Errc::connection, text.empty() ? ec.message() : text + ": " + ec.message());
 }
 
-bool is_sharded(const Error& e) {
-  return e.code() == Errc::invalid_argument && std::string_view(e.what()).starts_with(kSpreadTopic);
-}
+Word word_of(const Error& e) { return detail::ErrorAccess::word(e); }
 
 PutOutcome parse_put(const Reply& r) { return to_put_outcome(to_int(r)); }
 

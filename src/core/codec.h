@@ -56,20 +56,57 @@ void add_put_options(Command& cmd, const JobSpec& job);
 // How many words add_put_options adds.
 int put_option_words(const JobSpec& job);
 
-// The Error for a Redis error reply (codes BADARG, BADKEYS, BADSTATE, SHARDED
-// -> invalid_argument, BADFORMAT and OLDFORMAT -> bad_format, anything else
-// -> server).
+// The error replies an Error can come from, by their first word: the
+// library's refusals (docs/redis-api.md, "Conventions") and Redis's "not
+// now" answers.
+enum class Word : unsigned char {
+  none,       // not from an error reply, or from one of another word
+  badarg,     // BADARG, BADKEYS: the arguments (or the keys) are wrong
+  badstate,   // BADSTATE: the topic cannot take the call as it is
+  badformat,  // BADFORMAT: a stored job of a newer format
+  oldformat,  // OLDFORMAT: data of an older stored format, to migrate first
+  sharded,    // SHARDED: the call was meant for a spread topic's shards
+  not_now,    // LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN
+};
+
+// The one table of error replies: each word, what it is, and the Errc the
+// caller sees (docs/http-api.md quotes it; unit/codec_test checks that).
+struct ErrorWord {
+  std::string_view word;
+  Word is;
+  Errc code;
+};
+inline constexpr ErrorWord kErrorWords[] = {
+    {"BADARG", Word::badarg, Errc::invalid_argument},
+    {"BADKEYS", Word::badarg, Errc::invalid_argument},
+    {"BADSTATE", Word::badstate, Errc::conflict},
+    {"BADFORMAT", Word::badformat, Errc::bad_format},
+    {"OLDFORMAT", Word::oldformat, Errc::bad_format},
+    {"SHARDED", Word::sharded, Errc::conflict},
+    {"LOADING", Word::not_now, Errc::connection},
+    {"BUSY", Word::not_now, Errc::connection},
+    {"MASTERDOWN", Word::not_now, Errc::connection},
+    {"TRYAGAIN", Word::not_now, Errc::connection},
+    {"CLUSTERDOWN", Word::not_now, Errc::connection},
+};
+
+// The Error for a Redis error reply: by kErrorWords, else Errc::server.
 Error error_from_reply(const std::string& text);
+// The Error for a failure of the link (no reply): its Errc when the link
+// said one, else Errc::connection.
+Error error_from_link(std::error_code ec, const std::string& text);
+// The word an Error came from.
+Word word_of(const Error& e);
 // OLDFORMAT's message starts so: the topic holds data of an older stored
 // format, refused until it is migrated (docs/redis-api.md, "Migrations"; a
 // call that meets it migrates the topic and runs once more).
 inline constexpr std::string_view kOlderFormat = "an older stored format: ";
-bool is_older_format(const Error& e);
+inline bool is_older_format(const Error& e) { return word_of(e) == Word::oldformat; }
 // SHARDED's message starts so: the call was meant for the jobs of a topic
 // spread over shards (a client that did not know reads the list and calls
-// again; is_sharded finds it).
+// again).
 inline constexpr std::string_view kSpreadTopic = "the topic is spread over shards: ";
-bool is_sharded(const Error& e);
+inline bool is_sharded(const Error& e) { return word_of(e) == Word::sharded; }
 
 // Whether a write's answer says it changed nothing (a refusal: the job
 // exists, is gone, or is not reserved by this token): such an answer stands
@@ -114,3 +151,11 @@ RequeueResult parse_requeue(const redis::Reply& r);
 std::int64_t parse_integer(const redis::Reply& r);
 
 }  // namespace redisched::core
+
+namespace redisched::detail {
+// Reads and sets an Error's word (error.h keeps it private).
+struct ErrorAccess {
+  static core::Word word(const Error& e) { return static_cast<core::Word>(e.word_); }
+  static void set_word(Error& e, core::Word w) { e.word_ = static_cast<unsigned char>(w); }
+};
+}  // namespace redisched::detail

@@ -34,6 +34,8 @@ class Category final : public std::error_category {
         return "client closed";
       case Errc::bad_format:
         return "stored job of an unknown format";
+      case Errc::conflict:
+        return "the topic cannot take the call as it is";
     }
     return "unknown error";
   }

@@ -11,11 +11,12 @@
 #include <string_view>
 #include <vector>
 
+#include "core/limits.h"
 #include "redisched/job.h"
 
 namespace redisched::core {
 
-inline constexpr int kShardsMax = 256;  // the library's SHARDS_MAX
+inline constexpr int kShardsMax = static_cast<int>(limits::kShardsMax);
 
 // "<topic>~<suffix>": '~' is no topic character, so a shard topic never
 // meets a topic of the user's.

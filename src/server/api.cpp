@@ -664,21 +664,6 @@ const std::vector<Route>& table() {
   return routes;
 }
 
-// A Client error as the HTTP refusal it is.
-HttpError http_error(const Error& e) {
-  switch (e.code()) {
-    case Errc::invalid_argument:
-      return {Status::bad_request, "invalid_argument", e.what()};
-    case Errc::connection:
-    case Errc::timeout:
-    case Errc::closed:
-    case Errc::auth:
-      return {Status::service_unavailable, "unavailable", e.what()};
-    default:
-      return {Status::internal_server_error, "internal", e.what()};
-  }
-}
-
 }  // namespace
 
 std::span<const Route> api_routes() { return table(); }

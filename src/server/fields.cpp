@@ -21,6 +21,26 @@ void bad_request(std::string message) {
   throw HttpError{http::status::bad_request, "invalid_argument", std::move(message)};
 }
 
+HttpError http_error(const Error& e) {
+  switch (e.code()) {
+    case Errc::invalid_argument:
+      return {http::status::bad_request, "invalid_argument", e.what()};
+    case Errc::conflict:
+      return {http::status::conflict, "conflict", e.what()};
+    case Errc::connection:
+    case Errc::timeout:
+    case Errc::closed:
+    case Errc::auth:
+      return {http::status::service_unavailable, "unavailable", e.what()};
+    case Errc::ok:  // (no error is made of it)
+    case Errc::protocol:
+    case Errc::server:
+    case Errc::bad_format:
+      break;
+  }
+  return {http::status::internal_server_error, "internal", e.what()};
+}
+
 namespace {
 
 std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\""; }

@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "redisched/error.h"
 #include "redisched/job.h"
 #include "server/http.h"
 
@@ -25,6 +26,10 @@ struct HttpError {
 
 // 400 invalid_argument.
 [[noreturn]] void bad_request(std::string message);
+
+// A Client error as the HTTP refusal it is: the status of each Errc
+// (docs/http-api.md, "Errors", quotes them).
+HttpError http_error(const Error& e);
 
 // The body as a JSON object (an empty body is {}); 400 for anything else.
 boost::json::object json_object(std::string_view body);

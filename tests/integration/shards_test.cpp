@@ -124,10 +124,10 @@ TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
 
   // What a spread topic does not take.
   EXPECT_REDISCHED_ERROR(client_.set_limits(topic_, TopicLimits{.rate = 0, .concurrency = 2}),
-                         Errc::invalid_argument, "spread over shards");
+                         Errc::conflict, "spread over shards");
   ScheduleSpec every;
   every.every = Millis(1000);
-  EXPECT_REDISCHED_ERROR(client_.set_schedule(topic_, "s", every), Errc::invalid_argument,
+  EXPECT_REDISCHED_ERROR(client_.set_schedule(topic_, "s", every), Errc::conflict,
                          "spread over shards");
   EXPECT_REDISCHED_ERROR(client_.set_shards(topic_ + "~x", 2), Errc::invalid_argument, "topic");
   EXPECT_REDISCHED_ERROR(client_.set_shards(topic_, 0), Errc::invalid_argument, "from 1 to 256");
@@ -145,7 +145,7 @@ TEST_F(ShardsTest, TheShardsChangeOnlyWhileEmptyAndLateClientsFollow) {
   EXPECT_EQ(late.stats(topic_).ready, 30);
 
   // Not while it holds jobs: nothing changes.
-  EXPECT_REDISCHED_ERROR(client_.set_shards(topic_, 2), Errc::invalid_argument, "no jobs");
+  EXPECT_REDISCHED_ERROR(client_.set_shards(topic_, 2), Errc::conflict, "no jobs");
   EXPECT_EQ(client_.shards(topic_), three);
   EXPECT_EQ(late.put(topic_, job("b")), PutOutcome::created);
   EXPECT_EQ(client_.stats(topic_).ready, 31);

@@ -205,6 +205,12 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", f"{hot}/shards")[1], spread)
         self.assertEqual(self.call("GET", hot)[1]["shards"], 2)
         self.assertEqual(self.call("PUT", f"{hot}/shards", {"count": 300})[0], 400)
+        # A spread topic takes no limits; one that holds jobs, no new shards.
+        status, body = self.call("PUT", f"{hot}/limits", {"concurrency": 2})
+        self.assertEqual((status, body["error"]["code"]), (409, "conflict"))
+        self.assertEqual(self.call("PUT", f"{hot}/jobs/a", {"body": "x"})[0], 201)
+        status, body = self.call("PUT", f"{hot}/shards", {"count": 3})
+        self.assertEqual((status, body["error"]["code"]), (409, "conflict"))
         # The retry window: a put retried after its job ran answers 409.
         rw = "/v1/topics/ops-retry"
         self.assertEqual(self.call("GET", f"{rw}/retry-window")[1],

@@ -408,9 +408,9 @@ TEST_F(ServerTest, ATopicSpreadOverShards) {
   EXPECT_EQ(topics.find(topic_ + "~"), std::string::npos) << "shards are listed as their topic";
   EXPECT_NE(topics.find(topic_), std::string::npos);
 
-  EXPECT_EQ(error_code(call("PUT", "/v1/topics/" + topic_ + "/shards", R"({"count":2})")),
-            "invalid_argument")
-      << "not while it holds jobs";
+  auto busy = call("PUT", "/v1/topics/" + topic_ + "/shards", R"({"count":2})");
+  EXPECT_EQ(busy.status, 409) << "not while it holds jobs";
+  EXPECT_EQ(error_code(busy), "conflict");
   EXPECT_EQ(call("PUT", "/v1/topics/" + topic_ + "/shards", R"({"count":0})").status, 400);
   EXPECT_EQ(call("PUT", "/v1/topics/" + topic_ + "/shards", R"({})").status, 400);
 }

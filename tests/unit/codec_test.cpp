@@ -107,8 +107,44 @@ TEST(CodecTest, FailAndTouch) {
 TEST(CodecTest, ErrorRepliesMapToCodes) {
   auto e = error_from_reply("BADARG PRIORITY must be from 0 to 1000, got 2000");
   EXPECT_EQ(e.code(), Errc::invalid_argument);
+  EXPECT_EQ(word_of(e), Word::badarg);
   EXPECT_STREQ(e.what(), "PRIORITY must be from 0 to 1000, got 2000");
   EXPECT_EQ(error_from_reply("OOM command not allowed").code(), Errc::server);
+  EXPECT_EQ(word_of(error_from_reply("OOM command not allowed")), Word::none);
+  EXPECT_EQ(error_from_reply("BADSTATE the topic's counter is used up").code(), Errc::conflict);
+  // The whole first word: BUSYKEY is not BUSY.
+  EXPECT_EQ(error_from_reply("BUSYKEY Target key name already exists").code(), Errc::server);
+  EXPECT_EQ(error_from_reply("LOADING Redis is loading the dataset in memory").code(),
+            Errc::connection);
+  for (const auto& w : kErrorWords) {
+    const auto got = error_from_reply(std::string(w.word) + " what it says");
+    EXPECT_EQ(got.code(), w.code) << w.word;
+    EXPECT_EQ(word_of(got), w.is) << w.word;
+    EXPECT_NE(std::string_view(got.what()).find("what it says"), std::string_view::npos);
+  }
+}
+
+// The Client decides on the reply's word, never on the message: an Error
+// that only reads like one is not one.
+TEST(CodecTest, SpreadAndOlderFormatAreKnownByTheirWordNotTheirText) {
+  EXPECT_TRUE(is_sharded(error_from_reply("SHARDED a b")));
+  EXPECT_TRUE(is_older_format(error_from_reply("OLDFORMAT migrate first")));
+  EXPECT_FALSE(is_sharded(Error(Errc::conflict, std::string(kSpreadTopic) + "a b")));
+  EXPECT_FALSE(is_older_format(Error(Errc::bad_format, std::string(kOlderFormat) + "x")));
+  // A copy keeps its word (Results hand Errors on by value).
+  const Error copied = error_from_reply("SHARDED a");
+  Error assigned(Errc::ok, "");
+  assigned = copied;
+  EXPECT_TRUE(is_sharded(assigned));
+}
+
+TEST(CodecTest, LinkFailuresKeepTheirCodeOrAreConnectionErrors) {
+  EXPECT_EQ(error_from_link(make_error_code(Errc::timeout), "late").code(), Errc::timeout);
+  EXPECT_EQ(error_from_link(make_error_code(Errc::closed), "closed").code(), Errc::closed);
+  // Another category's code is not cast: ECONNRESET's value is no Errc.
+  const auto reset = error_from_link(std::make_error_code(std::errc::connection_reset), "lost");
+  EXPECT_EQ(reset.code(), Errc::connection);
+  EXPECT_NE(std::string_view(reset.what()).find("lost"), std::string_view::npos);
 }
 
 TEST(CodecTest, TopicNames) {
