@@ -1464,13 +1464,14 @@ do
       local due = score % TIME_SPAN
       local late = due > backlog.due or
         (due == backlog.due and struct.unpack('>I7', m) > backlog.seq)
-      local to = late and held or keep
-      to[#to + 1], to[#to + 2] = score, m
+      if late then
+        held[#held + 1], held[#held + 2] = score, m -- (ZADD's order)
+      else
+        keep[#keep + 1], keep[#keep + 2] = m, popped[i + 1]
+      end
     end
     if #held > 0 then redis.call('ZADD', k.ready, unpack(held)) end
-    local out = {}
-    for i = 1, #keep, 2 do out[i], out[i + 1] = keep[i + 1], keep[i] end
-    return out
+    return keep
   end
 
   -- What a take of up to count jobs finds at the front of the ready lane,
@@ -1490,7 +1491,8 @@ do
   --                  once the promotion is made), n (how many), and a, b
   --                  (how many of them leave the set and the list), for
   --                  waiting.take
-  --   listed, set_front, list_front   what candidates and pop start from }
+  --   set_front, list_front (false: no ready list)   what candidates and pop
+  --                  start from }
   function waiting.front(k, now, count)
     local listed = redis.call('LLEN', k.queue) > 0
     local plan = waiting.promotion(k, now)
@@ -1498,7 +1500,7 @@ do
     local set_front = unpinned.range(k.ready, 0, count - 1, listed)
     -- (every field made at once: one allocation, no rehash as fields are
     -- added)
-    local f = { plan = plan, backlog = plan and plan.backlog, listed = listed, set_front = set_front,
+    local f = { plan = plan, backlog = plan and plan.backlog, set_front = set_front,
                 list_front = listed and redis.call('LRANGE', k.queue, 0, count - 1), nmarks = 0,
                 paused = false, sharded = false, seen = 0, taken = false, popped = false, n = 0, a = 0,
                 b = 0 }
@@ -1538,13 +1540,13 @@ do
   -- order), the list's first count, and each priority's first count among
   -- the promoted (ready order is priority, then due time, then put order).
   function waiting.candidates(k, f, count, age)
-    local ids, jobs, step = {}, f.set_front, f.listed and 2 or 1
+    local ids, jobs, step = {}, f.set_front, f.list_front and 2 or 1
     if f.nmarks > 0 then
       if age then jobs, step = aged(k, count, age), 2
       else jobs, step = unpinned.range(k.ready, f.nmarks, f.nmarks + count - 1), 1 end
     end
     for i = 1, #jobs, step do ids[#ids + 1] = member_id(jobs[i]) end
-    if f.listed then
+    if f.list_front then
       for _, e in ipairs(f.list_front) do ids[#ids + 1] = member_id(e:sub(7)) end
     end
     if f.plan then
@@ -1566,7 +1568,7 @@ do
   function waiting.pop(k, f, n, age)
     local popped = {}
     if n == 0 then return popped end
-    if f.listed then
+    if f.list_front then
       -- (f.list_front is still the list's front: promotions and requeues go
       -- to the set)
       popped = ready_list.pop(k, n, f.nmarks, f.list_front)
