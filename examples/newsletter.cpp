@@ -2,7 +2,7 @@
 // (priority 100) and one delayed by five minutes, handled by ten workers
 // until Ctrl-C (or SIGTERM), which drains the jobs in flight.
 //   build/example_newsletter [redis-url]
-#include <redisched/worker.h>
+#include <redisched/compat/koda.h>
 
 #include <chrono>
 #include <iostream>
@@ -11,7 +11,7 @@
 int main(int argc, char** argv) try {
   redisched::WorkerOptions options;
   options.client.redis_url = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
-  redisched::Worker koda(options);
+  redisched::compat::Koda koda(options);
 
   const std::string urgent = koda.submit("newsletter", 100, "urgent: we are live!");
   const std::string later =
@@ -24,7 +24,7 @@ int main(int argc, char** argv) try {
     std::cout << "sending newsletter " << job.id() << ": " << job.body() << std::endl;
   });
   koda.work_forever();
-  std::cout << "stopped after " << koda.stats().acked << " jobs" << std::endl;
+  std::cout << "stopped after " << koda.worker().stats().acked << " jobs" << std::endl;
   return 0;
 } catch (const redisched::Error& e) {
   std::cerr << "example_newsletter: " << e.what() << "\n";

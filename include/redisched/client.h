@@ -40,10 +40,10 @@
 
 namespace redisched {
 
-namespace redis {
-class Link;  // src/redis/connection.h: where commands go
-}
 class Runtime;
+namespace detail {
+struct ClientAccess;  // the project's own access (src/core/client_access.h)
+}
 
 struct ClientOptions {
   // redis://[user:password@]host[:port][/db], rediss://... (TLS; query
@@ -79,7 +79,7 @@ struct ClientOptions {
   // The threads the Client runs on, shared with other Clients, Workers and
   // servers; each shard gets `connections` connections of its own. Null: a
   // runtime of one thread, the Client's own. With a runtime the caller runs
-  // (Runtime(io_context&)), the constructor does not wait for Redis (the
+  // (make_runtime(io), redisched/asio.h), the constructor does not wait for Redis (the
   // io_context is not running yet): an unreachable Redis shows as the first
   // call's Errc::connection.
   std::shared_ptr<Runtime> runtime{};
@@ -135,10 +135,6 @@ class Client {
   // connection fails within connect_timeout, Errc::invalid_argument for a
   // malformed URL.
   explicit Client(ClientOptions options = {});
-  // Over a link the caller made instead of connections of its own (inside
-  // the project: tests and fuzzers answer from memory; the cluster link).
-  // options.redis_url is not used.
-  Client(ClientOptions options, std::unique_ptr<redis::Link> link);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -256,13 +252,6 @@ class Client {
   // already was.
   Outcome pause_schedule(std::string_view topic, std::string_view name);
   Outcome resume_schedule(std::string_view topic, std::string_view name);
-  // One scheduler step (redisched_tick), for Scheduler: when the
-  // schedule's next tick is still expect, it becomes next, and with run the
-  // job of tick run is put. Returns the library's code: 1 put, 2 moved
-  // without a job, 0 no such schedule, -2 paused, -3 its next tick is no
-  // longer expect (another scheduler was first, or it was set anew).
-  int tick(std::string_view topic, std::string_view name, std::int64_t expect, std::int64_t next,
-           std::optional<std::int64_t> run);
   // Listens for changes of a topic's schedules (their names), as watch().
   Subscription watch_schedules(std::string_view topic,
                                std::function<void(const std::string& name)> on_change,
@@ -397,20 +386,16 @@ class Client {
   std::future<Outcome> pause_schedule_async(std::string_view topic, std::string_view name);
   void resume_schedule_async(std::string_view topic, std::string_view name, Callback<Outcome> done);
   std::future<Outcome> resume_schedule_async(std::string_view topic, std::string_view name);
-  void tick_async(std::string_view topic, std::string_view name, std::int64_t expect,
-                  std::int64_t next, std::optional<std::int64_t> run, Callback<int> done);
-  std::future<int> tick_async(std::string_view topic, std::string_view name, std::int64_t expect,
-                              std::int64_t next, std::optional<std::int64_t> run);
   void wait_async(std::string_view topic, std::string_view id, Millis timeout,
                   Callback<std::optional<Job>> done);
   std::future<std::optional<Job>> wait_async(std::string_view topic, std::string_view id,
                                              Millis timeout);
 
  private:
-  void start_wait(const std::string& topic, const std::string& where, const std::string& id,
-                  Millis timeout, Callback<std::optional<Job>> done);
-
+  friend struct detail::ClientAccess;
   class Impl;
+  explicit Client(std::unique_ptr<Impl> impl);
+
   std::unique_ptr<Impl> impl_;
 };
 

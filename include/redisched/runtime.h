@@ -22,19 +22,17 @@
 #include <memory>
 #include <string_view>
 
-namespace boost::asio {
-class io_context;
-}
-
 namespace redisched {
+
+namespace detail {
+struct RuntimeAccess;  // redisched/asio.h: a runtime over the caller's io_context
+}
 
 class Runtime {
  public:
   // threads shards (1..256), each run by a thread of the runtime's own.
+  // (redisched/asio.h makes one over an io_context of the caller's.)
   explicit Runtime(int threads = 1);
-  // One shard: io, which the caller runs, on one thread (as Boost.Redis
-  // connections run on the caller's io_context). It must outlive the runtime.
-  explicit Runtime(boost::asio::io_context& io);
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -42,7 +40,6 @@ class Runtime {
   std::size_t shards() const noexcept;
   // False for a runtime over the caller's io_context.
   bool owns_threads() const noexcept;
-  boost::asio::io_context& shard(std::size_t i);
   // The shard whose thread calls this, or -1 on any other thread.
   int current_shard() const noexcept;
   // A shard for a new long-lived piece of work (a worker's topic loop, an
@@ -59,7 +56,10 @@ class Runtime {
   void stop();
 
  private:
+  friend struct detail::RuntimeAccess;
   class Impl;
+  explicit Runtime(std::unique_ptr<Impl> impl);
+
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,6 +1,7 @@
 // redisched::Worker: runs handlers for the jobs of one or more topics, as
 // koda does: register a handler per topic with a number of workers, run,
-// cancel (at once or after a drain).
+// cancel (at once or after a drain). (koda's own calls and defaults:
+// redisched/compat/koda.h.)
 //
 //   redisched::Worker worker({.client = {.redis_url = "redis://127.0.0.1:6379"}});
 //   worker.handle("email", {.concurrency = 10}, [](redisched::JobContext& job) {
@@ -58,14 +59,6 @@ struct HandlerOptions {
   // put with a longer JobSpec::keep is kept that long. 0 = removed at once
   // (unless the job asks to be kept).
   Millis keep_finished{0};
-};
-
-// koda's Queue settings, for register_handler: its defaults, its meaning.
-struct QueueOptions {
-  // Attempts before a job is dead (koda: MaxAttempts, default 1: no retry).
-  int max_attempts = 1;
-  // The wait before each retry (koda: RetryInterval, default 0).
-  Millis retry_interval{0};
 };
 
 // What a handler gets: the job, and ways to act on its reservation. Valid
@@ -198,20 +191,6 @@ class Worker {
 
   std::vector<RunningJob> running_jobs() const;
   WorkerStats stats() const;
-
-  // ---- koda's vocabulary (docs/worker.md maps every koda call)
-  // A job due now with a priority (koda: 0..100; here up to 1000), under a
-  // generated id, which is returned.
-  std::string submit(std::string_view topic, int priority, std::string_view payload);
-  // A job due after delay, with a priority among the jobs due with it.
-  std::string submit_delayed(std::string_view topic, Millis delay, std::string_view payload,
-                             int priority = 0);
-  // koda's Register(queue, numWorkers, handler), with koda's defaults: a
-  // failed job is dead after queue.max_attempts (1), retried after
-  // queue.retry_interval. (handle() keeps the library's defaults: 5
-  // attempts, exponential backoff.)
-  void register_handler(std::string topic, int workers, Handler handler, QueueOptions queue = {});
-  void work_forever() { run_until_signal(); }
 
  private:
   class Impl;

@@ -3,6 +3,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
 
+#include "core/client_access.h"
 #include "core/client_impl.h"
 #include "core/keys.h"
 #include "core/limits.h"
@@ -197,7 +198,7 @@ void Client::Impl::end_waiters() {
     w->forget = nullptr;
     w->end_locked();
     if (w->done) {
-      asio::post(runtime->shard(0), [done = std::exchange(w->done, nullptr)] {
+      asio::post(shard_io(*runtime, 0), [done = std::exchange(w->done, nullptr)] {
         done(Error(Errc::closed, "the client is closed"));
       });
     }
@@ -207,7 +208,7 @@ void Client::Impl::end_waiters() {
 void Client::Impl::wait_for_calls(std::chrono::milliseconds timeout) {
   if (!runtime->owns_threads() || runtime->current_shard() >= 0) return;
   for (std::size_t i = 0; i < runtime->shards(); ++i) {
-    if (runtime->shard(i).stopped()) return;
+    if (shard_io(*runtime, i).stopped()) return;
   }
   std::unique_lock lock(flight_->mu);
   flight_->idle.wait_for(lock, timeout, [this] { return flight_->calls.load() == 0; });
@@ -226,10 +227,10 @@ Client::Impl::~Impl() {
   runtime.reset();
 }
 
-Client::Client(ClientOptions options) : Client(std::move(options), nullptr) {}
+Client::Client(ClientOptions options)
+    : Client(std::make_unique<Impl>(std::move(options), nullptr)) {}
 
-Client::Client(ClientOptions options, std::unique_ptr<redis::Link> link)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(link))) {
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
   // The first command waits for the first connection attempt (and the
   // library check): an unreachable Redis fails here, at once. (Not on a
   // runtime the caller runs: nothing answers before it runs it.)
@@ -243,6 +244,12 @@ Client::Client(ClientOptions options, std::unique_ptr<redis::Link> link)
 }
 
 Client::~Client() = default;
+
+std::unique_ptr<Client> detail::ClientAccess::over_link(ClientOptions options,
+                                                        std::unique_ptr<redis::Link> link) {
+  return std::unique_ptr<Client>(
+      new Client(std::make_unique<Client::Impl>(std::move(options), std::move(link))));
+}
 
 const ClientOptions& Client::options() const noexcept { return impl_->opts; }
 
@@ -1158,37 +1165,38 @@ void Client::wait_async(std::string_view topic, std::string_view id, Millis time
   if (timeout.count() < 0) throw Error(Errc::invalid_argument, "timeout must not be negative");
   // The layout read afresh (a wait is long; one read more is nothing): its
   // subscription must be on the channel of the shard that holds the job now.
-  impl_->read_layout(std::string(topic),
-                     [this, topic = std::string(topic), id = std::string(id), timeout,
-                      done = std::move(done)](Result<core::LayoutPtr> l) mutable {
-                       if (!l.ok()) return done(l.error());
-                       start_wait(topic, l.value()->topic_for(id), id, timeout, std::move(done));
-                     });
+  impl_->read_layout(
+      std::string(topic), [this, topic = std::string(topic), id = std::string(id), timeout,
+                           done = std::move(done)](Result<core::LayoutPtr> l) mutable {
+        if (!l.ok()) return done(l.error());
+        impl_->start_wait(*this, topic, l.value()->topic_for(id), id, timeout, std::move(done));
+      });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
 
 // The wait itself, listening where the job is (its topic, or its shard).
-void Client::start_wait(const std::string& topic, const std::string& where, const std::string& id,
-                        Millis timeout, Callback<std::optional<Job>> done) {
-  auto& link = impl_->link(where);
-  auto w = std::make_shared<Waiter>(impl_->runtime->shard(impl_->runtime->shard_of(where)), *this,
-                                    topic, id);
+void Client::Impl::start_wait(Client& client, const std::string& topic, const std::string& where,
+                              const std::string& id, Millis timeout,
+                              Callback<std::optional<Job>> done) {
+  auto& link = this->link(where);
+  auto w =
+      std::make_shared<Waiter>(shard_io(*runtime, runtime->shard_of(where)), client, topic, id);
   w->done = std::move(done);
   w->link = &link;
   bool ended = false;  // end_waits came first: the wait answers at once
   {
-    std::lock_guard lock(impl_->waiters_mu);
-    impl_->waiters.insert(w);
-    ended = impl_->waits_ended;
+    std::lock_guard lock(waiters_mu);
+    waiters.insert(w);
+    ended = waits_ended;
   }
-  w->forget = [impl = impl_.get()](const std::shared_ptr<Waiter>& self) {
+  w->forget = [impl = this](const std::shared_ptr<Waiter>& self) {
     std::lock_guard lock(impl->waiters_mu);
     impl->waiters.erase(self);
   };
   std::weak_ptr<Waiter> weak = w;
   const auto sub = link.subscribe(
-      core::finished_channel(impl_->opts.prefix, where),
+      core::finished_channel(opts.prefix, where),
       [weak](const std::string& payload) {
         if (auto self = weak.lock()) self->message(payload);
       },

@@ -20,6 +20,7 @@
 #include "core/limits.h"
 #include "core/shards.h"
 #include "redis/connection.h"
+#include "redisched/asio.h"
 #include "redisched/client.h"
 #include "redisched/runtime.h"
 
@@ -285,7 +286,7 @@ class Client::Impl {
     config.reconnect_min = opts.reconnect_min;
     config.reconnect_max = opts.reconnect_max;
     for (std::size_t i = 0; i < runtime->shards(); ++i) {
-      links_.push_back(redis::make_link(runtime->shard(i), config, opts.connections, seeds));
+      links_.push_back(redis::make_link(shard_io(*runtime, i), config, opts.connections, seeds));
     }
   }
 
@@ -666,6 +667,10 @@ class Client::Impl {
   void wait_for_calls(std::chrono::milliseconds timeout);
   // Ends the waits in progress with Errc::closed.
   void end_waiters();
+  // Client::wait once the job's shard is known: listens where the job is
+  // (its topic, or its shard) for it to finish, until timeout.
+  void start_wait(Client& client, const std::string& topic, const std::string& where,
+                  const std::string& id, Millis timeout, Callback<std::optional<Job>> done);
 
   // A call refused before it went out (a bad topic, a body too large): its
   // callback gets the Error on a thread of the runtime, as every answer does.
@@ -680,7 +685,7 @@ class Client::Impl {
   void answer_later(Callback<T>& done, Result<T> r) {
     if (!done) return;
     const int here = runtime->current_shard();
-    asio::post(runtime->shard(here >= 0 ? static_cast<std::size_t>(here) : 0),
+    asio::post(shard_io(*runtime, here >= 0 ? static_cast<std::size_t>(here) : 0),
                [done = std::move(done), r = std::move(r)]() mutable { done(std::move(r)); });
   }
 

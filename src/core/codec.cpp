@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 
+#include "core/client_access.h"
 #include "core/keys.h"
 #include "core/limits.h"
 #include "core/text.h"
@@ -255,6 +256,24 @@ Outcome parse_outcome_code(std::int64_t code) {
 }
 
 Outcome parse_outcome(const Reply& r) { return parse_outcome_code(to_int(r)); }
+
+TickOutcome parse_tick(const Reply& r) {
+  const std::int64_t code = to_int(r);
+  switch (code) {
+    case 1:
+      return TickOutcome::put;
+    case 2:
+      return TickOutcome::moved;
+    case 0:
+      return TickOutcome::no_schedule;
+    case -2:
+      return TickOutcome::paused;
+    case -3:
+      return TickOutcome::superseded;
+    default:
+      unexpected("tick code " + std::to_string(code));
+  }
+}
 
 std::vector<Outcome> parse_outcomes(const Reply& r) {
   as_array(r, 0, "outcome codes");

@@ -12,6 +12,10 @@
 #include "redisched/error.h"
 #include "redisched/job.h"
 
+namespace redisched {
+enum class TickOutcome;  // core/client_access.h
+}
+
 namespace redisched::core {
 
 // The words of one command. Views must outlive encode(); numbers and other
@@ -149,6 +153,7 @@ ListPage parse_list(const redis::Reply& r);
 ScheduleList parse_schedules(const redis::Reply& r);
 RequeueResult parse_requeue(const redis::Reply& r);
 std::int64_t parse_integer(const redis::Reply& r);
+TickOutcome parse_tick(const redis::Reply& r);
 
 }  // namespace redisched::core
 

@@ -3,6 +3,7 @@
 // jobs".
 #include <memory>
 
+#include "core/client_access.h"
 #include "core/client_impl.h"
 #include "core/keys.h"
 #include "core/ticks.h"
@@ -138,22 +139,17 @@ void Client::resume_schedule_async(std::string_view topic, std::string_view name
 REDISCHED_WRAP(Outcome, resume_schedule, (std::string_view topic, std::string_view name),
                (topic, name, std::move(cb)))
 
-void Client::tick_async(std::string_view topic, std::string_view name, std::int64_t expect,
-                        std::int64_t next, std::optional<std::int64_t> run,
-                        Callback<int> done) try {
-  auto cmd = impl_->fcall("tick", topic);
+void detail::ClientAccess::tick(Client& client, std::string_view topic, std::string_view name,
+                                std::int64_t expect, std::int64_t next,
+                                std::optional<std::int64_t> run, Callback<TickOutcome> done) try {
+  auto& impl = *client.impl_;
+  auto cmd = impl.fcall("tick", topic);
   cmd.add(name).add(expect).add(next);
   if (run) cmd.add("RUN").add(*run);
-  impl_->call<int>(
-      topic, cmd, [](const Reply& r) { return static_cast<int>(core::parse_integer(r)); },
-      std::move(done));
+  impl.call<TickOutcome>(topic, cmd, core::parse_tick, std::move(done));
 } catch (const Error& e) {
-  impl_->refuse(done, e);
+  client.impl_->refuse(done, e);
 }
-REDISCHED_WRAP(int, tick,
-               (std::string_view topic, std::string_view name, std::int64_t expect,
-                std::int64_t next, std::optional<std::int64_t> run),
-               (topic, name, expect, next, run, std::move(cb)))
 
 Subscription Client::watch_schedules(std::string_view topic,
                                      std::function<void(const std::string& name)> on_change,

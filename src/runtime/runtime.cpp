@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "redisched/asio.h"
 #include "redisched/error.h"
 
 namespace redisched {
@@ -84,14 +85,20 @@ class Runtime::Impl {
 };
 
 Runtime::Runtime(int threads) : impl_(std::make_unique<Impl>(threads)) {}
-Runtime::Runtime(asio::io_context& io) : impl_(std::make_unique<Impl>(io)) {}
+Runtime::Runtime(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Runtime::~Runtime() = default;
 
 std::size_t Runtime::shards() const noexcept { return impl_->shards_.size(); }
 
 bool Runtime::owns_threads() const noexcept { return !impl_->owned_.empty(); }
 
-asio::io_context& Runtime::shard(std::size_t i) { return *impl_->shards_.at(i); }
+std::shared_ptr<Runtime> detail::RuntimeAccess::over(asio::io_context& io) {
+  return std::shared_ptr<Runtime>(new Runtime(std::make_unique<Runtime::Impl>(io)));
+}
+
+asio::io_context& detail::RuntimeAccess::shard(Runtime& runtime, std::size_t i) {
+  return *runtime.impl_->shards_.at(i);
+}
 
 int Runtime::current_shard() const noexcept {
   const auto& shards = impl_->shards_;

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <set>
 
+#include "redisched/asio.h"
 #include "redisched/runtime.h"
 #include "wire/job_json.h"
 
@@ -187,7 +188,7 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
         opts(std::move(o)),
         handler(std::move(h)),
         stream_handler(std::move(sh)),
-        accepting(r.shard(0)) {
+        accepting(shard_io(r, 0)) {
     opts.header_limit = std::min(opts.header_limit, kMaxHeaderLimit);
   }
 
@@ -210,7 +211,7 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     for (;;) {
       // Each connection lives on one shard, in turn: its requests, and the
       // Redis calls they make, run on that shard's thread from start to end.
-      tcp::socket socket(runtime.shard(runtime.next_shard()));
+      tcp::socket socket(shard_io(runtime, runtime.next_shard()));
       boost::system::error_code ec;
       co_await acceptor.async_accept(socket, asio::redirect_error(use_awaitable, ec));
       if (ec) {

@@ -16,6 +16,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
+#include "redisched/asio.h"
 #include "redisched/runtime.h"
 #include "server/api.h"
 #include "server/metrics.h"
@@ -231,7 +232,7 @@ void Pusher::subscribe(const std::string& topic, const Subscription& s) {
         // The request runs on the worker's shard, where this handler is called.
         const int here = runtime.current_shard();
         asio::co_spawn(
-            runtime.shard(here >= 0 ? static_cast<std::size_t>(here) : 0),
+            shard_io(runtime, here >= 0 ? static_cast<std::size_t>(here) : 0),
             post(target, payload(topic, job->job()), s.timeout, tls),
             [job, topic, started, &metrics, url = s.url](std::exception_ptr e, unsigned status) {
               metrics.observe(

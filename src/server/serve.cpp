@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "embedded/redis_process.h"
+#include "redisched/asio.h"
 #include "redisched/runtime.h"
 #include "redisched/scheduler.h"
 #include "server/api.h"
@@ -117,7 +118,7 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   co.runtime = runtime;
   Client client(co);
 
-  asio::io_context& first = runtime->shard(0);
+  asio::io_context& first = shard_io(*runtime, 0);
   WakeHub hub(client, asio::make_strand(first));
   Metrics metrics;
   Census census(client);

@@ -15,8 +15,10 @@
 #include <set>
 #include <vector>
 
+#include "core/client_access.h"
 #include "core/limits.h"
 #include "core/ticks.h"
+#include "redisched/asio.h"
 #include "redisched/runtime.h"
 
 namespace redisched {
@@ -45,7 +47,7 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
   Ticker(Client& client, std::string topic, std::shared_ptr<Counters> counters)
       : client_(client),
         shard_(client.runtime().shard_of(topic)),
-        io_(client.runtime().shard(shard_)),
+        io_(shard_io(client.runtime(), shard_)),
         topic_(std::move(topic)),
         counters_(std::move(counters)),
         timer_(io_) {}
@@ -142,24 +144,24 @@ class Ticker : public std::enable_shared_from_this<Ticker> {
     const auto passed =
         static_cast<std::uint64_t>(rule.count_before(sc.next_ms, last)) + (run ? 0 : 1);
     ++ticking_;
-    client_.tick_async(topic_, sc.name, sc.next_ms, next, run,
-                       [self = shared_from_this(), passed](Result<int> r) {
-                         asio::post(self->io_, [self, r = std::move(r), passed]() mutable {
-                           self->ticked(std::move(r), passed);
-                         });
-                       });
+    detail::ClientAccess::tick(client_, topic_, sc.name, sc.next_ms, next, run,
+                               [self = shared_from_this(), passed](Result<TickOutcome> r) {
+                                 asio::post(self->io_, [self, r = std::move(r), passed]() mutable {
+                                   self->ticked(std::move(r), passed);
+                                 });
+                               });
   }
 
-  void ticked(Result<int> r, std::uint64_t passed) {
+  void ticked(Result<TickOutcome> r, std::uint64_t passed) {
     --ticking_;
     // Counted even once stopped: a tick answered after stop() was put.
     // Only the Scheduler whose call moved next counts the ticks it passed.
     if (r.ok()) {
-      if (r.value() == 1 || r.value() == 2) {
-        // 2: moved on without a job (last skipped, or its id taken already).
-        if (r.value() == 1) ++counters_->put;
+      const TickOutcome said = r.value();
+      if (said == TickOutcome::put || said == TickOutcome::moved) {
+        if (said == TickOutcome::put) ++counters_->put;
         counters_->skipped += passed;
-      } else if (r.value() == -3) {
+      } else if (said == TickOutcome::superseded) {
         ++counters_->lost;
       }
     }

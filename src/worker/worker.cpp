@@ -11,6 +11,7 @@
 #include "core/checks.h"
 #include "core/keys.h"
 #include "core/limits.h"
+#include "redisched/asio.h"
 #include "redisched/runtime.h"
 #include "redisched/scheduler.h"
 #include "worker/topic_runner.h"
@@ -55,7 +56,7 @@ class Worker::Impl {
         own_client(shared_client ? nullptr : std::make_unique<Client>(opts.client)),
         client(shared_client ? *shared_client : *own_client),
         control_shard(client.runtime().next_shard()),
-        io(client.runtime().shard(control_shard)),
+        io(shard_io(client.runtime(), control_shard)),
         broker(worker::client_broker(client)),
         shared(io, *broker) {}
 
@@ -234,24 +235,6 @@ WorkerStats Worker::stats() const {
   const auto& s = impl_->shared.stats;
   return {s.reserved, s.acked,         s.failed,         s.released,
           s.stale,    s.reserve_calls, s.empty_reserves, s.wakeups};
-}
-
-std::string Worker::submit(std::string_view topic, int priority, std::string_view payload) {
-  return impl_->client.add(topic, {.body = std::string(payload), .priority = priority});
-}
-
-std::string Worker::submit_delayed(std::string_view topic, Millis delay, std::string_view payload,
-                                   int priority) {
-  return impl_->client.add(topic,
-                           {.body = std::string(payload), .delay = delay, .priority = priority});
-}
-
-void Worker::register_handler(std::string topic, int workers, Handler handler, QueueOptions queue) {
-  handle(std::move(topic),
-         {.concurrency = workers,
-          .max_attempts = queue.max_attempts,
-          .backoff = Backoff{BackoffKind::fixed, queue.retry_interval, queue.retry_interval}},
-         std::move(handler));
 }
 
 }  // namespace redisched

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string_view>
 
+#include "core/client_access.h"
 #include "core/text.h"
 #include "server/api.h"
 #include "server/census.h"
@@ -48,7 +49,7 @@ struct World {
     // Nothing listens there: webhooks and the hub fail fast, as with Redis down.
     options.redis_url = "unix:///nonexistent/redisched-fuzz.sock";
     options.connect_timeout = Millis{1};
-    client = std::make_unique<Client>(
+    client = detail::ClientAccess::over_link(
         options, std::make_unique<test::FakeLink>([](const std::vector<std::string>& words) {
           return test::canned_reply(words, g_choice++);
         }));
@@ -56,7 +57,7 @@ struct World {
     // The webhooks' workers run on a Client of their own whose Redis answers
     // PING and refuses everything else: they start and stop, but deliver
     // nothing.
-    push_client = std::make_unique<Client>(
+    push_client = detail::ClientAccess::over_link(
         options, std::make_unique<test::FakeLink>([](const std::vector<std::string>& words) {
           if (!words.empty() && words[0] == "PING") {
             return test::text("PONG", redis::Reply::Type::status);

@@ -10,6 +10,7 @@
 #include <set>
 #include <thread>
 
+#include "redisched/asio.h"
 #include "redisched/runtime.h"
 #include "testutil/expect_error.h"
 #include "testutil/jobs.h"
@@ -443,7 +444,7 @@ TEST_F(ClientTest, SingleCallsQueuedTogetherGoAsBatchesEachWithItsOwnAnswer) {
   };
   const long before = fcalls_run();
   // On the runtime's thread, all queued before the connection writes.
-  boost::asio::post(client_.runtime().shard(0), [&] {
+  boost::asio::post(shard_io(client_.runtime(), 0), [&] {
     for (int i = 0; i < kPuts; ++i) {
       JobSpec s = job(i == 7 ? "taken" : "c" + std::to_string(i));
       client_.put_async(topic_, s, [&, i](Result<PutOutcome> r) {
@@ -470,7 +471,7 @@ TEST_F(ClientTest, SingleCallsQueuedTogetherGoAsBatchesEachWithItsOwnAnswer) {
 
   // A put the library refuses (not the Client) fails alone.
   answered = 0;
-  boost::asio::post(client_.runtime().shard(0), [&] {
+  boost::asio::post(shard_io(client_.runtime(), 0), [&] {
     for (int i = 0; i < 3; ++i) {
       JobSpec s = job("r" + std::to_string(i));
       if (i == 1) s.priority = 5000;
@@ -497,7 +498,7 @@ TEST_F(ClientTest, SingleCallsQueuedTogetherGoAsBatchesEachWithItsOwnAnswer) {
   std::atomic<int> got{0};
   reserved.reserve(5);
   const long before_reserves = fcalls_run();
-  boost::asio::post(client_.runtime().shard(0), [&] {
+  boost::asio::post(shard_io(client_.runtime(), 0), [&] {
     for (int i = 0; i < 5; ++i) {
       client_.reserve_async(few, 1, Millis(0), [&](Result<ReserveResult> r) {
         reserved.push_back(std::move(r));  // on the runtime's thread, in order
@@ -522,7 +523,7 @@ TEST_F(ClientTest, SingleCallsQueuedTogetherGoAsBatchesEachWithItsOwnAnswer) {
   // Acks of them, one with a stale token.
   std::vector<Result<Outcome>> acked(3, Result<Outcome>(Outcome::not_found));
   std::atomic<int> acks{0};
-  boost::asio::post(client_.runtime().shard(0), [&] {
+  boost::asio::post(shard_io(client_.runtime(), 0), [&] {
     for (int i = 0; i < 3; ++i) {
       const auto& j = reserved[i].value().jobs[0];
       client_.ack_async(few, j.id, i == 1 ? j.token + 1000 : j.token, Millis(0),

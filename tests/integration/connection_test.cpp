@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "redisched/asio.h"
 #include "redisched/client.h"
 #include "redisched/runtime.h"
 #include "testutil/black_hole.h"
@@ -202,7 +203,7 @@ TEST(ConnectionTest, ATopicListingWithoutAMapFails) {
   ClientOptions o = at(first.url() + "," + second.url());
   o.connect_timeout = Millis(6000);
   o.command_timeout = Millis(500);
-  o.runtime = std::make_shared<Runtime>(io);
+  o.runtime = make_runtime(io);
   std::optional<Result<std::vector<std::string>>> got;
   {
     Client client(o);
@@ -226,7 +227,7 @@ TEST(ConnectionTest, AClientClosedWhileConnectingLeavesNothingRunning) {
   boost::asio::io_context io;
   ClientOptions o = at(hole.url());
   o.connect_timeout = Millis(6000);
-  o.runtime = std::make_shared<Runtime>(io);
+  o.runtime = make_runtime(io);
   { Client client(o); }
   const auto start = std::chrono::steady_clock::now();
   io.run();

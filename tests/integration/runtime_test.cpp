@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 
+#include "redisched/asio.h"
 #include "redisched/client.h"
 #include "redisched/scheduler.h"
 #include "redisched/worker.h"
@@ -50,7 +51,7 @@ TEST(RuntimeTest, ShardsRunOnThreadsOfTheirOwn) {
   std::set<std::thread::id> threads;
   for (std::size_t i = 0; i < rt.shards(); ++i) {
     std::promise<std::pair<int, std::thread::id>> p;
-    boost::asio::post(rt.shard(i), [&] {
+    boost::asio::post(shard_io(rt, i), [&] {
       p.set_value({rt.current_shard(), std::this_thread::get_id()});
     });
     auto [shard, id] = p.get_future().get();
@@ -69,7 +70,7 @@ TEST(RuntimeTest, ACallMadeOnAShardCompletesThere) {
   const std::string topic = unique_topic();
   for (std::size_t i = 0; i < rt->shards(); ++i) {
     std::promise<bool> same;
-    boost::asio::post(rt->shard(i), [&, i] {
+    boost::asio::post(shard_io(*rt, i), [&, i] {
       const auto caller = std::this_thread::get_id();
       client.put_async(topic, job("j" + std::to_string(i)), [&, caller, i](Result<PutOutcome> r) {
         same.set_value(r.ok() && std::this_thread::get_id() == caller &&
@@ -85,7 +86,7 @@ TEST(RuntimeTest, ASynchronousCallOnARuntimeThreadIsRefusedNotDeadlocked) {
   auto rt = std::make_shared<Runtime>(1);
   Client client(on(rt));
   std::promise<std::string> what;
-  boost::asio::post(rt->shard(0), [&] {
+  boost::asio::post(shard_io(*rt, 0), [&] {
     try {
       client.stats(unique_topic());
       what.set_value("answered");
@@ -117,7 +118,7 @@ TEST(RuntimeTest, AsyncCallsReportRefusalsThroughTheirResult) {
 // runs it, and then calls complete on the caller's thread.
 TEST(RuntimeTest, AClientOnTheCallersIoContext) {
   boost::asio::io_context io;
-  auto rt = std::make_shared<Runtime>(io);
+  auto rt = make_runtime(io);
   EXPECT_FALSE(rt->owns_threads());
   Client client(on(rt));  // does not wait: io is not running
   const std::string topic = unique_topic();
@@ -179,9 +180,9 @@ TEST(RuntimeTest, StopDestroysPendingHandlersThatHoldAnotherShardsObjects) {
   auto rt = std::make_unique<Runtime>(2);
   std::vector<std::weak_ptr<void>> held;
   for (int i = 0; i < 100; ++i) {
-    auto t0 = std::make_shared<asio::steady_timer>(rt->shard(0), std::chrono::hours(1));
-    auto t1 = std::make_shared<asio::steady_timer>(rt->shard(1), std::chrono::hours(1));
-    auto s0 = std::make_shared<asio::ip::tcp::socket>(rt->shard(0));
+    auto t0 = std::make_shared<asio::steady_timer>(shard_io(*rt, 0), std::chrono::hours(1));
+    auto t1 = std::make_shared<asio::steady_timer>(shard_io(*rt, 1), std::chrono::hours(1));
+    auto s0 = std::make_shared<asio::ip::tcp::socket>(shard_io(*rt, 0));
     s0->open(asio::ip::tcp::v4());
     held.insert(held.end(), {t0, t1, s0});
     // Each handler keeps the other shard's objects; the last owner of t0
@@ -235,7 +236,7 @@ TEST(RuntimeTest, AClientDestroyedWithCallsInFlightAnswersEachOnce) {
 // (the ASan build checks).
 TEST(RuntimeTest, AClientOnTheCallersIoContextDestroyedWithCallsInFlight) {
   boost::asio::io_context io;
-  auto rt = std::make_shared<Runtime>(io);
+  auto rt = make_runtime(io);
   std::atomic<int> closed{0};
   constexpr int kCalls = 100;
   {
@@ -274,7 +275,7 @@ TEST(RuntimeTest, EveryFaceTornDownUnderLoadAnswersOnceAndFreesEverything) {
       });
       worker->handle_async(async_topic, {.concurrency = 20}, [rt](std::shared_ptr<AsyncJob> j) {
         auto timer = std::make_shared<boost::asio::steady_timer>(
-            rt->shard(static_cast<std::size_t>(std::max(rt->current_shard(), 0))),
+            shard_io(*rt, static_cast<std::size_t>(std::max(rt->current_shard(), 0))),
             std::chrono::milliseconds(2));
         timer->async_wait([j, timer](boost::system::error_code) { j->done(); });
       });

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "redisched/compat/koda.h"
 #include "testutil/expect_error.h"
 #include "testutil/jobs.h"
 #include "testutil/redis_server.h"
@@ -767,42 +768,44 @@ TEST_F(WorkerTest, PausedTopicWaitsForResume) {
 }
 
 TEST_F(WorkerTest, KodaFacade) {
+  compat::Koda koda(worker_);
   std::mutex mu;
   std::vector<std::string> bodies;
-  worker_.register_handler(topic_, 1, [&](JobContext& ctx) {
+  koda.register_handler(topic_, 1, [&](JobContext& ctx) {
     std::lock_guard lock(mu);
     bodies.emplace_back(ctx.body());
   });
-  const std::string id = worker_.submit(topic_, 100, "urgent");
+  const std::string id = koda.submit(topic_, 100, "urgent");
   // Delayed jobs that are all due when a worker starts run by priority
   // (koda's jobs carry one); each delay counts from its own call, so the
   // worker starts once both are due.
-  worker_.submit_delayed(topic_, 200ms, "later, low", 1);
-  worker_.submit_delayed(topic_, 200ms, "later, high", 90);
+  koda.submit_delayed(topic_, 200ms, "later, low", 1);
+  koda.submit_delayed(topic_, 200ms, "later, high", 90);
   EXPECT_TRUE(client().get(topic_, id));
   std::this_thread::sleep_for(300ms);
-  worker_.run();
+  Canceller canceller = koda.work();
   ASSERT_TRUE(wait_until([&] { return worker_.stats().acked == 3; }));
-  worker_.cancel();
+  canceller.cancel();
   EXPECT_EQ(bodies, (std::vector<std::string>{"urgent", "later, high", "later, low"}));
 }
 
 // koda's Register: MaxAttempts 1 (a failed job is dead at once) unless the
 // queue says otherwise, and RetryInterval between attempts.
 TEST_F(WorkerTest, KodaRegisterHasKodasDefaults) {
+  compat::Koda koda(worker_);
   const std::string other = topic_ + "_retried";
   client().put(topic_, job("once"));
   client().put(other, job("thrice"));
   std::mutex mu;
   std::vector<std::chrono::steady_clock::time_point> tries;
-  worker_.register_handler(topic_, 1, [](JobContext&) { throw std::runtime_error("no"); });
-  worker_.register_handler(other, 1,
-                           [&](JobContext&) {
-                             std::lock_guard lock(mu);
-                             tries.push_back(std::chrono::steady_clock::now());
-                             throw std::runtime_error("again");
-                           },
-                           {.max_attempts = 3, .retry_interval = 150ms});
+  koda.register_handler(topic_, 1, [](JobContext&) { throw std::runtime_error("no"); });
+  koda.register_handler(other, 1,
+                        [&](JobContext&) {
+                          std::lock_guard lock(mu);
+                          tries.push_back(std::chrono::steady_clock::now());
+                          throw std::runtime_error("again");
+                        },
+                        {.max_attempts = 3, .retry_interval = 150ms});
   worker_.run();
   ASSERT_TRUE(wait_until([&] {
     auto a = client().get(topic_, "once");

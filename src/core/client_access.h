@@ -1,0 +1,45 @@
+// What the project's own code may do with a Client that its users may not
+// (client.h keeps these private): run one over a link it made itself, and
+// make a scheduler's tick. Private to the project, like detail::ErrorAccess.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "redisched/client.h"
+
+namespace redisched {
+
+namespace redis {
+class Link;  // redis/connection.h
+}
+
+// What redisched_tick answered (docs/redis-api.md, "Recurring jobs").
+enum class TickOutcome {
+  put,    // the schedule moved on and its tick's job was put
+  moved,  // moved on without a job (the tick skipped, or its id taken)
+  no_schedule,
+  paused,
+  superseded,  // its next tick was no longer the one expected: another
+               // scheduler was first, or the schedule was set anew
+};
+
+namespace detail {
+
+struct ClientAccess {
+  // A Client over link instead of connections of its own (tests and
+  // fuzzers answer from memory). options.redis_url is not used.
+  static std::unique_ptr<Client> over_link(ClientOptions options,
+                                           std::unique_ptr<redis::Link> link);
+
+  // One scheduler step (redisched_tick): when the schedule's next tick is
+  // still expect, it becomes next, and with run the job of tick run is put.
+  static void tick(Client& client, std::string_view topic, std::string_view name,
+                   std::int64_t expect, std::int64_t next, std::optional<std::int64_t> run,
+                   Callback<TickOutcome> done);
+};
+
+}  // namespace detail
+}  // namespace redisched
