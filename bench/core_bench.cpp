@@ -312,7 +312,7 @@ int run(int argc, char** argv) {
     cold_read_ns = redisched::bench::random_read_ns(512, 100000, 2);
     hot_read_ns = redisched::bench::random_read_ns(512, 0, 2);
   }
-  // The machine's speed moves for minutes at a time (bench/README.md): the
+  // The machine's speed moves for minutes at a time (bench/HISTORY.md): the
   // same ceiling again says how far it moved during the run.
   const double ceiling_end = redisched::bench::evalsha_ceiling(admin, target, jobs * 2);
 

@@ -13,7 +13,7 @@ as uncoalesced clients send them), then reserve+ack pairs pipelined 100 at
 a time (their tokens need a reply read). --keys-a/--keys-b: the keys each
 library is called with (8 before library 23, 11 since). Starts its own
 redis-server (scratch_redis); needs Debian's python3-redis and
-redis-tools. bench/README.md, "Issue 33 as a whole", has a run.
+redis-tools. bench/HISTORY.md, "Issue 33 as a whole", has a run.
 """
 
 import argparse

@@ -45,7 +45,7 @@ struct Batchable {
 // batch of everything in flight, Redis would wait while the client handles
 // its answers, and the client while Redis works; several smaller ones keep
 // both busy (put, single calls, 512 in flight: 150,000/s with 1000,
-// 250,000/s with 256; bench/README.md).
+// 250,000/s with 256; bench/HISTORY.md).
 inline constexpr std::size_t kMaxCoalesced = 256;
 // Nor more than this many bytes of parts (a call larger goes alone): Redis
 // runs a batched call in one go, and large bodies gain nothing by it.
