@@ -25,6 +25,7 @@
 #include "redis/cluster.h"
 #include "redis/command.h"
 #include "redis/connection.h"
+#include "redis/subscriptions.h"
 #include "redisched/error.h"
 
 namespace redisched::redis {
@@ -53,14 +54,12 @@ struct Pending {
   bool asking = false;      // sent after ASKING: a TRYAGAIN is retried there
 };
 
-// A subscription, moved to the primary that owns its channel's slot.
+// A subscription, on the primary that owns its channel's slot (moved when
+// the slot moves). On the I/O thread.
 struct Sub {
-  std::string channel;
+  std::shared_ptr<Subscriber> who;
   std::uint16_t slot = 0;
-  MessageHandler on_message;
-  ReadyHandler on_ready;
-  std::atomic<bool> active{true};
-  std::size_t node = 0;     // on the I/O thread
+  std::size_t node = 0;
   std::uint64_t inner = 0;  // its id on that node's link, 0 none
 };
 
@@ -140,25 +139,28 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
     nodes_[node].link->send("", std::move(command), std::move(done));
   }
 
-  void attach(const std::shared_ptr<Sub>& s) {
-    if (closed_ || !s->active) return;
-    s->node = owner_[s->slot];
-    std::weak_ptr<Sub> weak = s;
-    s->inner = nodes_[s->node].link->subscribe(
-        s->channel,
+  void attach(const std::shared_ptr<Subscriber>& who) {
+    if (closed_ || !who->active) return;
+    Sub& s = subs_[who.get()];
+    s.who = who;
+    s.slot = hash_slot(who->channel);
+    s.node = owner_[s.slot];
+    std::weak_ptr<Subscriber> weak = who;
+    s.inner = nodes_[s.node].link->subscribe(
+        who->channel,
         [weak](const std::string& payload) {
-          if (auto sub = weak.lock(); sub && sub->active) sub->on_message(payload);
+          if (auto w = weak.lock()) w->message(payload);
         },
         [weak] {
-          if (auto sub = weak.lock(); sub && sub->active && sub->on_ready) sub->on_ready();
+          if (auto w = weak.lock()) w->ready();
         });
-    subs_[s.get()] = s;
   }
 
-  void detach(const std::shared_ptr<Sub>& s) {
-    subs_.erase(s.get());
-    if (s->inner != 0) nodes_[s->node].link->unsubscribe(s->inner);
-    s->inner = 0;
+  void detach(const Subscriber* who) {
+    auto it = subs_.find(who);
+    if (it == subs_.end()) return;
+    if (it->second.inner != 0) nodes_[it->second.node].link->unsubscribe(it->second.inner);
+    subs_.erase(it);
   }
 
   void close() {
@@ -425,13 +427,13 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
 
   // Subscriptions follow their slots (Redis ends them on a slot move).
   void move_subscriptions() {
-    std::vector<std::shared_ptr<Sub>> moving;
+    std::vector<std::shared_ptr<Subscriber>> moving;
     for (const auto& [key, s] : subs_) {
-      if (owner_[s->slot] != s->node) moving.push_back(s);
+      if (owner_[s.slot] != s.node) moving.push_back(s.who);
     }
-    for (const auto& s : moving) {
-      detach(s);
-      attach(s);
+    for (const auto& who : moving) {
+      detach(who.get());
+      attach(who);
     }
   }
 
@@ -456,7 +458,7 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
   std::atomic<Link*> seed_{nullptr};
   std::array<std::size_t, kSlots> owner_{};
   std::vector<std::size_t> primaries_;  // the nodes that serve slots
-  std::map<const Sub*, std::shared_ptr<Sub>> subs_;
+  std::map<const Subscriber*, Sub> subs_;
   asio::steady_timer refresh_timer_;
   Clock::time_point last_refresh_{};
   std::size_t next_source_ = 0;
@@ -521,31 +523,15 @@ class ClusterLink final : public Link {
 
   std::uint64_t subscribe(const std::string& channel, MessageHandler on_message,
                           ReadyHandler on_ready) override {
-    auto s = std::make_shared<Sub>();
-    s->channel = channel;
-    s->slot = hash_slot(channel);
-    s->on_message = std::move(on_message);
-    s->on_ready = std::move(on_ready);
-    const std::uint64_t id = ++next_id_;
-    {
-      std::lock_guard lock(mu_);
-      subs_[id] = s;
-    }
-    asio::post(io_, [c = cluster_, s] { c->attach(s); });
+    auto [id, who] = subscribers_.add(channel, std::move(on_message), std::move(on_ready));
+    asio::post(io_, [c = cluster_, who = who] { c->attach(who); });
     return id;
   }
 
   void unsubscribe(std::uint64_t id) override {
-    std::shared_ptr<Sub> s;
-    {
-      std::lock_guard lock(mu_);
-      auto it = subs_.find(id);
-      if (it == subs_.end()) return;
-      s = std::move(it->second);
-      subs_.erase(it);
-    }
-    s->active = false;  // no callback starts from here on
-    asio::post(io_, [c = cluster_, s] { c->detach(s); });
+    auto who = subscribers_.remove(id);  // no callback starts from here on
+    if (!who) return;
+    asio::post(io_, [c = cluster_, who] { c->detach(who.get()); });
   }
 
   void close() override {
@@ -566,9 +552,7 @@ class ClusterLink final : public Link {
 
   asio::io_context& io_;
   std::shared_ptr<Cluster> cluster_;
-  std::atomic<std::uint64_t> next_id_{0};
-  std::mutex mu_;
-  std::map<std::uint64_t, std::shared_ptr<Sub>> subs_;  // GUARDED_BY(mu_)
+  SubscriberTable subscribers_;
   std::atomic<bool> closed_{false};
 };
 

@@ -29,9 +29,11 @@
 #include <vector>
 
 #include "redis/command.h"
+#include "redis/handshake.h"
 #include "redis/library.h"
 #include "redis/pipeline.h"
 #include "redis/resp_reader.h"
+#include "redis/subscriptions.h"
 #include "redisched/error.h"
 
 namespace redisched::redis {
@@ -46,17 +48,6 @@ using Clock = std::chrono::steady_clock;
 // Calls queued while replies are handled that go out before the rest of the
 // read is handled (read_loop).
 constexpr std::size_t kEarlyWrite = 64;
-
-// A failure that ends a connection, with the words for the callers.
-struct ConnectionLost {
-  Errc code;
-  std::string message;
-};
-
-// Redis's answer to an FCALL of a function it does not have.
-bool library_missing(const std::string& error) {
-  return error.rfind("ERR Function not found", 0) == 0;
-}
 
 // A subscriber connection's two hooks: pub/sub messages (smessage arrays) go
 // to on_push instead of to a caller, and on_up runs each time the
@@ -403,53 +394,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
   }
 
+  // The steps of redis/handshake.h, each command's reply awaited.
   template <class Stream>
   awaitable<void> handshake(Stream& stream, RespReader& reader) {
-    const Endpoint& e = cfg_.endpoint;
-    if (!e.password.empty()) {
-      std::string auth = e.user.empty() ? encode_command({"AUTH", e.password})
-                                        : encode_command({"AUTH", e.user, e.password});
-      Reply r = co_await roundtrip(stream, reader, std::move(auth));
-      if (r.is_error()) throw ConnectionLost{Errc::auth, "AUTH refused: " + r.str};
-    }
-    if (e.via_sentinel()) {
-      // The sentinels may still name a primary that a failover demoted.
-      std::string ask = encode_command({"ROLE"});
-      Reply role = co_await roundtrip(stream, reader, std::move(ask));
-      if (role.type != Reply::Type::array || role.elements.empty() ||
-          role.elements[0].str != "master") {
-        throw ConnectionLost{Errc::connection, primary_ +
-                                                   ", named by the sentinels, is not the "
-                                                   "primary of '" +
-                                                   e.service + "' (yet)"};
-      }
-    }
-    if (e.db != 0) {
-      const std::string db = std::to_string(e.db);
-      std::string select = encode_command({"SELECT", db});
-      Reply r = co_await roundtrip(stream, reader, std::move(select));
-      if (r.is_error()) throw ConnectionLost{Errc::auth, "SELECT " + db + ": " + r.str};
-    }
-    if (!cfg_.load_library) co_return;
-    std::string version = encode_command({"FCALL", "redisched_version", "0"});
-    Reply v = co_await roundtrip(stream, reader, std::move(version));
-    if (v.type == Reply::Type::integer && v.integer >= kLibraryVersion) co_return;
-    if (v.is_error() && v.str.rfind("NOAUTH", 0) == 0) {
-      throw ConnectionLost{Errc::auth, "Redis requires a password: give it in the URL"};
-    }
-    // A Redis still loading its dataset (after a restart), or busy with a
-    // script, is one not up yet: the connection tries again, and the calls
-    // waiting on it are not refused (a worker would drop their acks).
-    if (v.is_error() && (v.str.rfind("LOADING", 0) == 0 || v.str.rfind("BUSY", 0) == 0)) {
-      throw ConnectionLost{Errc::connection, "Redis is not ready yet: " + v.str};
-    }
-    if (v.is_error() && !library_missing(v.str)) {
-      throw ConnectionLost{Errc::server, "checking the Functions library: " + v.str};
-    }
-    std::string load = encode_command({"FUNCTION", "LOAD", "REPLACE", kLibraryCode});
-    Reply loaded = co_await roundtrip(stream, reader, std::move(load));
-    if (loaded.is_error()) {
-      throw ConnectionLost{Errc::server, "loading the Functions library: " + loaded.str};
+    Handshake steps(cfg_.endpoint, cfg_.load_library, primary_);
+    while (auto command = steps.next()) {
+      Reply r = co_await roundtrip(stream, reader, std::move(*command));
+      steps.reply(r);
     }
   }
 
@@ -553,50 +504,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 // The subscriptions of a link, on one subscriber connection of its own
 // (RESP2 keeps a subscribed connection from running commands), made when the
-// first one is asked for. On the I/O thread, but for what subscribe() and
-// unsubscribe() post to it.
+// first one is asked for: the I/O around a ChannelTable
+// (redis/subscriptions.h), which decides what to send. On the I/O thread,
+// but for what subscribe() and unsubscribe() post to it.
 class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
  public:
-  struct Watcher {
-    MessageHandler on_message;
-    ReadyHandler on_ready;
-    std::atomic<bool> active{true};
-  };
-
   Subscriptions(asio::io_context& io, ConnectionConfig config)
       : io_(io), config_(std::move(config)), retry_(io) {
     config_.load_library = false;
     config_.command_timeout = std::chrono::milliseconds{0};  // it waits for messages, not replies
   }
 
-  void add(std::uint64_t id, const std::string& channel, std::shared_ptr<Watcher> w) {
+  void add(std::uint64_t id, const std::shared_ptr<Subscriber>& s) {
     if (closed_) return;
     if (!conn_) start();
-    auto& watchers = channels_[channel];
-    const bool fresh = watchers.empty();
-    watchers.emplace(id, w);
-    owner_[id] = channel;
-    if (fresh) {
-      if (up_) send_subscribe(channel);
-    } else if (confirmed_.count(channel) > 0) {
-      if (w->active && w->on_ready) w->on_ready();  // the channel is there already
-    }
+    if (table_.want(id, s)) send_subscribe(s->channel);
   }
 
-  void remove(std::uint64_t id) {
-    auto it = owner_.find(id);
-    if (it == owner_.end()) return;
-    const std::string channel = it->second;
-    owner_.erase(it);
-    auto c = channels_.find(channel);
-    if (c == channels_.end()) return;
-    c->second.erase(id);
-    if (!c->second.empty()) return;
-    channels_.erase(c);
-    confirmed_.erase(channel);
-    if (up_) {
-      send(channel, "SUNSUBSCRIBE", [](std::error_code, Reply) {});
-    }
+  void remove(std::uint64_t id, const std::string& channel) {
+    if (table_.drop(id)) send(channel, "SUNSUBSCRIBE", [](std::error_code, Reply) {});
   }
 
   void close() {
@@ -613,20 +539,17 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
       auto self = weak.lock();
       if (!self) return;
       if (r.elements[0].str == "sunsubscribe") return self->ended(r.elements[1].str);
-      self->deliver(r.elements[1].str, r.elements[2].str);
+      for (const auto& s : self->table_.subscribers(r.elements[1].str)) {
+        s->message(r.elements[2].str);
+      }
     };
     hooks.on_up = [weak] {
-      if (auto self = weak.lock()) self->on_up();
+      auto self = weak.lock();
+      if (!self) return;
+      for (const auto& channel : self->table_.up()) self->send_subscribe(channel);
     };
     conn_ = std::make_shared<Connection>(io_, config_, std::move(hooks));
     conn_->start();
-  }
-
-  // (Re)connected: every channel is asked for again.
-  void on_up() {
-    up_ = true;
-    confirmed_.clear();
-    for (const auto& [channel, watchers] : channels_) send_subscribe(channel);
   }
 
   // SSUBSCRIBE or SUNSUBSCRIBE of channel; the reply to the latter is told
@@ -642,29 +565,20 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
   void send_subscribe(const std::string& channel) {
     send(channel, "SSUBSCRIBE",
          [this, self = shared_from_this(), channel](std::error_code ec, Reply r) {
-           if (ec) {  // the connection dropped; on_up asks again
-             up_ = false;
-             return;
+           if (ec) return table_.down();  // the connection dropped; up() asks again
+           if (!table_.wanted(channel)) return;
+           if (!r.is_error()) return table_.confirmed(channel);
+           // Refused (an ACL without the channel, a node that does not own
+           // it): not subscribed. Ask again later rather than sleep on a
+           // channel that never speaks; a cluster link moves it to its owner.
+           if (r.str.rfind("MOVED ", 0) == 0 && config_.on_slot_moved) {
+             config_.on_slot_moved();
+           } else {
+             spdlog::error("redisched: Redis refused to subscribe to {}: {} (asking again)",
+                           channel, r.str);
            }
-           if (channels_.count(channel) == 0) return;  // nobody wants it any more
-           if (r.is_error()) {
-             // Refused (an ACL without the channel, a node that does not own it):
-             // not subscribed. Ask again later rather than sleep on a channel
-             // that never speaks; a cluster link moves it to its owner.
-             if (r.str.rfind("MOVED ", 0) == 0 && config_.on_slot_moved) {
-               config_.on_slot_moved();
-             } else {
-               spdlog::error("redisched: Redis refused to subscribe to {}: {} (asking again)",
-                             channel, r.str);
-             }
-             refused_.insert(channel);
-             retry_refused();
-             return;
-           }
-           confirmed_.insert(channel);
-           for (const auto& [id, w] : channels_[channel]) {
-             if (w->active && w->on_ready) w->on_ready();
-           }
+           table_.refused(channel);
+           retry_refused();
          });
   }
 
@@ -675,46 +589,26 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
     retry_.async_wait([this, self = shared_from_this()](boost::system::error_code ec) {
       retrying_ = false;
       if (ec || closed_) return;
-      std::set<std::string> again;
-      again.swap(refused_);
-      for (const auto& channel : again) {
-        if (up_ && channels_.count(channel) > 0) send_subscribe(channel);
-      }
+      for (const auto& channel : table_.retry()) send_subscribe(channel);
     });
   }
 
   // Redis ended a subscription itself (a cluster slot moved): asked for
   // again later, here or (moved by the cluster link) on the new owner.
   void ended(const std::string& channel) {
-    if (channels_.count(channel) == 0) return;
-    confirmed_.erase(channel);
+    if (!table_.wanted(channel)) return;
+    table_.refused(channel);
     if (config_.on_slot_moved) config_.on_slot_moved();
-    refused_.insert(channel);
     retry_refused();
-  }
-
-  void deliver(const std::string& channel, const std::string& payload) {
-    auto it = channels_.find(channel);
-    if (it == channels_.end()) return;
-    // A copy: a callback may unsubscribe (itself or others).
-    std::vector<std::shared_ptr<Watcher>> watchers;
-    for (const auto& [id, w] : it->second) watchers.push_back(w);
-    for (const auto& w : watchers) {
-      if (w->active) w->on_message(payload);
-    }
   }
 
   asio::io_context& io_;
   ConnectionConfig config_;
   asio::steady_timer retry_;
   std::shared_ptr<Connection> conn_;
-  bool up_ = false;
   bool closed_ = false;
   bool retrying_ = false;
-  std::map<std::string, std::map<std::uint64_t, std::shared_ptr<Watcher>>> channels_;
-  std::map<std::uint64_t, std::string> owner_;
-  std::set<std::string> confirmed_;
-  std::set<std::string> refused_;
+  ChannelTable table_;
 };
 
 class NodeLink final : public Link {
@@ -781,29 +675,15 @@ class NodeLink final : public Link {
 
   std::uint64_t subscribe(const std::string& channel, MessageHandler on_message,
                           ReadyHandler on_ready) override {
-    const std::uint64_t id = ++next_id_;
-    auto w = std::make_shared<Subscriptions::Watcher>();
-    w->on_message = std::move(on_message);
-    w->on_ready = std::move(on_ready);
-    {
-      std::lock_guard lock(mu_);
-      watchers_[id] = w;
-    }
-    asio::post(io_, [s = subscriptions_, id, channel, w] { s->add(id, channel, w); });
+    auto [id, s] = subscribers_.add(channel, std::move(on_message), std::move(on_ready));
+    asio::post(io_, [t = subscriptions_, id = id, s = s] { t->add(id, s); });
     return id;
   }
 
   void unsubscribe(std::uint64_t id) override {
-    std::shared_ptr<Subscriptions::Watcher> w;
-    {
-      std::lock_guard lock(mu_);
-      auto it = watchers_.find(id);
-      if (it == watchers_.end()) return;
-      w = std::move(it->second);
-      watchers_.erase(it);
-    }
-    w->active = false;  // no callback starts from here on
-    asio::post(io_, [s = subscriptions_, id] { s->remove(id); });
+    auto s = subscribers_.remove(id);  // no callback starts from here on
+    if (!s) return;
+    asio::post(io_, [t = subscriptions_, id, s] { t->remove(id, s->channel); });
   }
 
   void close() override {
@@ -823,9 +703,7 @@ class NodeLink final : public Link {
     bool started = false;  // on the I/O thread
   };
   std::vector<std::shared_ptr<Durable>> durable_;  // the writes that wait for replicas
-  std::atomic<std::uint64_t> next_id_{0};
-  std::mutex mu_;
-  std::map<std::uint64_t, std::shared_ptr<Subscriptions::Watcher>> watchers_;  // GUARDED_BY(mu_)
+  SubscriberTable subscribers_;
   std::atomic<bool> closed_{false};
 };
 
