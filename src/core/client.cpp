@@ -210,6 +210,7 @@ void Client::Impl::wait_for_calls(std::chrono::milliseconds timeout) {
   for (std::size_t i = 0; i < runtime->shards(); ++i) {
     if (shard_io(*runtime, i).stopped()) return;
   }
+  flight_->waited.store(true);
   std::unique_lock lock(flight_->mu);
   flight_->idle.wait_for(lock, timeout, [this] { return flight_->calls.load() == 0; });
 }

@@ -6,11 +6,14 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <cassert>
 #include <condition_variable>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -73,14 +76,63 @@ std::future<T> as_future(Start&& start) {
   return std::move(future);
 }
 
-// Gathers the results of the chunks of a batch, which complete in order on
-// one thread of the runtime (one topic, one connection), into one callback.
-template <class T>
-struct Gather {
-  std::vector<T> out;
-  size_t pending = 0;
-  bool failed = false;
-  Callback<std::vector<T>> done;
+// The one fan-in: a call made of n parts (the chunks of a batch, the
+// shards of a spread topic) answers once, with finish(every part's value,
+// in index order), or with the first part's error. The parts of a call all
+// go out on one shard's connections (Impl::link), so they answer on one
+// thread: no lock (debug builds check it). finish may throw Error: the
+// call's answer.
+template <class P, class T>
+class FanIn {
+ public:
+  using Finish = std::function<T(std::vector<P>)>;
+
+  // n >= 1 parts; part(i) is the callback of part i.
+  static std::shared_ptr<FanIn> make(std::size_t n, Finish finish, Callback<T> done) {
+    return std::shared_ptr<FanIn>(new FanIn(n, std::move(finish), std::move(done)));
+  }
+
+  Callback<P> part(std::size_t i, const std::shared_ptr<FanIn>& self) {
+    return [self, i](Result<P> r) { self->answered(i, std::move(r)); };
+  }
+
+ private:
+  FanIn(std::size_t n, Finish finish, Callback<T> done)
+      : parts_(n), pending_(n), finish_(std::move(finish)), done_(std::move(done)) {}
+
+  void answered(std::size_t i, Result<P> r) {
+#ifndef NDEBUG
+    if (thread_ == std::thread::id{}) thread_ = std::this_thread::get_id();
+    assert(std::this_thread::get_id() == thread_);
+#endif
+    if (failed_) return;
+    if (!r.ok()) {
+      failed_ = true;
+      return done_(r.error());
+    }
+    parts_[i] = std::move(r).value();
+    if (--pending_ > 0) return;
+    std::vector<P> all;
+    all.reserve(parts_.size());
+    for (auto& p : parts_) all.push_back(std::move(*p));
+    Result<T> out = [&]() -> Result<T> {
+      try {
+        return finish_(std::move(all));
+      } catch (const Error& e) {
+        return e;
+      }
+    }();
+    done_(std::move(out));
+  }
+
+  std::vector<std::optional<P>> parts_;
+  std::size_t pending_;
+  bool failed_ = false;
+  Finish finish_;
+  Callback<T> done_;
+#ifndef NDEBUG
+  std::thread::id thread_;  // the first part's answer's
+#endif
 };
 
 struct Waiter;  // client.cpp: one Client::wait
@@ -212,40 +264,6 @@ struct TopicHash {
   }
 };
 
-// The parts (P) of a call over every shard of a spread topic, gathered
-// (their answers may come on different threads) into one answer (T).
-template <class P, class T, class Merge>
-struct ShardGather {
-  std::mutex mu;
-  std::vector<std::optional<P>> parts;
-  std::size_t pending = 0;
-  bool failed = false;
-  Merge merge;
-  Callback<T> done;
-
-  ShardGather(std::size_t n, Merge m, Callback<T> d)
-      : parts(n), pending(n), merge(std::move(m)), done(std::move(d)) {}
-
-  Callback<P> part(std::size_t i, const std::shared_ptr<ShardGather>& self) {
-    return [self, i](Result<P> r) {
-      std::unique_lock lock(self->mu);
-      if (self->failed) return;
-      if (!r.ok()) {
-        self->failed = true;
-        lock.unlock();
-        return self->done(r.error());
-      }
-      self->parts[i] = std::move(r).value();
-      if (--self->pending > 0) return;
-      std::vector<P> all;
-      all.reserve(self->parts.size());
-      for (auto& p : self->parts) all.push_back(std::move(*p));
-      lock.unlock();
-      self->done(self->merge(std::move(all)));
-    };
-  }
-};
-
 }  // namespace client_detail
 
 // (A private header, read only by the Client's own files.)
@@ -273,6 +291,7 @@ class Client::Impl {
         opts.replica_timeout.count() >= 1 &&
         (opts.command_timeout.count() == 0 || opts.replica_timeout < opts.command_timeout);
     if (waits && !replica_timeout_ok) throw Error(Errc::invalid_argument, kBadReplicaTimeout);
+    layouts_.resize(runtime->shards());
     if (link) {
       links_.push_back(std::move(link));
       return;
@@ -320,14 +339,19 @@ class Client::Impl {
   // ---- where a topic's jobs are (core/shards.h; docs/redis-api.md, "A
   // topic over many shards")
 
-  // The topic's layout as last read, or nullptr.
+  // The topic's layout as last read, or nullptr. On a thread of the
+  // runtime, from its shard's own cache, touched only on that thread: no
+  // lock. From any other thread (an application's own), from the cache
+  // they share, under its lock.
   core::LayoutPtr cached_layout(std::string_view topic) {
-    std::lock_guard lock(layouts_mu_);
-    const auto it = layouts_.find(topic);
-    return it == layouts_.end() ? nullptr : it->second;
+    const int here = runtime->current_shard();
+    if (here >= 0) return layouts_[static_cast<std::size_t>(here)].find(topic);
+    std::lock_guard lock(outside_mu_);
+    return outside_.find(topic);
   }
 
-  // Reads it (redisched_shards) and keeps it.
+  // Reads it (redisched_shards) and keeps it: in the cache of the shard
+  // whose thread the answer comes on, and in the one outside threads share.
   void read_layout(const std::string& topic, Callback<core::LayoutPtr> done) {
     call<core::LayoutPtr>(
         topic, fcall_at("shards", topic),
@@ -336,8 +360,10 @@ class Client::Impl {
           std::vector<std::string> list;
           for (const auto& e : r.elements) list.push_back(e.str);
           auto layout = std::make_shared<const core::Layout>(topic, std::move(list));
-          std::lock_guard lock(layouts_mu_);
-          layouts_[topic] = layout;
+          const int here = runtime->current_shard();
+          if (here >= 0) layouts_[static_cast<std::size_t>(here)].keep(topic, layout);
+          std::lock_guard lock(outside_mu_);
+          outside_.keep(topic, layout);
           return core::LayoutPtr(layout);
         },
         std::move(done));
@@ -439,8 +465,10 @@ class Client::Impl {
   // answer of theirs (in the shards' order). Not for an unspread topic.
   template <class P, class T, class Send, class Merge>
   void each_shard(const core::LayoutPtr& l, Callback<T> done, Send send, Merge merge) {
-    auto g = std::make_shared<ShardGather<P, T, Merge>>(l->shards.size(), std::move(merge),
-                                                        std::move(done));
+    auto g = FanIn<P, T>::make(
+        l->shards.size(),
+        [merge = std::move(merge)](std::vector<P> parts) { return merge(std::move(parts)); },
+        std::move(done));
     for (std::size_t i = 0; i < l->shards.size(); ++i) send(l->shards[i], g->part(i, g));
   }
 
@@ -459,41 +487,33 @@ class Client::Impl {
           for (std::size_t i = 0; i < items.size(); ++i) {
             at[core::shard_index(id_of(items[i]), at.size())].push_back(i);
           }
-          struct Parts {
-            std::mutex mu;
-            std::vector<T> out;
-            std::size_t pending = 0;
-            bool failed = false;
-            Callback<std::vector<T>> then;
-          };
-          auto g = std::make_shared<Parts>();
-          g->out.resize(items.size());
-          g->then = std::move(then);
-          for (const auto& idx : at) g->pending += idx.empty() ? 0 : 1;
-          if (g->pending == 0) return g->then(std::vector<T>{});
-          for (std::size_t s = 0; s < at.size(); ++s) {
-            if (at[s].empty()) continue;
+          // The shards that hold some of the items, and which items each.
+          std::vector<std::size_t> asked;
+          for (std::size_t k = 0; k < at.size(); ++k) {
+            if (!at[k].empty()) asked.push_back(k);
+          }
+          if (asked.empty()) return then(std::vector<T>{});
+          auto g = FanIn<std::vector<T>, std::vector<T>>::make(
+              asked.size(),
+              [n = items.size(), asked, at](std::vector<std::vector<T>> parts) {
+                std::vector<T> out(n);
+                for (std::size_t p = 0; p < parts.size(); ++p) {
+                  const auto& idx = at[asked[p]];
+                  if (parts[p].size() != idx.size()) {
+                    throw Error(Errc::protocol, "a shard answered for " +
+                                                    std::to_string(parts[p].size()) + " jobs of " +
+                                                    std::to_string(idx.size()));
+                  }
+                  for (std::size_t k = 0; k < idx.size(); ++k) out[idx[k]] = parts[p][k];
+                }
+                return out;
+              },
+              std::move(then));
+          for (std::size_t p = 0; p < asked.size(); ++p) {
             std::vector<Item> part;
-            part.reserve(at[s].size());
-            for (auto i : at[s]) part.push_back(items[i]);
-            send(l->shards[s], std::span<const Item>(part),
-                 Callback<std::vector<T>>([g, idx = at[s]](Result<std::vector<T>> r) {
-                   std::unique_lock lock(g->mu);
-                   if (g->failed) return;
-                   if (!r.ok() || r.value().size() != idx.size()) {
-                     g->failed = true;
-                     lock.unlock();
-                     return g->then(r.ok() ? Error(Errc::protocol,
-                                                   "a shard answered for " +
-                                                       std::to_string(r.value().size()) +
-                                                       " jobs of " + std::to_string(idx.size()))
-                                           : r.error());
-                   }
-                   for (std::size_t k = 0; k < idx.size(); ++k) g->out[idx[k]] = r.value()[k];
-                   if (--g->pending > 0) return;
-                   lock.unlock();
-                   g->then(std::move(g->out));
-                 }));
+            part.reserve(at[asked[p]].size());
+            for (auto i : at[asked[p]]) part.push_back(items[i]);
+            send(l->shards[asked[p]], std::span<const Item>(part), g->part(p, g));
           }
         });
   }
@@ -541,7 +561,7 @@ class Client::Impl {
 
   int replicas_for(std::string_view topic) const {
     if (opts.topic_replicas.empty()) return opts.replicas;
-    topic = topic.substr(0, topic.find('~'));  // a shard's: its topic's
+    topic = core::base_topic(topic);  // a shard's: its topic's
     const auto it = opts.topic_replicas.find(topic);
     return it != opts.topic_replicas.end() ? it->second : opts.replicas;
   }
@@ -593,22 +613,20 @@ class Client::Impl {
   template <class T, class Item, class Send>
   void batched(std::span<const Item> items, Callback<std::vector<T>> done, Send send) {
     if (items.empty()) return answer_later(done, Result<std::vector<T>>(std::vector<T>{}));
-    auto g = std::make_shared<Gather<T>>();
-    g->done = std::move(done);
-    g->pending = (items.size() + kBatchMax - 1) / kBatchMax;
-    g->out.reserve(items.size());
-    for (size_t at = 0; at < items.size(); at += kBatchMax) {
-      send(items.subspan(at, std::min<size_t>(kBatchMax, items.size() - at)),
-           Callback<std::vector<T>>([g](Result<std::vector<T>> r) {
-             if (g->failed) return;
-             if (!r.ok()) {
-               g->failed = true;
-               return g->done(r.error());
-             }
-             auto& part = r.value();
-             g->out.insert(g->out.end(), part.begin(), part.end());
-             if (--g->pending == 0) g->done(std::move(g->out));
-           }));
+    if (items.size() <= static_cast<std::size_t>(kBatchMax)) return send(items, std::move(done));
+    const std::size_t n = (items.size() + kBatchMax - 1) / kBatchMax;
+    auto g = FanIn<std::vector<T>, std::vector<T>>::make(
+        n,
+        [size = items.size()](std::vector<std::vector<T>> parts) {
+          std::vector<T> out;
+          out.reserve(size);
+          for (auto& part : parts) out.insert(out.end(), part.begin(), part.end());
+          return out;
+        },
+        std::move(done));
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t at = i * kBatchMax;
+      send(items.subspan(at, std::min<std::size_t>(kBatchMax, items.size() - at)), g->part(i, g));
     }
   }
 
@@ -625,22 +643,29 @@ class Client::Impl {
   }
 
   // The link a call goes out on: the calling thread's shard (the answer
-  // comes back on that thread), else the shard of the call's topic.
+  // comes back on that thread), else the shard of the call's topic, the
+  // same for every shard of a spread topic (so that the parts of one call
+  // answer on one thread: FanIn).
   redis::Link& link(std::string_view route = {}) {
     if (links_.size() == 1) return *links_.front();
     const int here = runtime->current_shard();
-    return *links_[here >= 0 ? static_cast<std::size_t>(here) : runtime->shard_of(route)];
+    if (here >= 0) return *links_[static_cast<std::size_t>(here)];
+    return *links_[runtime->shard_of(core::base_topic(route))];
   }
 
   // The calls in flight. Their handlers share it: a handler that runs after
   // the destructor stopped waiting (wait_for_calls cannot wait everywhere)
   // counts down here, not in a freed Client.
+  // Counting takes no lock: mu only when the destructor waits.
   struct Flight {
     std::atomic<std::size_t> calls{0};
-    std::mutex mu;  // only for idle's waits and wake-ups
+    std::atomic<bool> waited{false};  // the destructor waits for calls to land
+    std::mutex mu;                    // only for idle's waits and wake-ups
     std::condition_variable idle;
     void landed() {
-      if (calls.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      // (seq_cst, with wait_for_calls's: either this sees waited, or the
+      // waiter sees the count at 0.)
+      if (calls.fetch_sub(1) == 1 && waited.load()) {
         std::lock_guard lock(mu);
         idle.notify_all();
       }
@@ -699,8 +724,21 @@ class Client::Impl {
  private:
   std::vector<std::unique_ptr<redis::Link>> links_;
   std::shared_ptr<Flight> flight_ = std::make_shared<Flight>();
-  std::mutex layouts_mu_;
-  std::unordered_map<std::string, core::LayoutPtr, TopicHash, std::equal_to<>> layouts_;
+  // The layouts read: one cache per shard of the runtime, each touched only
+  // on its shard's thread, and one for the threads outside it.
+  struct LayoutCache {
+    std::unordered_map<std::string, core::LayoutPtr, TopicHash, std::equal_to<>> by_topic;
+    core::LayoutPtr find(std::string_view topic) const {
+      const auto it = by_topic.find(topic);
+      return it == by_topic.end() ? nullptr : it->second;
+    }
+    void keep(const std::string& topic, core::LayoutPtr layout) {
+      by_topic[topic] = std::move(layout);
+    }
+  };
+  std::vector<LayoutCache> layouts_;
+  std::mutex outside_mu_;
+  LayoutCache outside_;  // GUARDED_BY(outside_mu_)
 };
 
 }  // namespace redisched

@@ -21,6 +21,10 @@ inline constexpr int kShardsMax = static_cast<int>(limits::kShardsMax);
 // "<topic>~<suffix>": '~' is no topic character, so a shard topic never
 // meets a topic of the user's.
 std::string shard_topic(std::string_view topic, std::string_view suffix);
+// The topic a shard topic belongs to (any other topic: itself).
+inline std::string_view base_topic(std::string_view topic) {
+  return topic.substr(0, topic.find('~'));
+}
 
 // The shard of n that holds the job id: CRC-16/XMODEM of the id's bytes,
 // modulo n (the same for every client, in any language).
