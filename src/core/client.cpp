@@ -212,7 +212,10 @@ void Client::Impl::wait_for_calls(std::chrono::milliseconds timeout) {
   }
   flight_->waited.store(true);
   std::unique_lock lock(flight_->mu);
-  flight_->idle.wait_for(lock, timeout, [this] { return flight_->calls.load() == 0; });
+  // (command_timeout 0, no timeout: the links are closed, so what is still
+  // in flight ends with Errc::closed at once; a minute for its callbacks.)
+  flight_->idle.wait_for(lock, timeout.count() > 0 ? timeout : std::chrono::minutes(1),
+                         [this] { return flight_->calls.load() == 0; });
 }
 
 Client::Impl::~Impl() {
@@ -346,7 +349,14 @@ REDISCHED_WRAP(std::string, add, (std::string_view topic, const JobSpec& job),
 void Client::put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
                             Callback<std::vector<PutOutcome>> done) try {
   core::check_topic(topic);
-  for (const auto& job : jobs) core::check_spec(job, impl_->opts.max_body);
+  for (const auto& job : jobs) {
+    core::check_spec(job, impl_->opts.max_body);
+    // Refused here, not by one part of the call: the parts of a call answer
+    // on one thread (FanIn), a refusal on the runtime's.
+    if (job.replicas.value_or(0) > 0 && !impl_->replica_timeout_ok) {
+      throw Error(Errc::invalid_argument, kBadReplicaTimeout);
+    }
+  }
   auto send = [impl = impl_.get(), base = std::string(topic)](
                   const std::string& where, std::span<const JobSpec> part,
                   Callback<std::vector<PutOutcome>> then) {

@@ -480,8 +480,8 @@ class Client::Impl {
                 Callback<std::vector<T>> done, Send send) {
     with_layout<std::vector<T>>(
         topic, std::move(done),
-        [items = std::move(items), id_of, send](const core::LayoutPtr& l,
-                                                Callback<std::vector<T>> then) {
+        [this, items = std::move(items), id_of, send](const core::LayoutPtr& l,
+                                                      Callback<std::vector<T>> then) {
           if (!l->spread()) return send(l->topic, std::span<const Item>(items), std::move(then));
           std::vector<std::vector<std::size_t>> at(l->shards.size());
           for (std::size_t i = 0; i < items.size(); ++i) {
@@ -492,7 +492,7 @@ class Client::Impl {
           for (std::size_t k = 0; k < at.size(); ++k) {
             if (!at[k].empty()) asked.push_back(k);
           }
-          if (asked.empty()) return then(std::vector<T>{});
+          if (asked.empty()) return answer_later(then, Result<std::vector<T>>(std::vector<T>{}));
           auto g = FanIn<std::vector<T>, std::vector<T>>::make(
               asked.size(),
               [n = items.size(), asked, at](std::vector<std::vector<T>> parts) {

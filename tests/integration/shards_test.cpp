@@ -43,6 +43,27 @@ class ShardsTest : public ::testing::Test {
   std::string topic_ = test::unique_topic();
 };
 
+// A job's own replicas need a replica_timeout shorter than command_timeout.
+// put_many refuses such a batch at once, before any part goes out: on a
+// spread topic its parts answer together, on one thread (FanIn), and a
+// part refused on its own would answer on another.
+TEST_F(ShardsTest, AJobsOwnReplicasWithoutAReplicaTimeoutAreRefusedBeforeAnyPart) {
+  ClientOptions o = test::client_options();
+  o.command_timeout = Millis{500};  // the default replica_timeout (1 s) is no shorter
+  Client c(o);
+  c.set_shards(topic_, 4);
+  std::vector<JobSpec> many;
+  for (int i = 0; i < 8; ++i) many.push_back(job("j" + std::to_string(i)));
+  many[3].replicas = 1;
+  EXPECT_REDISCHED_ERROR(c.put_many(topic_, many), Errc::invalid_argument,
+                         "shorter than command_timeout");
+  EXPECT_REDISCHED_ERROR(c.put(topic_, many[3]), Errc::invalid_argument,
+                         "shorter than command_timeout");
+  EXPECT_EQ(c.stats(topic_).ready, 0) << "no part was put";
+  many[3].replicas.reset();
+  EXPECT_EQ(c.put_many(topic_, many).size(), 8u);
+}
+
 TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
   const auto shards = client_.set_shards(topic_, 3);
   ASSERT_EQ(shards.size(), 3u);
