@@ -401,15 +401,26 @@ TEST(ServerDrain, SigtermEndsLongPollsOnJobs) {
       201);
   test::HttpAnswer answer;
   std::chrono::steady_clock::duration took{};
+  // Connected here, and the drain starts only once the poll is being sent:
+  // under load the thread could start after it (a refused connection).
+  HttpClient other(serve.port());
+  std::atomic<bool> asking{false};
+  std::string failed;
   std::thread poll([&] {
-    HttpClient other(serve.port());
-    const auto t0 = std::chrono::steady_clock::now();
-    answer = other.request("GET", "/v1/topics/drainwait/jobs/j?wait_ms=30000");
-    took = std::chrono::steady_clock::now() - t0;
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      asking = true;
+      answer = other.request("GET", "/v1/topics/drainwait/jobs/j?wait_ms=30000");
+      took = std::chrono::steady_clock::now() - t0;
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
   });
+  while (!asking) std::this_thread::sleep_for(1ms);
   std::this_thread::sleep_for(300ms);
   EXPECT_EQ(serve.stop(), 0);
   poll.join();
+  EXPECT_EQ(failed, "");
   EXPECT_EQ(answer.status, 200) << answer.body;
   EXPECT_NE(answer.body.find("\"state\":\"ready\""), std::string::npos) << answer.body;
   EXPECT_LT(took, 5s) << "the drain ended the wait";
