@@ -465,10 +465,7 @@ class Client::Impl {
   // answer of theirs (in the shards' order). Not for an unspread topic.
   template <class P, class T, class Send, class Merge>
   void each_shard(const core::LayoutPtr& l, Callback<T> done, Send send, Merge merge) {
-    auto g = FanIn<P, T>::make(
-        l->shards.size(),
-        [merge = std::move(merge)](std::vector<P> parts) { return merge(std::move(parts)); },
-        std::move(done));
+    auto g = FanIn<P, T>::make(l->shards.size(), std::move(merge), std::move(done));
     for (std::size_t i = 0; i < l->shards.size(); ++i) send(l->shards[i], g->part(i, g));
   }
 

@@ -19,7 +19,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 
 #include "redis/cluster.h"

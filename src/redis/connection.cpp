@@ -20,10 +20,7 @@
 #include <charconv>
 #include <chrono>
 #include <deque>
-#include <map>
-#include <mutex>
 #include <optional>
-#include <set>
 #include <tuple>
 #include <utility>
 #include <vector>

@@ -73,7 +73,6 @@ class ChannelTable {
   std::vector<std::string> up();
   // It dropped: nothing is confirmed, nothing can be sent until up().
   void down();
-  bool is_up() const { return up_; }
 
   // Redis confirmed the channel: its subscribers are told (if still wanted).
   void confirmed(const std::string& channel);
