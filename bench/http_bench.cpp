@@ -49,14 +49,14 @@ using Clock = std::chrono::steady_clock;
 // `redisched serve` on a free port, stopped at the end.
 class Server {
  public:
-  Server(const std::string& redis_url, int threads) {
+  Server(const std::string& binary, const std::string& redis_url, int threads) {
     char tmpl[] = "/tmp/redisched-httpbench-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     const std::string log = dir_ + "/serve.log";
     std::vector<std::string> args = {
-        REDISCHED_BINARY, "--redis",     redis_url,   "serve",
-        "--listen",       "127.0.0.1:0", "--threads", std::to_string(threads),
-        "--log-level",    "warn"};
+        binary,        "--redis",     redis_url,   "serve",
+        "--listen",    "127.0.0.1:0", "--threads", std::to_string(threads),
+        "--log-level", "warn"};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -207,9 +207,13 @@ int main(int argc, char** argv) try {
   long jobs = 200000;
   int connections = 50;
   int server_threads = 2;
+  // (A restructure's before-and-after sitting runs a saved binary of before.)
+  std::string binary = REDISCHED_BINARY;
   app.add_option("--jobs", jobs, "requests per figure")->capture_default_str();
   app.add_option("--connections", connections, "keep-alive connections")->capture_default_str();
   app.add_option("--server-threads", server_threads, "serve's --threads")->capture_default_str();
+  app.add_option("--serve-binary", binary, "the redisched binary to serve with")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   bench::OwnRedis redis;
@@ -218,7 +222,7 @@ int main(int argc, char** argv) try {
   bench::Admin admin(target);
   const double lib_put = library_put(target.url(), jobs, connections);
   admin.str("FLUSHALL");
-  Server server(target.url(), server_threads);
+  Server server(binary, target.url(), server_threads);
   const double http_put = drive(server.port(), jobs, connections, 1, putter);
   const double http_reserve = drive(server.port(), jobs, connections, 1, worker);
 
