@@ -262,129 +262,24 @@ Runtime& Client::runtime() noexcept { return *impl_->runtime; }
 void Client::validate_topic(std::string_view topic) { core::check_topic(topic); }
 
 // ---------------------------------------------------------------- put
+// Each call hands its arguments to the dispatcher (Impl::run) with its
+// entry in core/operations.h, which says the rest.
 
-namespace {
-// A job's words in a putmany: id body nopts [options...].
-void add_putmany_part(core::Command& cmd, std::string_view id, const JobSpec& job) {
-  cmd.add(id).add(job.body).add(std::int64_t{core::put_option_words(job)});
-  core::add_put_options(cmd, job);
-}
-
-core::Command putmany_part(std::string_view id, const JobSpec& job) {
-  core::Command part;
-  add_putmany_part(part, id, job);
-  return part;
-}
-}  // namespace
-
-void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done) try {
-  core::check_spec(job, impl_->opts.max_body);
-  impl_->by_id<PutOutcome>(
-      topic, job.id, std::move(done),
-      [impl = impl_.get(), job](const std::string& where, Callback<PutOutcome> then) {
-        auto cmd = impl->fcall_at("put", where);
-        cmd.add(job.id).add(job.body);
-        core::add_put_options(cmd, job);
-        impl->add_max_body(cmd);
-        impl->call_coalescable<PutOutcome>(where, core::put_kind(), core::put_takes(job.id, job),
-                                           cmd, putmany_part(job.id, job), impl->max_body_tail(),
-                                           core::parse_put, std::move(then), job.replicas);
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+void Client::put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done) {
+  impl_->run<op::Put>(topic, job, std::move(done));
 }
 REDISCHED_WRAP(PutOutcome, put, (std::string_view topic, const JobSpec& job),
                (topic, job, std::move(cb)))
 
-void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done) try {
-  if (!job.id.empty()) {
-    throw Error(Errc::invalid_argument, "add generates the id: leave JobSpec::id empty");
-  }
-  if (job.mode != PutMode::create) {
-    throw Error(Errc::invalid_argument, "add creates a job: a generated id cannot be replaced");
-  }
-  core::check_spec(job, impl_->opts.max_body);
-  impl_->with_layout<std::string>(
-      topic, std::move(done),
-      [impl = impl_.get(), job](const core::LayoutPtr& l, Callback<std::string> then) {
-        if (l->spread()) {
-          // The library makes ids per topic, and a shard's id must lead to
-          // that shard: here the id is made first ("<ms>-<random>") and the
-          // job put where it leads.
-          auto spec = job;
-          spec.id = core::random_job_id();
-          auto cmd = impl->fcall_at("put", l->topic_for(spec.id));
-          cmd.add(spec.id).add(spec.body);
-          core::add_put_options(cmd, spec);
-          impl->add_max_body(cmd);
-          return impl->call_write<std::string>(
-              l->topic_for(spec.id), cmd,
-              [id = spec.id](const Reply& r) {
-                if (core::parse_put(r) != PutOutcome::created) {
-                  throw Error(Errc::server, "the generated id " + id + " was taken");
-                }
-                return id;
-              },
-              std::move(then), spec.replicas);
-        }
-        auto cmd = impl->fcall_at("put", l->topic);
-        cmd.add("*").add(job.body);  // "*": the library generates the id
-        core::add_put_options(cmd, job);
-        impl->add_max_body(cmd);
-        impl->call_coalescable<std::string>(
-            l->topic, core::put_kind(), core::put_takes("*", job), cmd, putmany_part("*", job),
-            impl->max_body_tail(),
-            [](const Reply& r) {
-              if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
-              return r.str;
-            },
-            std::move(then), job.replicas);
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+void Client::add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done) {
+  impl_->run<op::Add>(topic, job, std::move(done));
 }
 REDISCHED_WRAP(std::string, add, (std::string_view topic, const JobSpec& job),
                (topic, job, std::move(cb)))
 
 void Client::put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
-                            Callback<std::vector<PutOutcome>> done) try {
-  core::check_topic(topic);
-  for (const auto& job : jobs) {
-    core::check_spec(job, impl_->opts.max_body);
-    // Refused here, not by one part of the call: the parts of a call answer
-    // on one thread (FanIn), a refusal on the runtime's.
-    if (job.replicas.value_or(0) > 0 && !impl_->replica_timeout_ok) {
-      throw Error(Errc::invalid_argument, kBadReplicaTimeout);
-    }
-  }
-  auto send = [impl = impl_.get(), base = std::string(topic)](
-                  const std::string& where, std::span<const JobSpec> part,
-                  Callback<std::vector<PutOutcome>> then) {
-    impl->batched<PutOutcome, JobSpec>(part, std::move(then), [&](auto chunk, auto cb) {
-      auto cmd = impl->fcall_at("putmany", where);
-      cmd.add(static_cast<std::int64_t>(chunk.size()));
-      // The most any job asks for, its own or the topic's.
-      std::optional<int> replicas;
-      const bool own = std::any_of(chunk.begin(), chunk.end(),
-                                   [](const JobSpec& j) { return j.replicas.has_value(); });
-      for (const auto& job : chunk) {
-        if (own) {
-          replicas =
-              std::max(replicas.value_or(0), job.replicas.value_or(impl->replicas_for(base)));
-        }
-        add_putmany_part(cmd, job.id, job);
-      }
-      impl->add_max_body(cmd);
-      impl->call_write<std::vector<PutOutcome>>(where, cmd, core::parse_put_many, std::move(cb),
-                                                replicas);
-    });
-  };
-  impl_->by_shard<PutOutcome, JobSpec>(
-      topic, std::vector<JobSpec>(jobs.begin(), jobs.end()),
-      [](const JobSpec& j) -> const std::string& { return j.id; }, std::move(done),
-      std::move(send));
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+                            Callback<std::vector<PutOutcome>> done) {
+  impl_->run<op::PutMany>(topic, {{jobs.begin(), jobs.end()}}, std::move(done));
 }
 REDISCHED_WRAP(std::vector<PutOutcome>, put_many,
                (std::string_view topic, std::span<const JobSpec> jobs),
@@ -393,78 +288,170 @@ REDISCHED_WRAP(std::vector<PutOutcome>, put_many,
 // ---------------------------------------------------------------- read
 
 void Client::get_async(std::string_view topic, std::string_view id,
-                       Callback<std::optional<Job>> done) try {
-  impl_->by_id<std::optional<Job>>(
-      topic, id, std::move(done),
-      [impl = impl_.get(), id = std::string(id)](const std::string& where, auto then) {
-        auto cmd = impl->fcall_at("get", where);
-        cmd.add(id);
-        impl->call<std::optional<Job>>(where, cmd, core::parse_get, std::move(then));
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+                       Callback<std::optional<Job>> done) {
+  impl_->run<op::Get>(topic, {std::string(id)}, std::move(done));
 }
 REDISCHED_WRAP(std::optional<Job>, get, (std::string_view topic, std::string_view id),
                (topic, id, std::move(cb)))
 
-void Client::stats_async(std::string_view topic, Callback<TopicStats> done) try {
-  impl_->with_layout<TopicStats>(
-      topic, std::move(done), [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
-        auto send = [impl](const std::string& where, Callback<TopicStats> next_then) {
-          impl->call<TopicStats>(
-              where, impl->fcall_at("stats", where),
-              [](const Reply& r) {
-                auto st = core::parse_stats(r);
-                // A former shard: the list changed since (with_layout reads it again).
-                if (st.shards < 0) {
-                  throw core::error_from_reply("SHARDED *");  // as the library says it
-                }
-                return st;
-              },
-              std::move(next_then));
-        };
-        if (!l->spread()) {
-          // A topic spread since this client last looked: read the list again.
-          return send(l->topic, [then = std::move(then), topic = l->topic](Result<TopicStats> r) {
-            if (r.ok() && r.value().shards > 0) {
-              return then(core::error_from_reply("SHARDED " + topic + " has " +
-                                                 std::to_string(r.value().shards)));
-            }
-            then(std::move(r));
-          });
-        }
-        impl->each_shard<TopicStats>(l, std::move(then), send,
-                                     [n = l->shards.size()](std::vector<TopicStats> parts) {
-                                       return core::merge_stats(parts, n);
-                                     });
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+void Client::stats_async(std::string_view topic, Callback<TopicStats> done) {
+  impl_->run<op::Stats>(topic, {}, std::move(done));
 }
 REDISCHED_WRAP(TopicStats, stats, (std::string_view topic), (topic, std::move(cb)))
 
 void Client::list_async(std::string_view topic, JobState state, std::int64_t offset, int count,
-                        bool with_bodies, Callback<ListPage> done) try {
-  impl_->with_layout<ListPage>(
-      topic, std::move(done),
-      [impl = impl_.get(), state, offset, count, with_bodies](const core::LayoutPtr& l, auto then) {
-        auto send = [impl, state, with_bodies](const std::string& where, std::int64_t skip,
-                                               int want, Callback<ListPage> next_then) {
-          auto cmd = impl->fcall_at("list", where);
-          cmd.add(to_string(state)).add(skip).add(std::int64_t{want});
-          if (!with_bodies) cmd.add("NOBODY");
-          impl->call<ListPage>(where, cmd, core::parse_list, std::move(next_then));
-        };
-        if (!l->spread()) return send(l->topic, offset, count, std::move(then));
-        list_spread(l, offset, count, std::move(send), std::move(then));
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+                        bool with_bodies, Callback<ListPage> done) {
+  impl_->run<op::List>(topic, {state, offset, count, with_bodies}, std::move(done));
 }
 REDISCHED_WRAP(ListPage, list,
                (std::string_view topic, JobState state, std::int64_t offset, int count,
                 bool with_bodies),
                (topic, state, offset, count, with_bodies, std::move(cb)))
+
+// ---------------------------------------------------------------- take
+
+void Client::reserve_async(std::string_view topic, int count, Millis ttr,
+                           Callback<ReserveResult> done) {
+  impl_->run<op::Reserve>(topic, {count, ttr}, std::move(done));
+}
+REDISCHED_WRAP(ReserveResult, reserve, (std::string_view topic, int count, Millis ttr),
+               (topic, count, ttr, std::move(cb)))
+
+void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) {
+  impl_->run<op::Pull>(topic, {count}, std::move(done));
+}
+REDISCHED_WRAP(ReserveResult, pull, (std::string_view topic, int count),
+               (topic, count, std::move(cb)))
+
+// ---------------------------------------------------------------- settle
+
+void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                       Millis keep, Callback<Outcome> done) {
+  impl_->run<op::Ack>(topic, {{std::string(id), token}, keep, std::nullopt}, std::move(done));
+}
+REDISCHED_WRAP(Outcome, ack,
+               (std::string_view topic, std::string_view id, std::uint64_t token, Millis keep),
+               (topic, id, token, keep, std::move(cb)))
+
+void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                       Millis keep, std::string_view result, Callback<Outcome> done) {
+  impl_->run<op::Ack>(topic, {{std::string(id), token}, keep, std::string(result)},
+                      std::move(done));
+}
+REDISCHED_WRAP(Outcome, ack,
+               (std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
+                std::string_view result),
+               (topic, id, token, keep, result, std::move(cb)))
+
+void Client::ack_many_async(std::string_view topic,
+                            std::span<const std::pair<std::string, std::uint64_t>> jobs,
+                            Millis keep, Callback<std::vector<Outcome>> done) {
+  impl_->run<op::AckMany>(topic, {{jobs.begin(), jobs.end()}, keep}, std::move(done));
+}
+REDISCHED_WRAP(std::vector<Outcome>, ack_many,
+               (std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs,
+                Millis keep),
+               (topic, jobs, keep, std::move(cb)))
+
+void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                           Millis delay, std::optional<int> priority, Callback<Outcome> done) {
+  impl_->run<op::Release>(topic, {{std::string(id), token}, delay, priority}, std::move(done));
+}
+REDISCHED_WRAP(Outcome, release,
+               (std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
+                std::optional<int> priority),
+               (topic, id, token, delay, priority, std::move(cb)))
+
+void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                        std::string_view error, bool bury, std::optional<Millis> retry_delay,
+                        std::optional<int> max_attempts, Callback<FailResult> done) {
+  impl_->run<op::Fail>(
+      topic, {{std::string(id), token}, std::string(error), bury, retry_delay, max_attempts},
+      std::move(done));
+}
+REDISCHED_WRAP(FailResult, fail,
+               (std::string_view topic, std::string_view id, std::uint64_t token,
+                std::string_view error, bool bury, std::optional<Millis> retry_delay,
+                std::optional<int> max_attempts),
+               (topic, id, token, error, bury, retry_delay, max_attempts, std::move(cb)))
+
+void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                         Millis ttr, Callback<TouchResult> done) {
+  impl_->run<op::Touch>(topic, {{std::string(id), token}, ttr}, std::move(done));
+}
+REDISCHED_WRAP(TouchResult, touch,
+               (std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr),
+               (topic, id, token, ttr, std::move(cb)))
+
+// ---------------------------------------------------------------- manage
+
+void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) {
+  impl_->run<op::Delete>(topic, {std::string(id)}, std::move(done));
+}
+REDISCHED_WRAP(bool, remove, (std::string_view topic, std::string_view id),
+               (topic, id, std::move(cb)))
+
+void Client::restore_async(std::string_view topic, const Job& job, bool replace,
+                           Callback<bool> done) {
+  impl_->run<op::Restore>(topic, {job, replace}, std::move(done));
+}
+REDISCHED_WRAP(bool, restore, (std::string_view topic, const Job& job, bool replace),
+               (topic, job, replace, std::move(cb)))
+
+void Client::requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done) {
+  impl_->run<op::Requeue>(topic, {limit}, std::move(done));
+}
+REDISCHED_WRAP(RequeueResult, requeue, (std::string_view topic, int limit),
+               (topic, limit, std::move(cb)))
+
+void Client::kick_async(std::string_view topic, std::span<const std::string> ids,
+                        Callback<int> done) {
+  impl_->run<op::Kick>(topic, {{ids.begin(), ids.end()}}, std::move(done));
+}
+REDISCHED_WRAP(int, kick, (std::string_view topic, std::span<const std::string> ids),
+               (topic, ids, std::move(cb)))
+
+void Client::kick_all_async(std::string_view topic, int limit, Callback<int> done) {
+  impl_->run<op::KickAll>(topic, {limit}, std::move(done));
+}
+REDISCHED_WRAP(int, kick_all, (std::string_view topic, int limit), (topic, limit, std::move(cb)))
+
+void Client::pause_async(std::string_view topic, Callback<bool> done) {
+  impl_->run<op::Pause>(topic, {}, std::move(done));
+}
+REDISCHED_WRAP(bool, pause, (std::string_view topic), (topic, std::move(cb)))
+
+void Client::resume_async(std::string_view topic, Callback<bool> done) {
+  impl_->run<op::Resume>(topic, {}, std::move(done));
+}
+REDISCHED_WRAP(bool, resume, (std::string_view topic), (topic, std::move(cb)))
+
+void Client::set_limits_async(std::string_view topic, const TopicLimits& limits,
+                              Callback<TopicLimits> done) {
+  impl_->run<op::Limit>(topic, {limits}, std::move(done));
+}
+REDISCHED_WRAP(TopicLimits, set_limits, (std::string_view topic, const TopicLimits& limits),
+               (topic, limits, std::move(cb)))
+
+void Client::limits_async(std::string_view topic, Callback<TopicLimits> done) {
+  impl_->run<op::Limit>(topic, {}, std::move(done));
+}
+REDISCHED_WRAP(TopicLimits, limits, (std::string_view topic), (topic, std::move(cb)))
+
+void Client::set_retry_window_async(std::string_view topic, Millis window,
+                                    Callback<RetryWindow> done) {
+  impl_->run<op::RetryWindow>(topic, {window}, std::move(done));
+}
+REDISCHED_WRAP(RetryWindow, set_retry_window, (std::string_view topic, Millis window),
+               (topic, window, std::move(cb)))
+
+void Client::retry_window_async(std::string_view topic, Callback<RetryWindow> done) {
+  impl_->run<op::RetryWindow>(topic, {}, std::move(done));
+}
+REDISCHED_WRAP(RetryWindow, retry_window, (std::string_view topic), (topic, std::move(cb)))
+
+// ---------------------------------------------------------------- composed
+// Calls made of several of the library's.
 
 namespace {
 // A SCAN over every topic's meta hash on every node of the link, one page at
@@ -567,447 +554,6 @@ std::int64_t Client::now_ms() {
   });
 }
 
-// ---------------------------------------------------------------- take
-
-void Client::reserve_async(std::string_view topic, int count, Millis ttr,
-                           Callback<ReserveResult> done) try {
-  auto send = [impl = impl_.get(), ttr](const std::string& where, int want,
-                                        Callback<ReserveResult> then) {
-    auto cmd = impl->fcall_at("reserve", where);
-    cmd.add(std::int64_t{want});
-    core::Command tail;
-    if (ttr.count() > 0) {
-      cmd.add("TTR").add(ttr.count());
-      tail.add("TTR").add(ttr.count());
-    }
-    auto parse = [](const Reply& r) { return core::parse_reserve(r, true); };
-    if (want != 1) return impl->call<ReserveResult>(where, cmd, parse, std::move(then));
-    // Reserves of one job each, queued together, go as one reserve of many.
-    impl->call_coalescable<ReserveResult>(where, core::reserve_kind(), true, cmd, core::Command{},
-                                          tail, parse, std::move(then), 0);
-  };
-  impl_->with_layout<ReserveResult>(
-      topic, std::move(done),
-      [count, send = std::move(send)](const core::LayoutPtr& l, Callback<ReserveResult> then) {
-        if (!l->spread()) return send(l->topic, count, std::move(then));
-        take_spread(l, count, send, std::move(then));
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(ReserveResult, reserve, (std::string_view topic, int count, Millis ttr),
-               (topic, count, ttr, std::move(cb)))
-
-void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) try {
-  auto send = [impl = impl_.get()](const std::string& where, int want,
-                                   Callback<ReserveResult> then) {
-    auto cmd = impl->fcall_at("pull", where);
-    cmd.add(std::int64_t{want});
-    impl->call<ReserveResult>(
-        where, cmd, [](const Reply& r) { return core::parse_reserve(r, false); }, std::move(then));
-  };
-  impl_->with_layout<ReserveResult>(
-      topic, std::move(done),
-      [count, send = std::move(send)](const core::LayoutPtr& l, Callback<ReserveResult> then) {
-        if (!l->spread()) return send(l->topic, count, std::move(then));
-        take_spread(l, count, send, std::move(then));
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(ReserveResult, pull, (std::string_view topic, int count),
-               (topic, count, std::move(cb)))
-
-// ---------------------------------------------------------------- settle
-
-void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                       Millis keep, Callback<Outcome> done) try {
-  impl_->by_id<Outcome>(topic, id, std::move(done),
-                        [impl = impl_.get(), id = std::string(id), token, keep](
-                            const std::string& where, Callback<Outcome> then) {
-                          auto cmd = impl->held("ack", where, id, token);
-                          core::Command part;
-                          part.add(id).add(static_cast<std::int64_t>(token));
-                          core::Command tail;
-                          if (keep.count() > 0) {
-                            cmd.add("KEEP").add(keep.count());
-                            tail.add("KEEP").add(keep.count());
-                          }
-                          impl->call_coalescable<Outcome>(
-                              where, core::ack_kind(), core::ack_takes(id, token), cmd, part, tail,
-                              core::parse_outcome, std::move(then));
-                        });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(Outcome, ack,
-               (std::string_view topic, std::string_view id, std::uint64_t token, Millis keep),
-               (topic, id, token, keep, std::move(cb)))
-
-// An ack with a result goes alone: ackmany takes no results.
-void Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                       Millis keep, std::string_view result, Callback<Outcome> done) try {
-  if (keep.count() <= 0) {
-    throw Error(Errc::invalid_argument,
-                "a result needs keep > 0: it is kept with the finished job");
-  }
-  if (result.size() > impl_->opts.max_body) {
-    throw Error(Errc::invalid_argument, "result is " + std::to_string(result.size()) +
-                                            " bytes, over the limit of " +
-                                            std::to_string(impl_->opts.max_body));
-  }
-  impl_->by_id<Outcome>(topic, id, std::move(done),
-                        [impl = impl_.get(), id = std::string(id), token, keep,
-                         result = std::string(result)](const std::string& where, auto then) {
-                          auto cmd = impl->held("ack", where, id, token);
-                          cmd.add("KEEP").add(keep.count()).add("RESULT").add(result);
-                          impl->add_max_body(cmd);
-                          impl->call_write<Outcome>(where, cmd, core::parse_outcome,
-                                                    std::move(then));
-                        });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(Outcome, ack,
-               (std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
-                std::string_view result),
-               (topic, id, token, keep, result, std::move(cb)))
-
-void Client::ack_many_async(std::string_view topic,
-                            std::span<const std::pair<std::string, std::uint64_t>> jobs,
-                            Millis keep, Callback<std::vector<Outcome>> done) try {
-  using Item = std::pair<std::string, std::uint64_t>;
-  auto send = [impl = impl_.get(), keep](const std::string& where, std::span<const Item> part,
-                                         Callback<std::vector<Outcome>> then) {
-    impl->batched<Outcome, Item>(part, std::move(then), [&](auto chunk, auto cb) {
-      auto cmd = impl->fcall_at("ackmany", where);
-      cmd.add(static_cast<std::int64_t>(chunk.size()));
-      for (const auto& [id, token] : chunk) cmd.add(id).add(static_cast<std::int64_t>(token));
-      if (keep.count() > 0) cmd.add("KEEP").add(keep.count());
-      impl->call_write<std::vector<Outcome>>(where, cmd, core::parse_outcomes, std::move(cb));
-    });
-  };
-  impl_->by_shard<Outcome, Item>(
-      topic, std::vector<Item>(jobs.begin(), jobs.end()),
-      [](const Item& i) -> const std::string& { return i.first; }, std::move(done),
-      std::move(send));
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(std::vector<Outcome>, ack_many,
-               (std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs,
-                Millis keep),
-               (topic, jobs, keep, std::move(cb)))
-
-void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                           Millis delay, std::optional<int> priority, Callback<Outcome> done) try {
-  impl_->by_id<Outcome>(topic, id, std::move(done),
-                        [impl = impl_.get(), id = std::string(id), token, delay, priority](
-                            const std::string& where, auto then) {
-                          auto cmd = impl->held("release", where, id, token);
-                          if (delay.count() > 0) cmd.add("DELAY").add(delay.count());
-                          if (priority) cmd.add("PRIORITY").add(std::int64_t{*priority});
-                          impl->call_write<Outcome>(where, cmd, core::parse_outcome,
-                                                    std::move(then));
-                        });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(Outcome, release,
-               (std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
-                std::optional<int> priority),
-               (topic, id, token, delay, priority, std::move(cb)))
-
-void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                        std::string_view error, bool bury, std::optional<Millis> retry_delay,
-                        std::optional<int> max_attempts, Callback<FailResult> done) try {
-  impl_->by_id<FailResult>(
-      topic, id, std::move(done),
-      [impl = impl_.get(), id = std::string(id), token, error = std::string(error), bury,
-       retry_delay, max_attempts](const std::string& where, auto then) {
-        auto cmd = impl->held("fail", where, id, token);
-        cmd.add(error);
-        if (bury) cmd.add("DEAD");
-        if (retry_delay) cmd.add("DELAY").add(retry_delay->count());
-        if (max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*max_attempts});
-        impl->call_write<FailResult>(where, cmd, core::parse_fail, std::move(then));
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(FailResult, fail,
-               (std::string_view topic, std::string_view id, std::uint64_t token,
-                std::string_view error, bool bury, std::optional<Millis> retry_delay,
-                std::optional<int> max_attempts),
-               (topic, id, token, error, bury, retry_delay, max_attempts, std::move(cb)))
-
-void Client::touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                         Millis ttr, Callback<TouchResult> done) try {
-  impl_->by_id<TouchResult>(
-      topic, id, std::move(done),
-      [impl = impl_.get(), id = std::string(id), token, ttr](const std::string& where, auto then) {
-        auto cmd = impl->held("touch", where, id, token);
-        if (ttr.count() > 0) cmd.add("TTR").add(ttr.count());
-        impl->call<TouchResult>(where, cmd, core::parse_touch, std::move(then));
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(TouchResult, touch,
-               (std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr),
-               (topic, id, token, ttr, std::move(cb)))
-
-// ---------------------------------------------------------------- manage
-
-namespace {
-int to_count(const Reply& r) { return static_cast<int>(core::parse_integer(r)); }
-bool changed(const Reply& r) { return core::parse_integer(r) == 1; }
-int sum_of(const std::vector<int>& parts) {
-  int n = 0;
-  for (int p : parts) n += p;
-  return n;
-}
-
-// pause or resume: of the topic, or of each of its shards (changed: any).
-template <class Impl>
-void on_every_shard(Impl& impl, const core::LayoutPtr& l, std::string_view op,
-                    Callback<bool> done) {
-  auto send = [&impl, op = std::string(op)](const std::string& where, Callback<bool> then) {
-    impl.template call<bool>(where, impl.fcall_at(op, where), changed, std::move(then));
-  };
-  if (!l->spread()) return send(l->topic, std::move(done));
-  impl.template each_shard<bool>(l, std::move(done), send, [](const std::vector<bool>& parts) {
-    return std::find(parts.begin(), parts.end(), true) != parts.end();
-  });
-}
-}  // namespace
-
-void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) try {
-  impl_->by_id<bool>(
-      topic, id, std::move(done),
-      [impl = impl_.get(), id = std::string(id)](const std::string& where, auto then) {
-        auto cmd = impl->fcall_at("delete", where);
-        cmd.add(id);
-        impl->call_write<bool>(where, cmd, changed, std::move(then));
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(bool, remove, (std::string_view topic, std::string_view id),
-               (topic, id, std::move(cb)))
-
-namespace {
-template <class Impl>
-void restore_on(Impl& impl, const std::string& topic, const Job& job, bool replace,
-                Callback<bool> done) {
-  auto cmd = impl.fcall_at("restore", topic);
-  const char* state = job.state == JobState::dead      ? "dead"
-                      : job.state == JobState::delayed ? "delayed"
-                                                       : "ready";
-  cmd.add(job.id).add(job.body).add(state).add(job.created_ms).add(std::int64_t{job.attempts});
-  cmd.add("AT").add(job.due_ms).add("PRIORITY").add(std::int64_t{job.priority});
-  if (job.own_ttr) cmd.add("TTR").add(job.ttr.count());  // else reserve's or the default
-  if (job.max_attempts > 0) cmd.add("ATTEMPTS").add(std::int64_t{job.max_attempts});
-  cmd.add("BACKOFF")
-      .add(job.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential")
-      .add(job.backoff.base.count())
-      .add(job.backoff.cap.count());
-  if (job.keep.count() > 0) cmd.add("KEEP").add(job.keep.count());
-  if (job.error) cmd.add("ERROR").add(*job.error);
-  if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
-  if (replace) cmd.add("REPLACE");
-  impl.template call_write<bool>(topic, cmd, changed, std::move(done));
-}
-}  // namespace
-
-void Client::restore_async(std::string_view topic, const Job& job, bool replace,
-                           Callback<bool> done) try {
-  if (job.state == JobState::done) return impl_->answer_later(done, Result<bool>(false));
-  impl_->by_id<bool>(topic, job.id, std::move(done),
-                     [impl = impl_.get(), job, replace](const std::string& where, auto then) {
-                       restore_on(*impl, where, job, replace, std::move(then));
-                     });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(bool, restore, (std::string_view topic, const Job& job, bool replace),
-               (topic, job, replace, std::move(cb)))
-
-void Client::requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done) try {
-  impl_->with_layout<RequeueResult>(
-      topic, std::move(done), [impl = impl_.get(), limit](const core::LayoutPtr& l, auto then) {
-        auto send = [impl, limit](const std::string& where, Callback<RequeueResult> next_then) {
-          auto cmd = impl->fcall_at("requeue", where);
-          cmd.add("LIMIT").add(std::int64_t{limit});
-          impl->call<RequeueResult>(where, cmd, core::parse_requeue, std::move(next_then));
-        };
-        if (!l->spread()) return send(l->topic, std::move(then));
-        impl->each_shard<RequeueResult>(
-            l, std::move(then), send, [](std::vector<RequeueResult> parts) {
-              RequeueResult all;
-              for (const auto& p : parts) {
-                all.requeued += p.requeued;
-                all.buried += p.buried;
-                all.next_deadline_ms = core::earlier_time(all.next_deadline_ms, p.next_deadline_ms);
-              }
-              return all;
-            });
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(RequeueResult, requeue, (std::string_view topic, int limit),
-               (topic, limit, std::move(cb)))
-
-void Client::kick_async(std::string_view topic, std::span<const std::string> ids,
-                        Callback<int> done) try {
-  // One answer per id (1 kicked, 0 not), so that by_shard can gather them.
-  auto send = [impl = impl_.get()](const std::string& where, std::span<const std::string> part,
-                                   Callback<std::vector<int>> then) {
-    impl->batched<int, std::string>(
-        part,
-        [then = std::move(then), n = part.size()](Result<std::vector<int>> r) {
-          if (!r.ok()) return then(r.error());
-          int kicked = 0;
-          for (int k : r.value()) kicked += k;
-          std::vector<int> each(n, 0);
-          for (int i = 0; i < kicked && i < static_cast<int>(n); ++i) each[i] = 1;
-          then(std::move(each));
-        },
-        [&](auto chunk, auto cb) {
-          auto cmd = impl->fcall_at("kick", where);
-          for (const auto& id : chunk) cmd.add(id);
-          impl->call<std::vector<int>>(
-              where, cmd, [](const Reply& r) { return std::vector<int>{to_count(r)}; },
-              std::move(cb));
-        });
-  };
-  impl_->by_shard<int, std::string>(
-      topic, std::vector<std::string>(ids.begin(), ids.end()),
-      [](const std::string& id) -> const std::string& { return id; },
-      [done = std::move(done)](Result<std::vector<int>> r) {
-        if (!r.ok()) return done(r.error());
-        int kicked = 0;
-        for (int n : r.value()) kicked += n;
-        done(kicked);
-      },
-      std::move(send));
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(int, kick, (std::string_view topic, std::span<const std::string> ids),
-               (topic, ids, std::move(cb)))
-
-void Client::kick_all_async(std::string_view topic, int limit, Callback<int> done) try {
-  impl_->with_layout<int>(
-      topic, std::move(done), [impl = impl_.get(), limit](const core::LayoutPtr& l, auto then) {
-        auto send = [impl, limit](const std::string& where, Callback<int> next_then) {
-          auto cmd = impl->fcall_at("kickall", where);
-          cmd.add("LIMIT").add(std::int64_t{limit});
-          impl->call<int>(where, cmd, to_count, std::move(next_then));
-        };
-        if (!l->spread()) return send(l->topic, std::move(then));
-        impl->each_shard<int>(l, std::move(then), send, sum_of);
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(int, kick_all, (std::string_view topic, int limit), (topic, limit, std::move(cb)))
-
-void Client::pause_async(std::string_view topic, Callback<bool> done) try {
-  impl_->with_layout<bool>(topic, std::move(done),
-                           [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
-                             on_every_shard(*impl, l, "pause", std::move(then));
-                           });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(bool, pause, (std::string_view topic), (topic, std::move(cb)))
-
-void Client::resume_async(std::string_view topic, Callback<bool> done) try {
-  impl_->with_layout<bool>(topic, std::move(done),
-                           [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
-                             on_every_shard(*impl, l, "resume", std::move(then));
-                           });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(bool, resume, (std::string_view topic), (topic, std::move(cb)))
-
-void Client::set_limits_async(std::string_view topic, const TopicLimits& limits,
-                              Callback<TopicLimits> done) try {
-  auto cmd = impl_->fcall("limit", topic);
-  // Without a rate its window is not used, but the library checks it.
-  const std::int64_t window = limits.rate == 0 ? 1 : limits.window.count();
-  cmd.add("RATE").add(std::int64_t{limits.rate}).add(window);
-  cmd.add("CONCURRENCY").add(std::int64_t{limits.concurrency});
-  cmd.add("AGING").add(limits.aging.count());
-  // (A spread topic answers SHARDED: limits hold for one topic's keys.)
-  impl_->call<TopicLimits>(topic, cmd, core::parse_limits, std::move(done));
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(TopicLimits, set_limits, (std::string_view topic, const TopicLimits& limits),
-               (topic, limits, std::move(cb)))
-
-void Client::limits_async(std::string_view topic, Callback<TopicLimits> done) try {
-  impl_->call<TopicLimits>(topic, impl_->fcall("limit", topic), core::parse_limits,
-                           std::move(done));
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(TopicLimits, limits, (std::string_view topic), (topic, std::move(cb)))
-
-namespace {
-// The retry window of the topic, or of each of its shards: the first's
-// window, the ids they hold together.
-template <class Impl>
-void retry_window_on(Impl& impl, const core::LayoutPtr& l, std::optional<Millis> set,
-                     Callback<RetryWindow> done) {
-  auto send = [&impl, set](const std::string& where, Callback<RetryWindow> then) {
-    auto cmd = impl.fcall_at("retrywindow", where);
-    if (set) cmd.add(set->count());
-    impl.template call<RetryWindow>(where, cmd, core::parse_retry_window, std::move(then));
-  };
-  if (!l->spread()) return send(l->topic, std::move(done));
-  impl.template each_shard<RetryWindow>(l, std::move(done), send,
-                                        [](const std::vector<RetryWindow>& parts) {
-                                          RetryWindow all = parts.front();
-                                          for (std::size_t i = 1; i < parts.size(); ++i) {
-                                            all.remembered += parts[i].remembered;
-                                          }
-                                          return all;
-                                        });
-}
-}  // namespace
-
-void Client::set_retry_window_async(std::string_view topic, Millis window,
-                                    Callback<RetryWindow> done) try {
-  if (window.count() < 0 || window.count() > limits::kWindowMax) {
-    throw Error(Errc::invalid_argument, "the retry window must be 0.." +
-                                            std::to_string(limits::kWindowMax) + " ms, got " +
-                                            std::to_string(window.count()));
-  }
-  impl_->with_layout<RetryWindow>(
-      topic, std::move(done), [impl = impl_.get(), window](const core::LayoutPtr& l, auto then) {
-        retry_window_on(*impl, l, window, std::move(then));
-      });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(RetryWindow, set_retry_window, (std::string_view topic, Millis window),
-               (topic, window, std::move(cb)))
-
-void Client::retry_window_async(std::string_view topic, Callback<RetryWindow> done) try {
-  impl_->with_layout<RetryWindow>(topic, std::move(done),
-                                  [impl = impl_.get()](const core::LayoutPtr& l, auto then) {
-                                    retry_window_on(*impl, l, std::nullopt, std::move(then));
-                                  });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
-}
-REDISCHED_WRAP(RetryWindow, retry_window, (std::string_view topic), (topic, std::move(cb)))
-
 void Client::migrate_async(std::string_view topic, int limit, Callback<Migration> done) try {
   if (limit < 1 || limit > limits::kBatchMax) {
     throw Error(Errc::invalid_argument, "the migration's limit must be 1.." +
@@ -1068,9 +614,7 @@ struct Reshard : std::enable_shared_from_this<Reshard<Impl>> {
     impl->template each_shard<Said>(
         l, Callback<std::vector<Said>>([then](Result<std::vector<Said>> r) { then(r.value()); }),
         [impl = impl, words](const std::string& where, Callback<Said> said) {
-          auto cmd = impl->fcall_at("shard", where);
-          for (const auto& w : words) cmd.add(w);
-          impl->template call<int>(where, cmd, to_count, [said = std::move(said)](Result<int> r) {
+          impl->template send<op::Shard>(where, {words}, [said = std::move(said)](Result<int> r) {
             said(r.ok() ? Said{} : Said{r.error().code(), r.error().what()});
           });
         },
@@ -1125,15 +669,14 @@ struct Reshard : std::enable_shared_from_this<Reshard<Impl>> {
   }
 
   void name() {
-    auto cmd = impl->fcall_at("shard", base);
-    for (const auto& s : next->suffixes) cmd.add(s);
-    impl->template call<int>(base, cmd, to_count, [self = shared_from_this()](Result<int> r) {
-      if (!r.ok()) return self->fail(r.error().code(), r.error().what());
-      self->impl->read_layout(self->base, [self](Result<core::LayoutPtr> l) {
-        if (!l.ok()) return self->done(l.error());
-        self->done(shard_topics(l.value()));
-      });
-    });
+    impl->template send<op::Shard>(
+        base, {next->suffixes}, [self = shared_from_this()](Result<int> r) {
+          if (!r.ok()) return self->fail(r.error().code(), r.error().what());
+          self->impl->read_layout(self->base, [self](Result<core::LayoutPtr> l) {
+            if (!l.ok()) return self->done(l.error());
+            self->done(shard_topics(l.value()));
+          });
+        });
   }
 };
 }  // namespace

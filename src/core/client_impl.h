@@ -21,6 +21,7 @@
 #include "core/coalesce.h"
 #include "core/codec.h"
 #include "core/limits.h"
+#include "core/operations.h"
 #include "core/shards.h"
 #include "redis/connection.h"
 #include "redisched/asio.h"
@@ -31,6 +32,7 @@ namespace redisched {
 namespace client_detail {
 
 namespace asio = boost::asio;
+namespace op = core::op;
 using redis::Reply;
 
 constexpr int kBatchMax = static_cast<int>(limits::kBatchMax);  // jobs per call
@@ -313,27 +315,211 @@ class Client::Impl {
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  core::Command fcall(std::string_view op, std::string_view topic) const {
-    core::check_topic(topic);
+  // FCALL redisched_<function> on a topic (or shard topic) already checked.
+  core::Command fcall_at(std::string_view function, std::string_view where) const {
     core::Command cmd;
-    cmd.fcall(op, opts.prefix, topic);
+    cmd.fcall(function, opts.prefix, where);
     return cmd;
   }
 
-  // The start of every call on a reservation: ... id token.
-  core::Command held(std::string_view op, std::string_view where, std::string_view id,
-                     std::uint64_t token) const {
-    auto cmd = fcall_at(op, where);
-    cmd.add(id).add(static_cast<std::int64_t>(token));
-    return cmd;
+  // ---- the one dispatcher of core/operations.h's table
+
+  // Runs operation Op on topic with a: checks a, finds where it goes,
+  // encodes, sends, decodes. Every refusal (an argument, an error reply, a
+  // lost connection) is done's Error; it never throws.
+  template <class Op>
+  void run(std::string_view topic, typename Op::Args a, Callback<typename Op::Value> done) {
+    using V = typename Op::Value;
+    try {
+      core::check_topic(topic);
+      if constexpr (requires { Op::check(a, opts); }) Op::check(a, opts);
+      // (Before any part goes out: the parts of one call answer on one
+      // thread, FanIn, and a refusal on the runtime's.)
+      check_own_replicas<Op>(a);
+    } catch (const Error& e) {
+      return refuse(done, e);
+    }
+    if constexpr (requires { Op::settled(a); }) {
+      if (auto v = Op::settled(a)) return answer_later(done, Result<V>(std::move(*v)));
+    }
+    if constexpr (Op::route == op::Route::topic) {
+      send<Op>(topic, a, std::move(done));
+    } else {
+      with_layout<V>(topic, std::move(done),
+                     [this, a = std::move(a)](const core::LayoutPtr& l, Callback<V> then) {
+                       on_layout<Op>(l, a, std::move(then));
+                     });
+    }
   }
 
-  // fcall, on a topic (or shard topic) already checked: a call's body once
-  // with_layout chose where it goes.
-  core::Command fcall_at(std::string_view op, std::string_view where) const {
-    core::Command cmd;
-    cmd.fcall(op, opts.prefix, where);
-    return cmd;
+  // run, once the topic's layout is known: Op's route over it.
+  template <class Op>
+  void on_layout(const core::LayoutPtr& l, const typename Op::Args& a,
+                 Callback<typename Op::Value> done) {
+    using V = typename Op::Value;
+    using op::Route;
+    if constexpr (Op::route == Route::job) {
+      if constexpr (requires(typename Op::Args b) { Op::place(b, *l); }) {
+        auto placed = a;
+        Op::place(placed, *l);
+        send<Op>(l->topic_for(Op::id(placed)), placed, std::move(done));
+      } else {
+        send<Op>(l->topic_for(Op::id(a)), a, std::move(done));
+      }
+    } else if constexpr (Op::route == Route::jobs) {
+      send_jobs<Op>(l, a, std::move(done));
+    } else if constexpr (Op::route == Route::every_shard) {
+      // An answer that says the layout changed: SHARDED, as the library
+      // says it, so that with_layout reads it again.
+      auto checked = [l](Callback<V> then) -> Callback<V> {
+        if constexpr (requires(const V& v) { Op::stale(v, *l); }) {
+          return [l, then = std::move(then)](Result<V> r) {
+            if (r.ok() && Op::stale(r.value(), *l)) {
+              return then(core::error_from_reply("SHARDED " + l->topic + " changed its shards"));
+            }
+            then(std::move(r));
+          };
+        } else {
+          return then;
+        }
+      };
+      if (!l->spread()) return send<Op>(l->topic, a, checked(std::move(done)));
+      each_shard<V>(
+          l, std::move(done),
+          [this, &a, checked](const std::string& where, Callback<V> part) {
+            send<Op>(where, a, checked(std::move(part)));
+          },
+          [](std::vector<V> parts) { return Op::merge(std::move(parts)); });
+    } else if constexpr (Op::route == Route::take) {
+      if (!l->spread()) return send<Op>(l->topic, a, std::move(done));
+      take_spread(
+          l, a.count,
+          [this, a](const std::string& where, int want, Callback<V> then) {
+            auto part = a;
+            part.count = want;
+            send<Op>(where, part, std::move(then));
+          },
+          std::move(done));
+    } else {
+      static_assert(Op::route == Route::pages);
+      if (!l->spread()) return send<Op>(l->topic, a, std::move(done));
+      list_spread(
+          l, a.offset, a.count,
+          [this, a](const std::string& where, std::int64_t skip, int want, Callback<V> then) {
+            auto part = a;
+            part.offset = skip;
+            part.count = want;
+            send<Op>(where, part, std::move(then));
+          },
+          std::move(done));
+    }
+  }
+
+  // One call of Op on one topic or shard: alone, coalesced with calls of its
+  // kind queued beside it, or waiting for replicas, as the table says.
+  template <class Op>
+  void send(std::string_view where, const typename Op::Args& a, Callback<typename Op::Value> done) {
+    using V = typename Op::Value;
+    auto cmd = fcall_at(Op::function, where);
+    Op::encode(cmd, a);
+    const bool bounded = bounds_body<Op>(a);
+    if (bounded) add_max_body(cmd);
+    auto decode = [&] {
+      if constexpr (requires(const Reply& r) { Op::decode(r); }) {
+        return [](const Reply& r) { return Op::decode(r); };
+      } else {
+        return [a](const Reply& r) { return Op::decode(r, a); };  // (a copy: it answers later)
+      }
+    }();
+    std::optional<int> own;
+    if constexpr (requires { Op::replicas(a); }) own = Op::replicas(a);
+    const int replicas = Op::job_write ? own.value_or(replicas_for(where)) : 0;
+    if constexpr (Op::coalesces) {
+      // A call the library would refuse (!takes) goes alone: a batched call
+      // is refused as a whole. So does one that waits for replicas.
+      if (opts.coalesce && replicas == 0 && Op::takes(a)) {
+        core::Command part, tail;
+        Op::part(part, a);
+        Op::tail(tail, a);
+        if (bounded) add_max_body(tail);
+        link(where).send_batchable(where,
+                                   core::batchable(Op::kind(), opts.prefix, where, cmd, part, tail),
+                                   counted(answer<V>(std::move(decode), std::move(done))));
+        return;
+      }
+    }
+    if constexpr (Op::job_write) {
+      send_command<V>(where, cmd, replicas, std::move(decode), std::move(done));
+    } else {
+      call<V>(where, cmd, std::move(decode), std::move(done));
+    }
+  }
+
+  // Route::jobs: each shard's share of the jobs, in calls of at most
+  // kBatchMax; done gets Op::finish of one answer per job, in their order.
+  template <class Op>
+  void send_jobs(const core::LayoutPtr& l, const typename Op::Args& a,
+                 Callback<typename Op::Value> done) {
+    using Item = typename Op::Item;
+    using Each = typename Op::Each;
+    auto finish =
+        Callback<std::vector<Each>>([done = std::move(done)](Result<std::vector<Each>> r) {
+          if (!r.ok()) return done(r.error());
+          done(Op::finish(std::move(r).value()));
+        });
+    auto send_share = [this, &a](const std::string& where, std::span<const Item> share,
+                                 Callback<std::vector<Each>> then) {
+      batched<Each, Item>(share, std::move(then), [&](auto chunk, auto cb) {
+        auto cmd = fcall_at(Op::function, where);
+        Op::encode(cmd, chunk, a);
+        if (bounds_body<Op>(a)) add_max_body(cmd);
+        // With a job's own replicas: the most any job asks for, its own or
+        // the topic's.
+        const int topic_wants = replicas_for(where);
+        const bool own = std::any_of(chunk.begin(), chunk.end(),
+                                     [](const Item& i) { return Op::replicas(i).has_value(); });
+        int wait = own ? 0 : topic_wants;
+        for (const auto& item : chunk) {
+          if (own) wait = std::max(wait, Op::replicas(item).value_or(topic_wants));
+        }
+        auto decode = [n = chunk.size()](const Reply& r) { return Op::decode(r, n); };
+        if constexpr (Op::job_write) {
+          send_command<std::vector<Each>>(where, cmd, wait, decode, std::move(cb));
+        } else {
+          call<std::vector<Each>>(where, cmd, decode, std::move(cb));
+        }
+      });
+    };
+    split_by_shard<Each, Item>(
+        l, Op::items(a), [](const Item& i) { return Op::item_id(i); }, std::move(finish),
+        send_share);
+  }
+
+  // A job's own replicas, when the client cannot wait for them (its
+  // replica_timeout unusable): refused before any part of the call goes out.
+  template <class Op>
+  void check_own_replicas(const typename Op::Args& a) const {
+    if (replica_timeout_ok) return;
+    if constexpr (Op::route == op::Route::jobs) {
+      for (const auto& item : Op::items(a)) {
+        if (Op::replicas(item).value_or(0) > 0) {
+          throw Error(Errc::invalid_argument, kBadReplicaTimeout);
+        }
+      }
+    } else if constexpr (requires { Op::replicas(a); }) {
+      if (Op::replicas(a).value_or(0) > 0) throw Error(Errc::invalid_argument, kBadReplicaTimeout);
+    }
+  }
+
+  // Whether Op's call ends in MAXBODY (ours is not the library's default).
+  template <class Op>
+  bool bounds_body(const typename Op::Args& a) const {
+    if (opts.max_body == kLibraryMaxBody) return false;
+    if constexpr (requires { Op::max_body(a); }) {
+      return Op::max_body(a);
+    } else {
+      return Op::max_body;
+    }
   }
 
   // ---- where a topic's jobs are (core/shards.h; docs/redis-api.md, "A
@@ -353,20 +539,18 @@ class Client::Impl {
   // Reads it (redisched_shards) and keeps it: in the cache of the shard
   // whose thread the answer comes on, and in the one outside threads share.
   void read_layout(const std::string& topic, Callback<core::LayoutPtr> done) {
-    call<core::LayoutPtr>(
-        topic, fcall_at("shards", topic),
-        [this, topic](const Reply& r) {
-          if (r.type != Reply::Type::array) throw Error(Errc::protocol, "shards: not a list");
-          std::vector<std::string> list;
-          for (const auto& e : r.elements) list.push_back(e.str);
-          auto layout = std::make_shared<const core::Layout>(topic, std::move(list));
-          const int here = runtime->current_shard();
-          if (here >= 0) layouts_[static_cast<std::size_t>(here)].keep(topic, layout);
-          std::lock_guard lock(outside_mu_);
-          outside_.keep(topic, layout);
-          return core::LayoutPtr(layout);
-        },
-        std::move(done));
+    send<op::Shards>(topic, {},
+                     [this, topic, done = std::move(done)](Result<std::vector<std::string>> r) {
+                       if (!r.ok()) return done(r.error());
+                       auto layout = std::make_shared<const core::Layout>(topic, r.value());
+                       const int here = runtime->current_shard();
+                       if (here >= 0) layouts_[static_cast<std::size_t>(here)].keep(topic, layout);
+                       {
+                         std::lock_guard lock(outside_mu_);
+                         outside_.keep(topic, layout);
+                       }
+                       done(core::LayoutPtr(layout));
+                     });
   }
 
   // Records a migration reads in one call when a call meets an older
@@ -377,10 +561,8 @@ class Client::Impl {
   // adding up what each call did (docs/redis-api.md, "Migrations").
   void migrate_topic(const std::string& where, int limit, Migration so_far,
                      Callback<Migration> done) {
-    auto cmd = fcall_at("migrate", where);
-    cmd.add("LIMIT").add(static_cast<std::int64_t>(limit));
-    call<core::MigrateStep>(
-        where, cmd, core::parse_migrate_step,
+    send<op::Migrate>(
+        where, {limit},
         [this, where, limit, so_far, done = std::move(done)](Result<core::MigrateStep> r) mutable {
           if (!r.ok()) return done(r.error());
           so_far.rewritten += r.value().did.rewritten;
@@ -450,17 +632,6 @@ class Client::Impl {
     });
   }
 
-  // with_layout, for a call on one job: body(where, done) on the topic or
-  // shard that holds the job id.
-  template <class T, class Body>
-  void by_id(std::string_view topic, std::string_view id, Callback<T> done, Body body) {
-    with_layout<T>(
-        topic, std::move(done),
-        [id = std::string(id), body = std::move(body)](const core::LayoutPtr& l, Callback<T> then) {
-          body(l->topic_for(id), std::move(then));
-        });
-  }
-
   // A call on every shard at once, send(where, done) each; merge makes one
   // answer of theirs (in the shards' order). Not for an unspread topic.
   template <class P, class T, class Send, class Merge>
@@ -469,50 +640,45 @@ class Client::Impl {
     for (std::size_t i = 0; i < l->shards.size(); ++i) send(l->shards[i], g->part(i, g));
   }
 
-  // with_layout, for a call on many jobs: send(where, items, done) for the
-  // items each topic or shard holds (id_of(item) is the job's id); done
-  // gets one T per item, in items' order, or the first error.
+  // A call on many jobs: send(where, items, done) for the items each topic
+  // or shard holds (id_of(item) is the job's id); done gets one T per item,
+  // in items' order, or the first error.
   template <class T, class Item, class IdOf, class Send>
-  void by_shard(std::string_view topic, std::vector<Item> items, IdOf id_of,
-                Callback<std::vector<T>> done, Send send) {
-    with_layout<std::vector<T>>(
-        topic, std::move(done),
-        [this, items = std::move(items), id_of, send](const core::LayoutPtr& l,
-                                                      Callback<std::vector<T>> then) {
-          if (!l->spread()) return send(l->topic, std::span<const Item>(items), std::move(then));
-          std::vector<std::vector<std::size_t>> at(l->shards.size());
-          for (std::size_t i = 0; i < items.size(); ++i) {
-            at[core::shard_index(id_of(items[i]), at.size())].push_back(i);
+  void split_by_shard(const core::LayoutPtr& l, std::span<const Item> items, IdOf id_of,
+                      Callback<std::vector<T>> done, Send send) {
+    if (!l->spread()) return send(l->topic, items, std::move(done));
+    std::vector<std::vector<std::size_t>> at(l->shards.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      at[core::shard_index(id_of(items[i]), at.size())].push_back(i);
+    }
+    // The shards that hold some of the items, and which items each.
+    std::vector<std::size_t> asked;
+    for (std::size_t k = 0; k < at.size(); ++k) {
+      if (!at[k].empty()) asked.push_back(k);
+    }
+    if (asked.empty()) return answer_later(done, Result<std::vector<T>>(std::vector<T>{}));
+    auto g = FanIn<std::vector<T>, std::vector<T>>::make(
+        asked.size(),
+        [n = items.size(), asked, at](std::vector<std::vector<T>> parts) {
+          std::vector<T> out(n);
+          for (std::size_t p = 0; p < parts.size(); ++p) {
+            const auto& idx = at[asked[p]];
+            if (parts[p].size() != idx.size()) {
+              throw Error(Errc::protocol, "a shard answered for " +
+                                              std::to_string(parts[p].size()) + " jobs of " +
+                                              std::to_string(idx.size()));
+            }
+            for (std::size_t k = 0; k < idx.size(); ++k) out[idx[k]] = parts[p][k];
           }
-          // The shards that hold some of the items, and which items each.
-          std::vector<std::size_t> asked;
-          for (std::size_t k = 0; k < at.size(); ++k) {
-            if (!at[k].empty()) asked.push_back(k);
-          }
-          if (asked.empty()) return answer_later(then, Result<std::vector<T>>(std::vector<T>{}));
-          auto g = FanIn<std::vector<T>, std::vector<T>>::make(
-              asked.size(),
-              [n = items.size(), asked, at](std::vector<std::vector<T>> parts) {
-                std::vector<T> out(n);
-                for (std::size_t p = 0; p < parts.size(); ++p) {
-                  const auto& idx = at[asked[p]];
-                  if (parts[p].size() != idx.size()) {
-                    throw Error(Errc::protocol, "a shard answered for " +
-                                                    std::to_string(parts[p].size()) + " jobs of " +
-                                                    std::to_string(idx.size()));
-                  }
-                  for (std::size_t k = 0; k < idx.size(); ++k) out[idx[k]] = parts[p][k];
-                }
-                return out;
-              },
-              std::move(then));
-          for (std::size_t p = 0; p < asked.size(); ++p) {
-            std::vector<Item> part;
-            part.reserve(at[asked[p]].size());
-            for (auto i : at[asked[p]]) part.push_back(items[i]);
-            send(l->shards[asked[p]], std::span<const Item>(part), g->part(p, g));
-          }
-        });
+          return out;
+        },
+        std::move(done));
+    for (std::size_t p = 0; p < asked.size(); ++p) {
+      std::vector<Item> part;
+      part.reserve(at[asked[p]].size());
+      for (auto i : at[asked[p]]) part.push_back(items[i]);
+      send(l->shards[asked[p]], std::span<const Item>(part), g->part(p, g));
+    }
   }
 
   // Sends cmd; parse turns the reply into T (or throws Error).
@@ -523,37 +689,17 @@ class Client::Impl {
     link(route).send(route, std::move(resp), counted(answer<T>(std::move(parse), std::move(done))));
   }
 
-  // call, for a write of a job's state: with ClientOptions::replicas (or
-  // the topic's own), answered once that many replicas have it (WAIT).
-  // replicas: the call's own count, over those.
+  // call, or with replicas > 0 answered once that many replicas have it
+  // (WAIT; ClientOptions::replicas).
   template <class T, class Parse>
-  void call_write(std::string_view topic, const core::Command& cmd, Parse parse, Callback<T> done,
-                  std::optional<int> own_replicas = std::nullopt) {
-    const int replicas = own_replicas.value_or(replicas_for(topic));
-    if (replicas == 0) return call<T>(topic, cmd, std::move(parse), std::move(done));
+  void send_command(std::string_view where, const core::Command& cmd, int replicas, Parse parse,
+                    Callback<T> done) {
+    if (replicas == 0) return call<T>(where, cmd, std::move(parse), std::move(done));
     if (!replica_timeout_ok) return refuse(done, Error(Errc::invalid_argument, kBadReplicaTimeout));
     std::string resp;
     cmd.encode(resp);
-    link(topic).send_replicated(topic, std::move(resp), replicas, opts.replica_timeout,
+    link(where).send_replicated(where, std::move(resp), replicas, opts.replica_timeout,
                                 counted(answer_replicated<T>(std::move(parse), std::move(done))));
-  }
-
-  // call_write, for a call the pipeline may coalesce with calls of its
-  // kind queued beside it (core/coalesce.h): single is the call alone, part
-  // and tail its words in a batched call. A call the library would refuse
-  // (!takes), or that waits for replicas, goes alone (own_replicas 0: a
-  // call that writes no job's state).
-  template <class T, class Parse>
-  void call_coalescable(std::string_view topic, const redis::BatchKind& kind, bool takes,
-                        const core::Command& single, const core::Command& part,
-                        const core::Command& tail, Parse parse, Callback<T> done,
-                        std::optional<int> own_replicas = std::nullopt) {
-    const int replicas = own_replicas.value_or(replicas_for(topic));
-    if (!opts.coalesce || !takes || replicas > 0) {
-      return call_write<T>(topic, single, std::move(parse), std::move(done), replicas);
-    }
-    link(topic).send_batchable(topic, core::batchable(kind, opts.prefix, topic, single, part, tail),
-                               counted(answer<T>(std::move(parse), std::move(done))));
   }
 
   int replicas_for(std::string_view topic) const {
@@ -632,11 +778,6 @@ class Client::Impl {
     if (opts.max_body != kLibraryMaxBody) {
       cmd.add("MAXBODY").add(static_cast<std::int64_t>(opts.max_body));
     }
-  }
-  core::Command max_body_tail() const {
-    core::Command tail;
-    add_max_body(tail);
-    return tail;
   }
 
   // The link a call goes out on: the calling thread's shard (the answer

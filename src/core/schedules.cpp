@@ -30,16 +30,10 @@ std::optional<Schedule> only(ScheduleList& list) {
   return std::move(list.schedules.front());
 }
 
-// unschedule's code: whether there was one.
-bool changed(const Reply& r) { return core::parse_integer(r) == 1; }
-
 }  // namespace
 
-void Client::schedules_async(std::string_view topic, Callback<ScheduleList> done) try {
-  impl_->call<ScheduleList>(topic, impl_->fcall("schedules", topic), core::parse_schedules,
-                            std::move(done));
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+void Client::schedules_async(std::string_view topic, Callback<ScheduleList> done) {
+  impl_->run<op::Schedules>(topic, {}, std::move(done));
 }
 REDISCHED_WRAP(ScheduleList, schedules, (std::string_view topic), (topic, std::move(cb)))
 
@@ -50,10 +44,8 @@ void Client::set_schedule_async(std::string_view topic, std::string_view name,
   core::check_spec(job, impl_->opts.max_body);
   // Redis's clock (and the last tick, which a change keeps), then the
   // schedule with its first tick from that clock.
-  auto read = impl_->fcall("schedules", topic);
-  read.add("NAME").add(name);
-  impl_->call<ScheduleList>(
-      topic, read, core::parse_schedules,
+  impl_->run<op::Schedules>(
+      topic, {std::string(name)},
       [this, topic = std::string(topic), name = std::string(name), spec, rule, job,
        done = std::move(done)](Result<ScheduleList> r) mutable {
         if (!r.ok()) return done(r.error());
@@ -66,21 +58,9 @@ void Client::set_schedule_async(std::string_view topic, std::string_view name,
                                old->spec.every == spec.every;
         const std::int64_t next = same_rule ? old->next_ms : rule.next_after(r.value().now_ms);
         if (next < 0) return done(Error(Errc::invalid_argument, "the cron rule never comes"));
-        auto cmd = impl_->fcall("schedule", topic);
-        cmd.add(name).add(spec.body);
-        if (spec.every) {
-          cmd.add("EVERY").add(spec.every->count());
-        } else {
-          cmd.add("CRON").add(spec.cron).add(spec.time_zone);
-        }
-        cmd.add("NEXT").add(next);
-        if (spec.catch_up == CatchUp::last) cmd.add("CATCHUP").add("last");
-        if (spec.paused) cmd.add("PAUSED");
-        core::add_put_options(cmd, job);
-        impl_->add_max_body(cmd);
-        Schedule stored{name, spec, next, old ? old->last_tick_ms : 0};
-        impl_->call<Schedule>(
-            topic, cmd, [stored](const Reply&) { return stored; }, std::move(done));
+        impl_->run<op::Schedule>(
+            topic, {Schedule{name, spec, next, old ? old->last_tick_ms : 0}, std::move(job)},
+            std::move(done));
       });
 } catch (const Error& e) {
   impl_->refuse(done, e);
@@ -90,33 +70,23 @@ REDISCHED_WRAP(Schedule, set_schedule,
                (topic, name, spec, std::move(cb)))
 
 void Client::remove_schedule_async(std::string_view topic, std::string_view name,
-                                   Callback<bool> done) try {
-  auto cmd = impl_->fcall("unschedule", topic);
-  cmd.add(name);
-  impl_->call<bool>(topic, cmd, changed, std::move(done));
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+                                   Callback<bool> done) {
+  impl_->run<op::Unschedule>(topic, {std::string(name)}, std::move(done));
 }
 REDISCHED_WRAP(bool, remove_schedule, (std::string_view topic, std::string_view name),
                (topic, name, std::move(cb)))
 
 void Client::pause_schedule_async(std::string_view topic, std::string_view name,
-                                  Callback<Outcome> done) try {
-  auto cmd = impl_->fcall("pauseschedule", topic);
-  cmd.add(name);
-  impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
-} catch (const Error& e) {
-  impl_->refuse(done, e);
+                                  Callback<Outcome> done) {
+  impl_->run<op::PauseSchedule>(topic, {std::string(name)}, std::move(done));
 }
 REDISCHED_WRAP(Outcome, pause_schedule, (std::string_view topic, std::string_view name),
                (topic, name, std::move(cb)))
 
 void Client::resume_schedule_async(std::string_view topic, std::string_view name,
-                                   Callback<Outcome> done) try {
-  auto read = impl_->fcall("schedules", topic);
-  read.add("NAME").add(name);
-  impl_->call<ScheduleList>(
-      topic, read, core::parse_schedules,
+                                   Callback<Outcome> done) {
+  impl_->run<op::Schedules>(
+      topic, {std::string(name)},
       [this, topic = std::string(topic), name = std::string(name),
        done = std::move(done)](Result<ScheduleList> r) mutable {
         if (!r.ok()) return done(r.error());
@@ -129,26 +99,16 @@ void Client::resume_schedule_async(std::string_view topic, std::string_view name
           return done(e);
         }
         if (next < 0) return done(Error(Errc::invalid_argument, "the cron rule never comes"));
-        auto cmd = impl_->fcall("resumeschedule", topic);
-        cmd.add(name).add("NEXT").add(next);
-        impl_->call<Outcome>(topic, cmd, core::parse_outcome, std::move(done));
+        impl_->run<op::ResumeSchedule>(topic, {name, next}, std::move(done));
       });
-} catch (const Error& e) {
-  impl_->refuse(done, e);
 }
 REDISCHED_WRAP(Outcome, resume_schedule, (std::string_view topic, std::string_view name),
                (topic, name, std::move(cb)))
 
 void detail::ClientAccess::tick(Client& client, std::string_view topic, std::string_view name,
                                 std::int64_t expect, std::int64_t next,
-                                std::optional<std::int64_t> run, Callback<TickOutcome> done) try {
-  auto& impl = *client.impl_;
-  auto cmd = impl.fcall("tick", topic);
-  cmd.add(name).add(expect).add(next);
-  if (run) cmd.add("RUN").add(*run);
-  impl.call<TickOutcome>(topic, cmd, core::parse_tick, std::move(done));
-} catch (const Error& e) {
-  client.impl_->refuse(done, e);
+                                std::optional<std::int64_t> run, Callback<TickOutcome> done) {
+  client.impl_->run<core::op::Tick>(topic, {std::string(name), expect, next, run}, std::move(done));
 }
 
 Subscription Client::watch_schedules(std::string_view topic,

@@ -1,0 +1,319 @@
+// The words and replies of the operations of core/operations.h (no I/O;
+// the replies' meaning is in codec.cpp, shared with the tests).
+#include "core/operations.h"
+
+#include <algorithm>
+
+#include "core/client_access.h"
+#include "core/coalesce.h"
+#include "core/limits.h"
+
+namespace redisched::core::op {
+namespace {
+
+// A reply for n jobs: one answer each, or the call is not understood.
+template <class T>
+std::vector<T> for_each_of(std::vector<T> each, std::size_t n) {
+  if (each.size() != n) {
+    throw Error(Errc::protocol, "the library answered for " + std::to_string(each.size()) +
+                                    " jobs of " + std::to_string(n));
+  }
+  return each;
+}
+
+void add_held(Command& cmd, const Held& a) {
+  cmd.add(a.id).add(static_cast<std::int64_t>(a.token));
+}
+
+// A job's words in a putmany: id body nopts [options...].
+void add_putmany_part(Command& cmd, const JobSpec& job) {
+  cmd.add(job.id).add(job.body).add(std::int64_t{put_option_words(job)});
+  add_put_options(cmd, job);
+}
+
+bool changed(const Reply& r) { return parse_integer(r) == 1; }
+int to_count(const Reply& r) { return static_cast<int>(parse_integer(r)); }
+
+}  // namespace
+
+// ---------------------------------------------------------------- put
+
+void Put::check(const Args& a, const ClientOptions& o) { check_spec(a, o.max_body); }
+void Put::encode(Command& cmd, const Args& a) {
+  cmd.add(a.id).add(a.body);
+  add_put_options(cmd, a);
+}
+PutOutcome Put::decode(const Reply& r) { return parse_put(r); }
+const redis::BatchKind& Put::kind() { return put_kind(); }
+bool Put::takes(const Args& a) { return put_takes(a.id, a); }
+void Put::part(Command& cmd, const Args& a) { add_putmany_part(cmd, a); }
+
+void Add::check(const Args& a, const ClientOptions& o) {
+  if (!a.id.empty()) {
+    throw Error(Errc::invalid_argument, "add generates the id: leave JobSpec::id empty");
+  }
+  if (a.mode != PutMode::create) {
+    throw Error(Errc::invalid_argument, "add creates a job: a generated id cannot be replaced");
+  }
+  check_spec(a, o.max_body);
+}
+
+void Add::place(Args& a, const Layout& l) {
+  // The library makes ids per topic ("*"), and a shard's id must lead to
+  // that shard: on a spread topic the id is made here ("<ms>-<random>").
+  a.id = l.spread() ? random_job_id() : "*";
+}
+
+std::string Add::decode(const Reply& r, const Args& a) {
+  if (a.id != "*") {
+    if (parse_put(r) != PutOutcome::created) {
+      throw Error(Errc::server, "the generated id " + a.id + " was taken");
+    }
+    return a.id;
+  }
+  if (r.type != Reply::Type::string) throw Error(Errc::protocol, "put * gave no id");
+  return r.str;
+}
+
+void PutMany::check(const Args& a, const ClientOptions& o) {
+  for (const auto& job : a.jobs) check_spec(job, o.max_body);
+}
+void PutMany::encode(Command& cmd, std::span<const Item> chunk, const Args& /*a*/) {
+  cmd.add(static_cast<std::int64_t>(chunk.size()));
+  for (const auto& job : chunk) add_putmany_part(cmd, job);
+}
+std::vector<PutOutcome> PutMany::decode(const Reply& r, std::size_t n) {
+  return for_each_of(parse_put_many(r), n);
+}
+
+// ---------------------------------------------------------------- read
+
+void Get::encode(Command& cmd, const Args& a) { cmd.add(a.id); }
+std::optional<Job> Get::decode(const Reply& r) { return parse_get(r); }
+
+TopicStats Stats::decode(const Reply& r) { return parse_stats(r); }
+TopicStats Stats::merge(std::vector<Value> parts) { return merge_stats(parts, parts.size()); }
+
+void List::encode(Command& cmd, const Args& a) {
+  cmd.add(to_string(a.state)).add(a.offset).add(std::int64_t{a.count});
+  if (!a.with_bodies) cmd.add("NOBODY");
+}
+ListPage List::decode(const Reply& r) { return parse_list(r); }
+
+// ---------------------------------------------------------------- take
+
+void Reserve::encode(Command& cmd, const Args& a) {
+  cmd.add(std::int64_t{a.count});
+  tail(cmd, a);
+}
+ReserveResult Reserve::decode(const Reply& r) { return parse_reserve(r, true); }
+const redis::BatchKind& Reserve::kind() { return reserve_kind(); }
+void Reserve::tail(Command& cmd, const Args& a) {
+  if (a.ttr.count() > 0) cmd.add("TTR").add(a.ttr.count());
+}
+
+void Pull::encode(Command& cmd, const Args& a) { cmd.add(std::int64_t{a.count}); }
+ReserveResult Pull::decode(const Reply& r) { return parse_reserve(r, false); }
+
+// ---------------------------------------------------------------- settle
+
+void Ack::check(const Args& a, const ClientOptions& o) {
+  if (!a.result) return;
+  if (a.keep.count() <= 0) {
+    throw Error(Errc::invalid_argument,
+                "a result needs keep > 0: it is kept with the finished job");
+  }
+  if (a.result->size() > o.max_body) {
+    throw Error(Errc::invalid_argument, "result is " + std::to_string(a.result->size()) +
+                                            " bytes, over the limit of " +
+                                            std::to_string(o.max_body));
+  }
+}
+void Ack::encode(Command& cmd, const Args& a) {
+  add_held(cmd, a);
+  tail(cmd, a);
+  if (a.result) cmd.add("RESULT").add(*a.result);
+}
+Outcome Ack::decode(const Reply& r) { return parse_outcome(r); }
+const redis::BatchKind& Ack::kind() { return ack_kind(); }
+bool Ack::takes(const Args& a) { return !a.result && ack_takes(a.id, a.token); }
+void Ack::part(Command& cmd, const Args& a) { add_held(cmd, a); }
+void Ack::tail(Command& cmd, const Args& a) {
+  if (a.keep.count() > 0) cmd.add("KEEP").add(a.keep.count());
+}
+
+void AckMany::encode(Command& cmd, std::span<const Item> chunk, const Args& a) {
+  cmd.add(static_cast<std::int64_t>(chunk.size()));
+  for (const auto& [id, token] : chunk) cmd.add(id).add(static_cast<std::int64_t>(token));
+  if (a.keep.count() > 0) cmd.add("KEEP").add(a.keep.count());
+}
+std::vector<Outcome> AckMany::decode(const Reply& r, std::size_t n) {
+  return for_each_of(parse_outcomes(r), n);
+}
+
+void Release::encode(Command& cmd, const Args& a) {
+  add_held(cmd, a);
+  if (a.delay.count() > 0) cmd.add("DELAY").add(a.delay.count());
+  if (a.priority) cmd.add("PRIORITY").add(std::int64_t{*a.priority});
+}
+Outcome Release::decode(const Reply& r) { return parse_outcome(r); }
+
+void Fail::encode(Command& cmd, const Args& a) {
+  add_held(cmd, a);
+  cmd.add(a.error);
+  if (a.bury) cmd.add("DEAD");
+  if (a.retry_delay) cmd.add("DELAY").add(a.retry_delay->count());
+  if (a.max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*a.max_attempts});
+}
+FailResult Fail::decode(const Reply& r) { return parse_fail(r); }
+
+void Touch::encode(Command& cmd, const Args& a) {
+  add_held(cmd, a);
+  if (a.ttr.count() > 0) cmd.add("TTR").add(a.ttr.count());
+}
+TouchResult Touch::decode(const Reply& r) { return parse_touch(r); }
+
+// ---------------------------------------------------------------- manage
+
+void Delete::encode(Command& cmd, const Args& a) { cmd.add(a.id); }
+bool Delete::decode(const Reply& r) { return changed(r); }
+
+void Restore::encode(Command& cmd, const Args& a) {
+  const Job& job = a.job;
+  const char* state = job.state == JobState::dead      ? "dead"
+                      : job.state == JobState::delayed ? "delayed"
+                                                       : "ready";
+  cmd.add(job.id).add(job.body).add(state).add(job.created_ms).add(std::int64_t{job.attempts});
+  cmd.add("AT").add(job.due_ms).add("PRIORITY").add(std::int64_t{job.priority});
+  if (job.own_ttr) cmd.add("TTR").add(job.ttr.count());  // else reserve's or the default
+  if (job.max_attempts > 0) cmd.add("ATTEMPTS").add(std::int64_t{job.max_attempts});
+  cmd.add("BACKOFF")
+      .add(job.backoff.kind == BackoffKind::fixed ? "fixed" : "exponential")
+      .add(job.backoff.base.count())
+      .add(job.backoff.cap.count());
+  if (job.keep.count() > 0) cmd.add("KEEP").add(job.keep.count());
+  if (job.error) cmd.add("ERROR").add(*job.error);
+  if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
+  if (a.replace) cmd.add("REPLACE");
+}
+bool Restore::decode(const Reply& r) { return changed(r); }
+
+void Requeue::encode(Command& cmd, const Args& a) { cmd.add("LIMIT").add(std::int64_t{a.limit}); }
+RequeueResult Requeue::decode(const Reply& r) { return parse_requeue(r); }
+RequeueResult Requeue::merge(std::vector<Value> parts) {
+  RequeueResult all;
+  for (const auto& p : parts) {
+    all.requeued += p.requeued;
+    all.buried += p.buried;
+    all.next_deadline_ms = earlier_time(all.next_deadline_ms, p.next_deadline_ms);
+  }
+  return all;
+}
+
+void Kick::encode(Command& cmd, std::span<const Item> chunk, const Args& /*a*/) {
+  for (const auto& id : chunk) cmd.add(id);
+}
+std::vector<int> Kick::decode(const Reply& r, std::size_t n) {
+  std::vector<int> each(n, 0);
+  if (n > 0) each.front() = to_count(r);
+  return each;
+}
+int Kick::finish(const std::vector<Each>& each) {
+  int n = 0;
+  for (int k : each) n += k;
+  return n;
+}
+
+void KickAll::encode(Command& cmd, const Args& a) { cmd.add("LIMIT").add(std::int64_t{a.limit}); }
+int KickAll::decode(const Reply& r) { return to_count(r); }
+int KickAll::merge(const std::vector<Value>& parts) { return Kick::finish(parts); }
+
+bool Pause::decode(const Reply& r) { return changed(r); }
+bool Pause::merge(const std::vector<Value>& parts) {
+  return std::find(parts.begin(), parts.end(), true) != parts.end();
+}
+
+void Limit::encode(Command& cmd, const Args& a) {
+  if (!a.set) return;
+  const TopicLimits& l = *a.set;
+  // Without a rate its window is not used, but the library checks it.
+  const std::int64_t window = l.rate == 0 ? 1 : l.window.count();
+  cmd.add("RATE").add(std::int64_t{l.rate}).add(window);
+  cmd.add("CONCURRENCY").add(std::int64_t{l.concurrency});
+  cmd.add("AGING").add(l.aging.count());
+}
+TopicLimits Limit::decode(const Reply& r) { return parse_limits(r); }
+
+void RetryWindow::check(const Args& a, const ClientOptions& /*o*/) {
+  if (a.set && (a.set->count() < 0 || a.set->count() > limits::kWindowMax)) {
+    throw Error(Errc::invalid_argument, "the retry window must be 0.." +
+                                            std::to_string(limits::kWindowMax) + " ms, got " +
+                                            std::to_string(a.set->count()));
+  }
+}
+void RetryWindow::encode(Command& cmd, const Args& a) {
+  if (a.set) cmd.add(a.set->count());
+}
+redisched::RetryWindow RetryWindow::decode(const Reply& r) { return parse_retry_window(r); }
+redisched::RetryWindow RetryWindow::merge(std::vector<Value> parts) {
+  Value all = parts.front();
+  for (std::size_t i = 1; i < parts.size(); ++i) all.remembered += parts[i].remembered;
+  return all;
+}
+
+void Migrate::encode(Command& cmd, const Args& a) { cmd.add("LIMIT").add(std::int64_t{a.limit}); }
+MigrateStep Migrate::decode(const Reply& r) { return parse_migrate_step(r); }
+
+std::vector<std::string> Shards::decode(const Reply& r) {
+  if (r.type != Reply::Type::array) throw Error(Errc::protocol, "shards: not a list");
+  std::vector<std::string> list;
+  list.reserve(r.elements.size());
+  for (const auto& e : r.elements) list.push_back(e.str);
+  return list;
+}
+
+void Shard::encode(Command& cmd, const Args& a) {
+  for (const auto& w : a.words) cmd.add(w);
+}
+int Shard::decode(const Reply& r) { return to_count(r); }
+
+// ---------------------------------------------------------------- schedules
+
+void Schedules::encode(Command& cmd, const Args& a) {
+  if (a.name) cmd.add("NAME").add(*a.name);
+}
+ScheduleList Schedules::decode(const Reply& r) { return parse_schedules(r); }
+
+void Schedule::encode(Command& cmd, const Args& a) {
+  const ScheduleSpec& spec = a.stored.spec;
+  cmd.add(a.stored.name).add(spec.body);
+  if (spec.every) {
+    cmd.add("EVERY").add(spec.every->count());
+  } else {
+    cmd.add("CRON").add(spec.cron).add(spec.time_zone);
+  }
+  cmd.add("NEXT").add(a.stored.next_ms);
+  if (spec.catch_up == CatchUp::last) cmd.add("CATCHUP").add("last");
+  if (spec.paused) cmd.add("PAUSED");
+  add_put_options(cmd, a.job);
+}
+redisched::Schedule Schedule::decode(const Reply& /*r*/, const Args& a) { return a.stored; }
+
+void Unschedule::encode(Command& cmd, const Args& a) { cmd.add(a.name); }
+bool Unschedule::decode(const Reply& r) { return changed(r); }
+
+void PauseSchedule::encode(Command& cmd, const Args& a) { cmd.add(a.name); }
+Outcome PauseSchedule::decode(const Reply& r) { return parse_outcome(r); }
+
+void ResumeSchedule::encode(Command& cmd, const Args& a) {
+  cmd.add(a.name).add("NEXT").add(a.next);
+}
+Outcome ResumeSchedule::decode(const Reply& r) { return parse_outcome(r); }
+
+void Tick::encode(Command& cmd, const Args& a) {
+  cmd.add(a.name).add(a.expect).add(a.next);
+  if (a.run) cmd.add("RUN").add(*a.run);
+}
+TickOutcome Tick::decode(const Reply& r) { return parse_tick(r); }
+
+}  // namespace redisched::core::op
