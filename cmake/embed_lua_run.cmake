@@ -71,8 +71,10 @@ if(LIMITS)
     endforeach()
     string(APPEND body "inline constexpr std::int64_t ${camel} = ${value};  // ${name}\n")
   endforeach()
-  file(WRITE "${LIMITS}.tmp" "// Generated from ${SOURCE}; do not edit. The library's limits and
-// defaults, one source for the C++ side's checks.
+  file(WRITE "${LIMITS}.tmp" "// Generated from lua/redisched.lua; do not edit. The Functions library's
+// limits and defaults: one source for every check of the C++ side, and for
+// applications that check before they call (ids up to kIdMax bytes,
+// priorities 0..kPrioMax, batches of up to kBatchMax, ...).
 #pragma once
 #include <cstdint>
 namespace redisched::limits {

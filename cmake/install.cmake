@@ -11,6 +11,7 @@ install(TARGETS redisched_lib redisched_shared EXPORT redischedTargets
 install(TARGETS redisched RUNTIME DESTINATION "${CMAKE_INSTALL_BINDIR}")
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/redisched"
   DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}")
+install(FILES "${PROJECT_BINARY_DIR}/include/redisched/limits.h" DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}/redisched")
 install(FILES "${PROJECT_SOURCE_DIR}/lua/redisched.lua"
   DESTINATION "${CMAKE_INSTALL_DATADIR}/redisched")
 file(GLOB redisched_docs "${PROJECT_SOURCE_DIR}/docs/*.md")

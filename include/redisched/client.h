@@ -37,6 +37,7 @@
 
 #include "redisched/error.h"
 #include "redisched/job.h"
+#include "redisched/limits.h"
 
 namespace redisched {
 
@@ -58,8 +59,9 @@ struct ClientOptions {
   std::string redis_url = "redis://127.0.0.1:6379";
   // Every key is "<prefix>:{<topic>}:<name>".
   std::string prefix = "redisched";
-  // Bodies larger than this are refused (bytes; the library's own limit).
-  std::size_t max_body = 1 << 20;
+  // Bodies larger than this are refused (bytes; the library's own limit,
+  // which MAXBODY raises up to limits::kBodyMaxLimit).
+  std::size_t max_body = static_cast<std::size_t>(limits::kBodyMaxDefault);
   // Pipelined connections to share the calls (at least 1).
   int connections = 1;
   // Coalescing: single puts, adds, acks and reserves of one job that are

@@ -9,8 +9,8 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "core/limits.h"
 #include "redisched/client.h"
+#include "redisched/limits.h"
 #include "wire/job_json.h"
 
 namespace redisched::cli {
@@ -172,7 +172,9 @@ void add_job_commands(CLI::App& app, Action& selected) {
       ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
   put_cmd->add_option("--at", p->at, "due at this Unix time in ms")
       ->check(CLI::Range(std::int64_t{0}, limits::kMsMax));
-  put_cmd->add_option("--priority", p->priority, "0..1000, higher first")
+  put_cmd
+      ->add_option("--priority", p->priority,
+                   "0.." + std::to_string(limits::kPrioMax) + ", higher first")
       ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
   put_cmd->add_option("--ttr", p->ttr, "time-to-run of a reservation, ms")
       ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));

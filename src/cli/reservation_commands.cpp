@@ -7,8 +7,8 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "core/limits.h"
 #include "redisched/client.h"
+#include "redisched/limits.h"
 
 namespace redisched::cli {
 namespace {
@@ -61,7 +61,7 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
   auto r = std::make_shared<Taking>();
   auto* reserve = app.add_subcommand("reserve", "reserve ready jobs");
   reserve->add_option("topic", r->topic)->required();
-  reserve->add_option("--count", r->count, "how many, 1..1000")
+  reserve->add_option("--count", r->count, "how many, 1.." + std::to_string(limits::kBatchMax))
       ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
       ->capture_default_str();
   reserve->add_option("--ttr", r->ttr, "time-to-run for jobs without their own, ms")
@@ -76,7 +76,7 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
   auto p = std::make_shared<Taking>();
   auto* pull = app.add_subcommand("pull", "take ready jobs for good (at-most-once)");
   pull->add_option("topic", p->topic)->required();
-  pull->add_option("--count", p->count, "how many, 1..1000")
+  pull->add_option("--count", p->count, "how many, 1.." + std::to_string(limits::kBatchMax))
       ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
       ->capture_default_str();
   pull->callback([p, &selected] {

@@ -6,8 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "core/limits.h"
 #include "redisched/client.h"
+#include "redisched/limits.h"
 #include "wire/job_json.h"
 
 namespace redisched::cli {
@@ -70,7 +70,9 @@ void add_schedule_commands(CLI::App& app, Action& selected) {
   auto a = std::make_shared<ScheduleArgs>();
   auto* set = group->add_subcommand("set", "create or change a schedule");
   set->add_option("topic", a->topic)->required();
-  set->add_option("name", a->name, "1..128 of A-Z a-z 0-9 _ - .")->required();
+  set->add_option("name", a->name,
+                  "1.." + std::to_string(limits::kSchedNameMax) + " of A-Z a-z 0-9 _ - .")
+      ->required();
   set->add_option("body", a->body, "each tick's job's body")->required();
   auto* cron = set->add_option("--cron", a->cron,
                                "5 fields (minute hour day month weekday) or 6 (seconds first), "
@@ -83,7 +85,7 @@ void add_schedule_commands(CLI::App& app, Action& selected) {
                   "ticks missed while no scheduler ran: skip, or run the last")
       ->check(CLI::IsMember({"skip", "last"}))
       ->capture_default_str();
-  set->add_option("--priority", a->priority, "0..1000")
+  set->add_option("--priority", a->priority, "0.." + std::to_string(limits::kPrioMax))
       ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
   set->add_option("--ttr", a->ttr, "time-to-run, ms")
       ->check(CLI::Range(std::int64_t{0}, limits::kTtrMax));

@@ -3,6 +3,7 @@
 
 #include "cli/commands.h"
 #include "server/http.h"
+#include "server/push.h"
 #include "server/serve.h"
 
 namespace redisched::cli {
@@ -44,11 +45,11 @@ void add_serve_options(CLI::App& s, server::ServeOptions& o) {
       ->envname("REDISCHED_WEBHOOK_CA")
       ->check(CLI::ExistingFile);
   s.add_option("--webhook-concurrency", o.webhook_concurrency, "deliveries in flight per webhook")
-      ->check(CLI::Range(1, 1000))
+      ->check(CLI::Range(1, server::kWebhookConcurrencyMax))
       ->capture_default_str();
   s.add_option("--webhook-timeout", o.webhook_timeout_ms,
                "ms a webhook may take to answer (counts against the job's time-to-run)")
-      ->check(CLI::Range(1, 600000))
+      ->check(CLI::Range(std::int64_t{1}, server::kWebhookTimeoutMaxMs))
       ->capture_default_str();
   s.add_option("--max-request", o.max_request, "largest request body, bytes")
       ->check(CLI::Range(1024, 1 << 30))

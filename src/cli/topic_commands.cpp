@@ -10,9 +10,9 @@
 
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "core/limits.h"
 #include "core/shards.h"
 #include "redisched/client.h"
+#include "redisched/limits.h"
 #include "wire/job_json.h"
 
 namespace redisched::cli {
@@ -208,7 +208,7 @@ void add_topic_commands(CLI::App& app, Action& selected) {
       ->check(CLI::Range(std::int64_t{0}, limits::kOffsetMax))
       ->capture_default_str();
   l->count = 1;
-  list_cmd->add_option("--count", l->count, "1..1000")
+  list_cmd->add_option("--count", l->count, "1.." + std::to_string(limits::kBatchMax))
       ->check(CLI::Range(std::int64_t{1}, limits::kBatchMax))
       ->capture_default_str();
   list_cmd->add_flag("--no-body", l->no_body, "leave bodies out");

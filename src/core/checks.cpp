@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "core/keys.h"
-#include "core/limits.h"
 #include "core/text.h"
 #include "redisched/error.h"
+#include "redisched/limits.h"
 
 namespace redisched::core {
 namespace {
@@ -19,8 +19,9 @@ bool valid_topic_char(char c) {
 
 void check_topic(std::string_view topic) {
   if (topic.empty()) throw Error(Errc::invalid_argument, "topic is empty");
-  if (topic.size() > 128) {
-    throw Error(Errc::invalid_argument, "topic is longer than 128 characters");
+  if (topic.size() > kTopicMax) {
+    throw Error(Errc::invalid_argument,
+                "topic is longer than " + std::to_string(kTopicMax) + " characters");
   }
   if (!std::all_of(topic.begin(), topic.end(), valid_topic_char)) {
     throw Error(Errc::invalid_argument, "topic '" + printable(topic.substr(0, 40)) +

@@ -11,6 +11,10 @@
 
 namespace redisched::core {
 
+// Topic names: the C++ side's own rule (the library takes any key), as
+// they end up in keys, URLs and metric labels.
+inline constexpr std::size_t kTopicMax = 128;
+
 // Checks what the library cannot see (topic names, body size) and throws
 // Error(Errc::invalid_argument) naming the fault.
 void check_topic(std::string_view topic);

@@ -6,7 +6,7 @@
 #include "core/client_access.h"
 #include "core/client_impl.h"
 #include "core/keys.h"
-#include "core/limits.h"
+#include "redisched/limits.h"
 
 namespace redisched {
 namespace client_detail {

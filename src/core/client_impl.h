@@ -20,7 +20,7 @@
 
 #include "core/coalesce.h"
 #include "core/codec.h"
-#include "core/limits.h"
+#include "redisched/limits.h"
 #include "core/operations.h"
 #include "core/shards.h"
 #include "redis/connection.h"

@@ -6,9 +6,9 @@
 
 #include "core/client_access.h"
 #include "core/keys.h"
-#include "core/limits.h"
 #include "core/text.h"
 #include "redis/command.h"
+#include "redisched/limits.h"
 
 namespace redisched::core {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "core/client_access.h"
 #include "core/coalesce.h"
-#include "core/limits.h"
+#include "redisched/limits.h"
 
 namespace redisched::core::op {
 namespace {

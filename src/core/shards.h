@@ -11,8 +11,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/limits.h"
 #include "redisched/job.h"
+#include "redisched/limits.h"
 
 namespace redisched::core {
 

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "core/limits.h"
 #include "redisched/error.h"
+#include "redisched/limits.h"
 
 namespace redisched::core {
 namespace {

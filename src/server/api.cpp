@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "core/checks.h"
-#include "core/limits.h"
+#include "redisched/limits.h"
 #include "core/shards.h"
 #include "redisched/version.h"
 #include "server/census.h"
@@ -511,8 +511,10 @@ awaitable<Response> put_webhook(ApiContext& ctx, Request& req, const Params& p) 
   auto url = string_field(body, "url");
   if (!url) bad_request("\"url\" is missing");
   s.url = *url;
-  s.concurrency = static_cast<int>(int_field(body, "concurrency", 1, 1000).value_or(s.concurrency));
-  s.timeout = Millis{int_field(body, "timeout_ms", 1, 600000).value_or(s.timeout.count())};
+  s.concurrency = static_cast<int>(
+      int_field(body, "concurrency", 1, kWebhookConcurrencyMax).value_or(s.concurrency));
+  s.timeout =
+      Millis{int_field(body, "timeout_ms", 1, kWebhookTimeoutMaxMs).value_or(s.timeout.count())};
   if (auto why = ctx.pusher.refusal(s.url)) refuse(Status::forbidden, "forbidden", *why);
   // (Its Error: a bad URL 400, the server stopping 503.)
   ctx.pusher.subscribe(p.topic, s);

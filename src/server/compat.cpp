@@ -11,7 +11,7 @@
 #include <charconv>
 
 #include "core/checks.h"
-#include "core/limits.h"
+#include "redisched/limits.h"
 #include "server/api.h"
 #include "server/metrics.h"
 #include "server/sweeper.h"
@@ -26,7 +26,7 @@ using asio::awaitable;
 using Status = http::status;
 
 // A delay-queue job is re-armed after each ttr "forever" (up to this many times).
-constexpr int kDelayQueueAttempts = 1000;
+constexpr int kDelayQueueAttempts = static_cast<int>(limits::kAttemptsMax);
 
 Response ok(const Request& req, const json::value& v, Status status = Status::ok) {
   return json_response(req, status, json::serialize(v));

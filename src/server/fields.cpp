@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "core/checks.h"
-#include "core/limits.h"
 #include "core/text.h"
+#include "redisched/limits.h"
 #include "wire/job_json.h"
 
 namespace redisched::server {

@@ -203,11 +203,13 @@ Pusher::~Pusher() { stop(std::chrono::milliseconds(0)); }
 void Pusher::subscribe(const std::string& topic, const Subscription& s) {
   Client::validate_topic(topic);
   const Target target = parse_target_url(s.url);
-  if (s.concurrency < 1 || s.concurrency > 1000) {
-    throw Error(Errc::invalid_argument, "webhook concurrency must be from 1 to 1000");
+  if (s.concurrency < 1 || s.concurrency > kWebhookConcurrencyMax) {
+    throw Error(Errc::invalid_argument,
+                "webhook concurrency must be from 1 to " + std::to_string(kWebhookConcurrencyMax));
   }
-  if (s.timeout.count() < 1 || s.timeout.count() > 600000) {
-    throw Error(Errc::invalid_argument, "webhook timeout must be from 1 to 600000 ms");
+  if (s.timeout.count() < 1 || s.timeout.count() > kWebhookTimeoutMaxMs) {
+    throw Error(Errc::invalid_argument, "webhook timeout must be from 1 to " +
+                                            std::to_string(kWebhookTimeoutMaxMs) + " ms");
   }
   if (auto why = refusal(s.url)) throw Error(Errc::invalid_argument, *why);
   // Held until the worker is in subs_: stop() either sees it there or comes

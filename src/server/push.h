@@ -32,6 +32,9 @@ struct Subscription {
   int concurrency = 10;
   std::chrono::milliseconds timeout{10000};
 };
+// Their bounds (--webhook-concurrency, PUT .../webhook).
+inline constexpr int kWebhookConcurrencyMax = 1000;
+inline constexpr std::int64_t kWebhookTimeoutMaxMs = 600000;
 
 // "TOPIC=URL" of --webhook; throws std::runtime_error naming the fault.
 std::pair<std::string, Subscription> parse_webhook_flag(const std::string& flag);

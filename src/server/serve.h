@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "redisched/limits.h"
+
 namespace redisched::server {
 
 struct ServeOptions {
@@ -35,7 +37,7 @@ struct RedisChoice {
   std::string data_dir = "redisched-data";
   std::string fsync = "everysec";
   std::string prefix = "redisched";
-  std::size_t max_body = 1 << 20;
+  std::size_t max_body = static_cast<std::size_t>(limits::kBodyMaxDefault);
   int replicas = 0;  // ClientOptions::replicas and replica_timeout
   std::int64_t replica_timeout_ms = 1000;
 };

@@ -12,7 +12,7 @@
 #include <mutex>
 #include <set>
 
-#include "core/limits.h"
+#include "redisched/limits.h"
 #include "redisched/scheduler.h"
 #include "server/async_util.h"
 #include "server/census.h"

@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "core/checks.h"
-#include "core/limits.h"
+#include "redisched/limits.h"
 
 namespace redisched::wire {
 

@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "core/limits.h"
+#include "redisched/limits.h"
 
 namespace redisched::worker {
 

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "core/client_access.h"
-#include "core/limits.h"
 #include "core/ticks.h"
 #include "redisched/asio.h"
+#include "redisched/limits.h"
 #include "redisched/runtime.h"
 
 namespace redisched {

@@ -5,7 +5,7 @@
 #include <cmath>
 #include <memory>
 
-#include "core/limits.h"
+#include "redisched/limits.h"
 
 namespace redisched::worker {
 

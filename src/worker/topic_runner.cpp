@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "core/limits.h"
+#include "redisched/limits.h"
 
 namespace redisched::worker {
 namespace {

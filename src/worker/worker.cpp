@@ -10,8 +10,8 @@
 
 #include "core/checks.h"
 #include "core/keys.h"
-#include "core/limits.h"
 #include "redisched/asio.h"
+#include "redisched/limits.h"
 #include "redisched/runtime.h"
 #include "redisched/scheduler.h"
 #include "worker/topic_runner.h"

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string_view>
 
-#include "core/limits.h"
+#include "redisched/limits.h"
 #include "server/fields.h"
 #include "wire/job_json.h"
 

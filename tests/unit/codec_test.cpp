@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "core/coalesce.h"
-#include "core/limits.h"
+#include "redisched/limits.h"
 #include "testutil/replies.h"
 
 namespace redisched::core {

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "core/limits.h"
+#include "redisched/limits.h"
 #include "unit/fake_broker.h"
 #include "worker/calls.h"
 #include "worker/handler_pool.h"
