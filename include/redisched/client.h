@@ -23,7 +23,9 @@
 #pragma once
 
 #include <chrono>
+#include <concepts>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <future>
 #include <map>
@@ -32,6 +34,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -99,6 +102,65 @@ struct ClientOptions {
 
 template <class T>
 using Callback = std::function<void(Result<T>)>;
+
+// How an asynchronous call answers: its last argument, a completion token
+// (as the calls of Boost.Asio and Boost.Redis take one).
+//  - A Callback<T>, or any callable taking Result<T>: called on a thread of
+//    the runtime, where it must not block.
+//  - use_future, the default: the call returns a std::future<T>, whose
+//    get() throws the Error.
+//  - With redisched/asio.h, any Asio completion token: use_awaitable (co_await
+//    it; the Error is thrown), deferred, a handler of (std::exception_ptr,
+//    T), ... It completes on the token's executor.
+// A token that starts the call later (deferred, an awaitable not yet
+// awaited) reads the arguments then: the strings, spans and JobSpec they
+// view must live until it starts.
+struct use_future_t {};
+inline constexpr use_future_t use_future{};
+
+namespace detail {
+// What Asio's completion tokens need: in redisched/asio.h.
+template <class Token, class T>
+struct AsioCompletion;
+
+// A callback: called with the Result, returning nothing (Asio's deferred
+// is callable too, and returns an operation).
+template <class F, class T>
+concept ResultCallback =
+    std::invocable<F&, Result<T>> && std::is_void_v<std::invoke_result_t<F&, Result<T>>>;
+}  // namespace detail
+
+template <class Token, class T>
+concept AnswerToken =
+    !std::is_convertible_v<Token, std::string_view> &&
+    (std::same_as<std::remove_cvref_t<Token>, use_future_t> ||
+     detail::ResultCallback<std::remove_cvref_t<Token>, T> ||
+     requires { requires detail::AsioCompletion<std::remove_cvref_t<Token>, T>::is_token; });
+
+namespace detail {
+// Starts a call, start(Callback<T>), whose answer goes to token.
+template <class T, class Token, class Start>
+auto answer_to([[maybe_unused]] Token&& token, Start&& start) {
+  using Plain = std::remove_cvref_t<Token>;
+  if constexpr (std::is_same_v<Plain, use_future_t>) {
+    auto promise = std::make_shared<std::promise<T>>();
+    auto future = promise->get_future();
+    start(Callback<T>([promise](Result<T> r) {
+      if (r.ok()) {
+        promise->set_value(std::move(r).value());
+      } else {
+        promise->set_exception(std::make_exception_ptr(r.error()));
+      }
+    }));
+    return future;
+  } else if constexpr (ResultCallback<Plain, T>) {
+    start(Callback<T>(std::forward<Token>(token)));
+  } else {
+    return AsioCompletion<Plain, T>::initiate(std::forward<Token>(token),
+                                              std::forward<Start>(start));
+  }
+}
+}  // namespace detail
 
 // A subscription to a topic's wake-up signal (Client::watch). It ends when
 // cancelled or destroyed; it must not outlive its Client. Movable.
@@ -286,112 +348,154 @@ class Client {
   int library_version();
 
   // ---- asynchronous: many calls in flight on the pipelined connections.
-  // Each synchronous call above has two asynchronous forms with the same
-  // arguments: one ending in a Callback (run on a thread of the runtime),
-  // one returning a std::future. Calls on one topic run in the order made
-  // from one thread. They do not throw: a refused argument (an invalid
+  // Each synchronous call above has an asynchronous form with the same
+  // arguments and a completion token last (AnswerToken, above: a Callback,
+  // use_future by default, or an Asio token such as use_awaitable). The
+  // form with a Callback<T> does the work; the others are adapters of it
+  // (redisched/detail/async_calls.h). Calls on one topic run in the order
+  // made from one thread. They do not throw: a refused argument (an invalid
   // topic, a body over max_body) and everything Redis refuses arrive as the
-  // Result's Error (or the future's exception).
+  // Result's Error (the future's or the awaitable's exception).
   void set_shards_async(std::string_view topic, int n, Callback<std::vector<std::string>> done);
-  std::future<std::vector<std::string>> set_shards_async(std::string_view topic, int n);
+  template <AnswerToken<std::vector<std::string>> Token = use_future_t>
+  auto set_shards_async(std::string_view topic, int n, Token&& completion = {});
   void shards_async(std::string_view topic, Callback<std::vector<std::string>> done);
-  std::future<std::vector<std::string>> shards_async(std::string_view topic);
+  template <AnswerToken<std::vector<std::string>> Token = use_future_t>
+  auto shards_async(std::string_view topic, Token&& completion = {});
   void put_async(std::string_view topic, const JobSpec& job, Callback<PutOutcome> done);
-  std::future<PutOutcome> put_async(std::string_view topic, const JobSpec& job);
+  template <AnswerToken<PutOutcome> Token = use_future_t>
+  auto put_async(std::string_view topic, const JobSpec& job, Token&& completion = {});
   void add_async(std::string_view topic, const JobSpec& job, Callback<std::string> done);
-  std::future<std::string> add_async(std::string_view topic, const JobSpec& job);
+  template <AnswerToken<std::string> Token = use_future_t>
+  auto add_async(std::string_view topic, const JobSpec& job, Token&& completion = {});
   void put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
                       Callback<std::vector<PutOutcome>> done);
-  std::future<std::vector<PutOutcome>> put_many_async(std::string_view topic,
-                                                      std::span<const JobSpec> jobs);
+  template <AnswerToken<std::vector<PutOutcome>> Token = use_future_t>
+  auto put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
+                      Token&& completion = {});
   void get_async(std::string_view topic, std::string_view id, Callback<std::optional<Job>> done);
-  std::future<std::optional<Job>> get_async(std::string_view topic, std::string_view id);
+  template <AnswerToken<std::optional<Job>> Token = use_future_t>
+  auto get_async(std::string_view topic, std::string_view id, Token&& completion = {});
   void remove_async(std::string_view topic, std::string_view id, Callback<bool> done);
-  std::future<bool> remove_async(std::string_view topic, std::string_view id);
+  template <AnswerToken<bool> Token = use_future_t>
+  auto remove_async(std::string_view topic, std::string_view id, Token&& completion = {});
   void reserve_async(std::string_view topic, int count, Millis ttr, Callback<ReserveResult> done);
-  std::future<ReserveResult> reserve_async(std::string_view topic, int count = 1,
-                                           Millis ttr = Millis{0});
+  template <AnswerToken<ReserveResult> Token = use_future_t>
+  auto reserve_async(std::string_view topic, int count = 1, Millis ttr = Millis{0},
+                     Token&& completion = {});
   void ack_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
                  Callback<Outcome> done);
-  std::future<Outcome> ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                                 Millis keep = Millis{0});
+  template <AnswerToken<Outcome> Token = use_future_t>
+  auto ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                 Millis keep = Millis{0}, Token&& completion = {});
   void ack_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
                  std::string_view result, Callback<Outcome> done);
-  std::future<Outcome> ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                                 Millis keep, std::string_view result);
+  template <AnswerToken<Outcome> Token = use_future_t>
+  auto ack_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
+                 std::string_view result, Token&& completion = {});
   void ack_many_async(std::string_view topic,
                       std::span<const std::pair<std::string, std::uint64_t>> jobs, Millis keep,
                       Callback<std::vector<Outcome>> done);
-  std::future<std::vector<Outcome>> ack_many_async(
-      std::string_view topic, std::span<const std::pair<std::string, std::uint64_t>> jobs,
-      Millis keep = Millis{0});
+  template <AnswerToken<std::vector<Outcome>> Token = use_future_t>
+  auto ack_many_async(std::string_view topic,
+                      std::span<const std::pair<std::string, std::uint64_t>> jobs,
+                      Millis keep = Millis{0}, Token&& completion = {});
   void release_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
                      std::optional<int> priority, Callback<Outcome> done);
-  std::future<Outcome> release_async(std::string_view topic, std::string_view id,
-                                     std::uint64_t token, Millis delay = Millis{0},
-                                     std::optional<int> priority = std::nullopt);
+  template <AnswerToken<Outcome> Token = use_future_t>
+  auto release_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                     Millis delay = Millis{0}, std::optional<int> priority = std::nullopt,
+                     Token&& completion = {});
   void fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
                   std::string_view error, bool bury, std::optional<Millis> retry_delay,
                   std::optional<int> max_attempts, Callback<FailResult> done);
-  std::future<FailResult> fail_async(std::string_view topic, std::string_view id,
-                                     std::uint64_t token, std::string_view error, bool bury = false,
-                                     std::optional<Millis> retry_delay = std::nullopt,
-                                     std::optional<int> max_attempts = std::nullopt);
+  template <AnswerToken<FailResult> Token = use_future_t>
+  auto fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                  std::string_view error, bool bury = false,
+                  std::optional<Millis> retry_delay = std::nullopt,
+                  std::optional<int> max_attempts = std::nullopt, Token&& completion = {});
   void touch_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr,
                    Callback<TouchResult> done);
-  std::future<TouchResult> touch_async(std::string_view topic, std::string_view id,
-                                       std::uint64_t token, Millis ttr = Millis{0});
+  template <AnswerToken<TouchResult> Token = use_future_t>
+  auto touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                   Millis ttr = Millis{0}, Token&& completion = {});
   void pull_async(std::string_view topic, int count, Callback<ReserveResult> done);
-  std::future<ReserveResult> pull_async(std::string_view topic, int count = 1);
+  template <AnswerToken<ReserveResult> Token = use_future_t>
+  auto pull_async(std::string_view topic, int count = 1, Token&& completion = {});
   void requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done);
-  std::future<RequeueResult> requeue_async(std::string_view topic, int limit = 1000);
+  template <AnswerToken<RequeueResult> Token = use_future_t>
+  auto requeue_async(std::string_view topic, int limit = 1000, Token&& completion = {});
   void stats_async(std::string_view topic, Callback<TopicStats> done);
-  std::future<TopicStats> stats_async(std::string_view topic);
+  template <AnswerToken<TopicStats> Token = use_future_t>
+  auto stats_async(std::string_view topic, Token&& completion = {});
   void list_async(std::string_view topic, JobState state, std::int64_t offset, int count,
                   bool with_bodies, Callback<ListPage> done);
-  std::future<ListPage> list_async(std::string_view topic, JobState state, std::int64_t offset,
-                                   int count, bool with_bodies = true);
+  template <AnswerToken<ListPage> Token = use_future_t>
+  auto list_async(std::string_view topic, JobState state, std::int64_t offset, int count,
+                  bool with_bodies = true, Token&& completion = {});
   void topics_async(Callback<std::vector<std::string>> done);
-  std::future<std::vector<std::string>> topics_async();
+  template <AnswerToken<std::vector<std::string>> Token = use_future_t>
+  auto topics_async(Token&& completion = {});
   void restore_async(std::string_view topic, const Job& job, bool replace, Callback<bool> done);
-  std::future<bool> restore_async(std::string_view topic, const Job& job, bool replace = false);
+  template <AnswerToken<bool> Token = use_future_t>
+  auto restore_async(std::string_view topic, const Job& job, bool replace = false,
+                     Token&& completion = {});
   void kick_async(std::string_view topic, std::span<const std::string> ids, Callback<int> done);
-  std::future<int> kick_async(std::string_view topic, std::span<const std::string> ids);
+  template <AnswerToken<int> Token = use_future_t>
+  auto kick_async(std::string_view topic, std::span<const std::string> ids,
+                  Token&& completion = {});
   void kick_all_async(std::string_view topic, int limit, Callback<int> done);
-  std::future<int> kick_all_async(std::string_view topic, int limit = 1000);
+  template <AnswerToken<int> Token = use_future_t>
+  auto kick_all_async(std::string_view topic, int limit = 1000, Token&& completion = {});
   void library_version_async(Callback<int> done);
-  std::future<int> library_version_async();
+  template <AnswerToken<int> Token = use_future_t>
+  auto library_version_async(Token&& completion = {});
   void pause_async(std::string_view topic, Callback<bool> done);
-  std::future<bool> pause_async(std::string_view topic);
+  template <AnswerToken<bool> Token = use_future_t>
+  auto pause_async(std::string_view topic, Token&& completion = {});
   void resume_async(std::string_view topic, Callback<bool> done);
-  std::future<bool> resume_async(std::string_view topic);
+  template <AnswerToken<bool> Token = use_future_t>
+  auto resume_async(std::string_view topic, Token&& completion = {});
   void set_limits_async(std::string_view topic, const TopicLimits& limits,
                         Callback<TopicLimits> done);
-  std::future<TopicLimits> set_limits_async(std::string_view topic, const TopicLimits& limits);
+  template <AnswerToken<TopicLimits> Token = use_future_t>
+  auto set_limits_async(std::string_view topic, const TopicLimits& limits, Token&& completion = {});
   void limits_async(std::string_view topic, Callback<TopicLimits> done);
-  std::future<TopicLimits> limits_async(std::string_view topic);
+  template <AnswerToken<TopicLimits> Token = use_future_t>
+  auto limits_async(std::string_view topic, Token&& completion = {});
   void set_retry_window_async(std::string_view topic, Millis window, Callback<RetryWindow> done);
-  std::future<RetryWindow> set_retry_window_async(std::string_view topic, Millis window);
+  template <AnswerToken<RetryWindow> Token = use_future_t>
+  auto set_retry_window_async(std::string_view topic, Millis window, Token&& completion = {});
   void retry_window_async(std::string_view topic, Callback<RetryWindow> done);
-  std::future<RetryWindow> retry_window_async(std::string_view topic);
+  template <AnswerToken<RetryWindow> Token = use_future_t>
+  auto retry_window_async(std::string_view topic, Token&& completion = {});
   void migrate_async(std::string_view topic, int limit, Callback<Migration> done);
-  std::future<Migration> migrate_async(std::string_view topic, int limit = 1000);
+  template <AnswerToken<Migration> Token = use_future_t>
+  auto migrate_async(std::string_view topic, int limit = 1000, Token&& completion = {});
   void set_schedule_async(std::string_view topic, std::string_view name, const ScheduleSpec& spec,
                           Callback<Schedule> done);
-  std::future<Schedule> set_schedule_async(std::string_view topic, std::string_view name,
-                                           const ScheduleSpec& spec);
+  template <AnswerToken<Schedule> Token = use_future_t>
+  auto set_schedule_async(std::string_view topic, std::string_view name, const ScheduleSpec& spec,
+                          Token&& completion = {});
   void schedules_async(std::string_view topic, Callback<ScheduleList> done);
-  std::future<ScheduleList> schedules_async(std::string_view topic);
+  template <AnswerToken<ScheduleList> Token = use_future_t>
+  auto schedules_async(std::string_view topic, Token&& completion = {});
   void remove_schedule_async(std::string_view topic, std::string_view name, Callback<bool> done);
-  std::future<bool> remove_schedule_async(std::string_view topic, std::string_view name);
+  template <AnswerToken<bool> Token = use_future_t>
+  auto remove_schedule_async(std::string_view topic, std::string_view name,
+                             Token&& completion = {});
   void pause_schedule_async(std::string_view topic, std::string_view name, Callback<Outcome> done);
-  std::future<Outcome> pause_schedule_async(std::string_view topic, std::string_view name);
+  template <AnswerToken<Outcome> Token = use_future_t>
+  auto pause_schedule_async(std::string_view topic, std::string_view name, Token&& completion = {});
   void resume_schedule_async(std::string_view topic, std::string_view name, Callback<Outcome> done);
-  std::future<Outcome> resume_schedule_async(std::string_view topic, std::string_view name);
+  template <AnswerToken<Outcome> Token = use_future_t>
+  auto resume_schedule_async(std::string_view topic, std::string_view name,
+                             Token&& completion = {});
   void wait_async(std::string_view topic, std::string_view id, Millis timeout,
                   Callback<std::optional<Job>> done);
-  std::future<std::optional<Job>> wait_async(std::string_view topic, std::string_view id,
-                                             Millis timeout);
+  template <AnswerToken<std::optional<Job>> Token = use_future_t>
+  auto wait_async(std::string_view topic, std::string_view id, Millis timeout,
+                  Token&& completion = {});
 
  private:
   friend struct detail::ClientAccess;
@@ -402,3 +506,5 @@ class Client {
 };
 
 }  // namespace redisched
+
+#include "redisched/detail/async_calls.h"  // IWYU pragma: export

@@ -20,12 +20,12 @@
 
 #include "core/coalesce.h"
 #include "core/codec.h"
-#include "redisched/limits.h"
 #include "core/operations.h"
 #include "core/shards.h"
 #include "redis/connection.h"
 #include "redisched/asio.h"
 #include "redisched/client.h"
+#include "redisched/limits.h"
 #include "redisched/runtime.h"
 
 namespace redisched {
@@ -54,28 +54,6 @@ T wait_for(const Runtime& runtime, Start&& start) {
   auto future = promise.get_future();
   start(Callback<T>([&promise](Result<T> r) { promise.set_value(std::move(r)); }));
   return future.get().value();
-}
-
-// A callback that fulfils the returned future.
-template <class T>
-std::pair<Callback<T>, std::future<T>> future_callback() {
-  auto promise = std::make_shared<std::promise<T>>();
-  auto future = promise->get_future();
-  Callback<T> cb = [promise](Result<T> r) {
-    if (r.ok()) {
-      promise->set_value(std::move(r).value());
-    } else {
-      promise->set_exception(std::make_exception_ptr(r.error()));
-    }
-  };
-  return {std::move(cb), std::move(future)};
-}
-
-template <class T, class Start>
-std::future<T> as_future(Start&& start) {
-  auto [cb, future] = future_callback<T>();
-  start(std::move(cb));
-  return std::move(future);
 }
 
 // The one fan-in: a call made of n parts (the chunks of a batch, the
@@ -881,13 +859,10 @@ class Client::Impl {
 
 }  // namespace redisched
 
-// Every operation: the callback form does the work; the future and
-// synchronous forms wrap it.
-#define REDISCHED_WRAP(T, name, params, args)                                       \
-  std::future<T> Client::name##_async params {                                      \
-    return client_detail::as_future<T>([&](Callback<T> cb) { name##_async args; }); \
-  }                                                                                 \
-  T Client::name params {                                                           \
-    return client_detail::wait_for<T>(*impl_->runtime,                              \
-                                      [&](Callback<T> cb) { name##_async args; });  \
+// Every operation: the callback form does the work; the synchronous form
+// waits for it (the token forms: redisched/detail/async_calls.h).
+#define REDISCHED_WRAP(T, name, params, args)                                      \
+  T Client::name params {                                                          \
+    return client_detail::wait_for<T>(*impl_->runtime,                             \
+                                      [&](Callback<T> cb) { name##_async args; }); \
   }

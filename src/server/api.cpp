@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "core/checks.h"
-#include "redisched/limits.h"
 #include "core/shards.h"
+#include "redisched/limits.h"
 #include "redisched/version.h"
 #include "server/census.h"
 #include "server/dashboard.h"
@@ -87,8 +87,7 @@ Response outcome_response(const Request& req, Outcome o, std::string_view id,
 awaitable<Response> put_job(ApiContext& ctx, Request& req, const Params& p) {
   JobSpec s = job_spec(json_object(req.body()));
   s.id = p.id;
-  auto o = co_await await_call<PutOutcome>(
-      [&](auto cb) { ctx.client.put_async(p.topic, s, std::move(cb)); });
+  auto o = co_await ctx.client.put_async(p.topic, s, asio::use_awaitable);
   switch (o) {
     case PutOutcome::created:
     case PutOutcome::updated: {
@@ -115,8 +114,7 @@ awaitable<Response> put_job(ApiContext& ctx, Request& req, const Params& p) {
 awaitable<Response> add_job(ApiContext& ctx, Request& req, const Params& p) {
   JobSpec s = job_spec(json_object(req.body()));
   if (s.mode != PutMode::create) bad_request("a generated id is always new: mode must be create");
-  auto id = co_await await_call<std::string>(
-      [&](auto cb) { ctx.client.add_async(p.topic, s, std::move(cb)); });
+  auto id = co_await ctx.client.add_async(p.topic, s, asio::use_awaitable);
   ctx.metrics.job_event("put", p.topic, id);
   co_return ok_json(req, json::object{{"id", id}, {"outcome", "created"}}, Status::created);
 }
@@ -126,20 +124,19 @@ awaitable<Response> add_job(ApiContext& ctx, Request& req, const Params& p) {
 // topic's finished signal (Client::wait).
 awaitable<Response> get_job(ApiContext& ctx, Request& req, const Params& p) {
   const auto wait = query_int(p, "wait_ms", 0, 0, ctx.max_wait_ms);
-  auto j = co_await await_call<std::optional<Job>>([&](auto cb) {
-    if (wait > 0 && !ctx.stopping) {
-      ctx.client.wait_async(p.topic, p.id, Millis{wait}, std::move(cb));
-    } else {
-      ctx.client.get_async(p.topic, p.id, std::move(cb));
-    }
-  });
+  // (No co_await inside ?: — GCC 12 miscompiles it.)
+  std::optional<Job> j;
+  if (wait > 0 && !ctx.stopping) {
+    j = co_await ctx.client.wait_async(p.topic, p.id, Millis{wait}, asio::use_awaitable);
+  } else {
+    j = co_await ctx.client.get_async(p.topic, p.id, asio::use_awaitable);
+  }
   if (!j) refuse(Status::not_found, "not_found", "no job " + p.id + " in topic " + p.topic);
   co_return ok_json(req, wire::job_json(*j));
 }
 
 awaitable<Response> delete_job(ApiContext& ctx, Request& req, const Params& p) {
-  auto removed = co_await await_call<bool>(
-      [&](auto cb) { ctx.client.remove_async(p.topic, p.id, std::move(cb)); });
+  auto removed = co_await ctx.client.remove_async(p.topic, p.id, asio::use_awaitable);
   if (!removed) refuse(Status::not_found, "not_found", "no job " + p.id + " in topic " + p.topic);
   ctx.metrics.job_event("deleted", p.topic, p.id);
   co_return ok_json(req, json::object{{"deleted", true}});
@@ -151,8 +148,8 @@ awaitable<Response> list_jobs(ApiContext& ctx, Request& req, const Params& p) {
   if (!state) bad_request("state must be delayed, ready, reserved, dead or done");
   const auto offset = query_int(p, "offset", 0, 0, limits::kOffsetMax);
   const auto count = static_cast<int>(query_int(p, "count", 100, 1, limits::kBatchMax));
-  auto page = co_await await_call<ListPage>(
-      [&](auto cb) { ctx.client.list_async(p.topic, *state, offset, count, true, std::move(cb)); });
+  auto page =
+      co_await ctx.client.list_async(p.topic, *state, offset, count, true, asio::use_awaitable);
   json::array jobs;
   for (const auto& j : page.jobs) jobs.push_back(wire::job_json(j));
   co_return ok_json(req, json::object{{"total", page.total}, {"jobs", std::move(jobs)}});
@@ -177,9 +174,7 @@ awaitable<ReserveResult> reserve_waiting(ApiContext& ctx, const std::string& top
   for (;;) {
     if (ctx.stopping) co_return ReserveResult{};
     auto ticket = wait_ms > 0 ? ctx.hub.watch(topic, ex) : nullptr;
-    auto r = co_await await_call<ReserveResult>([&](Callback<ReserveResult> cb) {
-      ctx.client.reserve_async(topic, count, ttr, std::move(cb));
-    });
+    auto r = co_await ctx.client.reserve_async(topic, count, ttr, asio::use_awaitable);
     const auto now = std::chrono::steady_clock::now();
     if (!r.jobs.empty() || !ticket || now >= until || ctx.stopping) {
       if (ticket) ctx.hub.forget(ticket);
@@ -212,8 +207,7 @@ awaitable<Response> pull(ApiContext& ctx, Request& req, const Params& p) {
   const int count = count_field(body);
   // (Jobs pulled are taken for good: nothing follows them on the connection.)
   if (ctx.stopping) co_return draining_aware(ctx, ok_json(req, taken_json({}, false)), false);
-  auto r = co_await await_call<ReserveResult>(
-      [&](auto cb) { ctx.client.pull_async(p.topic, count, std::move(cb)); });
+  auto r = co_await ctx.client.pull_async(p.topic, count, asio::use_awaitable);
   for (const auto& j : r.jobs) ctx.metrics.job_event("pulled", p.topic, j.id);
   co_return draining_aware(ctx, ok_json(req, taken_json(r, false)), false);
 }
@@ -232,10 +226,12 @@ awaitable<Response> ack(ApiContext& ctx, Request& req, const Params& p) {
   if (result && keep.count() == 0) {
     bad_request("a \"result\" needs \"keep_ms\" > 0: it is kept with the finished job");
   }
-  auto o = co_await await_call<Outcome>([&](auto cb) {
-    if (result) return ctx.client.ack_async(p.topic, p.id, token, keep, *result, std::move(cb));
-    ctx.client.ack_async(p.topic, p.id, token, keep, std::move(cb));
-  });
+  Outcome o{};
+  if (result) {
+    o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, *result, asio::use_awaitable);
+  } else {
+    o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, asio::use_awaitable);
+  }
   if (o == Outcome::ok) ctx.metrics.job_event("acked", p.topic, p.id);
   co_return outcome_response(req, o, p.id);
 }
@@ -247,8 +243,8 @@ awaitable<Response> release(ApiContext& ctx, Request& req, const Params& p) {
   const Millis delay{int_field(body, "delay_ms", 0, limits::kDelayMax).value_or(0)};
   std::optional<int> prio;
   if (auto p2 = int_field(body, "priority", 0, limits::kPrioMax)) prio = static_cast<int>(*p2);
-  auto o = co_await await_call<Outcome>(
-      [&](auto cb) { ctx.client.release_async(p.topic, p.id, token, delay, prio, std::move(cb)); });
+  auto o =
+      co_await ctx.client.release_async(p.topic, p.id, token, delay, prio, asio::use_awaitable);
   if (o == Outcome::ok) ctx.metrics.job_event("released", p.topic, p.id);
   co_return outcome_response(req, o, p.id);
 }
@@ -262,10 +258,8 @@ awaitable<Response> fail(ApiContext& ctx, Request& req, const Params& p) {
     bad_request("\"error\" is over " + std::to_string(limits::kErrorMax) + " bytes");
   }
   const bool dead = bool_field(body, "dead").value_or(false);
-  auto f = co_await await_call<FailResult>([&](auto cb) {
-    ctx.client.fail_async(p.topic, p.id, token, error, dead, std::nullopt, std::nullopt,
-                          std::move(cb));
-  });
+  auto f = co_await ctx.client.fail_async(p.topic, p.id, token, error, dead, std::nullopt,
+                                          std::nullopt, asio::use_awaitable);
   if (f.outcome == Outcome::ok) {
     ctx.metrics.job_event(f.state == JobState::dead ? "dead" : "failed", p.topic, p.id);
   }
@@ -277,8 +271,7 @@ awaitable<Response> touch(ApiContext& ctx, Request& req, const Params& p) {
   only_fields(body, {"token", "ttr_ms"});
   const auto token = token_field(body);
   const Millis ttr{int_field(body, "ttr_ms", 1, limits::kTtrMax).value_or(0)};
-  auto t = co_await await_call<TouchResult>(
-      [&](auto cb) { ctx.client.touch_async(p.topic, p.id, token, ttr, std::move(cb)); });
+  auto t = co_await ctx.client.touch_async(p.topic, p.id, token, ttr, asio::use_awaitable);
   co_return outcome_response(req, t.outcome, p.id, json::object{{"deadline", t.deadline_ms}});
 }
 
@@ -298,8 +291,7 @@ awaitable<Response> list_topics(ApiContext& ctx, Request& req, const Params&) {
 }
 
 awaitable<Response> topic_stats(ApiContext& ctx, Request& req, const Params& p) {
-  auto s = co_await await_call<TopicStats>(
-      [&](auto cb) { ctx.client.stats_async(p.topic, std::move(cb)); });
+  auto s = co_await ctx.client.stats_async(p.topic, asio::use_awaitable);
   co_return ok_json(req, wire::stats_json(p.topic, s));
 }
 
@@ -311,8 +303,7 @@ awaitable<Response> kick(ApiContext& ctx, Request& req, const Params& p) {
     if (body.contains("ids")) bad_request("give \"ids\" or \"all\", not both");
     const int limit = static_cast<int>(
         int_field(body, "limit", 1, limits::kLimitMax).value_or(limits::kBatchMax));
-    kicked = co_await await_call<int>(
-        [&](auto cb) { ctx.client.kick_all_async(p.topic, limit, std::move(cb)); });
+    kicked = co_await ctx.client.kick_all_async(p.topic, limit, asio::use_awaitable);
   } else {
     if (body.contains("limit")) bad_request("\"limit\" goes with \"all\"");
     auto it = body.find("ids");
@@ -328,8 +319,7 @@ awaitable<Response> kick(ApiContext& ctx, Request& req, const Params& p) {
     if (ids.size() > static_cast<std::size_t>(limits::kBatchMax)) {
       bad_request("at most " + std::to_string(limits::kBatchMax) + " ids at once");
     }
-    kicked = co_await await_call<int>(
-        [&](auto cb) { ctx.client.kick_async(p.topic, ids, std::move(cb)); });
+    kicked = co_await ctx.client.kick_async(p.topic, ids, asio::use_awaitable);
   }
   ctx.metrics.count("kicked", p.topic, static_cast<std::uint64_t>(kicked));
   co_return ok_json(req, json::object{{"kicked", kicked}});
@@ -337,13 +327,12 @@ awaitable<Response> kick(ApiContext& ctx, Request& req, const Params& p) {
 
 awaitable<Response> pause_or_resume(ApiContext& ctx, Request& req, const Params& p, bool pausing) {
   only_fields(json_object(req.body()), {});
-  auto changed = co_await await_call<bool>([&](auto cb) {
-    if (pausing) {
-      ctx.client.pause_async(p.topic, std::move(cb));
-    } else {
-      ctx.client.resume_async(p.topic, std::move(cb));
-    }
-  });
+  bool changed = false;
+  if (pausing) {
+    changed = co_await ctx.client.pause_async(p.topic, asio::use_awaitable);
+  } else {
+    changed = co_await ctx.client.resume_async(p.topic, asio::use_awaitable);
+  }
   co_return ok_json(req, json::object{{"paused", pausing}, {"changed", changed}});
 }
 
@@ -356,8 +345,7 @@ awaitable<Response> resume(ApiContext& ctx, Request& req, const Params& p) {
 }
 
 awaitable<Response> get_limits(ApiContext& ctx, Request& req, const Params& p) {
-  auto l = co_await await_call<TopicLimits>(
-      [&](auto cb) { ctx.client.limits_async(p.topic, std::move(cb)); });
+  auto l = co_await ctx.client.limits_async(p.topic, asio::use_awaitable);
   co_return ok_json(req, wire::limits_json(l));
 }
 
@@ -372,14 +360,12 @@ awaitable<Response> put_limits(ApiContext& ctx, Request& req, const Params& p) {
       static_cast<int>(int_field(body, "concurrency", 0, limits::kConcurrencyMax).value_or(0));
   want.aging = Millis(int_field(body, "aging_ms", 0, limits::kAgingMax).value_or(0));
   if (body.contains("window_ms") && want.rate == 0) bad_request("\"window_ms\" goes with \"rate\"");
-  auto l = co_await await_call<TopicLimits>(
-      [&](auto cb) { ctx.client.set_limits_async(p.topic, want, std::move(cb)); });
+  auto l = co_await ctx.client.set_limits_async(p.topic, want, asio::use_awaitable);
   co_return ok_json(req, wire::limits_json(l));
 }
 
 awaitable<Response> delete_limits(ApiContext& ctx, Request& req, const Params& p) {
-  auto l = co_await await_call<TopicLimits>(
-      [&](auto cb) { ctx.client.set_limits_async(p.topic, TopicLimits{}, std::move(cb)); });
+  auto l = co_await ctx.client.set_limits_async(p.topic, TopicLimits{}, asio::use_awaitable);
   co_return ok_json(req, wire::limits_json(l));
 }
 
@@ -391,8 +377,7 @@ json::object retry_window_json(std::string_view topic, const RetryWindow& w) {
 }
 
 awaitable<Response> get_retry_window(ApiContext& ctx, Request& req, const Params& p) {
-  auto w = co_await await_call<RetryWindow>(
-      [&](auto cb) { ctx.client.retry_window_async(p.topic, std::move(cb)); });
+  auto w = co_await ctx.client.retry_window_async(p.topic, asio::use_awaitable);
   co_return ok_json(req, retry_window_json(p.topic, w));
 }
 
@@ -401,8 +386,7 @@ awaitable<Response> put_retry_window(ApiContext& ctx, Request& req, const Params
   only_fields(body, {"retry_window_ms"});
   const auto ms = int_field(body, "retry_window_ms", 0, limits::kWindowMax);
   if (!ms) bad_request("\"retry_window_ms\" is required (0: none)");
-  auto w = co_await await_call<RetryWindow>(
-      [&](auto cb) { ctx.client.set_retry_window_async(p.topic, Millis(*ms), std::move(cb)); });
+  auto w = co_await ctx.client.set_retry_window_async(p.topic, Millis(*ms), asio::use_awaitable);
   co_return ok_json(req, retry_window_json(p.topic, w));
 }
 
@@ -417,8 +401,7 @@ json::object shards_json(std::string_view topic, const std::vector<std::string>&
 }
 
 awaitable<Response> get_shards(ApiContext& ctx, Request& req, const Params& p) {
-  auto shards = co_await await_call<std::vector<std::string>>(
-      [&](auto cb) { ctx.client.shards_async(p.topic, std::move(cb)); });
+  auto shards = co_await ctx.client.shards_async(p.topic, asio::use_awaitable);
   co_return ok_json(req, shards_json(p.topic, shards));
 }
 
@@ -429,24 +412,22 @@ awaitable<Response> put_shards(ApiContext& ctx, Request& req, const Params& p) {
   only_fields(body, {"count"});
   const auto n = int_field(body, "count", 1, core::kShardsMax);
   if (!n) bad_request("\"count\" is required");
-  auto shards = co_await await_call<std::vector<std::string>>(
-      [&](auto cb) { ctx.client.set_shards_async(p.topic, static_cast<int>(*n), std::move(cb)); });
+  auto shards =
+      co_await ctx.client.set_shards_async(p.topic, static_cast<int>(*n), asio::use_awaitable);
   co_return ok_json(req, shards_json(p.topic, shards));
 }
 
 // ---- recurring jobs
 
 awaitable<Response> list_schedules(ApiContext& ctx, Request& req, const Params& p) {
-  auto list = co_await await_call<ScheduleList>(
-      [&](auto cb) { ctx.client.schedules_async(p.topic, std::move(cb)); });
+  auto list = co_await ctx.client.schedules_async(p.topic, asio::use_awaitable);
   json::array out;
   for (const auto& s : list.schedules) out.push_back(wire::schedule_json(s));
   co_return ok_json(req, json::object{{"now", list.now_ms}, {"schedules", std::move(out)}});
 }
 
 awaitable<Response> get_schedule(ApiContext& ctx, Request& req, const Params& p) {
-  auto list = co_await await_call<ScheduleList>(
-      [&](auto cb) { ctx.client.schedules_async(p.topic, std::move(cb)); });
+  auto list = co_await ctx.client.schedules_async(p.topic, asio::use_awaitable);
   for (const auto& s : list.schedules) {
     if (s.name == p.name) co_return ok_json(req, wire::schedule_json(s));
   }
@@ -455,15 +436,14 @@ awaitable<Response> get_schedule(ApiContext& ctx, Request& req, const Params& p)
 
 awaitable<Response> put_schedule(ApiContext& ctx, Request& req, const Params& p) {
   const ScheduleSpec spec = schedule_spec(json_object(req.body()));
-  auto s = co_await await_call<Schedule>(
-      [&](auto cb) { ctx.client.set_schedule_async(p.topic, p.name, spec, std::move(cb)); });
+  auto s = co_await ctx.client.set_schedule_async(p.topic, p.name, spec, asio::use_awaitable);
   ctx.sweeper.note_schedules(p.topic);
   co_return ok_json(req, wire::schedule_json(s));
 }
 
 awaitable<Response> delete_schedule(ApiContext& ctx, Request& req, const Params& p) {
-  const bool removed = co_await await_call<bool>(
-      [&](auto cb) { ctx.client.remove_schedule_async(p.topic, p.name, std::move(cb)); });
+  const bool removed =
+      co_await ctx.client.remove_schedule_async(p.topic, p.name, asio::use_awaitable);
   if (!removed)
     refuse(Status::not_found, "not_found", "no schedule " + p.name + " in topic " + p.topic);
   co_return ok_json(req, json::object{{"deleted", true}});
@@ -478,14 +458,12 @@ Response schedule_state(const Request& req, Outcome o, const Params& p, bool pau
 }
 
 awaitable<Response> pause_schedule(ApiContext& ctx, Request& req, const Params& p) {
-  const auto o = co_await await_call<Outcome>(
-      [&](auto cb) { ctx.client.pause_schedule_async(p.topic, p.name, std::move(cb)); });
+  const auto o = co_await ctx.client.pause_schedule_async(p.topic, p.name, asio::use_awaitable);
   co_return schedule_state(req, o, p, true);
 }
 
 awaitable<Response> resume_schedule(ApiContext& ctx, Request& req, const Params& p) {
-  const auto o = co_await await_call<Outcome>(
-      [&](auto cb) { ctx.client.resume_schedule_async(p.topic, p.name, std::move(cb)); });
+  const auto o = co_await ctx.client.resume_schedule_async(p.topic, p.name, asio::use_awaitable);
   co_return schedule_state(req, o, p, false);
 }
 

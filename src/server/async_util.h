@@ -1,11 +1,14 @@
-// Awaiting the Client's callback-style calls from the server's coroutines:
-// one call, one call with a deadline, many calls at once, and one-shot
-// events (for one waiter or many) that any thread may fire.
+// What the server's coroutines await beside a Client call (which they await
+// with asio::use_awaitable, redisched/asio.h): a call with a deadline, many
+// calls at once (Asio's parallel group), and one-shot events (for one
+// waiter or many) that any thread may fire.
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/deferred.hpp>
+#include <boost/asio/experimental/parallel_group.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -18,37 +21,9 @@
 #include <optional>
 #include <vector>
 
-#include "redisched/client.h"
+#include "redisched/asio.h"
 
 namespace redisched::server {
-
-// Awaits one asynchronous Client call: start(callback) begins it. A refusal
-// at the call and a failed Result both arrive as the thrown Error.
-template <class T, class Start>
-boost::asio::awaitable<T> await_call(Start start) {
-  namespace asio = boost::asio;
-  co_return co_await asio::async_initiate<const asio::use_awaitable_t<>,
-                                          void(std::exception_ptr, T)>(
-      [start](auto handler) mutable {
-        auto h = std::make_shared<decltype(handler)>(std::move(handler));
-        auto deliver = [h](std::exception_ptr e, T v) {
-          auto ex = asio::get_associated_executor(*h);
-          asio::post(ex, [h, e, v = std::move(v)]() mutable { std::move (*h)(e, std::move(v)); });
-        };
-        try {
-          start(Callback<T>([deliver](Result<T> r) {
-            if (r.ok()) {
-              deliver(nullptr, std::move(r).value());
-            } else {
-              deliver(std::make_exception_ptr(r.error()), T{});
-            }
-          }));
-        } catch (...) {
-          deliver(std::current_exception(), T{});
-        }
-      },
-      asio::use_awaitable);
-}
 
 // An event that fires once, from any thread, and that a coroutine on ex
 // awaits with a deadline. Held by shared_ptr: a late fire() keeps it alive.
@@ -115,7 +90,7 @@ class Broadcast {
   std::vector<std::shared_ptr<OneShot>> waiting_;  // GUARDED_BY(mu_)
 };
 
-// Like await_call, but gives up after timeout: nullopt then (the call runs
+// Awaits one Client call, start(callback), but gives up after timeout: nullopt then (the call runs
 // on, its answer is dropped).
 template <class T, class Start>
 boost::asio::awaitable<std::optional<Result<T>>> await_call_within(
@@ -143,43 +118,34 @@ boost::asio::awaitable<std::optional<Result<T>>> await_call_within(
   co_return std::move(shared->result);
 }
 
-// Starts one call per item at once (they share the pipeline) and awaits them
-// all: start(item, callback). The results come in the items' order.
-template <class T, class Item, class Start>
+// Starts one Client call per item at once (they share the pipeline) and
+// awaits them all, with Asio's parallel group: make(item) gives the call's
+// deferred form (client.X_async(..., asio::deferred)). The results come in
+// the items' order.
+template <class T, class Item, class Make>
 boost::asio::awaitable<std::vector<Result<T>>> await_each(const std::vector<Item>& items,
-                                                          Start start) {
-  struct Shared {
-    explicit Shared(const boost::asio::any_io_executor& ex, std::size_t n)
-        : done(OneShot::make(ex)), pending(n) {}
-    std::shared_ptr<OneShot> done;
-    std::mutex mu;
-    std::vector<std::optional<Result<T>>> results;
-    std::size_t pending;
-  };
-  auto shared = std::make_shared<Shared>(co_await boost::asio::this_coro::executor, items.size());
-  shared->results.resize(items.size());
-  if (items.empty()) shared->done->fire();
+                                                          Make make) {
+  namespace asio = boost::asio;
+  std::vector<Result<T>> out;
+  if (items.empty()) co_return out;
+  std::vector<decltype(make(items.front()))> calls;
+  calls.reserve(items.size());
+  for (const auto& item : items) calls.push_back(make(item));
+  auto [order, errors, values] =
+      co_await asio::experimental::make_parallel_group(std::move(calls))
+          .async_wait(asio::experimental::wait_for_all(), asio::use_awaitable);
+  out.reserve(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
-    auto finish = [shared, i](Result<T> r) {
-      bool last = false;
-      {
-        std::lock_guard lock(shared->mu);
-        shared->results[i].emplace(std::move(r));
-        last = --shared->pending == 0;
-      }
-      if (last) shared->done->fire();
-    };
+    if (!errors[i]) {
+      out.emplace_back(std::move(values[i]));
+      continue;
+    }
     try {
-      start(items[i], Callback<T>(finish));
+      std::rethrow_exception(errors[i]);
     } catch (const Error& e) {
-      finish(Result<T>(e));
+      out.emplace_back(e);
     }
   }
-  co_await shared->done->wait(std::chrono::steady_clock::time_point::max());
-  std::vector<Result<T>> out;
-  std::lock_guard lock(shared->mu);
-  out.reserve(items.size());
-  for (auto& r : shared->results) out.push_back(std::move(*r));
   co_return out;
 }
 

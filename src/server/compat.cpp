@@ -71,8 +71,7 @@ awaitable<Response> schedule_route(ApiContext& ctx, Request& req, const Params& 
     s.body = contents == o.end() ? "null" : json::serialize(contents->value());
     s.delay = Millis{seconds_field(o, "delay", Seconds::lenient, limits::kDelayMax).value_or(0)};
     s.mode = PutMode::upsert;  // scheduling an id again reschedules it
-    co_await await_call<PutOutcome>(
-        [&](auto cb) { ctx.client.put_async(p.topic, s, std::move(cb)); });
+    co_await ctx.client.put_async(p.topic, s, asio::use_awaitable);
     ctx.metrics.job_event("put", p.topic, s.id);
     co_return ok(req, json::object{{"success", true}, {"id", s.id}, {"topic", p.topic}});
   }
@@ -82,8 +81,7 @@ awaitable<Response> cancel_route(ApiContext& ctx, Request& req, const Params& p)
   {
     const json::object o = json_object(req.body());
     const std::string id = original_id(o);
-    auto removed = co_await await_call<bool>(
-        [&](auto cb) { ctx.client.remove_async(p.topic, id, std::move(cb)); });
+    auto removed = co_await ctx.client.remove_async(p.topic, id, asio::use_awaitable);
     if (removed) ctx.metrics.job_event("deleted", p.topic, id);
     co_return ok(req, json::object{{"success", true}, {"id", id}, {"deleted", removed ? 1 : 0}});
   }
@@ -168,8 +166,7 @@ awaitable<Response> push_route(ApiContext& ctx, Request& req, const Params&) {
     s.ttr = Millis{seconds_field(o, "ttr", Seconds::whole, limits::kTtrMax).value_or(0)};
     s.max_attempts = kDelayQueueAttempts;
     s.backoff = Backoff{BackoffKind::fixed, Millis{0}, Millis{0}};
-    auto id = co_await await_call<std::string>(
-        [&](auto cb) { ctx.client.add_async(t, s, std::move(cb)); });
+    auto id = co_await ctx.client.add_async(t, s, asio::use_awaitable);
     ctx.metrics.job_event("put", t, id);
     co_return dq_success(req, nullptr, id);
   }
@@ -183,8 +180,7 @@ awaitable<Response> pop_route(ApiContext& ctx, Request& req, const Params& p) {
       res.keep_alive(false);  // nothing to wait for here
       co_return res;
     }
-    auto r = co_await await_call<ReserveResult>(
-        [&](auto cb) { ctx.client.reserve_async(topic, 1, Millis{0}, std::move(cb)); });
+    auto r = co_await ctx.client.reserve_async(topic, 1, Millis{0}, asio::use_awaitable);
     // Its message when the queue is empty was go-redis's "redis: nil".
     if (r.jobs.empty()) bad_request("no job at present (redis: nil)");
     const auto& j = r.jobs.front();
@@ -201,9 +197,8 @@ awaitable<Response> finish_route(ApiContext& ctx, Request& req, const Params& p)
     auto h = parse_handle(*given);
     if (!h) bad_request("job_id " + *given + " is not one that /pop handed out");
     if (h->token == 0) co_return dq_success(req, nullptr);  // removed when popped
-    auto o = co_await await_call<Outcome>([&](auto cb) {
-      ctx.client.ack_async(h->topic, h->id, h->token, Millis{0}, std::move(cb));
-    });
+    auto o =
+        co_await ctx.client.ack_async(h->topic, h->id, h->token, Millis{0}, asio::use_awaitable);
     switch (o) {
       case Outcome::ok:
         ctx.metrics.job_event("acked", h->topic, h->id);

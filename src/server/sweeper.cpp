@@ -69,10 +69,9 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
           if (scheduler && stats.schedules > 0) scheduler->add_topic(name);
         }
         const std::vector<std::string> topics(names.begin(), names.end());
-        auto results = co_await await_each<RequeueResult>(
-            topics, [this](const std::string& t, Callback<RequeueResult> cb) {
-              client.requeue_async(t, static_cast<int>(limits::kBatchMax), std::move(cb));
-            });
+        auto results = co_await await_each<RequeueResult>(topics, [this](const std::string& t) {
+          return client.requeue_async(t, static_cast<int>(limits::kBatchMax), asio::deferred);
+        });
         for (std::size_t i = 0; i < topics.size(); ++i) {
           if (!results[i].ok()) continue;      // the next sweep tries again
           const auto& r = results[i].value();  // NOLINT: checked above
@@ -104,10 +103,9 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
       if (!migrated.contains(t)) due.push_back(t);
     }
     if (due.empty()) co_return;
-    auto results = co_await await_each<Migration>(
-        due, [this](const std::string& t, Callback<Migration> cb) {
-          client.migrate_async(t, static_cast<int>(limits::kBatchMax), std::move(cb));
-        });
+    auto results = co_await await_each<Migration>(due, [this](const std::string& t) {
+      return client.migrate_async(t, static_cast<int>(limits::kBatchMax), asio::deferred);
+    });
     for (std::size_t i = 0; i < due.size(); ++i) {
       if (!results[i].ok()) {  // the next sweep tries again
         spdlog::warn("sweeper: migrating {}: {}", due[i], results[i].error().what());

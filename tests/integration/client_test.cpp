@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <boost/asio/bind_executor.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/deferred.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -396,6 +400,68 @@ TEST_F(ClientTest, AsynchronousCallsWithFuturesAndCallbacks) {
   std::vector<std::string> none = {"nobody"};
   EXPECT_EQ(client_.kick_async(topic_, none).get(), 0);
   EXPECT_TRUE(client_.remove_async(topic_, held[4].id).get());
+}
+
+// What a coroutine saw of the Client's calls with Asio's tokens.
+struct Awaited {
+  std::optional<Job> got;
+  Errc refused = Errc::ok;
+  bool other_thread = false;
+  std::vector<Outcome> acks;
+};
+
+// (A function, not a lambda: GCC 12 warns falsely on a coroutine lambda's
+// frame.)
+boost::asio::awaitable<void> await_calls(Client& client, std::string topic, Awaited& seen) {
+  namespace asio = boost::asio;
+  const auto here = std::this_thread::get_id();
+  JobSpec a;
+  a.id = "a";
+  a.body = "x";
+  EXPECT_EQ(co_await client.put_async(topic, a, asio::use_awaitable), PutOutcome::created);
+  seen.other_thread = std::this_thread::get_id() != here;
+  seen.got = co_await client.get_async(topic, "a", asio::use_awaitable);
+  try {
+    co_await client.get_async("bad topic", "a", asio::use_awaitable);
+  } catch (const Error& e) {
+    seen.refused = e.code();
+  }
+  auto r = co_await client.reserve_async(topic, 2, Millis(0), asio::use_awaitable);
+  for (const auto& j : r.jobs) {
+    seen.acks.push_back(co_await client.ack_async(topic, j.id, j.token, {}, asio::use_awaitable));
+  }
+}
+
+// The same calls with Asio's completion tokens (redisched/asio.h), from a
+// coroutine on an io_context of the test's own: use_awaitable answers on
+// the coroutine's executor and throws the Error; deferred starts when
+// launched.
+TEST_F(ClientTest, AsynchronousCallsWithAsioCompletionTokens) {
+  namespace asio = boost::asio;
+  asio::io_context io;
+  Awaited seen;
+  asio::co_spawn(io, await_calls(client_, topic_, seen), [](std::exception_ptr e) {
+    if (e) std::rethrow_exception(e);
+  });
+  io.run();
+  EXPECT_FALSE(seen.other_thread) << "answers come on the coroutine's executor";
+  ASSERT_TRUE(seen.got);
+  EXPECT_EQ(seen.got->body, "x");
+  EXPECT_EQ(seen.refused, Errc::invalid_argument);
+  EXPECT_EQ(seen.acks, std::vector<Outcome>{Outcome::ok});
+
+  const JobSpec b = job("b", "y");  // (read when the deferred call starts)
+  auto later = client_.put_async(topic_, b, asio::deferred);
+  EXPECT_EQ(client_.stats(topic_).ready, 0) << "not started yet";
+  std::vector<PutOutcome> deferred_puts;
+  std::move(later)(asio::bind_executor(io, [&](std::exception_ptr e, PutOutcome o) {
+    EXPECT_FALSE(e);
+    deferred_puts.push_back(o);
+  }));
+  io.restart();
+  io.run();
+  EXPECT_EQ(deferred_puts, std::vector<PutOutcome>{PutOutcome::created});
+  EXPECT_EQ(client_.stats(topic_).ready, 1);
 }
 
 // TopicLimits through the Client: set, read, shown in stats, refused when
