@@ -115,6 +115,31 @@ class FanIn {
 #endif
 };
 
+// Debug builds check that no answer runs on its caller's stack, before the
+// call returned: a link answers later, on its thread, never inline (the
+// caller may be mid-way through its own state, or hold a lock its callback
+// takes). A Sending lives around each hand-over to the link, and
+// Impl::counted tags the call's handler with it.
+class Sending {
+ public:
+#ifndef NDEBUG
+  Sending() : outer_(std::exchange(current_, ++last_)) {}
+  ~Sending() { current_ = outer_; }
+  static std::uint64_t current() { return current_; }
+
+ private:
+  std::uint64_t outer_;
+  static inline thread_local std::uint64_t current_ = 0;  // the hand-over on this thread
+  static inline std::atomic<std::uint64_t> last_{0};
+#else
+  Sending() = default;
+  static std::uint64_t current() { return 0; }
+#endif
+ public:
+  Sending(const Sending&) = delete;
+  Sending& operator=(const Sending&) = delete;
+};
+
 struct Waiter;  // client.cpp: one Client::wait
 
 // How soon a caller should look again after a shard of a spread topic could
@@ -420,6 +445,7 @@ class Client::Impl {
         Op::part(part, a);
         Op::tail(tail, a);
         if (bounded) add_max_body(tail);
+        [[maybe_unused]] const Sending sending;
         link(where).send_batchable(where,
                                    core::batchable(Op::kind(), opts.prefix, where, cmd, part, tail),
                                    counted(answer<V>(std::move(decode), std::move(done))));
@@ -664,6 +690,7 @@ class Client::Impl {
   void call(std::string_view route, const core::Command& cmd, Parse parse, Callback<T> done) {
     std::string resp;
     cmd.encode(resp);
+    [[maybe_unused]] const Sending sending;
     link(route).send(route, std::move(resp), counted(answer<T>(std::move(parse), std::move(done))));
   }
 
@@ -676,6 +703,7 @@ class Client::Impl {
     if (!replica_timeout_ok) return refuse(done, Error(Errc::invalid_argument, kBadReplicaTimeout));
     std::string resp;
     cmd.encode(resp);
+    [[maybe_unused]] const Sending sending;
     link(where).send_replicated(where, std::move(resp), replicas, opts.replica_timeout,
                                 counted(answer_replicated<T>(std::move(parse), std::move(done))));
   }
@@ -692,6 +720,7 @@ class Client::Impl {
   void call_node(std::size_t node, const core::Command& cmd, Parse parse, Callback<T> done) {
     std::string resp;
     cmd.encode(resp);
+    [[maybe_unused]] const Sending sending;
     link().send_to_node(node, std::move(resp),
                         counted(answer<T>(std::move(parse), std::move(done))));
   }
@@ -795,7 +824,10 @@ class Client::Impl {
   template <class F>
   auto counted(F handler) {
     flight_->calls.fetch_add(1, std::memory_order_relaxed);
-    return [flight = flight_, handler = std::move(handler)](auto&&... args) mutable {
+    return [flight = flight_, handler = std::move(handler),
+            sent = Sending::current()](auto&&... args) mutable {
+      assert((sent == 0 || Sending::current() != sent) && "an answer ran before its call returned");
+      (void)sent;
       struct Landed {
         Flight& f;
         ~Landed() { f.landed(); }

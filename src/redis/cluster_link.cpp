@@ -133,7 +133,11 @@ class Cluster : public std::enable_shared_from_this<Cluster> {
       Reply r;
       r.type = Reply::Type::error;
       r.str = "no such node";
-      return done(make_error_code(Errc::connection), std::move(r));
+      // (Posted: no answer runs before its call returned.)
+      asio::post(io_, [done = std::move(done), r = std::move(r)]() mutable {
+        done(make_error_code(Errc::connection), std::move(r));
+      });
+      return;
     }
     nodes_[node].link->send("", std::move(command), std::move(done));
   }

@@ -5,7 +5,9 @@
 // --token. Whatever comes in, the answer is HTTP, and a JSON answer is
 // valid JSON in valid UTF-8.
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/json/parse.hpp>
 #include <cstddef>
@@ -16,6 +18,7 @@
 
 #include "core/client_access.h"
 #include "core/text.h"
+#include "redisched/asio.h"
 #include "server/api.h"
 #include "server/census.h"
 #include "server/metrics.h"
@@ -35,6 +38,10 @@ unsigned g_choice = 0;  // picks the fake Redis's answers, from the input
 
 struct World {
   asio::io_context background;  // for the hub and sweeper; never run
+  // The routes' own: one for the whole run, as a server's shards live as
+  // long as what they serve (the census keeps a route's wake-up until its
+  // reading lands, which may be after the route answered).
+  asio::io_context routes;
   ClientOptions options;
   std::unique_ptr<Client> client;
   std::unique_ptr<WakeHub> hub;
@@ -49,21 +56,31 @@ struct World {
     // Nothing listens there: webhooks and the hub fail fast, as with Redis down.
     options.redis_url = "unix:///nonexistent/redisched-fuzz.sock";
     options.connect_timeout = Millis{1};
-    client = detail::ClientAccess::over_link(
-        options, std::make_unique<test::FakeLink>([](const std::vector<std::string>& words) {
-          return test::canned_reply(words, g_choice++);
-        }));
+    // The fake Redis answers on the Clients' runtime, as a link does.
+    options.runtime = std::make_shared<Runtime>(1);
+    const test::FakeLink::Post on_runtime = [rt = options.runtime](std::function<void()> f) {
+      asio::post(shard_io(*rt, 0), std::move(f));
+    };
+    client =
+        detail::ClientAccess::over_link(options, std::make_unique<test::FakeLink>(
+                                                     [](const std::vector<std::string>& words) {
+                                                       return test::canned_reply(words, g_choice++);
+                                                     },
+                                                     on_runtime));
     hub = std::make_unique<WakeHub>(*client, background.get_executor());
     // The webhooks' workers run on a Client of their own whose Redis answers
     // PING and refuses everything else: they start and stop, but deliver
     // nothing.
     push_client = detail::ClientAccess::over_link(
-        options, std::make_unique<test::FakeLink>([](const std::vector<std::string>& words) {
-          if (!words.empty() && words[0] == "PING") {
-            return test::text("PONG", redis::Reply::Type::status);
-          }
-          return test::text("ERR no Redis behind the fuzzer's webhooks", redis::Reply::Type::error);
-        }));
+        options, std::make_unique<test::FakeLink>(
+                     [](const std::vector<std::string>& words) {
+                       if (!words.empty() && words[0] == "PING") {
+                         return test::text("PONG", redis::Reply::Type::status);
+                       }
+                       return test::text("ERR no Redis behind the fuzzer's webhooks",
+                                         redis::Reply::Type::error);
+                     },
+                     on_runtime));
     pusher = std::make_unique<Pusher>(*push_client, metrics);
     census = std::make_unique<Census>(*client);
     sweeper = std::make_unique<Sweeper>(background, *client, *census, metrics);
@@ -107,9 +124,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!parser.is_done()) return 0;  // a body still to come
   Request req = parser.release();
   for (ApiContext* ctx : {world->open.get(), world->guarded.get()}) {
-    asio::io_context io;
+    auto& io = world->routes;
+    // Run until the answer (the Client's answers come from its runtime's
+    // thread), then stopped: what the route left behind runs on later.
+    auto work = asio::make_work_guard(io);
     Request copy = req;
-    asio::co_spawn(io, route(*ctx, copy), [](std::exception_ptr e, Response res) {
+    io.restart();
+    asio::co_spawn(io, route(*ctx, copy), [&](std::exception_ptr e, Response res) {
+      work.reset();
+      io.stop();
       if (e) std::abort();  // route() answers every failure itself
       check_answer(res);
     });

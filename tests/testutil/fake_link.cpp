@@ -10,6 +10,18 @@ namespace redisched::test {
 using redis::Reply;
 
 void FakeLink::send(std::string_view, std::string command, redis::ReplyHandler done) {
+  post_(
+      [this, command = std::move(command), done = std::move(done)] { answer_now(command, done); });
+}
+
+void FakeLink::send_replicated(std::string_view, std::string command, int replicas,
+                               std::chrono::milliseconds timeout, redis::ReplyHandler done) {
+  post_([this, command = std::move(command), replicas, timeout, done = std::move(done)] {
+    answer_replicated_now(command, replicas, timeout, done);
+  });
+}
+
+void FakeLink::answer_now(const std::string& command, const redis::ReplyHandler& done) {
   if (closed_) return done(make_error_code(Errc::closed), Reply{});
   redis::RespReader reader;
   reader.feed(command.data(), command.size());
@@ -21,8 +33,8 @@ void FakeLink::send(std::string_view, std::string command, redis::ReplyHandler d
   done({}, answer_(words));
 }
 
-void FakeLink::send_replicated(std::string_view, std::string command, int replicas,
-                               std::chrono::milliseconds timeout, redis::ReplyHandler done) {
+void FakeLink::answer_replicated_now(const std::string& command, int replicas,
+                                     std::chrono::milliseconds timeout, redis::ReplyHandler done) {
   // The real pipeline's batching: the command, then WAIT behind it.
   redis::Pipeline pipeline;
   pipeline.enqueue_replicated(command, replicas, timeout, std::move(done));

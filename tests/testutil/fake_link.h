@@ -1,6 +1,7 @@
 // A Link that answers from memory: each command's words go to answer(),
-// and its Reply comes back at once, on the caller's thread. A Client over it
-// runs every call without a socket or a Redis (unit tests, fuzzers).
+// and its Reply comes back through post (a Client's answers never run on
+// the caller's stack: debug builds check it). A Client over it runs every
+// call without a socket or a Redis (unit tests, fuzzers).
 #pragma once
 
 #include <functional>
@@ -14,14 +15,16 @@ namespace redisched::test {
 class FakeLink : public redis::Link {
  public:
   using Answer = std::function<redis::Reply(const std::vector<std::string>& words)>;
-  explicit FakeLink(Answer answer) : answer_(std::move(answer)) {}
+  // Runs f later, on the thread the answers come on (e.g. a shard's).
+  using Post = std::function<void(std::function<void()> f)>;
+  FakeLink(Answer answer, Post post) : answer_(std::move(answer)), post_(std::move(post)) {}
 
   void send(std::string_view route_key, std::string command, redis::ReplyHandler done) override;
   // The command, then WAIT (answered as the fake has it).
   void send_replicated(std::string_view route_key, std::string command, int replicas,
                        std::chrono::milliseconds timeout, redis::ReplyHandler done) override;
   void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) override {
-    done({}, {0});
+    done({}, {0});  // (inline, as Link allows)
   }
   void send_to_node(std::size_t, std::string command, redis::ReplyHandler done) override {
     send("", std::move(command), std::move(done));
@@ -34,7 +37,12 @@ class FakeLink : public redis::Link {
   void close() override { closed_ = true; }
 
  private:
+  void answer_now(const std::string& command, const redis::ReplyHandler& done);
+  void answer_replicated_now(const std::string& command, int replicas,
+                             std::chrono::milliseconds timeout, redis::ReplyHandler done);
+
   Answer answer_;
+  Post post_;
   bool closed_ = false;
   std::uint64_t subscriptions_ = 0;
 };
