@@ -7,6 +7,31 @@
 
 namespace redisched {
 
+namespace detail {
+// Starts a call, start(Callback<T>), whose answer goes to token.
+template <class T, class Token, class Start>
+auto answer_to([[maybe_unused]] Token&& token, Start&& start) {
+  using Plain = std::remove_cvref_t<Token>;
+  if constexpr (std::is_same_v<Plain, use_future_t>) {
+    auto promise = std::make_shared<std::promise<T>>();
+    auto future = promise->get_future();
+    start(Callback<T>([promise](Result<T> r) {
+      if (r.ok()) {
+        promise->set_value(std::move(r).value());
+      } else {
+        promise->set_exception(std::make_exception_ptr(r.error()));
+      }
+    }));
+    return future;
+  } else if constexpr (ResultCallback<Plain, T>) {
+    start(Callback<T>(std::forward<Token>(token)));
+  } else {
+    return AsioCompletion<Plain, T>::initiate(std::forward<Token>(token),
+                                              std::forward<Start>(start));
+  }
+}
+}  // namespace detail
+
 template <AnswerToken<std::vector<std::string>> Token>
 auto Client::set_shards_async(std::string_view topic, int n, Token&& completion) {
   return detail::answer_to<std::vector<std::string>>(
