@@ -12,14 +12,15 @@
 // Errors: the synchronous calls throw redisched::Error (Errc::invalid_argument
 // for refused arguments, Errc::connection when Redis is unreachable, ...).
 // Outcomes that depend on the job's state (exists, not found, stale token)
-// are values, not exceptions. The asynchronous calls never throw: every
-// failure, a refused argument included, arrives as their Result's Error (or
-// the future's exception).
+// are values, not exceptions. The asynchronous calls never throw when made:
+// every failure, a refused argument included, is their answer (the
+// Result's Error, the future's exception, or thrown at co_await).
 //
 // Lifetime: when a Client is destroyed, its calls still in flight end with
-// Errc::closed. On a runtime of its own, their callbacks have run when the
-// destructor returns; on a shared runtime they run on it afterwards, so they
-// must not use the Client.
+// Errc::closed, and the destructor waits for their callbacks (up to
+// command_timeout). On a runtime over the caller's own io_context, or when
+// destroyed on a runtime thread, they run afterwards, so they must not use
+// the Client.
 #pragma once
 
 #include <chrono>
