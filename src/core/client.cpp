@@ -567,6 +567,7 @@ void Client::migrate_async(std::string_view topic, int limit, Callback<Migration
                                             std::to_string(limits::kBatchMax) + " records, got " +
                                             std::to_string(limit));
   }
+  core::check_topic(topic);
   impl_->with_layout<Migration>(topic, std::move(done),
                                 [impl = impl_.get(), limit](const core::LayoutPtr& l, auto then) {
                                   impl->migrate_layout(l, limit, std::move(then));

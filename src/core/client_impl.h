@@ -600,14 +600,10 @@ class Client::Impl {
   // first call, then from memory). A call made on a layout that changed
   // since (the library answers SHARDED) reads it again and runs once more;
   // one that met data of an older stored format (OLDFORMAT, nothing
-  // changed) migrates the topic and runs once more. body must not throw.
+  // changed) migrates the topic and runs once more. body must not throw;
+  // the topic is already checked (run, migrate_async: once a call).
   template <class T, class Body>
   void with_layout(std::string_view topic, Callback<T> done, Body body) {
-    try {
-      core::check_topic(topic);
-    } catch (const Error& e) {
-      return refuse(done, e);
-    }
     auto shared =
         std::make_shared<std::pair<std::string, Body>>(std::string(topic), std::move(body));
     auto first = [this, shared](const core::LayoutPtr& l, Callback<T> then) {
