@@ -1,5 +1,7 @@
 #include "redisched/client.h"
 
+#include <atomic>
+#include <boost/asio/dispatch.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
 
@@ -9,71 +11,84 @@
 #include "redisched/limits.h"
 
 namespace redisched {
-namespace client_detail {
 
 // One Client::wait: listens on the topic's finished channel, reads the job
 // when it is named (and once the subscription is in place, which covers a
 // job that finished before), and answers once it has finished, is gone, or
-// the timeout passed. Its mutex orders the reads, the timer and the end.
-struct Waiter : std::enable_shared_from_this<Waiter> {
-  Waiter(asio::io_context& io, Client& owner, std::string_view topic_name, std::string_view job_id)
-      : client(owner), topic(topic_name), id(job_id), timer(io) {}
+// the timeout passed. It lives on one runtime shard, the one its link
+// answers on: its subscription, timer and reads all run on that thread, so
+// it takes no lock. It touches the Client only through the gate.
+struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
+  Waiter(Client::Impl& owner, std::size_t on_shard, std::string topic_name, std::string shard_topic,
+         std::string job_id, Callback<std::optional<Job>> answer)
+      : impl(owner),
+        listeners(owner.listeners),
+        shard(on_shard),
+        topic(std::move(topic_name)),
+        where(std::move(shard_topic)),
+        id(std::move(job_id)),
+        done(std::move(answer)),
+        timer(shard_io(*owner.runtime, on_shard)) {}
 
-  Client& client;
-  std::string topic, id;
+  Client::Impl& impl;
+  std::shared_ptr<Listeners> listeners;
+  std::size_t shard;
+  std::string topic, where, id;  // where: the topic or shard that holds the job
   Callback<std::optional<Job>> done;
   asio::steady_timer timer;
-  redis::Link* link = nullptr;
   std::optional<std::uint64_t> subscription;
-  std::function<void(std::shared_ptr<Waiter>)> forget;  // from the Client's set
-
-  std::mutex mu;
   bool ended = false;
   bool reading = false, read_again = false, timed_out = false;
+
+  void start(Millis timeout) {
+    const Gate::Pass pass(listeners->gate);
+    if (!pass) return end(Error(Errc::closed, "the client is closed"));
+    listeners->waits[shard].insert_or_assign(this, weak_from_this());
+    std::weak_ptr<Waiter> weak = shared_from_this();
+    subscription = impl.link(where).subscribe(
+        core::finished_channel(impl.opts.prefix, where),
+        [weak](const std::string& payload) {
+          if (auto self = weak.lock()) self->message(payload);
+        },
+        [weak] {
+          if (auto self = weak.lock()) self->check();
+        });
+    // (end_waits came first: the wait answers at once.)
+    timer.expires_after(listeners->waits_ended.load() ? Millis{0} : timeout);
+    timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->expire();
+    });
+  }
 
   // A read of the job; one at a time, another one after it when asked for
   // meanwhile.
   void check() {
-    std::lock_guard lock(mu);
     if (ended) return;
     if (reading) {
       read_again = true;
       return;
     }
+    const Gate::Pass pass(listeners->gate);
+    if (!pass) return end(Error(Errc::closed, "the client is closed"));
     reading = true;
-    // Issued under the lock: the Client's destructor ends waiters under it.
-    client.get_async(topic, id, [self = shared_from_this()](Result<std::optional<Job>> r) {
+    impl.run<op::Get>(topic, {id}, [self = shared_from_this()](Result<std::optional<Job>> r) {
       self->checked(std::move(r));
     });
   }
 
   void checked(Result<std::optional<Job>> r) {
-    Callback<std::optional<Job>> answer;
-    bool again = false;
-    {
-      std::lock_guard lock(mu);
-      reading = false;
-      if (ended) return;
-      const bool over = !r.ok() || !r.value() || r.value()->state == JobState::done ||
-                        r.value()->state == JobState::dead || timed_out;
-      if (over) {
-        end_locked();
-        answer = std::exchange(done, nullptr);
-      } else {
-        again = std::exchange(read_again, false);
-      }
-    }
-    if (answer) return answer(std::move(r));
-    if (again) check();
+    reading = false;
+    if (ended) return;
+    const bool over = !r.ok() || !r.value() || r.value()->state == JobState::done ||
+                      r.value()->state == JobState::dead || timed_out;
+    if (over) return end(std::move(r));
+    if (std::exchange(read_again, false)) check();
   }
 
   // The timeout: one last read, whose answer is the job as it is.
   void expire() {
-    {
-      std::lock_guard lock(mu);
-      if (ended) return;
-      timed_out = true;
-    }
+    if (ended) return;
+    timed_out = true;
     check();
   }
 
@@ -85,124 +100,125 @@ struct Waiter : std::enable_shared_from_this<Waiter> {
     }
   }
 
-  void end_locked() {
+  void end(Result<std::optional<Job>> r) {
+    if (ended) return;
     ended = true;
     timer.cancel();
-    if (subscription && link) link->unsubscribe(*subscription);
-    if (forget) std::exchange(forget, nullptr)(shared_from_this());
+    if (subscription) {
+      // (A closed gate: the Client closed its links, and they end with it.)
+      const Gate::Pass pass(listeners->gate);
+      if (pass) impl.link(where).unsubscribe(*subscription);
+    }
+    listeners->waits[shard].erase(this);
+    if (done) std::exchange(done, nullptr)(std::move(r));
   }
 };
 
 // One Client::watch: the wake-up channel of the topic, or those of its
 // shards, and its meta channel, where a change of its shards is announced
 // ("~shards"): then the list is read again, the shards' channels taken
-// anew, and on_ready runs (signals may have been missed: look again).
-struct TopicWatch : std::enable_shared_from_this<TopicWatch> {
-  TopicWatch(redis::Link& l, std::string key_prefix, std::string name)
-      : link(l), prefix(std::move(key_prefix)), topic(std::move(name)) {}
+// anew, and on_ready runs (signals may have been missed: look again). It
+// lives on one runtime shard, the one its link answers on; only cancel
+// comes from any thread, and hands the unsubscribing to that shard.
+struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
+  TopicWatch(Client::Impl& owner, std::size_t on_shard, std::string name)
+      : impl(owner), listeners(owner.listeners), shard(on_shard), topic(std::move(name)) {}
 
-  redis::Link& link;
-  std::string prefix, topic;
+  Client::Impl& impl;
+  std::shared_ptr<Listeners> listeners;
+  std::size_t shard;
+  std::string topic;
   std::function<void(std::int64_t)> on_signal;
   std::function<void()> on_ready;
-  std::function<void(Callback<core::LayoutPtr>)> read_layout;
 
-  std::mutex mu;
-  bool cancelled = false;
+  std::atomic<bool> cancelled{false};  // cancel's: no callback starts after it
+  // Touched only on the shard's thread:
   std::optional<std::uint64_t> meta;
   std::vector<std::string> watching;         // the topics whose channels are taken
   std::vector<std::uint64_t> subscriptions;  // theirs, in that order
 
-  void start(const core::LayoutPtr& known) {
+  void start() {
+    const Gate::Pass pass(listeners->gate);
+    if (!pass || cancelled.load()) return;
     std::weak_ptr<TopicWatch> weak = shared_from_this();
-    const auto id = link.subscribe(
-        core::schedules_channel(prefix, topic),
+    meta = impl.link(topic).subscribe(
+        core::schedules_channel(impl.opts.prefix, topic),
         [weak](const std::string& payload) {
           if (auto self = weak.lock(); self && payload == "~shards") self->refresh();
         },
         [weak] {  // (a change announced while the link was down was missed)
           if (auto self = weak.lock(); self) self->refresh();
         });
-    {
-      std::lock_guard lock(mu);
-      meta = id;
-    }
+    auto known = impl.cached_layout(topic);
     follow(known ? known : std::make_shared<const core::Layout>(topic, std::vector<std::string>{}));
   }
 
   void refresh() {
-    read_layout([weak = weak_from_this()](Result<core::LayoutPtr> l) {
+    const Gate::Pass pass(listeners->gate);
+    if (!pass || cancelled.load()) return;
+    impl.read_layout(topic, [weak = weak_from_this()](Result<core::LayoutPtr> l) {
       // (A failed read: the next reconnection's on_ready reads again.)
       if (auto self = weak.lock(); self && l.ok()) self->follow(l.value());
     });
   }
 
   void follow(const core::LayoutPtr& l) {
+    const Gate::Pass pass(listeners->gate);
+    if (!pass || cancelled.load()) return;
     std::vector<std::string> want = l->spread() ? l->shards : std::vector<std::string>{topic};
-    std::vector<std::uint64_t> old;
-    {
-      std::lock_guard lock(mu);
-      if (cancelled || want == watching) return;
-      old.swap(subscriptions);
-      watching = want;
-    }
-    for (auto id : old) link.unsubscribe(id);
+    if (want == watching) return;
+    auto& link = impl.link(topic);
+    for (auto id : subscriptions) link.unsubscribe(id);
+    subscriptions.clear();
+    watching = std::move(want);
     std::weak_ptr<TopicWatch> weak = shared_from_this();
-    std::vector<std::uint64_t> taken;
-    for (const auto& t : want) {
-      taken.push_back(link.subscribe(
-          core::wake_channel(prefix, t),
+    for (const auto& t : watching) {
+      subscriptions.push_back(link.subscribe(
+          core::wake_channel(impl.opts.prefix, t),
           [weak](const std::string& payload) {
             std::int64_t due = 0;
             auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), due);
             if (ec != std::errc() || end != payload.data() + payload.size()) return;
-            if (auto self = weak.lock(); self) self->on_signal(due);
+            if (auto self = weak.lock(); self && !self->cancelled.load()) self->on_signal(due);
           },
           [weak] {
-            if (auto self = weak.lock(); self && self->on_ready) self->on_ready();
+            if (auto self = weak.lock(); self && self->on_ready && !self->cancelled.load()) {
+              self->on_ready();
+            }
           }));
     }
-    std::unique_lock lock(mu);
-    if (cancelled || watching != want) {  // cancelled, or a newer list followed meanwhile
-      lock.unlock();
-      for (auto id : taken) link.unsubscribe(id);
-      return;
-    }
-    subscriptions = std::move(taken);
   }
 
   void cancel() {
-    std::vector<std::uint64_t> ids;
-    {
-      std::lock_guard lock(mu);
-      cancelled = true;
-      ids.swap(subscriptions);
-      if (meta) ids.push_back(*meta);
-      meta.reset();
-    }
-    for (auto id : ids) link.unsubscribe(id);
+    cancelled.store(true);
+    asio::dispatch(shard_io(*impl.runtime, shard), [self = shared_from_this()] {
+      // (A closed gate: the Client closed its links, and they end with it.)
+      const Gate::Pass pass(self->listeners->gate);
+      if (!pass) return;
+      auto& link = self->impl.link(self->topic);
+      for (auto id : self->subscriptions) link.unsubscribe(id);
+      if (self->meta) link.unsubscribe(*self->meta);
+      self->subscriptions.clear();
+      self->meta.reset();
+    });
   }
 };
 
-}  // namespace client_detail
+void Client::Impl::each_wait(const std::function<void(Waiter&)>& f) {
+  for (std::size_t i = 0; i < listeners->waits.size(); ++i) {
+    asio::post(shard_io(*runtime, i), [l = listeners, i, f] {
+      std::vector<std::shared_ptr<Waiter>> waiting;
+      for (const auto& [_, weak] : l->waits[i]) {
+        if (auto w = weak.lock()) waiting.push_back(std::move(w));
+      }
+      for (const auto& w : waiting) f(*w);
+    });
+  }
+}
 
-void Client::Impl::end_waiters() {
-  std::unordered_set<std::shared_ptr<Waiter>> waiting;
-  {
-    std::lock_guard lock(waiters_mu);
-    waiting.swap(waiters);
-  }
-  for (const auto& w : waiting) {
-    std::lock_guard lock(w->mu);
-    if (w->ended) continue;
-    w->forget = nullptr;
-    w->end_locked();
-    if (w->done) {
-      asio::post(shard_io(*runtime, 0), [done = std::exchange(w->done, nullptr)] {
-        done(Error(Errc::closed, "the client is closed"));
-      });
-    }
-  }
+void Client::Impl::close_listeners() {
+  listeners->gate.close();
+  each_wait([](Waiter& w) { w.end(Error(Errc::closed, "the client is closed")); });
 }
 
 void Client::Impl::wait_for_calls(std::chrono::milliseconds timeout) {
@@ -223,10 +239,9 @@ Client::Impl::~Impl() {
   // what they start) run now, while every member still lives. A runtime of
   // the Client's own runs their callbacks before it ends; a shared one runs
   // them later.
-  end_waiters();
+  close_listeners();
   for (auto& l : links_) l->close();
   wait_for_calls(opts.command_timeout);
-  end_waiters();  // a wait a continuation started meanwhile
   links_.clear();
   runtime.reset();
 }
@@ -524,13 +539,10 @@ Subscription Client::watch(std::string_view topic,
                            std::function<void(std::int64_t due_ms)> on_signal,
                            std::function<void()> on_ready) {
   core::check_topic(topic);
-  auto w = std::make_shared<TopicWatch>(impl_->link(topic), impl_->opts.prefix, std::string(topic));
+  auto w = std::make_shared<Impl::TopicWatch>(*impl_, impl_->shard_for(topic), std::string(topic));
   w->on_signal = std::move(on_signal);
   w->on_ready = std::move(on_ready);
-  w->read_layout = [impl = impl_.get(), t = std::string(topic)](Callback<core::LayoutPtr> done) {
-    impl->read_layout(t, std::move(done));
-  };
-  w->start(impl_->cached_layout(topic));
+  asio::dispatch(shard_io(*impl_->runtime, w->shard), [w] { w->start(); });
   return Subscription([w] { w->cancel(); });
 }
 
@@ -728,64 +740,28 @@ void Client::wait_async(std::string_view topic, std::string_view id, Millis time
   // The layout read afresh (a wait is long; one read more is nothing): its
   // subscription must be on the channel of the shard that holds the job now.
   impl_->read_layout(
-      std::string(topic), [this, topic = std::string(topic), id = std::string(id), timeout,
-                           done = std::move(done)](Result<core::LayoutPtr> l) mutable {
+      std::string(topic), [impl = impl_.get(), topic = std::string(topic), id = std::string(id),
+                           timeout, done = std::move(done)](Result<core::LayoutPtr> l) mutable {
         if (!l.ok()) return done(l.error());
-        impl_->start_wait(*this, topic, l.value()->topic_for(id), id, timeout, std::move(done));
+        impl->start_wait(topic, l.value()->topic_for(id), id, timeout, std::move(done));
       });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
 
-// The wait itself, listening where the job is (its topic, or its shard).
-void Client::Impl::start_wait(Client& client, const std::string& topic, const std::string& where,
+// The wait itself, listening where the job is (its topic, or its shard),
+// on the shard whose link answers there.
+void Client::Impl::start_wait(const std::string& topic, const std::string& where,
                               const std::string& id, Millis timeout,
                               Callback<std::optional<Job>> done) {
-  auto& link = this->link(where);
-  auto w =
-      std::make_shared<Waiter>(shard_io(*runtime, runtime->shard_of(where)), client, topic, id);
-  w->done = std::move(done);
-  w->link = &link;
-  bool ended = false;  // end_waits came first: the wait answers at once
-  {
-    std::lock_guard lock(waiters_mu);
-    waiters.insert(w);
-    ended = waits_ended;
-  }
-  w->forget = [impl = this](const std::shared_ptr<Waiter>& self) {
-    std::lock_guard lock(impl->waiters_mu);
-    impl->waiters.erase(self);
-  };
-  std::weak_ptr<Waiter> weak = w;
-  const auto sub = link.subscribe(
-      core::finished_channel(opts.prefix, where),
-      [weak](const std::string& payload) {
-        if (auto self = weak.lock()) self->message(payload);
-      },
-      [weak] {
-        if (auto self = weak.lock()) self->check();
-      });
-  std::lock_guard lock(w->mu);
-  w->subscription = sub;
-  if (w->ended) {
-    link.unsubscribe(sub);
-    return;
-  }
-  w->timer.expires_after(ended ? Millis{0} : timeout);
-  w->timer.async_wait([weak](boost::system::error_code ec) {
-    if (ec) return;
-    if (auto self = weak.lock()) self->expire();
-  });
+  const std::size_t shard = shard_for(where);
+  auto w = std::make_shared<Waiter>(*this, shard, topic, where, id, std::move(done));
+  asio::dispatch(shard_io(*runtime, shard), [w, timeout] { w->start(timeout); });
 }
 
 void Client::end_waits() {
-  std::vector<std::shared_ptr<Waiter>> waiting;
-  {
-    std::lock_guard lock(impl_->waiters_mu);
-    impl_->waits_ended = true;
-    waiting.assign(impl_->waiters.begin(), impl_->waiters.end());
-  }
-  for (const auto& w : waiting) w->expire();
+  impl_->listeners->waits_ended.store(true);
+  impl_->each_wait([](Impl::Waiter& w) { w.expire(); });
 }
 
 REDISCHED_WRAP(std::optional<Job>, wait,

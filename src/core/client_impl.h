@@ -15,7 +15,6 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "core/coalesce.h"
@@ -140,7 +139,44 @@ class Sending {
   Sending& operator=(const Sending&) = delete;
 };
 
-struct Waiter;  // client.cpp: one Client::wait
+// Work on the shards that may run after its Client was destroyed (a wait's
+// timer or message, a watch's cancellation) passes the gate before it
+// touches the Client; the destructor closes it, and waits for whoever is
+// inside to leave: briefly, since nothing blocks or answers inside.
+class Gate {
+ public:
+  // A pass: true while the Client may be touched.
+  class Pass {
+   public:
+    explicit Pass(Gate& g) : gate_(g), open_(g.enter()) {}
+    ~Pass() {
+      if (open_) gate_.inside_.fetch_sub(1);
+    }
+    Pass(const Pass&) = delete;
+    Pass& operator=(const Pass&) = delete;
+    explicit operator bool() const noexcept { return open_; }
+
+   private:
+    Gate& gate_;
+    bool open_;
+  };
+
+  void close() {
+    closed_.store(true);
+    while (inside_.load() != 0) std::this_thread::yield();
+  }
+
+ private:
+  // (seq_cst, with close's: either this sees closed, or close sees it inside.)
+  bool enter() {
+    inside_.fetch_add(1);
+    if (!closed_.load()) return true;
+    inside_.fetch_sub(1);
+    return false;
+  }
+  std::atomic<bool> closed_{false};
+  std::atomic<int> inside_{0};
+};
 
 // How soon a caller should look again after a shard of a spread topic could
 // not be reached (its jobs wait there; the others were served).
@@ -276,6 +312,9 @@ using namespace client_detail;  // NOLINT(google-build-using-namespace)
 
 class Client::Impl {
  public:
+  struct Waiter;      // client.cpp: one Client::wait
+  struct TopicWatch;  // client.cpp: one Client::watch
+
   // link: where commands go; nullptr: connections to opts.redis_url, one
   // set per shard of the runtime.
   Impl(ClientOptions options, std::unique_ptr<redis::Link> link)
@@ -787,11 +826,13 @@ class Client::Impl {
   // comes back on that thread), else the shard of the call's topic, the
   // same for every shard of a spread topic (so that the parts of one call
   // answer on one thread: FanIn).
-  redis::Link& link(std::string_view route = {}) {
-    if (links_.size() == 1) return *links_.front();
+  redis::Link& link(std::string_view route = {}) { return *links_[shard_for(route)]; }
+  // The runtime shard whose thread link(route)'s answers run on.
+  std::size_t shard_for(std::string_view route) const {
+    if (links_.size() == 1) return 0;
     const int here = runtime->current_shard();
-    if (here >= 0) return *links_[static_cast<std::size_t>(here)];
-    return *links_[runtime->shard_of(core::base_topic(route))];
+    if (here >= 0) return static_cast<std::size_t>(here);
+    return runtime->shard_of(core::base_topic(route));
   }
 
   // The calls in flight. Their handlers share it: a handler that runs after
@@ -834,12 +875,15 @@ class Client::Impl {
   // Waits (up to timeout) until no call is in flight; not on the runtime's
   // own threads, nor once they stopped (nothing would answer).
   void wait_for_calls(std::chrono::milliseconds timeout);
-  // Ends the waits in progress with Errc::closed.
-  void end_waiters();
+  // Closes the gate of waits and watches, and ends the waits in progress
+  // with Errc::closed, each on its shard.
+  void close_listeners();
+  // Runs f on each wait in progress, on its shard's thread.
+  void each_wait(const std::function<void(Waiter&)>& f);
   // Client::wait once the job's shard is known: listens where the job is
   // (its topic, or its shard) for it to finish, until timeout.
-  void start_wait(Client& client, const std::string& topic, const std::string& where,
-                  const std::string& id, Millis timeout, Callback<std::optional<Job>> done);
+  void start_wait(const std::string& topic, const std::string& where, const std::string& id,
+                  Millis timeout, Callback<std::optional<Job>> done);
 
   // A call refused before it went out (a bad topic, a body too large): its
   // callback gets the Error on a thread of the runtime, as every answer does.
@@ -861,9 +905,18 @@ class Client::Impl {
   ClientOptions opts;
   bool replica_timeout_ok = true;  // a write may wait for replicas
   std::shared_ptr<Runtime> runtime;
-  std::mutex waiters_mu;
-  std::unordered_set<std::shared_ptr<client_detail::Waiter>> waiters;  // Client::wait in progress
-  bool waits_ended = false;  // GUARDED_BY(waiters_mu): Client::end_waits was called
+  // The Client's waits, each on the runtime shard its link answers on, and
+  // the gate: held by shared_ptr, since a wait ends (or a watch is cancelled)
+  // on its shard's thread, maybe after the Client is gone.
+  struct Listeners {
+    explicit Listeners(std::size_t shards) : waits(shards) {}
+    Gate gate;
+    // [shard]: the waits in progress there; touched only on its thread.
+    // (Weak: a wait's timer holds it; a strong one here would be a cycle.)
+    std::vector<std::unordered_map<const Waiter*, std::weak_ptr<Waiter>>> waits;
+    std::atomic<bool> waits_ended{false};  // Client::end_waits was called
+  };
+  std::shared_ptr<Listeners> listeners = std::make_shared<Listeners>(runtime->shards());
 
  private:
   std::vector<std::unique_ptr<redis::Link>> links_;

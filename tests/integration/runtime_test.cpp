@@ -251,6 +251,55 @@ TEST(RuntimeTest, AClientOnTheCallersIoContextDestroyedWithCallsInFlight) {
   EXPECT_EQ(closed.load(), kCalls);
 }
 
+// Waits in progress, and a watch cancelled from another thread, when their
+// Client goes while its runtime (the caller's io_context, run by a thread
+// of the caller's) keeps running: each wait answers once, with
+// Errc::closed, soon (not at its timeout), on the runtime's thread, after
+// the Client is gone, touching nothing of it (the ASan build checks).
+TEST(RuntimeTest, WaitsInProgressEndWhenTheirClientGoes) {
+  boost::asio::io_context io;
+  auto guard = boost::asio::make_work_guard(io);
+  std::thread runner([&] { io.run(); });
+  auto rt = make_runtime(io);
+  const auto topic = unique_topic();
+  constexpr int kWaits = 20;
+  std::atomic<int> closed{0}, other{0}, signals{0};
+  {
+    Client client(on(rt));
+    for (int i = 0; i < kWaits; ++i) {
+      auto later = job("w" + std::to_string(i));
+      later.delay = Millis{3600000};
+      client.put(topic, later);
+    }
+    std::atomic<bool> watch_ready{false};
+    auto watching = client.watch(
+        topic, [&](std::int64_t) { ++signals; }, [&] { watch_ready = true; });
+    for (int i = 0; i < kWaits; ++i) {
+      client.wait_async(topic, "w" + std::to_string(i), Millis{60000},
+                        [&](Result<std::optional<Job>> r) {
+                          if (!r.ok() && r.error().code() == Errc::closed) {
+                            ++closed;
+                          } else {
+                            ++other;
+                          }
+                        });
+    }
+    // The waits subscribe and read their jobs meanwhile.
+    EXPECT_TRUE(test::wait_until([&] { return watch_ready.load(); }));
+    client.put(topic, job("signal"));
+    EXPECT_TRUE(test::wait_until([&] { return signals.load() > 0; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(closed.load() + other.load(), 0) << "a wait answered before its job finished";
+    watching = Subscription();  // cancelled from this thread, not the runtime's
+  }
+  EXPECT_TRUE(test::wait_until([&] { return closed.load() == kWaits; }, std::chrono::seconds(10)))
+      << closed.load() << " of " << kWaits;
+  EXPECT_EQ(other.load(), 0);
+  guard.reset();
+  io.stop();
+  runner.join();
+}
+
 // Every face on one runtime, under load, torn down while it works: a
 // Worker with a synchronous and an asynchronous handler, a Scheduler, waits
 // on jobs, and calls in flight from a producer; each is destroyed while
