@@ -515,18 +515,12 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
     impl_->call_node<Reply>(
         node, cmd, [](const Reply& r) { return r; }, std::move(cb));
   };
-  // (primaries may answer inline: an answer without SCAN is posted.)
-  impl_->link().primaries(impl_->counted([impl = impl_.get(), scan](
-                                             std::error_code ec, std::vector<std::size_t> nodes) {
+  [[maybe_unused]] const Sending sending;
+  impl_->link().primaries(impl_->counted([scan](std::error_code ec,
+                                                std::vector<std::size_t> nodes) {
     // No map (closed, or no seed answered in time): no partial listing.
-    if (ec) {
-      return impl->answer_later(scan->done, Result<std::vector<std::string>>(core::error_from_link(
-                                                ec, "no map of the cluster")));
-    }
-    if (nodes.empty()) {
-      return impl->answer_later(scan->done,
-                                Result<std::vector<std::string>>(std::vector<std::string>{}));
-    }
+    if (ec) return scan->done(core::error_from_link(ec, "no map of the cluster"));
+    if (nodes.empty()) return scan->done(std::vector<std::string>{});
     scan->nodes = std::move(nodes);
     scan->next("0");
   }));

@@ -515,7 +515,10 @@ class ClusterLink final : public Link {
   }
 
   void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) override {
-    on_io([c = cluster_, done = std::move(done)]() mutable { c->primaries(std::move(done)); });
+    // (Posted even on the link's thread: no answer runs before its call
+    // returned.)
+    asio::post(io_,
+               [c = cluster_, done = std::move(done)]() mutable { c->primaries(std::move(done)); });
   }
 
   void send_to_node(std::size_t node, std::string command, ReplyHandler done) override {

@@ -69,8 +69,8 @@ class Link {
   // (SCAN for topics): done gets their ids, a snapshot that stays valid for
   // send_to_node while the primaries change (a cluster's first map is
   // waited for; ec when it did not come: closed, or no seed answered within
-  // the command timeout). Any thread; done runs on the link's I/O thread or
-  // inline.
+  // the command timeout). Any thread; done runs on the link's I/O thread,
+  // never before this returned.
   virtual void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) = 0;
   virtual void send_to_node(std::size_t node, std::string command, ReplyHandler done) = 0;
 

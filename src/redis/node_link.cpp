@@ -184,7 +184,7 @@ class NodeLink final : public Link {
   }
 
   void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) override {
-    done({}, {0});
+    asio::post(io_, [done = std::move(done)] { done({}, {0}); });
   }
 
   void send_to_node(std::size_t, std::string command, ReplyHandler done) override {
