@@ -22,7 +22,7 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
   Waiter(Client::Impl& owner, std::size_t on_shard, std::string topic_name, std::string shard_topic,
          std::string job_id, Callback<std::optional<Job>> answer)
       : impl(owner),
-        listeners(owner.listeners),
+        state(owner.shard_state),
         shard(on_shard),
         topic(std::move(topic_name)),
         where(std::move(shard_topic)),
@@ -31,7 +31,7 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
         timer(shard_io(*owner.runtime, on_shard)) {}
 
   Client::Impl& impl;
-  std::shared_ptr<Listeners> listeners;
+  std::shared_ptr<ShardState> state;
   std::size_t shard;
   std::string topic, where, id;  // where: the topic or shard that holds the job
   Callback<std::optional<Job>> done;
@@ -41,9 +41,9 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
   bool reading = false, read_again = false, timed_out = false;
 
   void start(Millis timeout) {
-    const Gate::Pass pass(listeners->gate);
+    const Gate::Pass pass(state->gate);
     if (!pass) return end(Error(Errc::closed, "the client is closed"));
-    listeners->waits[shard].insert_or_assign(this, weak_from_this());
+    state->waits[shard].insert_or_assign(this, weak_from_this());
     std::weak_ptr<Waiter> weak = shared_from_this();
     subscription = impl.link(where).subscribe(
         core::finished_channel(impl.opts.prefix, where),
@@ -54,7 +54,7 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
           if (auto self = weak.lock()) self->check();
         });
     // (end_waits came first: the wait answers at once.)
-    timer.expires_after(listeners->waits_ended.load() ? Millis{0} : timeout);
+    timer.expires_after(state->waits_ended.load() ? Millis{0} : timeout);
     timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec) self->expire();
     });
@@ -68,7 +68,7 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
       read_again = true;
       return;
     }
-    const Gate::Pass pass(listeners->gate);
+    const Gate::Pass pass(state->gate);
     if (!pass) return end(Error(Errc::closed, "the client is closed"));
     reading = true;
     impl.run<op::Get>(topic, {id}, [self = shared_from_this()](Result<std::optional<Job>> r) {
@@ -106,10 +106,10 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
     timer.cancel();
     if (subscription) {
       // (A closed gate: the Client closed its links, and they end with it.)
-      const Gate::Pass pass(listeners->gate);
+      const Gate::Pass pass(state->gate);
       if (pass) impl.link(where).unsubscribe(*subscription);
     }
-    listeners->waits[shard].erase(this);
+    state->waits[shard].erase(this);
     if (done) std::exchange(done, nullptr)(std::move(r));
   }
 };
@@ -122,10 +122,10 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
 // comes from any thread, and hands the unsubscribing to that shard.
 struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
   TopicWatch(Client::Impl& owner, std::size_t on_shard, std::string name)
-      : impl(owner), listeners(owner.listeners), shard(on_shard), topic(std::move(name)) {}
+      : impl(owner), state(owner.shard_state), shard(on_shard), topic(std::move(name)) {}
 
   Client::Impl& impl;
-  std::shared_ptr<Listeners> listeners;
+  std::shared_ptr<ShardState> state;
   std::size_t shard;
   std::string topic;
   std::function<void(std::int64_t)> on_signal;
@@ -138,7 +138,7 @@ struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
   std::vector<std::uint64_t> subscriptions;  // theirs, in that order
 
   void start() {
-    const Gate::Pass pass(listeners->gate);
+    const Gate::Pass pass(state->gate);
     if (!pass || cancelled.load()) return;
     std::weak_ptr<TopicWatch> weak = shared_from_this();
     meta = impl.link(topic).subscribe(
@@ -154,7 +154,7 @@ struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
   }
 
   void refresh() {
-    const Gate::Pass pass(listeners->gate);
+    const Gate::Pass pass(state->gate);
     if (!pass || cancelled.load()) return;
     impl.read_layout(topic, [weak = weak_from_this()](Result<core::LayoutPtr> l) {
       // (A failed read: the next reconnection's on_ready reads again.)
@@ -163,7 +163,7 @@ struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
   }
 
   void follow(const core::LayoutPtr& l) {
-    const Gate::Pass pass(listeners->gate);
+    const Gate::Pass pass(state->gate);
     if (!pass || cancelled.load()) return;
     std::vector<std::string> want = l->spread() ? l->shards : std::vector<std::string>{topic};
     if (want == watching) return;
@@ -193,7 +193,7 @@ struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
     cancelled.store(true);
     asio::dispatch(shard_io(*impl.runtime, shard), [self = shared_from_this()] {
       // (A closed gate: the Client closed its links, and they end with it.)
-      const Gate::Pass pass(self->listeners->gate);
+      const Gate::Pass pass(self->state->gate);
       if (!pass) return;
       auto& link = self->impl.link(self->topic);
       for (auto id : self->subscriptions) link.unsubscribe(id);
@@ -205,8 +205,8 @@ struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
 };
 
 void Client::Impl::each_wait(const std::function<void(Waiter&)>& f) {
-  for (std::size_t i = 0; i < listeners->waits.size(); ++i) {
-    asio::post(shard_io(*runtime, i), [l = listeners, i, f] {
+  for (std::size_t i = 0; i < shard_state->waits.size(); ++i) {
+    asio::post(shard_io(*runtime, i), [l = shard_state, i, f] {
       std::vector<std::shared_ptr<Waiter>> waiting;
       for (const auto& [_, weak] : l->waits[i]) {
         if (auto w = weak.lock()) waiting.push_back(std::move(w));
@@ -216,8 +216,8 @@ void Client::Impl::each_wait(const std::function<void(Waiter&)>& f) {
   }
 }
 
-void Client::Impl::close_listeners() {
-  listeners->gate.close();
+void Client::Impl::close_shard_state() {
+  shard_state->gate.close();
   each_wait([](Waiter& w) { w.end(Error(Errc::closed, "the client is closed")); });
 }
 
@@ -239,7 +239,7 @@ Client::Impl::~Impl() {
   // what they start) run now, while every member still lives. A runtime of
   // the Client's own runs their callbacks before it ends; a shared one runs
   // them later.
-  close_listeners();
+  close_shard_state();
   for (auto& l : links_) l->close();
   wait_for_calls(opts.command_timeout);
   links_.clear();
@@ -516,14 +516,14 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
         node, cmd, [](const Reply& r) { return r; }, std::move(cb));
   };
   [[maybe_unused]] const Sending sending;
-  impl_->link().primaries(impl_->counted([scan](std::error_code ec,
-                                                std::vector<std::size_t> nodes) {
-    // No map (closed, or no seed answered in time): no partial listing.
-    if (ec) return scan->done(core::error_from_link(ec, "no map of the cluster"));
-    if (nodes.empty()) return scan->done(std::vector<std::string>{});
-    scan->nodes = std::move(nodes);
-    scan->next("0");
-  }));
+  impl_->link().primaries(
+      impl_->counted([scan](std::error_code ec, std::vector<std::size_t> nodes) {
+        // No map (closed, or no seed answered in time): no partial listing.
+        if (ec) return scan->done(core::error_from_link(ec, "no map of the cluster"));
+        if (nodes.empty()) return scan->done(std::vector<std::string>{});
+        scan->nodes = std::move(nodes);
+        scan->next("0");
+      }));
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }
@@ -754,7 +754,7 @@ void Client::Impl::start_wait(const std::string& topic, const std::string& where
 }
 
 void Client::end_waits() {
-  impl_->listeners->waits_ended.store(true);
+  impl_->shard_state->waits_ended.store(true);
   impl_->each_wait([](Impl::Waiter& w) { w.expire(); });
 }
 

@@ -372,6 +372,20 @@ class Client::Impl {
   template <class Op>
   void run(std::string_view topic, typename Op::Args a, Callback<typename Op::Value> done) {
     using V = typename Op::Value;
+    if (runtime->current_shard() < 0) {
+      // From a thread outside the runtime (an application's own): on the
+      // topic's shard, the one thread that touches its layout there. (The
+      // link would hand the command over to it anyway.)
+      [[maybe_unused]] const Sending sending;
+      asio::post(shard_io(*runtime, shard_for(topic)),
+                 counted([this, state = shard_state, topic = std::string(topic), a = std::move(a),
+                          done = std::move(done)]() mutable {
+                   const Gate::Pass pass(state->gate);
+                   if (!pass) return done(Error(Errc::closed, "the client is closed"));
+                   run<Op>(topic, std::move(a), std::move(done));
+                 }));
+      return;
+    }
     try {
       core::check_topic(topic);
       if constexpr (requires { Op::check(a, opts); }) Op::check(a, opts);
@@ -568,19 +582,17 @@ class Client::Impl {
   // ---- where a topic's jobs are (core/shards.h; docs/redis-api.md, "A
   // topic over many shards")
 
-  // The topic's layout as last read, or nullptr. On a thread of the
-  // runtime, from its shard's own cache, touched only on that thread: no
-  // lock. From any other thread (an application's own), from the cache
-  // they share, under its lock.
+  // The topic's layout as last read on this thread's shard, or nullptr:
+  // each shard has its own cache, touched only on its thread. (On any other
+  // thread, nullptr: the few calls made from there outside run's, such as
+  // migrate, read it afresh.)
   core::LayoutPtr cached_layout(std::string_view topic) {
     const int here = runtime->current_shard();
-    if (here >= 0) return layouts_[static_cast<std::size_t>(here)].find(topic);
-    std::lock_guard lock(outside_mu_);
-    return outside_.find(topic);
+    return here >= 0 ? layouts_[static_cast<std::size_t>(here)].find(topic) : nullptr;
   }
 
-  // Reads it (redisched_shards) and keeps it: in the cache of the shard
-  // whose thread the answer comes on, and in the one outside threads share.
+  // Reads it (redisched_shards) and keeps it in the cache of the shard whose
+  // thread the answer comes on.
   void read_layout(const std::string& topic, Callback<core::LayoutPtr> done) {
     send<op::Shards>(topic, {},
                      [this, topic, done = std::move(done)](Result<std::vector<std::string>> r) {
@@ -588,10 +600,6 @@ class Client::Impl {
                        auto layout = std::make_shared<const core::Layout>(topic, r.value());
                        const int here = runtime->current_shard();
                        if (here >= 0) layouts_[static_cast<std::size_t>(here)].keep(topic, layout);
-                       {
-                         std::lock_guard lock(outside_mu_);
-                         outside_.keep(topic, layout);
-                       }
                        done(core::LayoutPtr(layout));
                      });
   }
@@ -875,9 +883,10 @@ class Client::Impl {
   // Waits (up to timeout) until no call is in flight; not on the runtime's
   // own threads, nor once they stopped (nothing would answer).
   void wait_for_calls(std::chrono::milliseconds timeout);
-  // Closes the gate of waits and watches, and ends the waits in progress
-  // with Errc::closed, each on its shard.
-  void close_listeners();
+  // Closes the gate (what is posted to the shards touches the Client no
+  // more), and ends the waits in progress with Errc::closed, each on its
+  // shard.
+  void close_shard_state();
   // Runs f on each wait in progress, on its shard's thread.
   void each_wait(const std::function<void(Waiter&)>& f);
   // Client::wait once the job's shard is known: listens where the job is
@@ -905,24 +914,25 @@ class Client::Impl {
   ClientOptions opts;
   bool replica_timeout_ok = true;  // a write may wait for replicas
   std::shared_ptr<Runtime> runtime;
-  // The Client's waits, each on the runtime shard its link answers on, and
-  // the gate: held by shared_ptr, since a wait ends (or a watch is cancelled)
-  // on its shard's thread, maybe after the Client is gone.
-  struct Listeners {
-    explicit Listeners(std::size_t shards) : waits(shards) {}
+  // What work on the runtime's shards may reach after the Client is gone (a
+  // call posted from outside, a wait's timer, a watch's cancellation), held
+  // by shared_ptr: the gate it passes before it touches the Client, and the
+  // waits in progress, each on the shard its link answers on.
+  struct ShardState {
+    explicit ShardState(std::size_t shards) : waits(shards) {}
     Gate gate;
     // [shard]: the waits in progress there; touched only on its thread.
     // (Weak: a wait's timer holds it; a strong one here would be a cycle.)
     std::vector<std::unordered_map<const Waiter*, std::weak_ptr<Waiter>>> waits;
     std::atomic<bool> waits_ended{false};  // Client::end_waits was called
   };
-  std::shared_ptr<Listeners> listeners = std::make_shared<Listeners>(runtime->shards());
+  std::shared_ptr<ShardState> shard_state = std::make_shared<ShardState>(runtime->shards());
 
  private:
   std::vector<std::unique_ptr<redis::Link>> links_;
   std::shared_ptr<Flight> flight_ = std::make_shared<Flight>();
   // The layouts read: one cache per shard of the runtime, each touched only
-  // on its shard's thread, and one for the threads outside it.
+  // on its shard's thread.
   struct LayoutCache {
     std::unordered_map<std::string, core::LayoutPtr, TopicHash, std::equal_to<>> by_topic;
     core::LayoutPtr find(std::string_view topic) const {
@@ -934,8 +944,6 @@ class Client::Impl {
     }
   };
   std::vector<LayoutCache> layouts_;
-  std::mutex outside_mu_;
-  LayoutCache outside_;  // GUARDED_BY(outside_mu_)
 };
 
 }  // namespace redisched
