@@ -231,14 +231,14 @@ class Client {
   // Takes up to count ready jobs for good (at-most-once).
   ReserveResult pull(std::string_view topic, int count = 1);
   // Lapsed reservations back to ready or dead; at most limit of them.
-  RequeueResult requeue(std::string_view topic, int limit = 1000);
+  RequeueResult requeue(std::string_view topic, int limit = limits::kBatchMax);
   TopicStats stats(std::string_view topic);
   // Jobs of one state, in the order they leave it; count 1..1000.
   ListPage list(std::string_view topic, JobState state, std::int64_t offset, int count,
                 bool with_bodies = true);
   // Dead jobs back to ready; returns how many were dead.
   int kick(std::string_view topic, std::span<const std::string> ids);
-  int kick_all(std::string_view topic, int limit = 1000);
+  int kick_all(std::string_view topic, int limit = limits::kBatchMax);
   // A paused topic hands out nothing. True when the state changed.
   bool pause(std::string_view topic);
   bool resume(std::string_view topic);
@@ -256,7 +256,7 @@ class Client {
   // stored format as this library version writes it, in calls of `limit`
   // records and members (1..1000) until done. Safe beside every other call, and
   // beside other migrations of the topic (docs/redis-api.md, "Migrations").
-  Migration migrate(std::string_view topic, int limit = 1000);
+  Migration migrate(std::string_view topic, int limit = limits::kBatchMax);
   // Puts back a job as get or list returned it, with its state, creation
   // time, attempts and last error (export/import). A reserved job comes
   // back ready, a done one is not restored (false). With replace, an
@@ -401,7 +401,7 @@ class Client {
   auto pull_async(std::string_view topic, int count = 1, Token&& completion = {});
   void requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done);
   template <AnswerToken<RequeueResult> Token = use_future_t>
-  auto requeue_async(std::string_view topic, int limit = 1000, Token&& completion = {});
+  auto requeue_async(std::string_view topic, int limit = limits::kBatchMax, Token&& completion = {});
   void stats_async(std::string_view topic, Callback<TopicStats> done);
   template <AnswerToken<TopicStats> Token = use_future_t>
   auto stats_async(std::string_view topic, Token&& completion = {});
@@ -423,7 +423,7 @@ class Client {
                   Token&& completion = {});
   void kick_all_async(std::string_view topic, int limit, Callback<int> done);
   template <AnswerToken<int> Token = use_future_t>
-  auto kick_all_async(std::string_view topic, int limit = 1000, Token&& completion = {});
+  auto kick_all_async(std::string_view topic, int limit = limits::kBatchMax, Token&& completion = {});
   void library_version_async(Callback<int> done);
   template <AnswerToken<int> Token = use_future_t>
   auto library_version_async(Token&& completion = {});
@@ -448,7 +448,7 @@ class Client {
   auto retry_window_async(std::string_view topic, Token&& completion = {});
   void migrate_async(std::string_view topic, int limit, Callback<Migration> done);
   template <AnswerToken<Migration> Token = use_future_t>
-  auto migrate_async(std::string_view topic, int limit = 1000, Token&& completion = {});
+  auto migrate_async(std::string_view topic, int limit = limits::kBatchMax, Token&& completion = {});
   void set_schedule_async(std::string_view topic, std::string_view name, const ScheduleSpec& spec,
                           Callback<Schedule> done);
   template <AnswerToken<Schedule> Token = use_future_t>

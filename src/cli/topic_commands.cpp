@@ -24,7 +24,7 @@ struct TopicArgs {
   std::string topic, state;
   std::vector<std::string> names;  // topics (stats) or ids (kick)
   std::int64_t offset = 0;
-  int count = 1000, limit = 1000;
+  int count = limits::kBatchMax, limit = limits::kBatchMax;
   bool all = false, no_body = false;
 };
 

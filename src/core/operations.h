@@ -345,7 +345,7 @@ struct Requeue : Read {
   static constexpr std::string_view calls = "requeue";
   static constexpr Route route = Route::every_shard;
   struct Args {
-    int limit = 1000;
+    int limit = limits::kBatchMax;
   };
   using Value = RequeueResult;
   static void encode(Command& cmd, const Args& a);
@@ -378,7 +378,7 @@ struct KickAll : Read {
   static constexpr std::string_view calls = "kick_all";
   static constexpr Route route = Route::every_shard;
   struct Args {
-    int limit = 1000;
+    int limit = limits::kBatchMax;
   };
   using Value = int;
   static void encode(Command& cmd, const Args& a);
@@ -437,7 +437,7 @@ struct Migrate : Read {
   static constexpr std::string_view function = "migrate";
   static constexpr std::string_view calls = "migrate";
   struct Args {
-    int limit = 1000;
+    int limit = limits::kBatchMax;
   };
   using Value = MigrateStep;
   static void encode(Command& cmd, const Args& a);
