@@ -125,12 +125,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 172 of the 200 locals Lua allows a function
+Locals: the main chunk holds 173 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 27 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 28 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -3496,6 +3496,144 @@ local function version()
   return LIBRARY_VERSION
 end
 
+---------------------------------------------------------------- workers
+
+-- The worker registry (version 28): the workers alive, each as its last
+-- beat described it (who, where, which topics, which jobs it runs now),
+-- until that beat expires. Two keys of its own, in one slot, and no
+-- topic's (a topic's name holds no '~'):
+--   KEYS[1]  P:{~workers}:alive    zset  worker id -> when its entry expires (ms)
+--   KEYS[2]  P:{~workers}:entries  hash  worker id -> its entry (MessagePack)
+-- A worker that ends without leaving (SIGKILL) drops out of reads when its
+-- entry expires; a later beat, of any worker, deletes it.
+local registry = {}
+do
+  local WORKER_ID_MAX = 128
+  local TEXT_MAX = 255          -- host, version
+  local TOPIC_MAX = 128         -- bytes of a topic's name (the clients' limit)
+  local TOPICS_MAX = 1000       -- topics one entry lists
+  local RUNNING_MAX = 1000      -- jobs one entry lists
+  local TTL_MIN, TTL_MAX = 1000, 3600000
+  local PID_MAX = 2147483647
+  local PRUNE_BATCH = 100       -- expired entries one beat deletes
+  local READ_MAX = 10000        -- entries one read returns
+
+  function registry.keys(keys)
+    local alive, entries = keys[1], keys[2]
+    if #keys ~= 2 or alive:sub(-6) ~= ':alive' or alive:sub(-17, -7) ~= ':{~workers}'
+        or entries ~= alive:sub(1, -7) .. ':entries' then
+      error({ bad = 'BADKEYS expected the registry\'s 2 keys (P:{~workers}:alive '
+                    .. 'P:{~workers}:entries), got ' .. #keys .. ' starting with ' .. show(alive) })
+    end
+    return alive, entries
+  end
+
+  -- A name or a text of at most max bytes, without control characters.
+  local function text(v, what, max, may_be_empty)
+    if v == nil or (v == '' and not may_be_empty) then bad(what .. ' is empty') end
+    if #v > max then bad(what .. ' is longer than ' .. max .. ' bytes') end
+    if v:find('%c') then bad(what .. ' contains a control character') end
+    return v
+  end
+
+  local function topic(v)
+    text(v, 'topic', TOPIC_MAX)
+    if v:find('[^%w_%-%.]') then bad('topic ' .. show(v) .. " may hold only letters, digits, '_', '-' and '.'") end
+    return v
+  end
+
+--[[ redisched_beat: registers a worker, or renews its entry: what it says
+now replaces what it said before, and lives ttl ms.
+ARGV: id ttl host pid version started ntopics (topic concurrency, each)
+      nrunning (topic job started, each) [NOW ms]
+  id: 1..128 bytes; ttl: 1000..3600000; host and version: at most 255
+  bytes, maybe empty; started: when the worker started (ms); at most 1000
+  topics (concurrency 1..1000000) and 1000 running jobs (job: its id;
+  started: when its attempt started, ms). No control characters anywhere.
+  Also deletes up to 100 entries that expired.
+Output: 1 registered (new, or after its entry expired), 2 renewed.
+]]
+  function registry.beat(keys, args)
+    local alive, entries = registry.keys(keys)
+    local id = text(args[1], 'worker id', WORKER_ID_MAX)
+    local ttl = int_arg(args[2], 'ttl', TTL_MIN, TTL_MAX)
+    local host = text(args[3], 'host', TEXT_MAX, true)
+    local pid = int_arg(args[4], 'pid', 0, PID_MAX)
+    local version = text(args[5], 'version', TEXT_MAX, true)
+    local started = int_arg(args[6], 'started', 0, MS_MAX)
+    local i = 7
+    local topics = {}
+    for _ = 1, int_arg(args[i], 'ntopics', 0, TOPICS_MAX) do
+      topics[#topics + 1] = topic(args[i + 1])
+      topics[#topics + 1] = int_arg(args[i + 2], 'concurrency', 1, CONCURRENCY_MAX)
+      i = i + 2
+    end
+    i = i + 1
+    local running = {}
+    for _ = 1, int_arg(args[i], 'nrunning', 0, RUNNING_MAX) do
+      running[#running + 1] = topic(args[i + 1])
+      running[#running + 1] = id_arg(args[i + 2])
+      running[#running + 1] = int_arg(args[i + 3], 'started', 0, MS_MAX)
+      i = i + 3
+    end
+    local now = clock(options(args, i + 1, #args, OPT_NOW))
+    local expires = redis.call('ZSCORE', alive, id)
+    local renewed = expires and tonumber(expires) > now
+    local expired = redis.call('ZRANGEBYSCORE', alive, '-inf', now, 'LIMIT', 0, PRUNE_BATCH)
+    if #expired > 0 then
+      redis.call('ZREM', alive, unpack(expired))
+      redis.call('HDEL', entries, unpack(expired))
+    end
+    redis.call('ZADD', alive, after(now, ttl), id)
+    redis.call('HSET', entries, id,
+               cmsgpack.pack({ host, pid, version, started, now, topics, running }))
+    return renewed and UPDATED or OK
+  end
+
+--[[ redisched_leave: a worker that ends deletes its entry at once.
+ARGV: id
+Output: 1 deleted, 0 there was none.
+]]
+  function registry.leave(keys, args)
+    local alive, entries = registry.keys(keys)
+    local id = text(args[1], 'worker id', WORKER_ID_MAX)
+    if #args > 1 then bad('unknown option ' .. show(args[2])) end
+    if not redis.call('ZSCORE', alive, id) then return MISSING end
+    redis.call('ZREM', alive, id)
+    redis.call('HDEL', entries, id)
+    return OK
+  end
+
+--[[ redisched_workers: the workers alive (read-only).
+ARGV: [NOW ms]
+Output: {now, worker, ...} in id order, at most 10000, each a flat array:
+  id, host, pid, version, started, beat (its last beat, ms), expires (ms),
+  topics {topic, concurrency, ...}, running {topic, job, started, ...}.
+]]
+  function registry.workers(keys, args)
+    local alive, entries = registry.keys(keys)
+    local now = clock(options(args, 1, #args, OPT_NOW))
+    local live = redis.call('ZRANGEBYSCORE', alive, '(' .. fmt(now), '+inf', 'WITHSCORES',
+                            'LIMIT', 0, READ_MAX)
+    local ids, expires = {}, {}
+    for j = 1, #live, 2 do
+      ids[#ids + 1] = live[j]
+      expires[live[j]] = tonumber(live[j + 1])
+    end
+    table.sort(ids)
+    local out = { now }
+    if #ids == 0 then return out end
+    local packed = redis.call('HMGET', entries, unpack(ids))
+    for j, id in ipairs(ids) do
+      if packed[j] then
+        local e = cmsgpack.unpack(packed[j])
+        out[#out + 1] = { id, e[1], e[2], e[3], e[4], e[5], expires[id], e[6], e[7] }
+      end
+    end
+    return out
+  end
+end
+
 ---------------------------------------------------------------- register
 
 -- Turns a raised {bad = msg} into a clean error reply; other errors pass on.
@@ -3551,3 +3689,6 @@ register('shard', shard)
 register('shards', shards, RO)
 register('migrate', migrate)
 register('version', version, RO)
+register('beat', registry.beat)
+register('leave', registry.leave)
+register('workers', registry.workers, RO)

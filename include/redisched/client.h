@@ -138,7 +138,6 @@ concept AnswerToken =
      detail::ResultCallback<std::remove_cvref_t<Token>, T> ||
      requires { requires detail::AsioCompletion<std::remove_cvref_t<Token>, T>::is_token; });
 
-
 // A subscription to a topic's wake-up signal (Client::watch). It ends when
 // cancelled or destroyed; it must not outlive its Client. Movable.
 class Subscription {
@@ -324,6 +323,17 @@ class Client {
   // one read-only call that says Redis answers and the library is there.
   int library_version();
 
+  // The worker registry (docs/redis-api.md, "the worker registry"): who
+  // works on which topics, and on which jobs now. A Worker keeps its own
+  // entry (WorkerOptions::beat_interval); beat and leave are for other
+  // worker loops. beat registers entry, or replaces what it said before,
+  // for ttl (1 s .. 1 h): true when registered anew (new, or its entry had
+  // expired). leave deletes an entry at once: false when there was none.
+  // workers lists the entries alive, in id order.
+  bool beat(const WorkerEntry& entry, Millis ttl);
+  bool leave(std::string_view worker_id);
+  std::vector<WorkerEntry> workers();
+
   // ---- asynchronous: many calls in flight on the pipelined connections.
   // Each synchronous call above has an asynchronous form with the same
   // arguments and a completion token last (AnswerToken, above: a Callback,
@@ -401,7 +411,8 @@ class Client {
   auto pull_async(std::string_view topic, int count = 1, Token&& completion = {});
   void requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done);
   template <AnswerToken<RequeueResult> Token = use_future_t>
-  auto requeue_async(std::string_view topic, int limit = limits::kBatchMax, Token&& completion = {});
+  auto requeue_async(std::string_view topic, int limit = limits::kBatchMax,
+                     Token&& completion = {});
   void stats_async(std::string_view topic, Callback<TopicStats> done);
   template <AnswerToken<TopicStats> Token = use_future_t>
   auto stats_async(std::string_view topic, Token&& completion = {});
@@ -423,10 +434,20 @@ class Client {
                   Token&& completion = {});
   void kick_all_async(std::string_view topic, int limit, Callback<int> done);
   template <AnswerToken<int> Token = use_future_t>
-  auto kick_all_async(std::string_view topic, int limit = limits::kBatchMax, Token&& completion = {});
+  auto kick_all_async(std::string_view topic, int limit = limits::kBatchMax,
+                      Token&& completion = {});
   void library_version_async(Callback<int> done);
   template <AnswerToken<int> Token = use_future_t>
   auto library_version_async(Token&& completion = {});
+  void beat_async(const WorkerEntry& entry, Millis ttl, Callback<bool> done);
+  template <AnswerToken<bool> Token = use_future_t>
+  auto beat_async(const WorkerEntry& entry, Millis ttl, Token&& completion = {});
+  void leave_async(std::string_view worker_id, Callback<bool> done);
+  template <AnswerToken<bool> Token = use_future_t>
+  auto leave_async(std::string_view worker_id, Token&& completion = {});
+  void workers_async(Callback<std::vector<WorkerEntry>> done);
+  template <AnswerToken<std::vector<WorkerEntry>> Token = use_future_t>
+  auto workers_async(Token&& completion = {});
   void pause_async(std::string_view topic, Callback<bool> done);
   template <AnswerToken<bool> Token = use_future_t>
   auto pause_async(std::string_view topic, Token&& completion = {});
@@ -448,7 +469,8 @@ class Client {
   auto retry_window_async(std::string_view topic, Token&& completion = {});
   void migrate_async(std::string_view topic, int limit, Callback<Migration> done);
   template <AnswerToken<Migration> Token = use_future_t>
-  auto migrate_async(std::string_view topic, int limit = limits::kBatchMax, Token&& completion = {});
+  auto migrate_async(std::string_view topic, int limit = limits::kBatchMax,
+                     Token&& completion = {});
   void set_schedule_async(std::string_view topic, std::string_view name, const ScheduleSpec& spec,
                           Callback<Schedule> done);
   template <AnswerToken<Schedule> Token = use_future_t>

@@ -245,6 +245,30 @@ struct ListPage {
   std::vector<Job> jobs;
 };
 
+// A worker of the registry (Client::beat, Client::workers; docs/redis-api.md,
+// "the worker registry"): who it is, where it runs, what it handles and
+// what it runs now. A Worker keeps its own entry (WorkerOptions::beat_interval).
+struct WorkerEntry {
+  std::string id;  // 1..128 bytes; a Worker's: "<host>:<pid>:<random>"
+  std::string host;
+  std::int64_t pid = 0;
+  std::string version;          // of redisched, or of the client it runs
+  std::int64_t started_ms = 0;  // when it started (its host's clock)
+  struct Topic {
+    std::string topic;
+    int concurrency = 1;
+  };
+  std::vector<Topic> topics;
+  struct Running {
+    std::string topic, id;
+    std::int64_t started_ms = 0;  // when its handler started it (the worker host's clock)
+  };
+  std::vector<Running> running;
+  // As Client::workers reads it: its last beat, and when its entry expires
+  // (Redis's clock).
+  std::int64_t beat_ms = 0, expires_ms = 0;
+};
+
 struct RequeueResult {
   int requeued = 0;  // back to ready
   int buried = 0;    // to dead (attempts used up)

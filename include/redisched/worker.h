@@ -127,6 +127,11 @@ struct WorkerOptions {
   // here, with a Scheduler of the worker's: every worker may, a tick is put
   // once however many run.
   bool run_schedules = true;
+  // Keep an entry in the worker registry (Client::workers, GET /v1/workers,
+  // `redisched workers`): its topics, concurrency and running jobs, beaten
+  // every beat_interval, alive for three of them, deleted when it stops.
+  // 1 s .. 20 min; 0: no entry.
+  Millis beat_interval{5000};
 };
 
 // A job a handler is working on, as Worker::running() reports it.
@@ -137,6 +142,7 @@ struct RunningJob {
   int progress = 0;
   std::string note;
   std::int64_t deadline_ms = 0;
+  std::int64_t started_ms = 0;  // when its handler started it (this host's clock)
 };
 
 // Counters since the worker started, per process.
@@ -188,6 +194,9 @@ class Worker {
   // run(), then until SIGINT or SIGTERM, then cancel(shutdown_timeout).
   void run_until_signal();
   bool running() const;
+  // Its id in the worker registry (WorkerOptions::beat_interval), from
+  // run() on; empty without an entry.
+  std::string id() const;
 
   std::vector<RunningJob> running_jobs() const;
   WorkerStats stats() const;

@@ -551,6 +551,23 @@ void Client::library_version_async(Callback<int> done) try {
 }
 REDISCHED_WRAP(int, library_version, (), (std::move(cb)))
 
+// ---------------------------------------------------------------- workers
+
+void Client::beat_async(const WorkerEntry& entry, Millis ttl, Callback<bool> done) {
+  impl_->run<op::Beat>("", {entry, ttl}, std::move(done));
+}
+REDISCHED_WRAP(bool, beat, (const WorkerEntry& entry, Millis ttl), (entry, ttl, std::move(cb)))
+
+void Client::leave_async(std::string_view worker_id, Callback<bool> done) {
+  impl_->run<op::Leave>("", {std::string(worker_id)}, std::move(done));
+}
+REDISCHED_WRAP(bool, leave, (std::string_view worker_id), (worker_id, std::move(cb)))
+
+void Client::workers_async(Callback<std::vector<WorkerEntry>> done) {
+  impl_->run<op::Workers>("", {}, std::move(done));
+}
+REDISCHED_WRAP(std::vector<WorkerEntry>, workers, (), (std::move(cb)))
+
 std::int64_t Client::now_ms() {
   core::Command cmd;
   cmd.add("TIME");

@@ -19,6 +19,7 @@
 
 #include "core/coalesce.h"
 #include "core/codec.h"
+#include "core/keys.h"
 #include "core/operations.h"
 #include "core/shards.h"
 #include "redis/connection.h"
@@ -387,7 +388,7 @@ class Client::Impl {
       return;
     }
     try {
-      core::check_topic(topic);
+      if constexpr (Op::route != op::Route::registry) core::check_topic(topic);
       if constexpr (requires { Op::check(a, opts); }) Op::check(a, opts);
       // (Before any part goes out: the parts of one call answer on one
       // thread, FanIn, and a refusal on the runtime's.)
@@ -400,6 +401,8 @@ class Client::Impl {
     }
     if constexpr (Op::route == op::Route::topic) {
       send<Op>(topic, a, std::move(done));
+    } else if constexpr (Op::route == op::Route::registry) {
+      send<Op>(core::registry_keys(opts.prefix)[0], a, std::move(done));
     } else {
       with_layout<V>(topic, std::move(done),
                      [this, a = std::move(a)](const core::LayoutPtr& l, Callback<V> then) {
@@ -476,7 +479,12 @@ class Client::Impl {
   template <class Op>
   void send(std::string_view where, const typename Op::Args& a, Callback<typename Op::Value> done) {
     using V = typename Op::Value;
-    auto cmd = fcall_at(Op::function, where);
+    core::Command cmd;
+    if constexpr (Op::route == op::Route::registry) {
+      cmd.fcall_registry(Op::function, opts.prefix);
+    } else {
+      cmd.fcall(Op::function, opts.prefix, where);
+    }
     Op::encode(cmd, a);
     const bool bounded = bounds_body<Op>(a);
     if (bounded) add_max_body(cmd);

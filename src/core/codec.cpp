@@ -118,6 +118,14 @@ Command& Command::fcall(std::string_view op, std::string_view prefix, std::strin
   return add_keys(prefix, topic);
 }
 
+Command& Command::fcall_registry(std::string_view op, std::string_view prefix) {
+  add("FCALL");
+  add_owned("redisched_" + std::string(op));
+  add(std::int64_t{2});
+  for (auto& key : registry_keys(prefix)) add_owned(std::move(key));
+  return *this;
+}
+
 Command& Command::add_keys(std::string_view prefix, std::string_view topic) {
   add(static_cast<std::int64_t>(kKeyNames.size()));
   // The eleven keys in one owned buffer, each word a view into it: one

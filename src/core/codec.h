@@ -42,6 +42,8 @@ class Command {
   Command& add(std::int64_t n) { return add_owned(std::to_string(n)); }
   // FCALL redisched_<op> <number of keys> <the topic's keys>
   Command& fcall(std::string_view op, std::string_view prefix, std::string_view topic);
+  // FCALL redisched_<op> 2 <the worker registry's keys>
+  Command& fcall_registry(std::string_view op, std::string_view prefix);
   // <number of keys> <the topic's keys>
   Command& add_keys(std::string_view prefix, std::string_view topic);
   // Appends the RESP encoding to out.

@@ -27,6 +27,11 @@ std::string_view topic_of_key(std::string_view prefix, std::string_view key) {
   return key.substr(0, close);
 }
 
+std::array<std::string, 2> registry_keys(std::string_view prefix) {
+  const std::string base = std::string(prefix) + ":{~workers}:";
+  return {base + "alive", base + "entries"};
+}
+
 std::string wake_channel(std::string_view prefix, std::string_view topic) {
   return topic_keys(prefix, topic)[2];
 }

@@ -38,6 +38,11 @@ std::string finished_channel(std::string_view prefix, std::string_view topic);
 // its meta key.
 std::string schedules_channel(std::string_view prefix, std::string_view topic);
 
+// The worker registry's two keys (docs/redis-api.md, "the worker
+// registry"): "<prefix>:{~workers}:alive" and ":entries", in a slot no
+// topic's keys share (a topic's name holds no '~').
+std::array<std::string, 2> registry_keys(std::string_view prefix);
+
 // The topic of a key of that shape, or empty when the key is not one.
 std::string_view topic_of_key(std::string_view prefix, std::string_view key);
 

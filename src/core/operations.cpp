@@ -316,4 +316,88 @@ void Tick::encode(Command& cmd, const Args& a) {
 }
 TickOutcome Tick::decode(const Reply& r) { return parse_tick(r); }
 
+// ---------------------------------------------------------------- workers
+
+namespace {
+
+// The library's bounds (lua/redisched.lua, the worker registry), checked
+// before anything goes out; the library checks every word again.
+constexpr std::int64_t kBeatTtlMin = 1000, kBeatTtlMax = 3600000;
+constexpr std::size_t kWorkerIdMax = 128, kRegistryListMax = 1000;
+
+void check_worker_id(std::string_view id) {
+  if (id.empty()) throw Error(Errc::invalid_argument, "worker id is empty");
+  if (id.size() > kWorkerIdMax) {
+    throw Error(Errc::invalid_argument,
+                "worker id is longer than " + std::to_string(kWorkerIdMax) + " bytes");
+  }
+}
+
+}  // namespace
+
+void Beat::check(const Args& a, const ClientOptions& /*o*/) {
+  check_worker_id(a.entry.id);
+  if (a.ttl.count() < kBeatTtlMin || a.ttl.count() > kBeatTtlMax) {
+    throw Error(Errc::invalid_argument, "a beat's ttl must be from " + std::to_string(kBeatTtlMin) +
+                                            " to " + std::to_string(kBeatTtlMax) + " ms, got " +
+                                            std::to_string(a.ttl.count()));
+  }
+  if (a.entry.topics.size() > kRegistryListMax || a.entry.running.size() > kRegistryListMax) {
+    throw Error(Errc::invalid_argument, "a worker's entry lists at most " +
+                                            std::to_string(kRegistryListMax) + " topics and " +
+                                            std::to_string(kRegistryListMax) + " running jobs");
+  }
+  for (const auto& t : a.entry.topics) check_topic(t.topic);
+  for (const auto& r : a.entry.running) {
+    check_topic(r.topic);
+    check_id(r.id);
+  }
+}
+
+void Beat::encode(Command& cmd, const Args& a) {
+  const WorkerEntry& e = a.entry;
+  cmd.add(e.id).add(a.ttl.count()).add(e.host).add(e.pid).add(e.version).add(e.started_ms);
+  cmd.add(static_cast<std::int64_t>(e.topics.size()));
+  for (const auto& t : e.topics) cmd.add(t.topic).add(std::int64_t{t.concurrency});
+  cmd.add(static_cast<std::int64_t>(e.running.size()));
+  for (const auto& r : e.running) cmd.add(r.topic).add(r.id).add(r.started_ms);
+}
+bool Beat::decode(const Reply& r) { return parse_integer(r) == 1; }
+
+void Leave::check(const Args& a, const ClientOptions& /*o*/) { check_worker_id(a.id); }
+void Leave::encode(Command& cmd, const Args& a) { cmd.add(a.id); }
+bool Leave::decode(const Reply& r) { return parse_integer(r) == 1; }
+
+std::vector<WorkerEntry> Workers::decode(const Reply& r) {
+  auto bad = [] { return Error(Errc::protocol, "unexpected reply of redisched_workers"); };
+  if (r.type != Reply::Type::array || r.elements.empty()) throw bad();
+  std::vector<WorkerEntry> out;
+  out.reserve(r.elements.size() - 1);
+  for (std::size_t i = 1; i < r.elements.size(); ++i) {
+    const auto& w = r.elements[i];
+    if (w.type != Reply::Type::array || w.elements.size() != 9 ||
+        w.elements[7].elements.size() % 2 != 0 || w.elements[8].elements.size() % 3 != 0) {
+      throw bad();
+    }
+    WorkerEntry e;
+    e.id = w.elements[0].str;
+    e.host = w.elements[1].str;
+    e.pid = parse_integer(w.elements[2]);
+    e.version = w.elements[3].str;
+    e.started_ms = parse_integer(w.elements[4]);
+    e.beat_ms = parse_integer(w.elements[5]);
+    e.expires_ms = parse_integer(w.elements[6]);
+    const auto& topics = w.elements[7].elements;
+    for (std::size_t k = 0; k < topics.size(); k += 2) {
+      e.topics.push_back({topics[k].str, static_cast<int>(parse_integer(topics[k + 1]))});
+    }
+    const auto& running = w.elements[8].elements;
+    for (std::size_t k = 0; k < running.size(); k += 3) {
+      e.running.push_back({running[k].str, running[k + 1].str, parse_integer(running[k + 2])});
+    }
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 }  // namespace redisched::core::op

@@ -70,6 +70,7 @@ enum class Route {
   every_shard,  // the topic, or each of its shards at once, answers merged
   take,         // the topic, or its shards in turn until count came
   pages,        // the topic, or its shards one after another (offset over all)
+  registry,     // the worker registry's own keys, no topic
 };
 
 // Defaults: a read of one topic that goes as itself.
@@ -540,11 +541,52 @@ struct Tick : Read {
   static Value decode(const Reply& r);
 };
 
+// ---------------------------------------------------------------- workers
+
+// The worker registry (docs/redis-api.md, "the worker registry").
+struct RegistryCall : Read {
+  static constexpr Route route = Route::registry;
+};
+
+struct Beat : RegistryCall {
+  static constexpr std::string_view function = "beat";
+  static constexpr std::string_view calls = "beat";
+  struct Args {
+    WorkerEntry entry;
+    Millis ttl{0};
+  };
+  using Value = bool;  // registered anew (new, or its entry had expired)
+  static void check(const Args& a, const ClientOptions& o);
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+};
+
+struct Leave : RegistryCall {
+  static constexpr std::string_view function = "leave";
+  static constexpr std::string_view calls = "leave";
+  struct Args {
+    std::string id;
+  };
+  using Value = bool;  // there was an entry
+  static void check(const Args& a, const ClientOptions& o);
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+};
+
+struct Workers : RegistryCall {
+  static constexpr std::string_view function = "workers";
+  static constexpr std::string_view calls = "workers";
+  struct Args {};
+  using Value = std::vector<WorkerEntry>;
+  static void encode(Command& /*cmd*/, const Args& /*a*/) {}
+  static Value decode(const Reply& r);
+};
+
 // Every operation, for what goes over them all (tests/unit/operations_test
 // checks docs/redis-api.md's table of names against it).
 using All = std::tuple<Put, Add, PutMany, Get, Stats, List, Reserve, Pull, Ack, AckMany, Release,
                        Fail, Touch, Delete, Restore, Requeue, Kick, KickAll, Pause, Resume, Limit,
                        RetryWindow, Migrate, Shards, Shard, Schedules, Schedule, Unschedule,
-                       PauseSchedule, ResumeSchedule, Tick>;
+                       PauseSchedule, ResumeSchedule, Tick, Beat, Leave, Workers>;
 
 }  // namespace redisched::core::op

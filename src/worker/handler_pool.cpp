@@ -2,10 +2,21 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <utility>
 
 namespace redisched::worker {
+namespace {
+
+// Wall-clock ms: when a handler started a job, as an operator reads it.
+std::int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
 
 struct HandlerPool::Life {
   explicit Life(HandlerPool* p) : pool(p), topic(p->calls_.topic()) {}
@@ -182,6 +193,7 @@ void HandlerPool::serve() {
       if (queue_.empty()) return;
       job = queue_.front().job;
       key = queue_.front().key;
+      queue_.front().started_ms = now_ms();
       running_.emplace(key, std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -195,8 +207,10 @@ void HandlerPool::start_async() {
   std::vector<std::pair<Reservation, std::uint64_t>> jobs;
   {
     std::lock_guard lock(mu_);
+    const std::int64_t now = now_ms();
     for (auto& r : queue_) {
       jobs.emplace_back(r.job, r.key);
+      r.started_ms = now;
       running_.emplace(r.key, std::move(r));
     }
     queue_.clear();
@@ -316,7 +330,8 @@ bool HandlerPool::job_cancelled(std::uint64_t key) const {
 void HandlerPool::snapshot(std::vector<RunningJob>& out) const {
   std::lock_guard lock(mu_);
   for (const auto& [key, r] : running_) {
-    out.push_back({calls_.topic(), r.job.id, r.job.attempt, r.progress, r.note, r.job.deadline_ms});
+    out.push_back({calls_.topic(), r.job.id, r.job.attempt, r.progress, r.note, r.job.deadline_ms,
+                   r.started_ms});
   }
 }
 

@@ -80,7 +80,8 @@ class HandlerPool {
     Millis ttr{0};
     int progress = 0;
     std::string note;
-    bool abandoned = false;  // cancel's deadline passed while it ran: no heartbeats
+    std::int64_t started_ms = 0;  // (the system clock)
+    bool abandoned = false;       // cancel's deadline passed while it ran: no heartbeats
     bool touching = false;
   };
   class Context;

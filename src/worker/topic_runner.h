@@ -38,6 +38,7 @@ class TopicRunner {
   TopicRunner& operator=(const TopicRunner&) = delete;
 
   const std::string& topic() const { return calls_.topic(); }
+  int concurrency() const { return opts_.concurrency; }
 
   // ---- on the control shard
   void start();                         // handler threads; fetching starts at look()

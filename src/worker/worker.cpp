@@ -1,11 +1,17 @@
 #include "redisched/worker.h"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <charconv>
+#include <chrono>
 #include <csignal>
 #include <future>
+#include <random>
 #include <unordered_map>
 
 #include "core/checks.h"
@@ -14,6 +20,7 @@
 #include "redisched/limits.h"
 #include "redisched/runtime.h"
 #include "redisched/scheduler.h"
+#include "redisched/version.h"
 #include "worker/topic_runner.h"
 
 namespace redisched {
@@ -44,6 +51,40 @@ void check_options(const HandlerOptions& o) {
   }
 }
 
+// The registry's bounds on a beat's ttl (three intervals): 1 s .. 1 h.
+constexpr Millis kBeatIntervalMin{1000}, kBeatIntervalMax{1200000};
+
+void check_options(const WorkerOptions& o) {
+  const auto every = o.beat_interval;
+  if (every.count() != 0 && (every < kBeatIntervalMin || every > kBeatIntervalMax)) {
+    throw Error(Errc::invalid_argument, "beat_interval must be 0 (no registry entry) or from " +
+                                            std::to_string(kBeatIntervalMin.count()) + " to " +
+                                            std::to_string(kBeatIntervalMax.count()) + " ms, got " +
+                                            std::to_string(every.count()));
+  }
+}
+
+std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "<host>:<pid>:<8 hex digits>": unique among the workers alive, also of
+// one process.
+std::string new_worker_id(const std::string& host) {
+  std::random_device random;
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", static_cast<unsigned>(random()));
+  return host + ":" + std::to_string(::getpid()) + ":" + hex;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
 }  // namespace
 
 class Worker::Impl {
@@ -58,7 +99,10 @@ class Worker::Impl {
         control_shard(client.runtime().next_shard()),
         io(shard_io(client.runtime(), control_shard)),
         broker(worker::client_broker(client)),
-        shared(io, *broker) {}
+        shared(io, *broker),
+        beat_timer(io) {
+    check_options(opts);
+  }
 
   ~Impl() { cancel(std::nullopt); }
   Impl(const Impl&) = delete;
@@ -117,7 +161,50 @@ class Worker::Impl {
       scheduler = std::make_unique<Scheduler>(client);
       for (auto& t : topics) scheduler->add_topic(t->topic());
     }
+    if (opts.beat_interval.count() > 0) {
+      entry.host = host_name();
+      entry.id = new_worker_id(entry.host);
+      entry.pid = ::getpid();
+      entry.version = std::string(version());
+      entry.started_ms = wall_ms();
+      for (auto& t : topics) entry.topics.push_back({t->topic(), t->concurrency()});
+      asio::post(io, [this] { beat(); });
+    }
     running = true;
+  }
+
+  // ---- the worker registry (WorkerOptions::beat_interval), on the control
+  // shard: the entry with the jobs running now, again every interval.
+  void beat() {
+    if (!*open || !beating) return;
+    WorkerEntry now = entry;
+    std::vector<RunningJob> jobs;
+    for (const auto& t : topics) t->snapshot(jobs);
+    constexpr auto kListed = static_cast<std::size_t>(limits::kBatchMax);  // (the registry's bound)
+    if (jobs.size() > kListed) jobs.resize(kListed);
+    for (auto& j : jobs) now.running.push_back({j.topic, j.id, j.started_ms});
+    shared.count_call(1);
+    client.beat_async(now, opts.beat_interval * 3, [this](Result<bool> r) {
+      // (Redis away: the next beat tries again; the entry may lapse meanwhile.)
+      if (!r.ok() && !beat_failed.exchange(true)) {
+        spdlog::warn("redisched worker: the registry's beat failed: {}", r.error().what());
+      }
+      if (r.ok()) beat_failed = false;
+      shared.count_call(-1);
+    });
+    beat_timer.expires_after(opts.beat_interval);
+    beat_timer.async_wait([this](boost::system::error_code ec) {
+      if (!ec) beat();
+    });
+  }
+
+  // The worker stops: no more beats, and its entry goes at once.
+  void leave() {
+    if (!beating) return;
+    beating = false;
+    beat_timer.cancel();
+    shared.count_call(1);
+    client.leave_async(entry.id, [this](Result<bool>) { shared.count_call(-1); });
   }
 
   void cancel(std::optional<Millis> drain) {
@@ -141,6 +228,7 @@ class Worker::Impl {
     for (auto& t : topics) t->join();
     on_control([this] {
       for (auto& t : topics) t->on_finished();
+      if (opts.beat_interval.count() > 0) leave();
     });
     {
       std::unique_lock l(shared.mu);
@@ -183,6 +271,10 @@ class Worker::Impl {
   std::unordered_map<std::string, worker::TopicRunner*> by_channel;
   std::vector<Subscription> subscriptions;
   std::unique_ptr<Scheduler> scheduler;
+  WorkerEntry entry;              // the registry's, but for its running jobs
+  asio::steady_timer beat_timer;  // on the control shard
+  bool beating = true;            // on the control shard
+  std::atomic<bool> beat_failed{false};
   std::mutex lifecycle;
   bool started = false;
   std::atomic<bool> running{false};
@@ -224,6 +316,8 @@ void Worker::run_until_signal() {
   waiter.run();
   cancel(impl_->opts.shutdown_timeout);
 }
+
+std::string Worker::id() const { return impl_->entry.id; }
 
 std::vector<RunningJob> Worker::running_jobs() const {
   std::vector<RunningJob> out;

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -116,6 +117,17 @@ class WorkerProcesses : public ::testing::Test {
     return out;
   }
 
+  // The pids of the worker registry's entries that handle the topic.
+  std::set<std::int64_t> registered() const {
+    std::set<std::int64_t> out;
+    for (const auto& w : client_->workers()) {
+      for (const auto& t : w.topics) {
+        if (t.topic == topic_) out.insert(w.pid);
+      }
+    }
+    return out;
+  }
+
   std::unique_ptr<Client> client_;
   std::string topic_ = test::unique_topic();
   fs::path dir_;
@@ -177,11 +189,22 @@ TEST_F(WorkerProcesses, JobsOfAKilledProcessAreProcessedByTheOthersAfterTheirTtr
   put_all(Millis{1000});
   // Kill one worker mid-run, holding jobs.
   ASSERT_TRUE(test::wait_until([&] { return client_->stats(topic_).ready < kJobs * 3 / 4; }, 120s));
+  // Each process keeps its entry in the worker registry.
+  const std::set<std::int64_t> all(pids_.begin(), pids_.end());
+  EXPECT_TRUE(test::wait_until([&] { return registered() == all; }, 10s));
+  const pid_t killed_pid = pids_[0];
   ::kill(pids_[0], SIGKILL);
   ::waitpid(pids_[0], nullptr, 0);
   pids_[0] = -1;
   ASSERT_TRUE(test::wait_until([&] { return topic_empty(); }, 300s));
+  // The killed one's entry lapses within its ttl (three beats of 5 s),
+  // counted from the kill; the others stay.
+  auto survivors_registered = all;
+  survivors_registered.erase(killed_pid);
+  EXPECT_TRUE(test::wait_until([&] { return registered() == survivors_registered; }, 20s))
+      << registered().size() << " registered";
   stop_workers();
+  EXPECT_TRUE(registered().empty()) << "a worker that stops leaves the registry at once";
   const auto killed = handled(0);
   std::map<std::string, int> survivors;
   for (int i = 1; i < kProcesses; ++i) {

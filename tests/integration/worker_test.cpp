@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -12,11 +13,13 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "redisched/compat/koda.h"
+#include "redisched/version.h"
 #include "testutil/expect_error.h"
 #include "testutil/jobs.h"
 #include "testutil/redis_server.h"
@@ -76,6 +79,118 @@ TEST_F(WorkerTest, ReturningAcksAndTheHandlerSeesTheJob) {
   EXPECT_EQ(seen[0].priority, 7);
   EXPECT_GT(seen[0].created_ms, 0);
   EXPECT_FALSE(client().get(topic_, "welcome_42"));
+}
+
+// The worker registry: a running Worker keeps an entry with its topics,
+// their concurrency and the jobs it runs now, and leaves when it stops.
+TEST(WorkerRegistryTest, AWorkerKeepsItsEntryAndLeavesWhenItStops) {
+  auto o = options_for();
+  o.beat_interval = 1000ms;
+  Worker worker(o);
+  auto& client = worker.client();
+  const auto topic = unique_topic(), other = unique_topic();
+  std::promise<void> started, release;
+  auto released = release.get_future().share();
+  worker.handle(topic, {.concurrency = 3}, [&](JobContext&) {
+    started.set_value();
+    released.wait();
+  });
+  worker.handle(other, {.concurrency = 1}, [](JobContext&) {});
+  const auto before = wall_ms();
+  client.put(topic, job("slow"));
+  worker.run();
+  started.get_future().wait();
+  auto mine = [&]() -> std::optional<WorkerEntry> {
+    for (auto& w : client.workers()) {
+      if (w.id == worker.id()) return w;
+    }
+    return std::nullopt;
+  };
+  ASSERT_TRUE(wait_until([&] {
+    auto w = mine();
+    return w && !w->running.empty();
+  })) << "no entry with the running job";
+  const auto w = *mine();
+  EXPECT_EQ(w.pid, ::getpid());
+  EXPECT_FALSE(w.host.empty());
+  EXPECT_EQ(w.id.rfind(w.host + ":" + std::to_string(::getpid()) + ":", 0), 0u) << w.id;
+  EXPECT_EQ(w.version, std::string(version()));
+  EXPECT_GE(w.started_ms, before);
+  ASSERT_EQ(w.topics.size(), 2u);
+  EXPECT_EQ(w.topics[0].topic, topic);
+  EXPECT_EQ(w.topics[0].concurrency, 3);
+  EXPECT_EQ(w.topics[1].topic, other);
+  ASSERT_EQ(w.running.size(), 1u);
+  EXPECT_EQ(w.running[0].topic, topic);
+  EXPECT_EQ(w.running[0].id, "slow");
+  EXPECT_GE(w.running[0].started_ms, before);
+  EXPECT_LE(w.running[0].started_ms, wall_ms());
+  EXPECT_GT(w.expires_ms, w.beat_ms);
+  EXPECT_LE(w.expires_ms - w.beat_ms, 3000) << "three beat intervals";
+  release.set_value();
+  worker.cancel();
+  EXPECT_FALSE(mine()) << "a stopped worker leaves at once";
+}
+
+TEST(WorkerRegistryTest, NoEntryWithoutBeatsAndABadIntervalIsRefused) {
+  auto o = options_for();
+  o.beat_interval = Millis{0};
+  Worker worker(o);
+  worker.handle(unique_topic(), {}, [](JobContext&) {});
+  worker.run();
+  EXPECT_TRUE(worker.id().empty());
+  worker.cancel();
+  o.beat_interval = Millis{999};
+  EXPECT_REDISCHED_ERROR(Worker{o}, Errc::invalid_argument, "beat_interval must be 0");
+  o.beat_interval = Millis{1200001};
+  EXPECT_REDISCHED_ERROR(Worker{o}, Errc::invalid_argument, "beat_interval must be 0");
+}
+
+// The registry's calls, for other worker loops: beat, read back, refused
+// arguments, leave.
+TEST(WorkerRegistryTest, TheClientsCallsBeatReadAndLeave) {
+  ClientOptions o;
+  o.redis_url = test::target_url();
+  Client client(o);
+  WorkerEntry e;
+  e.id = "loop-" + unique_topic();
+  e.host = "host-a";
+  e.pid = 77;
+  e.version = "python 1.0";
+  e.started_ms = 123;
+  e.topics = {{"emails", 8}};
+  e.running = {{"emails", "welcome_42", 456}};
+  EXPECT_TRUE(client.beat(e, 10s));
+  EXPECT_FALSE(client.beat(e, 10s)) << "renewed";
+  std::optional<WorkerEntry> read;
+  for (auto& w : client.workers()) {
+    if (w.id == e.id) read = w;
+  }
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->host, "host-a");
+  EXPECT_EQ(read->pid, 77);
+  EXPECT_EQ(read->version, "python 1.0");
+  EXPECT_EQ(read->started_ms, 123);
+  ASSERT_EQ(read->topics.size(), 1u);
+  EXPECT_EQ(read->topics[0].concurrency, 8);
+  ASSERT_EQ(read->running.size(), 1u);
+  EXPECT_EQ(read->running[0].id, "welcome_42");
+  EXPECT_EQ(read->running[0].started_ms, 456);
+
+  auto bad = e;
+  bad.id.clear();
+  EXPECT_REDISCHED_ERROR(client.beat(bad, 10s), Errc::invalid_argument, "worker id is empty");
+  EXPECT_REDISCHED_ERROR(client.beat(e, 999ms), Errc::invalid_argument, "ttl must be from 1000");
+  bad = e;
+  bad.topics = {{"no spaces", 1}};
+  EXPECT_REDISCHED_ERROR(client.beat(bad, 10s), Errc::invalid_argument, "may hold only");
+  bad = e;
+  bad.host = "a\nb";
+  EXPECT_REDISCHED_ERROR(client.beat(bad, 10s), Errc::invalid_argument, "control character");
+
+  EXPECT_TRUE(client.leave(e.id));
+  EXPECT_FALSE(client.leave(e.id));
+  for (auto& w : client.workers()) EXPECT_NE(w.id, e.id);
 }
 
 TEST_F(WorkerTest, ThrowingFailsWithRetriesThenDeadKeepingTheError) {

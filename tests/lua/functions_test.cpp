@@ -1,6 +1,7 @@
 // The Functions library called with plain FCALLs (no Client), with time
 // under the test's control through the NOW argument.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -1490,6 +1491,119 @@ TEST_F(FunctionsTest, WrongKeysAreRefused) {
   r = redis_.call(words);
   ASSERT_EQ(r->type, REDIS_REPLY_ERROR);
   EXPECT_NE(std::string(r->str).find("BADKEYS key 3 must be"), std::string::npos) << r->str;
+}
+
+// The worker registry: its own two keys (a prefix of the test's own here,
+// so that no other test's workers show).
+class RegistryTest : public FunctionsTest {
+ protected:
+  void SetUp() override {
+    FunctionsTest::SetUp();
+    redis_.call({"DEL", alive_, entries_});
+  }
+  ReplyPtr registry(const std::string& op, const Args& args, bool read_only = false) {
+    Args words = {read_only ? "FCALL_RO" : "FCALL", "redisched_" + op, "2", alive_, entries_};
+    words.insert(words.end(), args.begin(), args.end());
+    return redis_.call(words);
+  }
+  long long beat(const std::string& id, long long ttl, long long now, Args topics = {},
+                 Args running = {}) {
+    Args a = {id, std::to_string(ttl), "host-1", "4242", "0.1.0", "500"};
+    a.push_back(std::to_string(topics.size() / 2));
+    a.insert(a.end(), topics.begin(), topics.end());
+    a.push_back(std::to_string(running.size() / 3));
+    a.insert(a.end(), running.begin(), running.end());
+    a.insert(a.end(), {"NOW", std::to_string(now)});
+    auto r = registry("beat", a);
+    EXPECT_EQ(r->type, REDIS_REPLY_INTEGER) << (r->str ? r->str : "");
+    return r->integer;
+  }
+  // The ids redisched_workers lists at now.
+  std::vector<std::string> alive(long long now) {
+    auto r = registry("workers", {"NOW", std::to_string(now)}, true);
+    std::vector<std::string> out;
+    EXPECT_EQ(r->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 1; i < r->elements; ++i) out.emplace_back(r->element[i]->element[0]->str);
+    return out;
+  }
+  long long stored() { return redis_.call({"HLEN", entries_})->integer; }
+
+  const std::string base_ = "rt" + std::to_string(::getpid()) + ":{~workers}:";
+  const std::string alive_ = base_ + "alive", entries_ = base_ + "entries";
+};
+
+TEST_F(RegistryTest, ABeatRegistersRenewsAndExpires) {
+  EXPECT_EQ(beat("w1", 5000, 1000, {"emails", "4", "reports", "1"}, {"emails", "job_42", "900"}),
+            1);
+  EXPECT_EQ(beat("w1", 5000, 2000, {"emails", "4", "reports", "1"}, {"emails", "job_42", "900"}),
+            2);
+  auto r = registry("workers", {"NOW", "3000"}, true);
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+  ASSERT_EQ(r->elements, 2u);
+  EXPECT_EQ(r->element[0]->integer, 3000);
+  const auto* w = r->element[1];
+  ASSERT_EQ(w->elements, 9u);
+  EXPECT_STREQ(w->element[0]->str, "w1");
+  EXPECT_STREQ(w->element[1]->str, "host-1");
+  EXPECT_EQ(w->element[2]->integer, 4242);
+  EXPECT_STREQ(w->element[3]->str, "0.1.0");
+  EXPECT_EQ(w->element[4]->integer, 500);
+  EXPECT_EQ(w->element[5]->integer, 2000) << "its last beat";
+  EXPECT_EQ(w->element[6]->integer, 7000) << "the last beat + ttl";
+  ASSERT_EQ(w->element[7]->elements, 4u);
+  EXPECT_STREQ(w->element[7]->element[2]->str, "reports");
+  EXPECT_EQ(w->element[7]->element[3]->integer, 1);
+  ASSERT_EQ(w->element[8]->elements, 3u);
+  EXPECT_STREQ(w->element[8]->element[1]->str, "job_42");
+  EXPECT_EQ(w->element[8]->element[2]->integer, 900);
+
+  // Expired: no longer listed, then deleted by another worker's beat.
+  EXPECT_EQ(alive(6999), std::vector<std::string>{"w1"});
+  EXPECT_TRUE(alive(7000).empty());
+  EXPECT_EQ(stored(), 1);
+  EXPECT_EQ(beat("w2", 1000, 8000), 1);
+  EXPECT_EQ(stored(), 1) << "w1's entry is deleted";
+  EXPECT_EQ(beat("w1", 5000, 8000), 1) << "registered anew";
+  EXPECT_EQ(alive(8500), (std::vector<std::string>{"w1", "w2"})) << "in id order";
+}
+
+TEST_F(RegistryTest, LeaveDeletesTheEntryAtOnce) {
+  beat("w1", 5000, 1000);
+  auto r = registry("leave", {"w1"});
+  EXPECT_EQ(r->integer, 1);
+  EXPECT_TRUE(alive(1001).empty());
+  EXPECT_EQ(stored(), 0);
+  EXPECT_EQ(registry("leave", {"w1"})->integer, 0);
+}
+
+TEST_F(RegistryTest, BadBeatsAreRefusedByNameAndChangeNothing) {
+  beat("w1", 5000, 1000, {"emails", "2"});
+  const auto before = redis_.call({"HGET", entries_, "w1"});
+  const std::vector<std::pair<Args, std::string>> cases = {
+      {{"", "5000", "h", "1", "v", "0", "0", "0"}, "worker id is empty"},
+      {{std::string(129, 'w'), "5000", "h", "1", "v", "0", "0", "0"}, "longer than 128 bytes"},
+      {{"w\n1", "5000", "h", "1", "v", "0", "0", "0"}, "control character"},
+      {{"w1", "999", "h", "1", "v", "0", "0", "0"}, "ttl must be from 1000"},
+      {{"w1", "5000", "h", "-1", "v", "0", "0", "0"}, "pid must be from 0"},
+      {{"w1", "5000", std::string(256, 'h'), "1", "v", "0", "0", "0"}, "host is longer"},
+      {{"w1", "5000", "h", "1", "v", "0", "1", "bad topic", "1", "0"}, "may hold only letters"},
+      {{"w1", "5000", "h", "1", "v", "0", "1", "emails", "0", "0"}, "concurrency must be from 1"},
+      {{"w1", "5000", "h", "1", "v", "0", "1001"}, "ntopics must be from 0 to 1000"},
+      {{"w1", "5000", "h", "1", "v", "0", "0", "1", "emails", "", "5"}, "job id is empty"},
+      {{"w1", "5000", "h", "1", "v", "0", "0", "0", "BOGUS", "1"}, "unknown option 'BOGUS'"},
+      {{"w1", "5000", "h", "1", "v", "0", "0"}, "nrunning is missing"},
+  };
+  for (const auto& [args, said] : cases) {
+    auto r = registry("beat", args);
+    ASSERT_EQ(r->type, REDIS_REPLY_ERROR) << said;
+    EXPECT_NE(std::string(r->str).find(said), std::string::npos) << r->str;
+  }
+  auto r = redis_.call({"FCALL", "redisched_beat", "2", alive_, base_ + "other", "w1", "5000"});
+  ASSERT_EQ(r->type, REDIS_REPLY_ERROR);
+  EXPECT_EQ(std::string(r->str).rfind("BADKEYS", 0), 0u) << r->str;
+  EXPECT_EQ(std::string(redis_.call({"HGET", entries_, "w1"})->str, before->len),
+            std::string(before->str, before->len));
+  EXPECT_EQ(alive(1001), std::vector<std::string>{"w1"});
 }
 
 TEST_F(FunctionsTest, BinaryBodiesAndIdsSurviveIntact) {

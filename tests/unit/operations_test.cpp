@@ -28,6 +28,8 @@ std::string route_name(Route r) {
       return "take";
     case Route::pages:
       return "pages";
+    case Route::registry:
+      return "registry";
   }
   return "?";
 }

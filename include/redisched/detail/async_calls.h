@@ -225,6 +225,27 @@ auto Client::library_version_async(Token&& completion) {
 }
 
 template <AnswerToken<bool> Token>
+auto Client::beat_async(const WorkerEntry& entry, Millis ttl, Token&& completion) {
+  return detail::answer_to<bool>(
+      std::forward<Token>(completion),
+      [this, &entry, ttl](Callback<bool> done) { beat_async(entry, ttl, std::move(done)); });
+}
+
+template <AnswerToken<bool> Token>
+auto Client::leave_async(std::string_view worker_id, Token&& completion) {
+  return detail::answer_to<bool>(
+      std::forward<Token>(completion),
+      [this, worker_id](Callback<bool> done) { leave_async(worker_id, std::move(done)); });
+}
+
+template <AnswerToken<std::vector<WorkerEntry>> Token>
+auto Client::workers_async(Token&& completion) {
+  return detail::answer_to<std::vector<WorkerEntry>>(
+      std::forward<Token>(completion),
+      [this](Callback<std::vector<WorkerEntry>> done) { workers_async(std::move(done)); });
+}
+
+template <AnswerToken<bool> Token>
 auto Client::pause_async(std::string_view topic, Token&& completion) {
   return detail::answer_to<bool>(
       std::forward<Token>(completion),
