@@ -41,6 +41,8 @@ function ago(ms) {
   const text = a < 60 ? `${a} s` : a < 3600 ? `${Math.round(a / 60)} min` : a < 86400 ? `${Math.round(a / 3600)} h` : `${Math.round(a / 86400)} d`;
   return d >= 0 ? `in ${text}` : `${text} ago`;
 }
+// ago() of a time that has passed: never "in 0 s" (clocks a moment apart).
+function past(ms) { return ago(Math.min(ms, Date.now() - 1000)); }
 function when(ms) {
   if (!ms || ms <= 0) return '';
   return `${new Date(ms).toLocaleString()} (${ago(ms)})`;
@@ -114,6 +116,9 @@ function route() {
     loadSchedules();
   } else if (hash === '#/send') {
     show('send');
+  } else if (hash === '#/workers') {
+    show('workers');
+    loadWorkers();
   } else {
     state.topic = null;
     show('overview');
@@ -122,7 +127,7 @@ function route() {
 }
 
 function show(id) {
-  for (const s of ['login', 'overview', 'topic', 'send']) $(s).hidden = s !== id;
+  for (const s of ['login', 'overview', 'topic', 'workers', 'send']) $(s).hidden = s !== id;
 }
 
 function render(full) {
@@ -191,6 +196,33 @@ function pager(box, page, pages, total, what, go) {
     el('button', { type: 'button', class: 'secondary', disabled: page <= 0, onclick: () => go(page - 1) }, 'Previous'),
     el('span', { class: 'muted' }, `page ${page + 1} of ${pages} · ${total} ${what}`),
     el('button', { type: 'button', class: 'secondary', disabled: page >= pages - 1, onclick: () => go(page + 1) }, 'Next'));
+}
+
+// ---- the workers page: GET /v1/workers, again every 5 s while it shows
+
+let workersTimer = null;
+async function loadWorkers() {
+  clearTimeout(workersTimer);
+  if ($('workers').hidden) return;
+  try {
+    const { workers } = await api('GET', '/v1/workers');
+    const rows = workers.map((w) => el('tr', { 'data-worker': w.id },
+      el('td', {}, el('code', {}, w.id)),
+      el('td', {}, `${w.host} · ${w.pid}`),
+      el('td', {}, w.version),
+      el('td', { title: when(w.started) }, past(w.started)),
+      el('td', {}, ...w.topics.map((t) => el('a', { class: 'tag', href: `#/topic/${encodeURIComponent(t.topic)}` }, `${t.topic} (${t.concurrency})`))),
+      el('td', {}, w.running.length === 0 ? el('span', { class: 'muted' }, 'idle')
+        : el('ul', { class: 'plain' }, ...w.running.map((r) => el('li', {},
+          el('a', { href: `#/topic/${encodeURIComponent(r.topic)}` }, r.topic), ' / ', el('code', {}, r.id),
+          el('span', { class: 'muted', title: when(r.started) }, ` since ${past(r.started)}`))))),
+      el('td', { title: when(w.beat) }, past(w.beat))));
+    $('workers-table').tBodies[0].replaceChildren(...rows);
+    $('workers-empty').hidden = workers.length > 0;
+  } catch (e) {
+    setStatus(e.message);
+  }
+  workersTimer = setTimeout(loadWorkers, 5000);
 }
 
 function current() { return state.topics.find((t) => t.topic === state.topic) || { delayed: 0, ready: 0, reserved: 0, dead: 0, done: 0, paused: false }; }

@@ -28,7 +28,9 @@
 // Without replicas, a put the old primary answered but had not passed on to
 // a replica is lost with it: { replicas: N } has each call that changes a
 // job wait (WAIT) until N replicas have it, else reject with NotReplicated.
+import { randomBytes } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { hostname } from 'node:os';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
 
@@ -382,13 +384,63 @@ export class Topic {
   }
 }
 
+// What a worker loop's registry entry says it runs, and its beat (its
+// entry lives three of them).
+export const VERSION = 'node-0.1.0';
+export const BEAT_MS = 5000;
+
+const registryKeys = (prefix) => [`${prefix}:{~workers}:alive`, `${prefix}:{~workers}:entries`];
+
+// The workers alive, in id order (docs/redis-api.md, "the worker
+// registry"): { id, host, pid, version, started, beat, expires, topics:
+// [{ topic, concurrency }], running: [{ topic, id, started }] }.
+export async function workers(redis, prefix = 'redisched') {
+  const reply = await redis.call('FCALL_RO', 'redisched_workers', 2, ...registryKeys(prefix));
+  return reply.slice(1).map(([id, host, pid, version, started, beat, expires, t, run]) => ({
+    id, host, pid, version, started, beat, expires,
+    topics: t.flatMap((v, i) => (i % 2 ? [] : [{ topic: v, concurrency: t[i + 1] }])),
+    running: run.flatMap((v, i) => (i % 3 ? [] : [{ topic: v, id: run[i + 1], started: run[i + 2] }])),
+  }));
+}
+
+// work()'s entry in the worker registry: beaten every BEAT_MS with the job
+// it runs then, deleted when the loop ends. A refused or lost beat costs
+// the loop nothing: it is listed again at the next.
+class Registration {
+  constructor(topic) {
+    this.redis = topic.redis;
+    this.keys = registryKeys(topic.prefix);
+    this.topic = topic.name;
+    this.host = hostname();
+    this.id = `${this.host}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.started = Date.now();
+    this.running = null; // { id, started }
+    this.beat();
+    this.timer = setInterval(() => this.beat(), BEAT_MS);
+    this.timer.unref();
+  }
+
+  beat() {
+    const jobs = this.running ? [this.topic, this.running.id, this.running.started] : [];
+    this.redis.call('FCALL', 'redisched_beat', 2, ...this.keys, this.id, BEAT_MS * 3, this.host,
+      process.pid, VERSION, this.started, 1, this.topic, 1, jobs.length / 3, ...jobs).catch(() => {});
+  }
+
+  async leave() {
+    clearInterval(this.timer);
+    await this.redis.call('FCALL', 'redisched_leave', 2, ...this.keys, this.id).catch(() => {});
+  }
+}
+
 // Runs handler(job) on the topic's jobs until signal aborts: a resolved
 // handler acks the job, a rejected one fails it with its message. Between
 // jobs it sleeps on the wake-up channel (a connection of its own) until
 // the next due time Redis gave, or a signal of an earlier one. Its
 // connection lost (a failover), it subscribes again, then reserves: the
-// signals sent meanwhile are lost, not their jobs.
+// signals sent meanwhile are lost, not their jobs. It keeps an entry in
+// the worker registry (workers()) while it runs.
 export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 } = {}) {
+  const entry = new Registration(topic);
   const sub = topic.redis.duplicate({ autoResubscribe: false }); // this loop subscribes
   let wake = () => {};
   let lost = 0, subscribedAt = -1; // connections lost so far; at which count it subscribed
@@ -412,11 +464,13 @@ export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 }
       const r = await topic.reserve(batch, ttrMs);
       for (const job of r.jobs) {
         let failure = null;
+        entry.running = { id: String(job.id), started: Date.now() };
         try {
           await handler(job);
         } catch (e) {
           failure = String(e?.message ?? e) || 'failed';
         }
+        entry.running = null;
         try {
           await (failure === null ? topic.ack(job) : topic.fail(job, failure));
         } catch (e) {
@@ -434,6 +488,7 @@ export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 }
       clearTimeout(timer);
     }
   } finally {
+    await entry.leave();
     sub.disconnect();
   }
 }

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
-import { Topic, loadLibrary, work, NotReplicated, OK, EXISTS, NOT_FOUND } from './redisched.mjs';
+import { Topic, loadLibrary, work, workers, VERSION, BEAT_MS, NotReplicated, OK, EXISTS, NOT_FOUND } from './redisched.mjs';
 
 const [lua, cli] = process.argv.slice(2);
 const dir = mkdtempSync(join(tmpdir(), 'redisched-node-'));
@@ -127,6 +127,36 @@ try {
     const bad = await t.get('bad');
     assert.equal(bad.state, 'dead');
     assert.equal(bad.error, 'boom');
+  });
+
+  await test('a worker loop keeps an entry in the registry and leaves', async () => {
+    const t = new Topic(redis, 'registry');
+    const stop = new AbortController();
+    let release;
+    const released = new Promise((resolve) => { release = resolve; });
+    let started;
+    const running = new Promise((resolve) => { started = resolve; });
+    await t.put('slow', 'x');
+    const worker = work(t, async () => { started(); await released; }, { signal: stop.signal });
+    await running;
+    const mine = async () => (await workers(redis)).filter((w) => w.topics.some((x) => x.topic === 'registry'));
+    let found = [];
+    for (let i = 0; i < 100 && !(found.length && found[0].running.length); i++) {
+      found = await mine();
+      if (!(found.length && found[0].running.length)) await sleep(BEAT_MS / 50);
+    }
+    assert.equal(found.length, 1);
+    const [w] = found;
+    assert.equal(w.pid, process.pid);
+    assert.equal(w.version, VERSION);
+    assert.ok(w.id.startsWith(`${w.host}:${process.pid}:`), w.id);
+    assert.deepEqual(w.running.map((r) => r.id), ['slow']);
+    assert.equal(w.expires - w.beat, BEAT_MS * 3);
+    assert.ok(runCli('workers').includes(w.id), 'the C++ side reads the same entry');
+    release();
+    stop.abort();
+    await worker;
+    assert.deepEqual((await workers(redis)).filter((x) => x.id === w.id), [], 'a loop that ends leaves');
   });
   redis.disconnect();
 } finally {

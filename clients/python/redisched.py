@@ -31,8 +31,12 @@ a replica is lost with it: replicas=N has each call that changes a job wait
 """
 
 import binascii
+import os
+import socket
+import threading
 import time
 import urllib.parse
+import uuid
 import weakref
 from dataclasses import dataclass
 
@@ -431,14 +435,93 @@ class Topic:
         return out
 
 
+VERSION = "python-0.1.0"  # what a worker loop's registry entry says it runs
+BEAT_S = 5.0  # a worker loop's beat; its entry lives three of them
+
+
+def _registry_keys(prefix):
+    return (f"{prefix}:{{~workers}}:alive", f"{prefix}:{{~workers}}:entries")
+
+
+@dataclass
+class WorkerEntry:
+    """A worker of the registry (docs/redis-api.md, "the worker registry")."""
+    id: str
+    host: str
+    pid: int
+    version: str
+    started: int  # ms, the worker host's clock
+    beat: int  # its last beat, ms (Redis's clock)
+    expires: int  # when its entry expires without another, ms
+    topics: list  # [(topic, concurrency)]
+    running: list  # [(topic, job id, started ms)]
+
+
+def workers(r, prefix="redisched"):
+    """The workers alive, in id order: [WorkerEntry]."""
+    reply = r.execute_command("FCALL_RO", "redisched_workers", 2, *_registry_keys(prefix))
+    out = []
+    for w in reply[1:]:
+        t, run = w[7], w[8]
+        out.append(WorkerEntry(_text(w[0]), _text(w[1]), w[2], _text(w[3]), w[4], w[5], w[6],
+                               [(_text(t[i]), t[i + 1]) for i in range(0, len(t), 2)],
+                               [(_text(run[i]), _text(run[i + 1]), run[i + 2])
+                                for i in range(0, len(run), 3)]))
+    return out
+
+
+class _Registration:
+    """work()'s entry in the worker registry: beaten every BEAT_S by a
+    thread of its own, with the job the loop runs then; deleted when the
+    loop ends. A refused or lost beat costs the loop nothing: it is listed
+    again at the next."""
+
+    def __init__(self, topic, concurrency=1):
+        self.r = topic.redis
+        self.keys = _registry_keys(topic.prefix)
+        self.host = socket.gethostname()
+        self.id = f"{self.host}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.words = [self.host, os.getpid(), VERSION, int(time.time() * 1000),
+                      1, topic.name, concurrency]
+        self.topic = topic.name
+        self.running = None  # (job id, started ms): set by the loop
+        self._ended = threading.Event()
+        self._beat()
+        self._thread = threading.Thread(target=self._beats, daemon=True)
+        self._thread.start()
+
+    def _beats(self):
+        while not self._ended.wait(BEAT_S):
+            self._beat()
+
+    def _beat(self):
+        running = self.running
+        jobs = [] if running is None else [self.topic, *running]
+        try:
+            self.r.execute_command("FCALL", "redisched_beat", 2, *self.keys, self.id,
+                                   int(BEAT_S * 3000), *self.words, len(jobs) // 3, *jobs)
+        except _redis.RedisError:
+            pass
+
+    def leave(self):
+        self._ended.set()
+        self._thread.join()
+        try:
+            self.r.execute_command("FCALL", "redisched_leave", 2, *self.keys, self.id)
+        except _redis.RedisError:
+            pass
+
+
 def work(topic, handler, stop=lambda: False, batch=10, ttr_ms=30000):
     """Runs handler(job) on the topic's jobs until stop() is true: a return
     acks the job, an exception fails it with its text. Between jobs it
     sleeps on the wake-up channel until the next due time Redis gave, or a
     signal of an earlier one; no polling. Through a failover it subscribes
     again (the signals sent meanwhile are lost; the reserve that follows
-    finds their jobs)."""
+    finds their jobs). It keeps an entry in the worker registry (workers())
+    while it runs."""
     sub = None
+    entry = _Registration(topic)
     try:
         while not stop():
             if sub is None:
@@ -449,11 +532,13 @@ def work(topic, handler, stop=lambda: False, batch=10, ttr_ms=30000):
                 sub = _subscribed(topic.redis, channels, topic.failover_s)
             r = topic.reserve(batch, ttr_ms)
             for job in r.jobs:
+                entry.running = (_text(job.id), int(time.time() * 1000))
                 try:
                     handler(job)
                     failure = None
                 except Exception as e:  # the job's failure, not the worker's
                     failure = str(e) or type(e).__name__
+                entry.running = None
                 try:
                     if failure is None:
                         topic.ack(job)
@@ -475,6 +560,7 @@ def work(topic, handler, stop=lambda: False, batch=10, ttr_ms=30000):
                 _let_go(topic.redis, sub)  # subscribe again, then reserve at once
                 sub = None
     finally:
+        entry.leave()
         if sub is not None:
             _let_go(topic.redis, sub)
 

@@ -190,6 +190,41 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual(t.get("bad")["state"], b"dead")
         self.assertEqual(t.get("bad")["error"], b"boom")
 
+    def test_a_worker_loop_keeps_an_entry_in_the_registry_and_leaves(self):
+        t = self.topic("registry")
+        started, release, stop = threading.Event(), threading.Event(), threading.Event()
+
+        def handler(job):
+            started.set()
+            release.wait(10)
+
+        t.put("slow", b"x")
+        worker = threading.Thread(target=redisched.work, args=(t, handler, stop.is_set))
+        worker.start()
+        try:
+            self.assertTrue(started.wait(5))
+            deadline = time.monotonic() + redisched.BEAT_S + 2  # the next beat lists the job
+            while True:
+                mine = [w for w in redisched.workers(self.r) if ("registry", 1) in w.topics]
+                if (mine and mine[0].running) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            self.assertEqual(len(mine), 1)
+            w = mine[0]
+            self.assertEqual(w.pid, os.getpid())
+            self.assertEqual(w.version, redisched.VERSION)
+            self.assertTrue(w.id.startswith(w.host + ":" + str(os.getpid()) + ":"))
+            self.assertEqual([(topic, job) for topic, job, _ in w.running], [("registry", "slow")])
+            self.assertEqual(w.expires - w.beat, int(redisched.BEAT_S * 3000))
+            # The C++ side reads the same entry.
+            self.assertIn(w.id, self.cli("workers"))
+        finally:
+            release.set()
+            stop.set()
+            worker.join()
+        self.assertEqual([w for w in redisched.workers(self.r) if w.id == mine[0].id], [],
+                         "a loop that ends leaves the registry")
+
 
 if __name__ == "__main__":
     unittest.main(argv=sys.argv[:1], verbosity=2)

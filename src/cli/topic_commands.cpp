@@ -200,6 +200,33 @@ void add_topic_commands(CLI::App& app, Action& selected) {
     };
   });
 
+  auto* workers = app.add_subcommand(
+      "workers", "the workers alive (the worker registry): topics, concurrency, running jobs");
+  workers->callback([&selected] {
+    selected = [](Session& s) {
+      const auto all = s.client().workers();
+      const auto now = s.client().now_ms();
+      if (!s.json()) std::cout << "worker\thost\tpid\tversion\tbeat_age_ms\ttopics\trunning\n";
+      for (const auto& w : all) {
+        if (s.json()) {
+          print_json(wire::worker_json(w));
+          continue;
+        }
+        std::string handles, runs;
+        for (const auto& t : w.topics) {
+          handles += (handles.empty() ? "" : ",") + t.topic + "*" + std::to_string(t.concurrency);
+        }
+        for (const auto& r : w.running) {
+          runs += (runs.empty() ? "" : ",") + r.topic + "/" + r.id;
+        }
+        std::cout << w.id << "\t" << w.host << "\t" << w.pid << "\t" << w.version << "\t"
+                  << now - w.beat_ms << "\t" << (handles.empty() ? "-" : handles) << "\t"
+                  << (runs.empty() ? "-" : runs) << "\n";
+      }
+      return 0;
+    };
+  });
+
   auto l = std::make_shared<TopicArgs>();
   auto* list_cmd = app.add_subcommand("list", "jobs of one state, in the order they leave it");
   list_cmd->add_option("topic", l->topic)->required();

@@ -290,6 +290,13 @@ awaitable<Response> list_topics(ApiContext& ctx, Request& req, const Params&) {
   co_return ok_json(req, json::object{{"topics", std::move(out)}});
 }
 
+awaitable<Response> list_workers(ApiContext& ctx, Request& req, const Params&) {
+  const auto workers = co_await ctx.client.workers_async(asio::use_awaitable);
+  json::array out;
+  for (const auto& w : workers) out.push_back(wire::worker_json(w));
+  co_return ok_json(req, json::object{{"workers", std::move(out)}});
+}
+
 awaitable<Response> topic_stats(ApiContext& ctx, Request& req, const Params& p) {
   auto s = co_await ctx.client.stats_async(p.topic, asio::use_awaitable);
   co_return ok_json(req, wire::stats_json(p.topic, s));
@@ -566,6 +573,7 @@ const std::vector<Route>& table() {
       {"/v1/events", {{verb::get, events_head, Role::read}}, false, &kEventsQuery},
       {"/v1/topics", {{verb::get, list_topics, Role::read}}, false, &kNoQuery},
       {"/v1/topics/{topic}", {{verb::get, topic_stats, Role::read}}, false, &kNoQuery},
+      {"/v1/workers", {{verb::get, list_workers, Role::read}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs",
        {{verb::get, list_jobs, Role::read}, {verb::post, add_job, Role::produce}},
        false,

@@ -178,6 +178,25 @@ Job job_from_json(const json::object& o) {
   return j;
 }
 
+json::object worker_json(const WorkerEntry& w) {
+  json::array topics, running;
+  for (const auto& t : w.topics) {
+    topics.push_back(json::object{{"topic", t.topic}, {"concurrency", t.concurrency}});
+  }
+  for (const auto& r : w.running) {
+    running.push_back(json::object{{"topic", r.topic}, {"id", r.id}, {"started", r.started_ms}});
+  }
+  return json::object{{"id", w.id},
+                      {"host", w.host},
+                      {"pid", w.pid},
+                      {"version", w.version},
+                      {"started", w.started_ms},
+                      {"beat", w.beat_ms},
+                      {"expires", w.expires_ms},
+                      {"topics", std::move(topics)},
+                      {"running", std::move(running)}};
+}
+
 json::object stats_json(std::string_view topic, const TopicStats& s) {
   return json::object{{"topic", topic},
                       {"delayed", s.delayed},

@@ -31,6 +31,8 @@ Job job_from_json(const boost::json::object& o);
 
 // A topic's counts, as the CLI's stats --json and GET /v1/topics/{t} give them.
 boost::json::object stats_json(std::string_view topic, const TopicStats& s);
+// A worker of the registry (GET /v1/workers, `redisched workers --json`).
+boost::json::object worker_json(const WorkerEntry& w);
 // A topic's limits: {"rate", "window_ms" (0 without a rate), "concurrency",
 // "aging_ms"}.
 boost::json::object limits_json(const TopicLimits& l);

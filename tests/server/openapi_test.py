@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import jsonschema
@@ -248,6 +249,13 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", f"{t}/webhook")[0], 404)
         self.assertEqual(self.call("PUT", f"{t}/webhook", {"url": "http://127.0.0.1:9/h"})[0], 200)
         self.assertEqual(self.call("GET", f"{t}/webhook")[1]["url"], "http://127.0.0.1:9/h")
+        # The webhook's worker, in the worker registry.
+        for _ in range(100):
+            workers = self.call("GET", "/v1/workers")[1]["workers"]
+            if any(x["topic"] == "ops" for w in workers for x in w["topics"]):
+                break
+            time.sleep(0.05)
+        self.assertTrue(any(x["topic"] == "ops" for w in workers for x in w["topics"]), workers)
         self.assertEqual(self.call("DELETE", f"{t}/webhook")[0], 200)
         self.assertEqual(self.call("PUT", f"{t}/webhook", {"url": "ftp://x"})[0], 400)
         self.assertEqual(self.call("GET", "/healthz", token=False)[1]["status"], "ok")

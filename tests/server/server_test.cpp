@@ -174,6 +174,37 @@ TEST_F(ServerTest, TopicsStatsPauseResume) {
   EXPECT_TRUE(found);
 }
 
+// A webhook's worker keeps an entry in the worker registry, served by
+// GET /v1/workers with its topic and concurrency; it leaves when the
+// webhook goes.
+TEST_F(ServerTest, WorkersListsAWebhooksWorker) {
+  auto mine = [&]() -> boost::json::object {
+    auto a = call("GET", "/v1/workers");
+    EXPECT_EQ(a.status, 200) << a.body;
+    const auto doc = parse(a.body);
+    for (const auto& w : doc.at("workers").as_array()) {
+      for (const auto& t : w.at("topics").as_array()) {
+        if (t.at("topic").as_string() == topic_) return w.as_object();
+      }
+    }
+    return {};
+  };
+  ASSERT_EQ(call("PUT", "/v1/topics/" + topic_ + "/webhook",
+                 R"({"url":"http://127.0.0.1:9/hook","concurrency":7,"timeout_ms":1000})")
+                .status,
+            200);
+  ASSERT_TRUE(test::wait_until([&] { return !mine().empty(); })) << "no entry for the webhook";
+  const auto w = mine();
+  EXPECT_EQ(w.at("pid").as_int64(), serve_->pid());
+  EXPECT_EQ(w.at("version").as_string(), std::string(version()));
+  EXPECT_FALSE(w.at("host").as_string().empty());
+  EXPECT_EQ(w.at("topics").as_array()[0].at("concurrency").as_int64(), 7);
+  EXPECT_TRUE(w.at("running").as_array().empty());
+  EXPECT_GT(w.at("expires").as_int64(), w.at("beat").as_int64());
+  EXPECT_EQ(call("DELETE", "/v1/topics/" + topic_ + "/webhook").status, 200);
+  EXPECT_TRUE(test::wait_until([&] { return mine().empty(); })) << "the webhook's worker left";
+}
+
 TEST_F(ServerTest, LongPollIsWokenByAPutAndEndsEmptyAfterItsWait) {
   auto t0 = std::chrono::steady_clock::now();
   auto empty = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", R"({"wait_ms":300})").body);

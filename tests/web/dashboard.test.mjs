@@ -247,6 +247,25 @@ try {
     assert.equal((await serve.api('GET', '/v1/topics/billing/schedules/nightly')).status, 404);
   });
 
+  await test('workers: a webhook\'s worker, its topic and concurrency; gone when the webhook goes', async () => {
+    const hook = await serve.api('PUT', '/v1/topics/hooked/webhook', { url: 'http://127.0.0.1:9/hook', concurrency: 4 });
+    assert.equal(hook.status, 200);
+    await page.goto(`${serve.base}/#/workers`);
+    const row = page.locator('#workers-table tr:has(a:has-text("hooked (4)"))');
+    await row.waitFor({ timeout: 10000 });
+    const text = await row.textContent();
+    assert.ok(text.includes('idle'), text);
+    const { workers } = (await serve.api('GET', '/v1/workers')).json;
+    const mine = workers.find((w) => w.topics.some((t) => t.topic === 'hooked'));
+    assert.ok(text.includes(mine.id) && text.includes(String(mine.pid)), text);
+    await page.screenshot({ path: join(artifacts, 'workers.png'), fullPage: true });
+    await page.click('#workers-table a:has-text("hooked (4)")');
+    await page.waitForSelector('#topic-name:has-text("hooked")');
+    assert.equal((await serve.api('DELETE', '/v1/topics/hooked/webhook')).status, 200);
+    await page.goto(`${serve.base}/#/workers`);
+    await page.waitForSelector('#workers-table tr:has(a:has-text("hooked (4)"))', { state: 'detached', timeout: 12000 });
+  });
+
   await test('keyboard: tab to the form and put with Enter; phone width', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${serve.base}/#/send`);
