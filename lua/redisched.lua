@@ -3591,17 +3591,19 @@ Output: 1 registered (new, or after its entry expired), 2 renewed.
   end
 
 --[[ redisched_leave: a worker that ends deletes its entry at once.
-ARGV: id
-Output: 1 deleted, 0 there was none.
+ARGV: id [NOW ms]
+Output: 1 deleted, 0 there was none alive (one that had expired is deleted
+  all the same).
 ]]
   function registry.leave(keys, args)
     local alive, entries = registry.keys(keys)
     local id = text(args[1], 'worker id', WORKER_ID_MAX)
-    if #args > 1 then bad('unknown option ' .. show(args[2])) end
-    if not redis.call('ZSCORE', alive, id) then return MISSING end
+    local now = clock(options(args, 2, #args, OPT_NOW))
+    local expires = redis.call('ZSCORE', alive, id)
+    if not expires then return MISSING end
     redis.call('ZREM', alive, id)
     redis.call('HDEL', entries, id)
-    return OK
+    return tonumber(expires) > now and OK or MISSING
   end
 
 --[[ redisched_workers: the workers alive (read-only).
@@ -3622,12 +3624,15 @@ Output: {now, worker, ...} in id order, at most 10000, each a flat array:
     end
     table.sort(ids)
     local out = { now }
-    if #ids == 0 then return out end
-    local packed = redis.call('HMGET', entries, unpack(ids))
-    for j, id in ipairs(ids) do
-      if packed[j] then
-        local e = cmsgpack.unpack(packed[j])
-        out[#out + 1] = { id, e[1], e[2], e[3], e[4], e[5], expires[id], e[6], e[7] }
+    -- (In parts: Lua unpacks at most about 8000 values.)
+    for from = 1, #ids, 1000 do
+      local part = { unpack(ids, from, math.min(from + 999, #ids)) }
+      local packed = redis.call('HMGET', entries, unpack(part))
+      for j, id in ipairs(part) do
+        if packed[j] then
+          local e = cmsgpack.unpack(packed[j])
+          out[#out + 1] = { id, e[1], e[2], e[3], e[4], e[5], expires[id], e[6], e[7] }
+        end
       end
     end
     return out

@@ -426,9 +426,9 @@ class Registration {
       process.pid, VERSION, this.started, 1, this.topic, 1, jobs.length / 3, ...jobs).catch(() => {});
   }
 
-  async leave() {
+  leave() {
     clearInterval(this.timer);
-    await this.redis.call('FCALL', 'redisched_leave', 2, ...this.keys, this.id).catch(() => {});
+    return this.redis.call('FCALL', 'redisched_leave', 2, ...this.keys, this.id).catch(() => {});
   }
 }
 
@@ -440,7 +440,7 @@ class Registration {
 // signals sent meanwhile are lost, not their jobs. It keeps an entry in
 // the worker registry (workers()) while it runs.
 export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 } = {}) {
-  const entry = new Registration(topic);
+  let entry = null;
   const sub = topic.redis.duplicate({ autoResubscribe: false }); // this loop subscribes
   let wake = () => {};
   let lost = 0, subscribedAt = -1; // connections lost so far; at which count it subscribed
@@ -449,6 +449,7 @@ export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 }
   sub.on('error', () => {}); // the calls below meet them; unheard, ioredis would print them
   const aborted = new Promise((resolve) => signal?.addEventListener('abort', resolve));
   try {
+    entry = new Registration(topic);
     while (!signal?.aborted) {
       if (subscribedAt !== lost) {
         // Subscribed before the reserve: nothing falls between (to each
@@ -488,7 +489,8 @@ export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 }
       clearTimeout(timer);
     }
   } finally {
-    await entry.leave();
     sub.disconnect();
+    // (Redis away: the entry lapses by itself; the loop does not wait on it.)
+    await Promise.race([entry?.leave(), sleep(2000)]);
   }
 }

@@ -505,7 +505,7 @@ class _Registration:
 
     def leave(self):
         self._ended.set()
-        self._thread.join()
+        self._thread.join(BEAT_S)  # (a beat stuck on a lost connection is not waited out)
         try:
             self.r.execute_command("FCALL", "redisched_leave", 2, *self.keys, self.id)
         except _redis.RedisError:
@@ -560,9 +560,11 @@ def work(topic, handler, stop=lambda: False, batch=10, ttr_ms=30000):
                 _let_go(topic.redis, sub)  # subscribe again, then reserve at once
                 sub = None
     finally:
-        entry.leave()
-        if sub is not None:
-            _let_go(topic.redis, sub)
+        try:
+            if sub is not None:
+                _let_go(topic.redis, sub)
+        finally:
+            entry.leave()
 
 
 def _text(b):

@@ -128,9 +128,9 @@ struct WorkerOptions {
   // once however many run.
   bool run_schedules = true;
   // Keep an entry in the worker registry (Client::workers, GET /v1/workers,
-  // `redisched workers`): its topics, concurrency and running jobs, beaten
-  // every beat_interval, alive for three of them, deleted when it stops.
-  // 1 s .. 20 min; 0: no entry.
+  // `redisched workers`): its topics (the first 1000), concurrency and
+  // running jobs (1000 at most), beaten every beat_interval, alive for
+  // three of them, deleted when it stops. 1 s .. 20 min; 0: no entry.
   Millis beat_interval{5000};
 };
 
@@ -194,8 +194,9 @@ class Worker {
   // run(), then until SIGINT or SIGTERM, then cancel(shutdown_timeout).
   void run_until_signal();
   bool running() const;
-  // Its id in the worker registry (WorkerOptions::beat_interval), from
-  // run() on; empty without an entry.
+  // Its id in the worker registry (WorkerOptions::beat_interval), once
+  // run() returned (not while it runs on another thread); empty without
+  // an entry.
   std::string id() const;
 
   std::vector<RunningJob> running_jobs() const;

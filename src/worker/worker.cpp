@@ -51,8 +51,10 @@ void check_options(const HandlerOptions& o) {
   }
 }
 
-// The registry's bounds on a beat's ttl (three intervals): 1 s .. 1 h.
+// The registry's bounds on a beat's ttl (three intervals): 1 s .. 1 h; and
+// on what an entry lists (the first 1000 topics, and running jobs).
 constexpr Millis kBeatIntervalMin{1000}, kBeatIntervalMax{1200000};
+constexpr auto kListed = static_cast<std::size_t>(limits::kBatchMax);
 
 void check_options(const WorkerOptions& o) {
   const auto every = o.beat_interval;
@@ -167,7 +169,10 @@ class Worker::Impl {
       entry.pid = ::getpid();
       entry.version = std::string(version());
       entry.started_ms = wall_ms();
-      for (auto& t : topics) entry.topics.push_back({t->topic(), t->concurrency()});
+      for (auto& t : topics) {
+        if (entry.topics.size() == kListed) break;  // (the registry's bound)
+        entry.topics.push_back({t->topic(), t->concurrency()});
+      }
       asio::post(io, [this] { beat(); });
     }
     running = true;
@@ -180,7 +185,6 @@ class Worker::Impl {
     WorkerEntry now = entry;
     std::vector<RunningJob> jobs;
     for (const auto& t : topics) t->snapshot(jobs);
-    constexpr auto kListed = static_cast<std::size_t>(limits::kBatchMax);  // (the registry's bound)
     if (jobs.size() > kListed) jobs.resize(kListed);
     for (auto& j : jobs) now.running.push_back({j.topic, j.id, j.started_ms});
     shared.count_call(1);

@@ -1569,11 +1569,26 @@ TEST_F(RegistryTest, ABeatRegistersRenewsAndExpires) {
 
 TEST_F(RegistryTest, LeaveDeletesTheEntryAtOnce) {
   beat("w1", 5000, 1000);
-  auto r = registry("leave", {"w1"});
+  auto r = registry("leave", {"w1", "NOW", "1001"});
   EXPECT_EQ(r->integer, 1);
   EXPECT_TRUE(alive(1001).empty());
   EXPECT_EQ(stored(), 0);
   EXPECT_EQ(registry("leave", {"w1"})->integer, 0);
+  // One that expired is not alive: 0, and it is deleted all the same.
+  beat("w2", 1000, 1000);
+  EXPECT_EQ(registry("leave", {"w2", "NOW", "2000"})->integer, 0);
+  EXPECT_EQ(stored(), 0);
+}
+
+TEST_F(RegistryTest, AReadOfManyWorkersGoesInParts) {
+  // More than Lua unpacks at once (about 8000 values).
+  for (int i = 0; i < 8200; ++i) {
+    redis_.call({"ZADD", alive_, "100000", "w" + std::to_string(i)});
+  }
+  for (int i = 0; i < 8200; i += 100) beat("w" + std::to_string(i), 5000, 1000);
+  auto r = registry("workers", {"NOW", "2000"}, true);
+  ASSERT_EQ(r->type, REDIS_REPLY_ARRAY) << (r->str ? r->str : "");
+  EXPECT_EQ(r->elements, 1u + 82u) << "the ones with an entry, of 8200 alive";
 }
 
 TEST_F(RegistryTest, BadBeatsAreRefusedByNameAndChangeNothing) {
