@@ -125,7 +125,7 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 173 of the 200 locals Lua allows a function
+Locals: the main chunk holds 178 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
@@ -175,6 +175,12 @@ local RATE_MAX = 1000000         -- jobs per window
 local WINDOW_MAX = 86400000      -- a day
 local CONCURRENCY_MAX = 1000000
 local AGING_MAX = 86400000       -- ms of waiting a level of priority is worth, at most
+-- The worker registry's bounds (redisched_beat, redisched_workers).
+local WORKER_ID_MAX = 128
+local WORKER_LIST_MAX = 1000     -- topics, and running jobs, one entry lists
+local BEAT_TTL_MIN = 1000
+local BEAT_TTL_MAX = 3600000
+local WORKERS_READ_MAX = 10000   -- entries one read returns
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
 local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases',
@@ -3508,15 +3514,10 @@ end
 -- entry expires; a later beat, of any worker, deletes it.
 local registry = {}
 do
-  local WORKER_ID_MAX = 128
   local TEXT_MAX = 255          -- host, version
   local TOPIC_MAX = 128         -- bytes of a topic's name (the clients' limit)
-  local TOPICS_MAX = 1000       -- topics one entry lists
-  local RUNNING_MAX = 1000      -- jobs one entry lists
-  local TTL_MIN, TTL_MAX = 1000, 3600000
   local PID_MAX = 2147483647
   local PRUNE_BATCH = 100       -- expired entries one beat deletes
-  local READ_MAX = 10000        -- entries one read returns
 
   function registry.keys(keys)
     local alive, entries = keys[1], keys[2]
@@ -3556,21 +3557,21 @@ Output: 1 registered (new, or after its entry expired), 2 renewed.
   function registry.beat(keys, args)
     local alive, entries = registry.keys(keys)
     local id = text(args[1], 'worker id', WORKER_ID_MAX)
-    local ttl = int_arg(args[2], 'ttl', TTL_MIN, TTL_MAX)
+    local ttl = int_arg(args[2], 'ttl', BEAT_TTL_MIN, BEAT_TTL_MAX)
     local host = text(args[3], 'host', TEXT_MAX, true)
     local pid = int_arg(args[4], 'pid', 0, PID_MAX)
     local version = text(args[5], 'version', TEXT_MAX, true)
     local started = int_arg(args[6], 'started', 0, MS_MAX)
     local i = 7
     local topics = {}
-    for _ = 1, int_arg(args[i], 'ntopics', 0, TOPICS_MAX) do
+    for _ = 1, int_arg(args[i], 'ntopics', 0, WORKER_LIST_MAX) do
       topics[#topics + 1] = topic(args[i + 1])
       topics[#topics + 1] = int_arg(args[i + 2], 'concurrency', 1, CONCURRENCY_MAX)
       i = i + 2
     end
     i = i + 1
     local running = {}
-    for _ = 1, int_arg(args[i], 'nrunning', 0, RUNNING_MAX) do
+    for _ = 1, int_arg(args[i], 'nrunning', 0, WORKER_LIST_MAX) do
       running[#running + 1] = topic(args[i + 1])
       running[#running + 1] = id_arg(args[i + 2])
       running[#running + 1] = int_arg(args[i + 3], 'started', 0, MS_MAX)
@@ -3616,7 +3617,7 @@ Output: {now, worker, ...} in id order, at most 10000, each a flat array:
     local alive, entries = registry.keys(keys)
     local now = clock(options(args, 1, #args, OPT_NOW))
     local live = redis.call('ZRANGEBYSCORE', alive, '(' .. fmt(now), '+inf', 'WITHSCORES',
-                            'LIMIT', 0, READ_MAX)
+                            'LIMIT', 0, WORKERS_READ_MAX)
     local ids, expires = {}, {}
     for j = 1, #live, 2 do
       ids[#ids + 1] = live[j]

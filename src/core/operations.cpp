@@ -320,10 +320,10 @@ TickOutcome Tick::decode(const Reply& r) { return parse_tick(r); }
 
 namespace {
 
-// The library's bounds (lua/redisched.lua, the worker registry), checked
-// before anything goes out; the library checks every word again.
-constexpr std::int64_t kBeatTtlMin = 1000, kBeatTtlMax = 3600000;
-constexpr std::size_t kWorkerIdMax = 128, kRegistryListMax = 1000;
+// The library's bounds (redisched/limits.h), checked before anything goes
+// out; the library checks every word again.
+constexpr auto kWorkerIdMax = static_cast<std::size_t>(limits::kWorkerIdMax);
+constexpr auto kRegistryListMax = static_cast<std::size_t>(limits::kWorkerListMax);
 
 void check_worker_id(std::string_view id) {
   if (id.empty()) throw Error(Errc::invalid_argument, "worker id is empty");
@@ -337,9 +337,10 @@ void check_worker_id(std::string_view id) {
 
 void Beat::check(const Args& a, const ClientOptions& /*o*/) {
   check_worker_id(a.entry.id);
-  if (a.ttl.count() < kBeatTtlMin || a.ttl.count() > kBeatTtlMax) {
-    throw Error(Errc::invalid_argument, "a beat's ttl must be from " + std::to_string(kBeatTtlMin) +
-                                            " to " + std::to_string(kBeatTtlMax) + " ms, got " +
+  if (a.ttl.count() < limits::kBeatTtlMin || a.ttl.count() > limits::kBeatTtlMax) {
+    throw Error(Errc::invalid_argument, "a beat's ttl must be from " +
+                                            std::to_string(limits::kBeatTtlMin) + " to " +
+                                            std::to_string(limits::kBeatTtlMax) + " ms, got " +
                                             std::to_string(a.ttl.count()));
   }
   if (a.entry.topics.size() > kRegistryListMax || a.entry.running.size() > kRegistryListMax) {

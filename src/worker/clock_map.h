@@ -13,6 +13,14 @@
 
 namespace redisched::worker {
 
+// This host's wall clock (ms since the epoch), for what an operator reads
+// beside other hosts' times (a worker's start, a job's, in the registry).
+inline std::int64_t wall_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 class ClockMap {
  public:
   using Steady = std::chrono::steady_clock;

@@ -2,21 +2,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <utility>
 
+#include "worker/clock_map.h"
+
 namespace redisched::worker {
-namespace {
-
-// Wall-clock ms: when a handler started a job, as an operator reads it.
-std::int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 struct HandlerPool::Life {
   explicit Life(HandlerPool* p) : pool(p), topic(p->calls_.topic()) {}
@@ -193,7 +184,7 @@ void HandlerPool::serve() {
       if (queue_.empty()) return;
       job = queue_.front().job;
       key = queue_.front().key;
-      queue_.front().started_ms = now_ms();
+      queue_.front().started_ms = wall_ms();
       running_.emplace(key, std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -207,7 +198,7 @@ void HandlerPool::start_async() {
   std::vector<std::pair<Reservation, std::uint64_t>> jobs;
   {
     std::lock_guard lock(mu_);
-    const std::int64_t now = now_ms();
+    const std::int64_t now = wall_ms();
     for (auto& r : queue_) {
       jobs.emplace_back(r.job, r.key);
       r.started_ms = now;

@@ -21,6 +21,7 @@
 #include "redisched/runtime.h"
 #include "redisched/scheduler.h"
 #include "redisched/version.h"
+#include "worker/clock_map.h"
 #include "worker/topic_runner.h"
 
 namespace redisched {
@@ -51,10 +52,11 @@ void check_options(const HandlerOptions& o) {
   }
 }
 
-// The registry's bounds on a beat's ttl (three intervals): 1 s .. 1 h; and
-// on what an entry lists (the first 1000 topics, and running jobs).
-constexpr Millis kBeatIntervalMin{1000}, kBeatIntervalMax{1200000};
-constexpr auto kListed = static_cast<std::size_t>(limits::kBatchMax);
+// A beat every 1 s at the most often, and its ttl (three intervals) within
+// the registry's bound; an entry lists what the registry takes (the first
+// topics, and running jobs).
+constexpr Millis kBeatIntervalMin{1000}, kBeatIntervalMax{limits::kBeatTtlMax / 3};
+constexpr auto kListed = static_cast<std::size_t>(limits::kWorkerListMax);
 
 void check_options(const WorkerOptions& o) {
   const auto every = o.beat_interval;
@@ -64,12 +66,6 @@ void check_options(const WorkerOptions& o) {
                                             std::to_string(kBeatIntervalMax.count()) + " ms, got " +
                                             std::to_string(every.count()));
   }
-}
-
-std::int64_t wall_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 // "<host>:<pid>:<8 hex digits>": unique among the workers alive, also of
@@ -168,7 +164,7 @@ class Worker::Impl {
       entry.id = new_worker_id(entry.host);
       entry.pid = ::getpid();
       entry.version = std::string(version());
-      entry.started_ms = wall_ms();
+      entry.started_ms = worker::wall_ms();
       for (auto& t : topics) {
         if (entry.topics.size() == kListed) break;  // (the registry's bound)
         entry.topics.push_back({t->topic(), t->concurrency()});
