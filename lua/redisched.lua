@@ -64,6 +64,15 @@ pull). A producer waiting for a job listens there, then reads the job with
 get (docs/redis-api.md, "Waiting for a job"). Acks without KEEP, the hot
 path, publish nothing.
 
+Sweep signal (version 29): a reserve or touch that gives the topic a
+reservation lapsing before every other it holds publishes "lapse <T>
+<deadline ms>", and a schedule put publishes "schedules <T>", with PUBLISH
+(every node of a cluster hears it) on P:sweep, once per call (a failed
+publish, say an ACL without the channel, leaves the call done). A sweeper
+(serve) listens there and requeues a topic when its reservations may
+lapse, instead of calling every topic in turn (docs/redis-api.md, "Sweep
+signal").
+
 Time is the Redis server's clock in milliseconds, from 0 to MS_MAX (2^43 - 1,
 in the year 2248). Every function that reads the clock accepts "NOW <ms>" for
 tests that need to control time (but kick, whose arguments are all ids).
@@ -125,12 +134,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 178 of the 200 locals Lua allows a function
+Locals: the main chunk holds 179 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 28 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 29 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -301,7 +310,8 @@ local function check_keys(keys)
   local k = { n = n, jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
               dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8],
               queue = keys[9] or base .. ':queue', later = keys[10] or base .. ':later',
-              gone = keys[11] or base .. ':gone' }
+              gone = keys[11] or base .. ':gone',
+              tag = base:sub(open + 1, close - 1), sweep = base:sub(1, open - 1) .. 'sweep' }
   if n_checked >= 1000 then checked, n_checked = {}, 0 end
   checked[keys[1]], n_checked = k, n_checked + 1
   return k
@@ -696,6 +706,12 @@ local function wake(at)
   if not wake_at or at < wake_at then wake_at = at end
 end
 
+-- The sweep signal (version 29): {channel, message} when this call gave
+-- the topic a reservation that lapses before every other it holds, or a
+-- schedule; api() publishes it (PUBLISH, not SPUBLISH: a sweeper cannot
+-- know every topic's channel, so it listens on one for all, P:sweep).
+local sweep_notice = nil
+
 -- The jobs this call finished (acked with KEEP, dead, or deleted): api()
 -- publishes their ids, one message per call, on P:{T}:done for waiters.
 local finished_ids = {}
@@ -797,6 +813,15 @@ function reservations.earliest(k)
   local t = first[2] and tonumber(first[2])
   if not t or t == math.huge then return -1 end
   return t
+end
+
+-- A reservation lapsing at deadline is about to go in: when it lapses
+-- before every one the topic holds, the sweep signal says so.
+function reservations.announce(k, deadline)
+  local e = reservations.earliest(k)
+  if e < 0 or deadline < e then
+    sweep_notice = { k.sweep, 'lapse ' .. k.tag .. ' ' .. fmt(deadline) }
+  end
 end
 
 -- The earliest deadline after now, or -1.
@@ -2406,7 +2431,7 @@ local function reserve(keys, args)
     -- The records stay as they are: the reservation lives in the reserved
     -- set and the leases hash. A job of TTR 0 is taken for good instead, as
     -- pull takes it: token 0, deadline 0, no reservation.
-    local leases, zadd, w, once, per_ttr = {}, {}, 0, nil, {}
+    local leases, zadd, w, once, per_ttr, first = {}, {}, 0, nil, {}, nil
     for i, id in ipairs(ids) do
       local rec = recs[i]
       if rec then
@@ -2435,6 +2460,7 @@ local function reserve(keys, args)
           if not t then
             t = { fmt(deadline), lease_tail(now, ttr) }
             per_ttr[ttr] = t
+            if not first or deadline < first then first = deadline end
           end
           local tok = fmt(token)
           leases[w + 1], leases[w + 2] = id, tok .. t[2]
@@ -2450,6 +2476,7 @@ local function reserve(keys, args)
     if w > 0 then
       leases[w + 1], leases[w + 2] = PIN.lease, PIN.lease_value
       redis.call('HSET', k.leases, unpack(leases))
+      reservations.announce(k, first)
       -- The pin first: a set that is still a listpack becomes a skiplist
       -- before the reservations go in.
       redis.call('ZADD', k.reserved, '+inf', PIN.member, unpack(zadd))
@@ -2774,6 +2801,7 @@ local function touch(keys, args)
   if lease then held_token, _, lease_ttr = parse_lease(lease) end
   if held_token ~= token then return not_held(k, id) end
   local deadline = now + (ttr or lease_ttr)
+  reservations.announce(k, deadline)
   redis.call('ZADD', k.reserved, deadline, lease_member(id, token))
   return deadline
 end
@@ -3223,6 +3251,7 @@ local function schedule(keys, args)
   local old = load_schedule(k, name)
   sc.last = old and old.last or 0
   store_schedule(k, name, sc)
+  sweep_notice = { k.sweep, 'schedules ' .. k.tag }
   if old then return UPDATED end
   redis.call('HINCRBY', k.meta, 'schedules', 1)
   return OK
@@ -3645,13 +3674,15 @@ end
 -- Turns a raised {bad = msg} into a clean error reply; other errors pass on.
 local function api(fn)
   return function(keys, args)
-    wake_at, changed_schedule = nil, nil
+    wake_at, changed_schedule, sweep_notice = nil, nil, nil
     if #finished_ids > 0 then finished_ids = {} end
     local ok, res = pcall(fn, keys, args)
     if ok then
       if wake_at then redis.call('SPUBLISH', keys[3], wake_at) end
       if #finished_ids > 0 then redis.call('SPUBLISH', keys[6], table.concat(finished_ids, '\n')) end
       if changed_schedule then redis.call('SPUBLISH', keys[7], changed_schedule) end
+      -- A hint: a user whose ACL lacks the channel still gets its call done.
+      if sweep_notice then redis.pcall('PUBLISH', sweep_notice[1], sweep_notice[2]) end
       return res
     end
     if type(res) == 'table' and res.bad then return redis.error_reply(res.bad) end

@@ -319,6 +319,14 @@ class Client {
   Subscription watch(std::string_view topic, std::function<void(std::int64_t due_ms)> on_signal,
                      std::function<void()> on_ready = {});
 
+  // Listens to the sweep signal (docs/redis-api.md, "Sweep signal"), one
+  // channel for every topic: on_signal when a call gave a topic a
+  // reservation that lapses before its others, or a schedule. on_ready as
+  // watch()'s: once subscribed, and after every reconnection (signals sent
+  // meanwhile were lost: look at every topic again). Any thread.
+  Subscription watch_sweep(std::function<void(const SweepSignal&)> on_signal,
+                           std::function<void()> on_ready = {});
+
   // The version of the Functions library Redis holds (redisched_version):
   // one read-only call that says Redis answers and the library is there.
   int library_version();
@@ -439,6 +447,9 @@ class Client {
   void library_version_async(Callback<int> done);
   template <AnswerToken<int> Token = use_future_t>
   auto library_version_async(Token&& completion = {});
+  void now_ms_async(Callback<std::int64_t> done);
+  template <AnswerToken<std::int64_t> Token = use_future_t>
+  auto now_ms_async(Token&& completion = {});
   void beat_async(const WorkerEntry& entry, Millis ttl, Callback<bool> done);
   template <AnswerToken<bool> Token = use_future_t>
   auto beat_async(const WorkerEntry& entry, Millis ttl, Token&& completion = {});

@@ -269,6 +269,17 @@ struct WorkerEntry {
   std::int64_t beat_ms = 0, expires_ms = 0;
 };
 
+// What a sweeper must look at (docs/redis-api.md, "Sweep signal").
+struct SweepSignal {
+  enum class Kind {
+    lapse,      // a reservation of topic may lapse at at_ms (Redis's clock)
+    schedules,  // topic has schedules
+  };
+  Kind kind = Kind::lapse;
+  std::string topic;  // the topic (for a spread topic's shard, the topic it is part of)
+  std::int64_t at_ms = 0;
+};
+
 struct RequeueResult {
   int requeued = 0;  // back to ready
   int buried = 0;    // to dead (attempts used up)

@@ -540,6 +540,39 @@ Subscription Client::watch(std::string_view topic,
   return Subscription([w] { w->cancel(); });
 }
 
+Subscription Client::watch_sweep(std::function<void(const SweepSignal&)> on_signal,
+                                 std::function<void()> on_ready) {
+  auto& link = impl_->link("");
+  const std::uint64_t id = link.subscribe(
+      core::sweep_channel(impl_->opts.prefix),
+      [on_signal = std::move(on_signal)](const std::string& message) {
+        // "lapse <T> <deadline ms>" or "schedules <T>"; anything else is a
+        // later version's, for others.
+        const auto first = message.find(' ');
+        if (first == std::string::npos) return;
+        const std::string_view kind(message.data(), first);
+        std::string_view rest = std::string_view(message).substr(first + 1);
+        SweepSignal s;
+        if (kind == "lapse") {
+          const auto space = rest.find(' ');
+          if (space == std::string_view::npos) return;
+          const std::string_view at = rest.substr(space + 1);
+          const auto [end, ec] = std::from_chars(at.data(), at.data() + at.size(), s.at_ms);
+          if (ec != std::errc() || end != at.data() + at.size()) return;
+          rest = rest.substr(0, space);
+        } else if (kind == "schedules") {
+          s.kind = SweepSignal::Kind::schedules;
+        } else {
+          return;
+        }
+        // A shard T~x of a spread topic stands for T.
+        s.topic = std::string(rest.substr(0, rest.find('~')));
+        if (!s.topic.empty()) on_signal(s);
+      },
+      std::move(on_ready));
+  return Subscription([&link, id] { link.unsubscribe(id); });
+}
+
 void Client::library_version_async(Callback<int> done) try {
   core::Command cmd;
   cmd.add("FCALL_RO").add("redisched_version").add("0");
@@ -568,21 +601,22 @@ void Client::workers_async(Callback<std::vector<WorkerEntry>> done) {
 }
 REDISCHED_WRAP(std::vector<WorkerEntry>, workers, (), (std::move(cb)))
 
-std::int64_t Client::now_ms() {
+void Client::now_ms_async(Callback<std::int64_t> done) try {
   core::Command cmd;
   cmd.add("TIME");
-  return wait_for<std::int64_t>(*impl_->runtime, [&](auto cb) {
-    impl_->call<std::int64_t>(
-        "", cmd,
-        [](const Reply& r) {
-          if (r.type != Reply::Type::array || r.elements.size() != 2) {
-            throw Error(Errc::protocol, "unexpected TIME reply");
-          }
-          return std::stoll(r.elements[0].str) * 1000 + std::stoll(r.elements[1].str) / 1000;
-        },
-        std::move(cb));
-  });
+  impl_->call<std::int64_t>(
+      "", cmd,
+      [](const Reply& r) {
+        if (r.type != Reply::Type::array || r.elements.size() != 2) {
+          throw Error(Errc::protocol, "unexpected TIME reply");
+        }
+        return std::stoll(r.elements[0].str) * 1000 + std::stoll(r.elements[1].str) / 1000;
+      },
+      std::move(done));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
 }
+REDISCHED_WRAP(std::int64_t, now_ms, (), (std::move(cb)))
 
 void Client::migrate_async(std::string_view topic, int limit, Callback<Migration> done) try {
   if (limit < 1 || limit > limits::kBatchMax) {

@@ -44,4 +44,6 @@ std::string schedules_channel(std::string_view prefix, std::string_view topic) {
   return topic_keys(prefix, topic)[6];
 }
 
+std::string sweep_channel(std::string_view prefix) { return std::string(prefix) + ":sweep"; }
+
 }  // namespace redisched::core

@@ -38,6 +38,10 @@ std::string finished_channel(std::string_view prefix, std::string_view topic);
 // its meta key.
 std::string schedules_channel(std::string_view prefix, std::string_view topic);
 
+// The sweep signal's channel (docs/redis-api.md, "Sweep signal"):
+// "<prefix>:sweep", a classic channel every topic's calls publish on.
+std::string sweep_channel(std::string_view prefix);
+
 // The worker registry's two keys (docs/redis-api.md, "the worker
 // registry"): "<prefix>:{~workers}:alive" and ":entries", in a slot no
 // topic's keys share (a topic's name holds no '~').

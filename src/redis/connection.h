@@ -74,8 +74,10 @@ class Link {
   virtual void primaries(std::function<void(std::error_code, std::vector<std::size_t>)> done) = 0;
   virtual void send_to_node(std::size_t node, std::string command, ReplyHandler done) = 0;
 
-  // Subscribes to a shard channel (SSUBSCRIBE, on the node that owns it).
-  // Any thread. on_message and on_ready run on the link's I/O thread;
+  // Subscribes to a channel: a shard channel (SSUBSCRIBE, on the node that
+  // owns it) when its name has a hash tag ({...}, as every topic's
+  // channels), else a classic one (SUBSCRIBE, which every node of a cluster
+  // hears; is_shard_channel). Any thread. on_message and on_ready run on the link's I/O thread;
   // on_ready runs once Redis confirmed the subscription and again after
   // every reconnection (messages published meanwhile were lost: look
   // again). A subscription Redis refuses (an ACL without the channel, say)

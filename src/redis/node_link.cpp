@@ -40,7 +40,10 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
   }
 
   void remove(std::uint64_t id, const std::string& channel) {
-    if (table_.drop(id)) send(channel, "SUNSUBSCRIBE", [](std::error_code, Reply) {});
+    if (table_.drop(id)) {
+      send(channel, is_shard_channel(channel) ? "SUNSUBSCRIBE" : "UNSUBSCRIBE",
+           [](std::error_code, Reply) {});
+    }
   }
 
   void close() {
@@ -70,8 +73,8 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
     conn_->start();
   }
 
-  // SSUBSCRIBE or SUNSUBSCRIBE of channel; the reply to the latter is told
-  // apart from the one Redis sends unasked (Pipeline::enqueue_unsubscribe).
+  // (S)SUBSCRIBE or (S)UNSUBSCRIBE of channel; the reply to SUNSUBSCRIBE is
+  // told apart from the one Redis sends unasked (Pipeline::enqueue_unsubscribe).
   void send(const std::string& channel, std::string_view verb, ReplyHandler done) {
     const std::string_view words[] = {verb, channel};
     std::string cmd;
@@ -81,7 +84,7 @@ class Subscriptions : public std::enable_shared_from_this<Subscriptions> {
   }
 
   void send_subscribe(const std::string& channel) {
-    send(channel, "SSUBSCRIBE",
+    send(channel, is_shard_channel(channel) ? "SSUBSCRIBE" : "SUBSCRIBE",
          [this, self = shared_from_this(), channel](std::error_code ec, Reply r) {
            if (ec) return table_.down();  // the connection dropped; up() asks again
            if (!table_.wanted(channel)) return;

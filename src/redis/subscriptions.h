@@ -13,12 +13,21 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "redis/connection.h"
 
 namespace redisched::redis {
+
+// Whether channel is a shard channel (SSUBSCRIBE): named with a hash tag,
+// as a topic's channels are; a channel without one is classic (SUBSCRIBE),
+// as the sweep signal's.
+inline bool is_shard_channel(std::string_view channel) {
+  const auto open = channel.find('{');
+  return open != std::string_view::npos && channel.find('}', open + 1) != std::string_view::npos;
+}
 
 // One subscribe() of a caller. Its handlers run only while it is active:
 // unsubscribe() clears that first, from any thread.

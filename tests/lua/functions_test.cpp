@@ -1351,6 +1351,42 @@ TEST_F(FunctionsTest, KeepAndResultGoWithTheJobAndFinishedJobsAreSignalled) {
   EXPECT_EQ(message(), "y");
 }
 
+// The sweep signal (version 29): one classic channel for every topic, told
+// when a reservation lapses before every other the topic holds, and when a
+// schedule is put: a sweeper requeues a topic when it should, and learns of
+// topics with schedules, without reading every topic.
+TEST_F(FunctionsTest, ReservationsThatLapseFirstAndSchedulesAreSignalledForSweepers) {
+  RawRedis sub(shared_redis().port());
+  ASSERT_EQ(sub.call({"SUBSCRIBE", "redisched:sweep"})->type, REDIS_REPLY_ARRAY);
+  const auto message = [&] {
+    auto m = sub.next();
+    EXPECT_EQ(std::string(m->element[0]->str), "message");
+    return std::string(m->element[2]->str, m->element[2]->len);
+  };
+  const std::string lapse = "lapse " + topic_ + " ";
+  put("a", 1000);
+  put("b", 1000, {"TTR", "500"});
+  put("c", 1000, {"TTR", "60000"});
+  put("d", 1000);
+  ASSERT_EQ(ids(reserve(1, 1000)), (Args{"a"}));
+  EXPECT_EQ(message(), lapse + "31000") << "the first reservation (the default TTR, 30 s)";
+  ASSERT_EQ(ids(reserve(1, 1000)), (Args{"b"}));
+  EXPECT_EQ(message(), lapse + "1500") << "one that lapses before it";
+  auto c = reserve(1, 1000);
+  ASSERT_EQ(ids(c), (Args{"c"}));
+  // One that lapses after the others says nothing: the next message is the
+  // touch's, which moves c's deadline before every other.
+  EXPECT_EQ(integer("touch", {"c", std::to_string(c.jobs[0].token), "TTR", "100", "NOW", "1100"}),
+            1200);
+  EXPECT_EQ(message(), lapse + "1200");
+  EXPECT_EQ(integer("schedule", {"tick", "x", "EVERY", "1000", "NEXT", "5000", "NOW", "1100"}), 1);
+  EXPECT_EQ(message(), "schedules " + topic_);
+  // Once every reservation has ended, the next one is the first again.
+  call("requeue", {"NOW", "40000"});
+  ASSERT_EQ(reserve(4, 40000).jobs.size(), 4u);
+  EXPECT_EQ(message(), lapse + "40500") << "b's TTR, the earliest of the call";
+}
+
 // Schedules: each tick's job is put by the first tick call that names the
 // schedule's next tick; the others are told (-3), and nothing runs twice.
 TEST_F(FunctionsTest, TicksArePutOnceByWhicheverSchedulerIsFirst) {

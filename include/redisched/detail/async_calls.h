@@ -224,6 +224,13 @@ auto Client::library_version_async(Token&& completion) {
   });
 }
 
+template <AnswerToken<std::int64_t> Token>
+auto Client::now_ms_async(Token&& completion) {
+  return detail::answer_to<std::int64_t>(
+      std::forward<Token>(completion),
+      [this](Callback<std::int64_t> done) { now_ms_async(std::move(done)); });
+}
+
 template <AnswerToken<bool> Token>
 auto Client::beat_async(const WorkerEntry& entry, Millis ttl, Token&& completion) {
   return detail::answer_to<bool>(
