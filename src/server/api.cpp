@@ -196,7 +196,6 @@ awaitable<Response> reserve(ApiContext& ctx, Request& req, const Params& p) {
   const Millis ttr{int_field(body, "ttr_ms", 1, limits::kTtrMax).value_or(0)};
   const auto wait = int_field(body, "wait_ms", 0, ctx.max_wait_ms).value_or(0);
   auto r = co_await reserve_waiting(ctx, p.topic, count, ttr, wait);
-  if (!r.jobs.empty()) ctx.sweeper.note(p.topic);
   for (const auto& j : r.jobs) ctx.metrics.job_event("reserved", p.topic, j.id);
   co_return draining_aware(ctx, ok_json(req, taken_json(r, true)), !r.jobs.empty());
 }

@@ -184,7 +184,6 @@ awaitable<Response> pop_route(ApiContext& ctx, Request& req, const Params& p) {
     // Its message when the queue is empty was go-redis's "redis: nil".
     if (r.jobs.empty()) bad_request("no job at present (redis: nil)");
     const auto& j = r.jobs.front();
-    if (j.token != 0) ctx.sweeper.note(topic);
     ctx.metrics.job_event(j.token ? "reserved" : "pulled", topic, j.id);
     co_return dq_success(req, json::string(wire::printable(j.body)), pop_handle(topic, j));
   }

@@ -6,11 +6,13 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <future>
 #include <map>
-#include <mutex>
 #include <set>
+#include <vector>
 
 #include "redisched/limits.h"
 #include "redisched/scheduler.h"
@@ -24,117 +26,212 @@ namespace asio = boost::asio;
 using Clock = std::chrono::steady_clock;
 
 struct Sweeper::State : std::enable_shared_from_this<State> {
-  State(asio::io_context& io, Client& c, Census& ce, Metrics& m, std::chrono::milliseconds p,
-        std::chrono::milliseconds a)
-      : strand(asio::make_strand(io)),
-        timer(strand),
-        client(c),
-        census(ce),
-        metrics(m),
-        period(p),
-        topics_age(a) {}
+  State(asio::io_context& io, Client& c, Census& ce, Metrics& m)
+      : strand(asio::make_strand(io)), timer(strand), client(c), census(ce), metrics(m) {}
 
+  // Everything below is on strand but what says otherwise.
   asio::strand<asio::io_context::executor_type> strand;
-  asio::steady_timer timer;  // on strand
-  bool stopped = false;      // on strand
+  asio::steady_timer timer;  // the loop's sleep; cancelled to wake it
+  bool stopped = false;
   Client& client;
   Census& census;
   Metrics& metrics;
-  std::chrono::milliseconds period, topics_age;
-  std::mutex mu;
-  // Noted topics, until census readings surely show them.
-  std::map<std::string, Clock::time_point> noted;  // GUARDED_BY(mu)
-  Scheduler* scheduler = nullptr;                  // set before start
-  std::promise<void> swept;                        // set when sweep() ends
+  Scheduler* scheduler = nullptr;  // set before start
+  Subscription signals;            // set at start, cancelled at stop
+  std::promise<void> swept;        // set when run() ends
   std::shared_future<void> ended = swept.get_future().share();
   std::atomic<bool> started{false};
-  // Topics whose stored formats this server has brought up to date
-  // (Client::migrate), on strand: each is migrated once per server.
-  std::set<std::string> migrated;
 
-  asio::awaitable<void> sweep() {
+  // The topics to requeue, by when (Redis's clock, ms): at most one entry
+  // per topic, the earliest time known.
+  std::map<std::string, std::int64_t> watched;
+  std::set<std::pair<std::int64_t, std::string>> by_time;
+  // Redis's clock minus this host's steady clock (ms), from the last TIME.
+  std::int64_t offset_ms = 0;
+  bool offset_known = false;
+  bool pass_wanted = false;
+  // The first pass waits for the subscription (signals sent before it are
+  // missed), but no longer than this: one Redis refuses is retried forever.
+  Clock::time_point first_pass_by = Clock::now() + std::chrono::seconds(5);
+  std::uint64_t passes = 0;
+  // Topics whose stored formats this server has brought up to date
+  // (Client::migrate), each once; and those a pass found still to do.
+  std::set<std::string> migrated, to_migrate;
+
+  static std::int64_t steady_ms(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  }
+
+  // Topic's reservations may lapse at at_ms: swept then (or sooner, if
+  // something said so before).
+  void watch(const std::string& topic, std::int64_t at_ms) {
+    auto [it, added] = watched.try_emplace(topic, at_ms);
+    if (!added) {
+      if (it->second <= at_ms) return;
+      by_time.erase({it->second, topic});
+      it->second = at_ms;
+    }
+    const bool first = by_time.empty() || at_ms < by_time.begin()->first;
+    by_time.emplace(at_ms, topic);
+    if (first) timer.cancel();  // the loop sleeps until a later time
+  }
+
+  void want_pass() {
+    pass_wanted = true;
+    timer.cancel();
+  }
+
+  // When the earliest watched topic is due (max: none is watched).
+  Clock::time_point sweep_time() const {
+    if (by_time.empty()) return Clock::time_point::max();
+    if (!offset_known) return Clock::time_point::min();  // a TIME first
+    // (A ms late: the offset's ms are floored, and early would find nothing.)
+    return Clock::time_point(std::chrono::milliseconds(by_time.begin()->first - offset_ms + 1));
+  }
+
+  // When the loop has work next.
+  Clock::time_point wake_time() const {
+    if (pass_wanted || !to_migrate.empty()) return Clock::time_point::min();
+    return std::min(sweep_time(), passes == 0 ? first_pass_by : Clock::time_point::max());
+  }
+
+  asio::awaitable<void> run() {
     auto self = shared_from_this();
+    bool failed = false;
     while (!stopped) {
       try {
-        const auto reading = co_await census.after(Clock::now() - topics_age);
-        std::set<std::string> names;
-        {
-          std::lock_guard lock(mu);
-          const auto old = Clock::now() - 2 * topics_age;
-          std::erase_if(noted, [&](const auto& n) { return n.second < old; });
-          for (const auto& n : noted) names.insert(n.first);
+        if (pass_wanted || (passes == 0 && Clock::now() >= first_pass_by)) {
+          pass_wanted = false;
+          co_await pass();
         }
-        for (const auto& [name, stats] : reading->topics) {
-          names.insert(name);
-          if (scheduler && stats.schedules > 0) scheduler->add_topic(name);
-        }
-        const std::vector<std::string> topics(names.begin(), names.end());
-        auto results = co_await await_each<RequeueResult>(topics, [this](const std::string& t) {
-          return client.requeue_async(t, static_cast<int>(limits::kBatchMax), asio::deferred);
-        });
-        for (std::size_t i = 0; i < topics.size(); ++i) {
-          if (!results[i].ok()) continue;      // the next sweep tries again
-          const auto& r = results[i].value();  // NOLINT: checked above
-          if (r.requeued + r.buried == 0) continue;
-          metrics.count("lapsed", topics[i], static_cast<std::uint64_t>(r.requeued + r.buried));
-          spdlog::debug("sweeper: {} lapsed in {} ({} dead)", r.requeued + r.buried, topics[i],
-                        r.buried);
-        }
-        co_await migrate_some(topics);
+        if (sweep_time() <= Clock::now()) co_await sweep_due();
+        if (!to_migrate.empty()) co_await migrate_some();
+        failed = false;
       } catch (const Error& e) {
         spdlog::warn("sweeper: {}", e.what());
+        failed = true;
       }
-      if (stopped) break;
-      timer.expires_after(period);
-      boost::system::error_code ignored;
-      co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+      // After a failure (Redis did not answer), the same work again in a
+      // second (a dropped subscription asks for a pass itself once it is back).
+      if (!stopped) {
+        co_await sleep_until(failed ? Clock::now() + std::chrono::seconds(1) : wake_time());
+      }
     }
     swept.set_value();
   }
 
-  // Rewrites what topics hold in an older stored format (docs/redis-api.md,
-  // "Migrations"), a few topics a sweep, each once: after an upgrade the
-  // first sweeps bring every topic up to date, beside the workers.
-  asio::awaitable<void> migrate_some(const std::vector<std::string>& topics) {
-    constexpr std::size_t kTopicsPerSweep = 64;
-    std::vector<std::string> due;
-    for (const auto& t : topics) {
-      if (due.size() == kTopicsPerSweep) break;
-      if (!migrated.contains(t)) due.push_back(t);
+  asio::awaitable<void> sleep_until(Clock::time_point t) {
+    if (t <= Clock::now()) co_return;
+    timer.expires_at(t);
+    boost::system::error_code ignored;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+  }
+
+  // Every topic read once: those holding reservations are swept now, those
+  // with schedules go to the scheduler, and those not yet migrated queue up.
+  // A pass that fails is wanted again.
+  asio::awaitable<void> pass() {
+    std::shared_ptr<const Census::Reading> reading;
+    try {
+      reading = co_await census.after(Clock::now());
+    } catch (const Error&) {
+      pass_wanted = true;
+      throw;
     }
-    if (due.empty()) co_return;
-    auto results = co_await await_each<Migration>(due, [this](const std::string& t) {
-      return client.migrate_async(t, static_cast<int>(limits::kBatchMax), asio::deferred);
+    std::size_t holding = 0;
+    for (const auto& [name, stats] : reading->topics) {
+      if (scheduler && stats.schedules > 0) scheduler->add_topic(name);
+      if (stats.reserved > 0) {
+        watch(name, 0);
+        ++holding;
+      }
+      if (!migrated.contains(name)) to_migrate.insert(name);
+    }
+    ++passes;
+    spdlog::debug("sweeper: a pass over {} topics, {} with reservations", reading->topics.size(),
+                  holding);
+  }
+
+  // Requeues the topics whose time has come (by Redis's clock, read first).
+  // Each leaves the watch as its requeue goes out and comes back at the
+  // next deadline it answers, so a signal heard meanwhile is kept.
+  asio::awaitable<void> sweep_due() {
+    const std::int64_t now = co_await client.now_ms_async(asio::use_awaitable);
+    offset_ms = now - steady_ms(Clock::now());
+    offset_known = true;
+    std::vector<std::string> due;
+    while (!by_time.empty() && by_time.begin()->first <= now) {
+      due.push_back(by_time.begin()->second);
+      watched.erase(due.back());
+      by_time.erase(by_time.begin());
+    }
+    auto results = co_await await_each<RequeueResult>(due, [this](const std::string& t) {
+      return client.requeue_async(t, static_cast<int>(limits::kBatchMax), asio::deferred);
     });
     for (std::size_t i = 0; i < due.size(); ++i) {
-      if (!results[i].ok()) {  // the next sweep tries again
-        spdlog::warn("sweeper: migrating {}: {}", due[i], results[i].error().what());
+      if (!results[i].ok()) {
+        spdlog::warn("sweeper: requeue of {}: {}", due[i], results[i].error().what());
+        watch(due[i], now + 1000);  // tried again in a second
         continue;
       }
-      migrated.insert(due[i]);
+      const auto& r = results[i].value();  // NOLINT: checked above
+      if (r.next_deadline_ms >= 0) watch(due[i], r.next_deadline_ms);
+      if (r.requeued + r.buried == 0) continue;
+      metrics.count("lapsed", due[i], static_cast<std::uint64_t>(r.requeued + r.buried));
+      spdlog::debug("sweeper: {} lapsed in {} ({} dead)", r.requeued + r.buried, due[i], r.buried);
+    }
+  }
+
+  // Rewrites what topics hold in an older stored format (docs/redis-api.md,
+  // "Migrations"), 64 topics at a time, each once per server: after an
+  // upgrade the first pass brings every topic up to date, beside the workers.
+  asio::awaitable<void> migrate_some() {
+    constexpr std::size_t kTopicsAtOnce = 64;
+    std::vector<std::string> now;
+    while (!to_migrate.empty() && now.size() < kTopicsAtOnce) {
+      now.push_back(to_migrate.extract(to_migrate.begin()).value());
+    }
+    auto results = co_await await_each<Migration>(now, [this](const std::string& t) {
+      return client.migrate_async(t, static_cast<int>(limits::kBatchMax), asio::deferred);
+    });
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      if (!results[i].ok()) {  // the next pass tries again
+        spdlog::warn("sweeper: migrating {}: {}", now[i], results[i].error().what());
+        continue;
+      }
+      migrated.insert(now[i]);
       const Migration& m = results[i].value();  // NOLINT: checked above
       if (m.rewritten > 0) {
-        spdlog::info("sweeper: migrated {}: {} records rewritten ({} read, {} calls)", due[i],
+        spdlog::info("sweeper: migrated {}: {} records rewritten ({} read, {} calls)", now[i],
                      m.rewritten, m.read, m.calls);
       }
     }
   }
 };
 
-Sweeper::Sweeper(asio::io_context& io, Client& client, Census& census, Metrics& metrics,
-                 std::chrono::milliseconds period, std::chrono::milliseconds topics_age)
-    : state_(std::make_shared<State>(io, client, census, metrics, period, topics_age)) {}
+Sweeper::Sweeper(asio::io_context& io, Client& client, Census& census, Metrics& metrics)
+    : state_(std::make_shared<State>(io, client, census, metrics)) {}
 
 Sweeper::~Sweeper() { stop(std::chrono::milliseconds(0)); }
 
 void Sweeper::start() {
   state_->started = true;
-  asio::co_spawn(state_->strand, state_->sweep(), asio::detached);
-}
-
-void Sweeper::note(const std::string& topic) {
-  std::lock_guard lock(state_->mu);
-  state_->noted[topic] = Clock::now();
+  std::weak_ptr<State> weak = state_;
+  // Signals arrive on a runtime thread: each is handed to the strand.
+  state_->signals = state_->client.watch_sweep(
+      [weak](const SweepSignal& s) {
+        auto self = weak.lock();
+        if (!self) return;
+        if (s.kind == SweepSignal::Kind::schedules) {
+          if (self->scheduler) self->scheduler->add_topic(s.topic);
+          return;
+        }
+        asio::post(self->strand, [self, s] { self->watch(s.topic, s.at_ms); });
+      },
+      [weak] {
+        if (auto self = weak.lock()) asio::post(self->strand, [self] { self->want_pass(); });
+      });
+  asio::co_spawn(state_->strand, state_->run(), asio::detached);
 }
 
 void Sweeper::run_schedules(Scheduler& scheduler) { state_->scheduler = &scheduler; }
@@ -144,6 +241,7 @@ void Sweeper::note_schedules(const std::string& topic) {
 }
 
 void Sweeper::stop(std::chrono::milliseconds wait) {
+  state_->signals.cancel();
   asio::post(state_->strand, [s = state_] {
     s->stopped = true;
     s->timer.cancel();

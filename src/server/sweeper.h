@@ -1,18 +1,24 @@
-// Lapsed reservations back to ready in the background, for every topic the
-// server can see (the original design runs REQUEUE on a loop; so does
-// serve). Each period, one requeue call per topic, all at once on the
-// pipeline; a requeue with nothing lapsed costs Redis one range read. Any
-// number of servers may sweep the same topics: requeue is atomic. The same
-// readings hand the topics that have schedules to a Scheduler (any number
-// of servers may run them too: each tick is put once), and bring each
+// Lapsed reservations back to ready in the background, for every topic,
+// at their deadlines (the original design runs REQUEUE on a loop; serve
+// requeues a topic only when one of its reservations may have lapsed).
+//
+// What to look at comes from the sweep signal (docs/redis-api.md, "Sweep
+// signal"): a reserve or touch that gives a topic a reservation lapsing
+// before its others says when. Each requeue answers the next deadline
+// still to come, so a topic is watched until its last reservation ends.
+// When the signal's subscription is (re)made, signals may have been
+// missed: a pass reads every topic once (the census) and watches those
+// that hold reservations. The same pass hands a Scheduler the topics that
+// have schedules (later ones come by the signal too) and brings each
 // topic's stored format up to date, once per server (Client::migrate).
+// An idle serve thus costs Redis nothing however many topics it holds,
+// and any number of servers may sweep the same topics: requeue is atomic.
 #pragma once
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include "redisched/client.h"
 
@@ -28,10 +34,7 @@ namespace redisched::server {
 
 class Sweeper {
  public:
-  // Topics come from census readings at most topics_age old.
-  Sweeper(boost::asio::io_context& io, Client& client, Census& census, Metrics& metrics,
-          std::chrono::milliseconds period = std::chrono::seconds(1),
-          std::chrono::milliseconds topics_age = std::chrono::seconds(5));
+  Sweeper(boost::asio::io_context& io, Client& client, Census& census, Metrics& metrics);
   ~Sweeper();
   Sweeper(const Sweeper&) = delete;
   Sweeper& operator=(const Sweeper&) = delete;
@@ -40,14 +43,10 @@ class Sweeper {
   // Any thread; the sweep in progress finishes, and off the sweeper's
   // thread stop() waits up to wait for it (its calls to Redis).
   void stop(std::chrono::milliseconds wait = std::chrono::seconds(2));
-  // A topic this server just handed jobs out of: swept from the next sweep
-  // on, before any census reading shows it. Any thread.
-  void note(const std::string& topic);
   // Runs the schedules of every topic that has some on scheduler (which
   // must outlive the sweeper); before start().
   void run_schedules(Scheduler& scheduler);
-  // A topic that has schedules now, before a census reading shows it. Any
-  // thread.
+  // A topic that has schedules now, before the signal says so. Any thread.
   void note_schedules(const std::string& topic);
 
  private:

@@ -326,6 +326,74 @@ TEST(ServerSweeper, LapsedReservationsComeBackWithoutAnyReserve) {
   EXPECT_EQ(stats.at("lapsed_total").as_int64(), 1);
 }
 
+// Reservations taken by anyone (here by FCALL, not through serve) come back
+// at their deadlines: heard of by the sweep signal while serve listens,
+// found by the pass serve makes when it starts and when its subscription
+// comes back.
+TEST(ServerSweeper, ReservationsTakenAnywhereComeBackAtTheirDeadlines) {
+  test::RedisServer redis;
+  test::RawRedis raw(redis.port());
+  const auto stat = [&](const std::string& topic, const std::string& name) {
+    auto r = raw.fcall("stats", topic, {});
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+      if (std::string(r->element[i]->str) == name) return r->element[i + 1]->integer;
+    }
+    return -1LL;
+  };
+  const auto lease = [&](const std::string& topic) {
+    ASSERT_EQ(raw.fcall("put", topic, {"j", "x"})->integer, 1);
+    auto r = raw.fcall("reserve", topic, {"1", "TTR", "1000"});
+    ASSERT_EQ(r->type, REDIS_REPLY_ARRAY);
+    ASSERT_EQ(r->elements, 4u) << "one job handed out";
+  };
+  const auto comes_back = [&](const std::string& topic) {
+    return wait_until([&] { return stat(topic, "lapsed_total") == 1; }, 5s);
+  };
+  {
+    ServeProcess serve({}, "", {"--redis", redis.url()});
+    ASSERT_TRUE(wait_until([&] { return stat("t0", "reserved") == 0; }));  // the library is in
+    lease("heard");
+    EXPECT_TRUE(comes_back("heard")) << "the signal";
+    serve.stop();
+  }
+  lease("unheard");  // while no serve listens
+  ServeProcess serve({}, "", {"--redis", redis.url()});
+  EXPECT_TRUE(comes_back("unheard")) << "serve's first pass";
+  // The subscription drops: signals may go unheard until it is back, and
+  // then a pass looks at every topic.
+  raw.call({"CLIENT", "KILL", "TYPE", "pubsub"});
+  lease("dropped");
+  EXPECT_TRUE(comes_back("dropped")) << "the signal, or the pass after the subscription is back";
+  EXPECT_EQ(stat("dropped", "ready"), 1);
+}
+
+// An idle serve costs Redis nothing per topic: with 300 topics that each
+// hold a delayed job, and nothing reserved, it sends (almost) no command;
+// the sweeper of version 28 called each topic every second.
+TEST(ServerSweeper, AnIdleServerSendsRedisNoCommandPerTopic) {
+  SKIP_ON_CLUSTER("Redis's counts of commands are shared with the other tests on the cluster");
+  ServeProcess serve;
+  HttpClient http(serve.port());
+  for (int i = 0; i < 300; ++i) {
+    ASSERT_EQ(http.request("PUT", "/v1/topics/idle" + std::to_string(i) + "/jobs/j",
+                           R"({"body":"x","delay_ms":3600000})")
+                  .status,
+              201);
+  }
+  Behind redis(serve);
+  const auto commands = [&] {
+    auto info = redis.nodes.front()->call({"INFO", "stats"});
+    const std::string text(info->str, info->len);
+    std::smatch m;
+    std::regex_search(text, m, std::regex("total_commands_processed:(\\d+)"));
+    return std::stoll(m[1]);
+  };
+  const auto before = commands();
+  std::this_thread::sleep_for(3s);
+  // Beside the two INFOs: the health checks of serve's connections.
+  EXPECT_LT(commands() - before, 30);
+}
+
 TEST(ServerLongPoll, SubscriptionsEndWhenNoLongPollWaits) {
   ServeProcess serve;
   Behind redis(serve);
