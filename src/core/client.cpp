@@ -559,15 +559,22 @@ Subscription Client::watch_sweep(std::function<void(const SweepSignal&)> on_sign
           const std::string_view at = rest.substr(space + 1);
           const auto [end, ec] = std::from_chars(at.data(), at.data() + at.size(), s.at_ms);
           if (ec != std::errc() || end != at.data() + at.size()) return;
+          if (s.at_ms < 0 || s.at_ms > limits::kMsMax) return;  // no time the library writes
           rest = rest.substr(0, space);
         } else if (kind == "schedules") {
           s.kind = SweepSignal::Kind::schedules;
         } else {
           return;
         }
-        // A shard T~x of a spread topic stands for T.
+        // A shard T~x of a spread topic stands for T. A name this Client
+        // could not call (put by another client, or by hand) is dropped.
         s.topic = std::string(rest.substr(0, rest.find('~')));
-        if (!s.topic.empty()) on_signal(s);
+        try {
+          core::check_topic(s.topic);
+        } catch (const Error&) {
+          return;
+        }
+        on_signal(s);
       },
       std::move(on_ready));
   return Subscription([&link, id] { link.unsubscribe(id); });

@@ -1,6 +1,7 @@
 #include "server/census.h"
 
 #include <boost/asio/this_coro.hpp>
+#include <set>
 
 #include "server/async_util.h"
 
@@ -52,6 +53,10 @@ void Census::start_reading() {
       std::shared_ptr<Reading> reading = std::make_shared<Reading>();
       std::size_t pending = 0;
       std::optional<Error> failure;
+      // Topics the Client refuses to name (put by another client, or by
+      // hand, with characters it does not take): left out of the reading
+      // rather than failing it.
+      std::set<std::string> unnamed;
     };
     auto g = std::make_shared<Gather>();
     g->reading->started = started;
@@ -60,12 +65,14 @@ void Census::start_reading() {
     g->pending = g->reading->topics.size();
     if (g->pending == 0) return finish(g->reading, std::nullopt);
     for (auto& [name, stats] : g->reading->topics) {
-      Callback<TopicStats> done = [this, g, &stats = stats](Result<TopicStats> r) {
+      Callback<TopicStats> done = [this, g, &name = name, &stats = stats](Result<TopicStats> r) {
         bool last = false;
         {
           std::lock_guard lock(g->mu);
           if (r.ok()) {
             stats = r.value();
+          } else if (r.error().code() == Errc::invalid_argument) {
+            g->unnamed.insert(name);
           } else if (!g->failure) {
             g->failure = r.error();
           }
@@ -73,6 +80,8 @@ void Census::start_reading() {
         }
         if (!last) return;
         if (g->failure) return finish(nullptr, g->failure);
+        std::erase_if(g->reading->topics,
+                      [&](const auto& t) { return g->unnamed.contains(t.first); });
         finish(g->reading, std::nullopt);
       };
       try {

@@ -54,9 +54,18 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   // missed), but no longer than this: one Redis refuses is retried forever.
   Clock::time_point first_pass_by = Clock::now() + std::chrono::seconds(5);
   std::uint64_t passes = 0;
+  Clock::time_point last_pass;
+  bool subscribed = false;  // Redis confirmed the subscription once
+  // A pass that failed is made again at retry_pass_at, later each time.
+  bool retry_pass = false;
+  Clock::time_point retry_pass_at;
+  std::chrono::seconds pass_backoff{0};
   // Topics whose stored formats this server has brought up to date
   // (Client::migrate), each once; and those a pass found still to do.
   std::set<std::string> migrated, to_migrate;
+  // Paced (64 topics at a time, 10 times a second at most): at its start,
+  // a serve beside many topics does not crowd out its own requests.
+  Clock::time_point next_migrations;
 
   static std::int64_t steady_ms(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -77,6 +86,7 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   }
 
   void want_pass() {
+    subscribed = true;
     pass_wanted = true;
     timer.cancel();
   }
@@ -89,35 +99,67 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
     return Clock::time_point(std::chrono::milliseconds(by_time.begin()->first - offset_ms + 1));
   }
 
+  // When the next pass is due without a subscription's word: the first
+  // one, if the subscription is not in place by then; and while Redis has
+  // never confirmed it (an ACL without the channel, say: it is asked for
+  // again and logged), one a minute, which hears what the signal cannot.
+  Clock::time_point pass_time() const {
+    if (retry_pass) return retry_pass_at;
+    if (passes == 0) return first_pass_by;
+    if (!subscribed) return last_pass + std::chrono::minutes(1);
+    return Clock::time_point::max();
+  }
+
+  // When the next migrations are due (max: none is left).
+  Clock::time_point migrate_time() const {
+    return to_migrate.empty() ? Clock::time_point::max() : next_migrations;
+  }
+
   // When the loop has work next.
   Clock::time_point wake_time() const {
-    if (pass_wanted || !to_migrate.empty()) return Clock::time_point::min();
-    return std::min(sweep_time(), passes == 0 ? first_pass_by : Clock::time_point::max());
+    if (pass_wanted) return Clock::time_point::min();
+    return std::min({sweep_time(), pass_time(), migrate_time()});
   }
 
   asio::awaitable<void> run() {
     auto self = shared_from_this();
-    bool failed = false;
     while (!stopped) {
-      try {
-        if (pass_wanted || (passes == 0 && Clock::now() >= first_pass_by)) {
-          pass_wanted = false;
-          co_await pass();
+      // Each part on its own: a pass that fails (a topic or a node that
+      // does not answer) holds back no deadline already known. A part that
+      // failed is tried again in a second (a dropped subscription asks for
+      // a pass itself once it is back).
+      bool failed = false;
+      if (pass_wanted || pass_time() <= Clock::now()) {
+        pass_wanted = false;
+        if (!co_await attempt(pass())) {
+          // Again after 1 s, then 2, 4 ... up to a minute: each is a read
+          // of every topic.
+          failed = true;
+          pass_backoff = std::min(std::max(pass_backoff * 2, std::chrono::seconds(1)),
+                                  std::chrono::seconds(60));
+          retry_pass_at = Clock::now() + pass_backoff;
+        } else {
+          pass_backoff = std::chrono::seconds(0);
         }
-        if (sweep_time() <= Clock::now()) co_await sweep_due();
-        if (!to_migrate.empty()) co_await migrate_some();
-        failed = false;
-      } catch (const Error& e) {
-        spdlog::warn("sweeper: {}", e.what());
-        failed = true;
       }
-      // After a failure (Redis did not answer), the same work again in a
-      // second (a dropped subscription asks for a pass itself once it is back).
+      if (sweep_time() <= Clock::now()) failed |= !co_await attempt(sweep_due());
+      if (migrate_time() <= Clock::now()) failed |= !co_await attempt(migrate_some());
       if (!stopped) {
         co_await sleep_until(failed ? Clock::now() + std::chrono::seconds(1) : wake_time());
       }
     }
     swept.set_value();
+  }
+
+  // False, logged, when part failed.
+  static asio::awaitable<bool> attempt(asio::awaitable<void> part) {
+    try {
+      co_await std::move(part);
+      co_return true;
+    } catch (const Error& e) {
+      spdlog::warn("sweeper: {}", e.what());
+      co_return false;
+    }
   }
 
   asio::awaitable<void> sleep_until(Clock::time_point t) {
@@ -135,9 +177,10 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
     try {
       reading = co_await census.after(Clock::now());
     } catch (const Error&) {
-      pass_wanted = true;
+      retry_pass = true;
       throw;
     }
+    retry_pass = false;
     std::size_t holding = 0;
     for (const auto& [name, stats] : reading->topics) {
       if (scheduler && stats.schedules > 0) scheduler->add_topic(name);
@@ -148,6 +191,7 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
       if (!migrated.contains(name)) to_migrate.insert(name);
     }
     ++passes;
+    last_pass = Clock::now();
     spdlog::debug("sweeper: a pass over {} topics, {} with reservations", reading->topics.size(),
                   holding);
   }
@@ -175,7 +219,12 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
         continue;
       }
       const auto& r = results[i].value();  // NOLINT: checked above
-      if (r.next_deadline_ms >= 0) watch(due[i], r.next_deadline_ms);
+      // A deadline still to come by this clock but not by the topic's node
+      // (a cluster's nodes, or a clock stepped back): looked at again a
+      // little later, not at once in a loop.
+      const bool behind =
+          r.requeued + r.buried == 0 && r.next_deadline_ms >= 0 && r.next_deadline_ms <= now;
+      if (r.next_deadline_ms >= 0) watch(due[i], behind ? now + 100 : r.next_deadline_ms);
       if (r.requeued + r.buried == 0) continue;
       metrics.count("lapsed", due[i], static_cast<std::uint64_t>(r.requeued + r.buried));
       spdlog::debug("sweeper: {} lapsed in {} ({} dead)", r.requeued + r.buried, due[i], r.buried);
@@ -184,13 +233,15 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
 
   // Rewrites what topics hold in an older stored format (docs/redis-api.md,
   // "Migrations"), 64 topics at a time, each once per server: after an
-  // upgrade the first pass brings every topic up to date, beside the workers.
+  // upgrade the first pass brings every topic up to date, beside the workers
+  // (a failure is tried again at the next pass).
   asio::awaitable<void> migrate_some() {
     constexpr std::size_t kTopicsAtOnce = 64;
     std::vector<std::string> now;
     while (!to_migrate.empty() && now.size() < kTopicsAtOnce) {
       now.push_back(to_migrate.extract(to_migrate.begin()).value());
     }
+    next_migrations = Clock::now() + std::chrono::milliseconds(100);
     auto results = co_await await_each<Migration>(now, [this](const std::string& t) {
       return client.migrate_async(t, static_cast<int>(limits::kBatchMax), asio::deferred);
     });

@@ -357,6 +357,9 @@ TEST(ServerSweeper, ReservationsTakenAnywhereComeBackAtTheirDeadlines) {
     serve.stop();
   }
   lease("unheard");  // while no serve listens
+  // A topic named with characters the C++ Client does not take (put by
+  // another client): left out of the pass, which does not fail for it.
+  lease("odd topic");
   ServeProcess serve({}, "", {"--redis", redis.url()});
   EXPECT_TRUE(comes_back("unheard")) << "serve's first pass";
   // The subscription drops: signals may go unheard until it is back, and
