@@ -730,7 +730,17 @@ TEST(ServerRuntime, TwoThreadsServeFiveWebhooksAndAHundredTopics) {
   EXPECT_EQ(parse(http.request("GET", "/v1/topics").body).at("topics").as_array().size(), 100u);
   const int threads = test::thread_count(std::to_string(serve.pid()));
   std::cout << "serve --threads 2, 5 webhooks, 100 topics: " << threads << " threads\n";
-  EXPECT_LE(threads, 4);
+  // On failure, what the threads are (their names, and where each waits).
+  std::string names;
+  for (const auto& e :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(serve.pid()) + "/task")) {
+    std::ifstream comm(e.path() / "comm"), wchan(e.path() / "wchan");
+    std::string name, waits;
+    std::getline(comm, name);
+    std::getline(wchan, waits);
+    names += " " + name + "(" + waits + ")";
+  }
+  EXPECT_LE(threads, 4) << names;
 }
 
 TEST(ServerEmbedded, OneServePerDataDirNoOrphanAndDataSurvivesARestart) {
