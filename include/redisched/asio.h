@@ -15,10 +15,12 @@
 #include <boost/asio/async_result.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/system_executor.hpp>
 #include <cstddef>
 #include <exception>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "redisched/client.h"
@@ -72,6 +74,26 @@ struct AsioCompletion {
           // in flight). Both move into the posted answer, so that nothing
           // here touches the executor once the answer may have run.
           using Handler = decltype(handler);
+          // A handler with no executor of its own (one operation of a
+          // parallel group, say) is answered where the answer comes, on
+          // the runtime's thread, as an I/O object answers on its own:
+          // posted to the system executor it would start Asio's system
+          // thread pool.
+          if constexpr (std::is_same_v<boost::asio::associated_executor_t<Handler>,
+                                       boost::asio::system_executor>) {
+            start(Callback<T>(
+                [h = std::make_shared<std::optional<Handler>>(std::move(handler))](Result<T> r) {
+                  if (!*h) return;  // (answered once)
+                  Handler answer = std::move(**h);
+                  h->reset();
+                  if (r.ok()) {
+                    std::move(answer)(nullptr, std::move(r).value());
+                  } else {
+                    std::move(answer)(std::make_exception_ptr(r.error()), T{});
+                  }
+                }));
+            return;
+          }
           struct Pending {
             Handler handler;
             decltype(boost::asio::make_work_guard(handler)) work;
