@@ -77,9 +77,11 @@ try {
     await page.fill('#put-topic', 'emails');
     await page.fill('#put-id', 'welcome_42');
     await page.fill('#put-body', 'Hello from the form');
-    // (Due in 8 s: the steps below, to the delayed tab, took over 3 s in a
-    // full run under the sanitizers, and the job had left delayed.)
-    await page.fill('#put-delay', '8000');
+    // (Due in 20 s: the steps below, to the delayed tab, took over 3 s in a
+    // full run under the sanitizers, and over 8 s in two full runs while
+    // serve's start (its sweeper's first pass) ran beside them; each time
+    // the job had left delayed.)
+    await page.fill('#put-delay', '20000');
     await page.fill('#put-priority', '7');
     await page.click('#put-form button[type=submit]');
     await page.waitForSelector('#put-result:has-text("created welcome_42")');
@@ -110,8 +112,8 @@ try {
     // refresh drops it, and a second lookup timed out so once.)
     const delayedRow = await page.waitForSelector('#jobs tr[data-id="welcome_42"]');
     assert.match(await delayedRow.textContent(), /Hello from the form/);
-    // Due after 8 s: the ready tab's count and list show it.
-    await page.waitForSelector('#states button:has-text("ready (1)")', { timeout: 20000 });
+    // Due after 20 s: the ready tab's count and list show it.
+    await page.waitForSelector('#states button:has-text("ready (1)")', { timeout: 30000 });
     await page.click('#states button:has-text("ready")');
     await page.waitForSelector('#jobs tr[data-id="welcome_42"]');
     // A worker (the CLI, on the serve's own Redis) takes and acks it.
