@@ -134,12 +134,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 179 of the 200 locals Lua allows a function
+Locals: the main chunk holds 182 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 29 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 30 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -149,6 +149,10 @@ local ID_MAX = 256             -- bytes
 local BODY_MAX_DEFAULT = 1048576
 local BODY_MAX_LIMIT = 536870912
 local ERROR_MAX = 8192
+-- The attempt history's bounds (version 30): its entries, and the bytes of
+-- an entry's error (the job's last error is kept whole, as error).
+local HISTORY_MAX = 10
+local HISTORY_ERROR_MAX = 1024
 local DELAY_MAX = 315576000000   -- ten years
 local TTR_MAX = 86400000 * 7     -- a week
 local ATTEMPTS_MAX = 1000
@@ -350,6 +354,7 @@ local OPT_MAXBODY_NOW = { MAXBODY = 1, NOW = 1 }
 local OPT_NOBODY_NOW = { NOBODY = 0, NOW = 1 }
 local OPT_NOW = { NOW = 1 }
 local OPT_TTR_NOW = { TTR = 1, NOW = 1 }
+local OPT_RESERVE = { TTR = 1, WORKER = 1, NOW = 1 }
 local OPT_KEEP_NOW = { KEEP = 1, NOW = 1 }
 local OPT_ACK = { KEEP = 1, RESULT = 1, MAXBODY = 1, NOW = 1 }
 -- put's per-job words (a single put also takes putmany's call-wide ones).
@@ -404,7 +409,15 @@ latest return to delayed or ready, its next token; nil when that is seq),
 ttr (its own; nil: none), max_attempts (nil: the default), backoff ({kind,
 base, cap}; nil: the default), finished, keep, error, result, later (true:
 last placed in the delayed list, which says where locate looks for it),
-body.
+history (version 30: the last attempts that ended without success, oldest
+first, each {attempt, outcome ('failed' or 'lapsed'), started, ended,
+worker (nil: not named), error, cut (true: error holds its first
+HISTORY_ERROR_MAX bytes)}; nil: none), body.
+  record.attempt(j, outcome, started, ended, worker)
+                          counts an attempt that ended without success
+                          (j.error already says why): attempts + 1, and an
+                          entry at the end of j's history, the oldest
+                          dropped past HISTORY_MAX
   record.pack(j)          the record of a job (always format 2)
   record.plain(created, seq, due, later, body)
                           pack's common cases (every option at its
@@ -431,8 +444,13 @@ do
   -- flags name (in the order unpack reads them), then the body.
   local V2 = 128
   local F_PRIO, F_DUE, F_ATTEMPTS, F_ERROR, F_EXT, F_PLACE, F_UNKNOWN = 1, 2, 4, 8, 16, 32, 64
-  local X_TTR, X_MAX, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_UNKNOWN =
+  local X_TTR, X_MAX, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_MORE =
     1, 2, 4, 8, 16, 32, 64, 128
+  -- The third flags byte (version 30), present when the second has X_MORE.
+  local Y_HISTORY, Y_UNKNOWN = 1, 254
+  local OUTCOMES = { 'failed', 'lapsed' }
+  local OUTCOME_CODES = { failed = 1, lapsed = 2 }
+  local CUT = 128 -- an entry's outcome byte: its error was cut
   -- Format 1 (library version 8 and before), read by redisched_migrate
   -- alone, which rewrites it in format 2. Flags 1 priority, 2 due,
   -- 8 attempts, 16 error, 32 second byte (as format 2's); the stamp created
@@ -448,7 +466,7 @@ do
     local flags = rec:byte(1)
     if flags == V2 then return true end
     if band(flags, V2) == 0 or band(flags, F_UNKNOWN) ~= 0 then return false end
-    return band(flags, F_EXT) == 0 or band(rec:byte(2), X_UNKNOWN) == 0
+    return band(flags, F_EXT) == 0 or band(rec:byte(2), X_MORE) == 0 or band(rec:byte(3), Y_UNKNOWN) == 0
   end
 
   function record.older(rec) return band(rec:byte(1), V2) == 0 end
@@ -490,8 +508,9 @@ do
       return { priority = 0, created = created, seq = seq, due = created, body = rec:sub(at) }
     end
     if not record.readable(rec) then error({ bad = band(flags, V2) == 0 and OLDER or NEWER }) end
-    local ext, pos = 0, 2
+    local ext, more, pos = 0, 0, 2
     if band(flags, F_EXT) ~= 0 then ext, pos = struct.unpack('>B', rec, pos) end
+    if band(ext, X_MORE) ~= 0 then more, pos = struct.unpack('>B', rec, pos) end
     local j = { priority = 0 }
     j.created, j.seq, pos = struct.unpack('>I6I7', rec, pos)
     if band(flags, F_PRIO) ~= 0 then j.priority, pos = struct.unpack('>I2', rec, pos) end
@@ -510,6 +529,7 @@ do
     -- (c0: a string of the length read just before it, which is not returned.)
     if band(flags, F_ERROR) ~= 0 then j.error, pos = struct.unpack('>I2c0', rec, pos) end
     if band(ext, X_RESULT) ~= 0 then j.result, pos = struct.unpack('>I4c0', rec, pos) end
+    if band(more, Y_HISTORY) ~= 0 then j.history, pos = record.read_history(rec, pos) end
     if band(ext, X_LATER) ~= 0 then j.later = true end
     j.due = j.due or j.created
     j.body = rec:sub(pos)
@@ -538,7 +558,7 @@ do
     local place = j.place ~= j.seq and j.place
     if j.priority == 0 and not j.attempts and not place and not j.ttr and not j.max_attempts
         and not j.backoff and not j.finished and not j.error and not j.keep and not j.result
-        and (store_due or not j.later) then
+        and not j.history and (store_due or not j.later) then
       return record.plain(j.created, j.seq, j.due, j.later, j.body) -- the common cases, kept fast
     end
     local flags, ext, opt = V2, 0, {}
@@ -558,11 +578,82 @@ do
     if j.keep then ext = ext + X_KEEP; opt[#opt + 1] = struct.pack('>I6', j.keep) end
     if j.error then flags = flags + F_ERROR; opt[#opt + 1] = struct.pack('>I2', #j.error) .. j.error end
     if j.result then ext = ext + X_RESULT; opt[#opt + 1] = struct.pack('>I4', #j.result) .. j.result end
+    local more = 0
+    if j.history then
+      more = more + Y_HISTORY
+      ext = ext + X_MORE
+      local h = j.history
+      opt[#opt + 1] = struct.pack('>B', #h)
+      for _, e in ipairs(h) do
+        local code = OUTCOME_CODES[e.outcome] + (e.cut and CUT or 0)
+        local w = e.worker or ''
+        opt[#opt + 1] = struct.pack('>I2BI6I6B', e.attempt, code, e.started, e.ended, #w) .. w
+                        .. struct.pack('>I2', #e.error) .. e.error
+      end
+    end
     if j.later then ext = ext + X_LATER end
     local head
-    if ext ~= 0 then head = struct.pack('>BBI6I7', flags + F_EXT, ext, j.created, j.seq)
+    if more ~= 0 then head = struct.pack('>BBBI6I7', flags + F_EXT, ext, more, j.created, j.seq)
+    elseif ext ~= 0 then head = struct.pack('>BBI6I7', flags + F_EXT, ext, j.created, j.seq)
     else head = struct.pack('>BI6I7', flags, j.created, j.seq) end
     return head .. table.concat(opt) .. j.body
+  end
+
+  -- The history at pos of s (a record, or restore's HISTORY), and the
+  -- position after it.
+  function record.read_history(s, pos)
+    local n
+    n, pos = struct.unpack('>B', s, pos)
+    local h = {}
+    for i = 1, n do
+      local e, code = {}, nil
+      e.attempt, code, e.started, e.ended, e.worker, e.error, pos =
+        struct.unpack('>I2BI6I6Bc0I2c0', s, pos)
+      e.outcome, e.cut = OUTCOMES[band(code, CUT - 1)], band(code, CUT) ~= 0
+      if e.worker == '' then e.worker = nil end
+      h[i] = e
+    end
+    return h, pos
+  end
+
+  -- restore's HISTORY: a history laid out as a record holds it, checked
+  -- whole before it is read (every length inside s, every field in range).
+  function record.history_arg(s)
+    local function no(why) bad('HISTORY ' .. why) end
+    local n = s:byte(1)
+    if not n or n < 1 or n > HISTORY_MAX then no('must hold 1..' .. HISTORY_MAX .. ' entries') end
+    local pos = 2
+    for i = 1, n do
+      if #s < pos + 15 then no('entry ' .. i .. ' is cut short') end
+      local attempt, code, started, ended, wn = struct.unpack('>I2BI6I6B', s, pos)
+      if attempt < 1 or attempt > ATTEMPTS_MAX then no('entry ' .. i .. ': attempt must be 1..' .. ATTEMPTS_MAX) end
+      if not OUTCOMES[band(code, CUT - 1)] then no('entry ' .. i .. ': unknown outcome ' .. code) end
+      if started > ended or ended > MS_MAX then no('entry ' .. i .. ': times out of order or range') end
+      local worker = s:sub(pos + 16, pos + 15 + wn)
+      if wn > WORKER_ID_MAX or worker:find('%c') then no('entry ' .. i .. ': bad worker ' .. show(worker)) end
+      pos = pos + 16 + wn
+      if #s < pos + 1 then no('entry ' .. i .. ' is cut short') end
+      local en = struct.unpack('>I2', s, pos)
+      if en > HISTORY_ERROR_MAX then no('entry ' .. i .. ': error over ' .. HISTORY_ERROR_MAX .. ' bytes') end
+      pos = pos + 2 + en
+      if #s < pos - 1 then no('entry ' .. i .. ' is cut short') end
+    end
+    if pos ~= #s + 1 then no('has ' .. (#s + 1 - pos) .. ' bytes after its last entry') end
+    return (record.read_history(s, 1))
+  end
+
+  function record.attempt(j, outcome, started, ended, worker)
+    local n = (j.attempts or 0) + 1
+    j.attempts = n
+    local err, cut = j.error, false
+    if #err > HISTORY_ERROR_MAX then err, cut = err:sub(1, HISTORY_ERROR_MAX), true end
+    local h = j.history or {}
+    if #h >= HISTORY_MAX then table.remove(h, 1) end
+    -- (an attempt's number fits its 2 bytes: attempts stop at ATTEMPTS_MAX,
+    -- and kick starts them again from 0)
+    h[#h + 1] = { attempt = n, outcome = outcome, started = started or ended, ended = ended,
+                  worker = worker, error = err, cut = cut }
+    j.history = h
   end
 
   -- Version 8 ordered jobs due together by created, then put sequence mod
@@ -772,16 +863,19 @@ local function reserved_id(m)
   return m:sub(1, m:find('\0', 1, true) - 1)
 end
 
--- "token:reserved_at:ttr" -> token, reserved_at, ttr (numbers; leases
--- written by version 8 may hold a time as "1e+14").
+-- "token:reserved_at:ttr[:worker]" -> token, reserved_at, ttr (numbers;
+-- leases written by version 8 may hold a time as "1e+14"), worker (the
+-- reserve's WORKER, version 30; nil: none named).
 local function parse_lease(v)
-  local token, at, ttr = v:match('^([^:]+):([^:]+):([^:]+)$')
-  return tonumber(token), tonumber(at), tonumber(ttr)
+  local token, at, ttr, worker = v:match('^([^:]+):([^:]+):([^:]+):?(.*)$')
+  return tonumber(token), tonumber(at), tonumber(ttr), worker ~= '' and worker or nil
 end
 
--- A lease is "token:reserved_at:ttr": the token's text (lease_member's),
--- then this tail, which reserve makes once per call and time-to-run.
-local function lease_tail(now, ttr)
+-- A lease is "token:reserved_at:ttr[:worker]": the token's text
+-- (lease_member's), then this tail, which reserve makes once per call and
+-- time-to-run.
+local function lease_tail(now, ttr, worker)
+  if worker then return ':' .. fmt(now) .. ':' .. fmt(ttr) .. ':' .. worker end
   return ':' .. fmt(now) .. ':' .. fmt(ttr)
 end
 
@@ -1624,7 +1718,7 @@ do
 end
 
 -- Where job j (id) is, read only: {state, key, member, score[, token,
--- reserved_at]}; {'unknown'} when nowhere.
+-- reserved_at, worker]}; {'unknown'} when nowhere.
 local function locate(k, id, j)
   local where = waiting.in_set(k, id, j)
   if where then return where end
@@ -1634,9 +1728,9 @@ local function locate(k, id, j)
   if score then return { 'done', k.done, id, tonumber(score) } end
   local lease = redis.call('HGET', k.leases, id)
   if lease then
-    local token, at = parse_lease(lease)
+    local token, at, _, worker = parse_lease(lease)
     local lm = lease_member(id, token)
-    return { 'reserved', k.reserved, lm, tonumber(redis.call('ZSCORE', k.reserved, lm)), token, at }
+    return { 'reserved', k.reserved, lm, tonumber(redis.call('ZSCORE', k.reserved, lm)), token, at, worker }
   end
   return waiting.in_list(k, id, j)
 end
@@ -1669,12 +1763,16 @@ local function requeue_members(k, members, now, kn)
   else
     recs = redis.call('HMGET', k.jobs, unpack(ids))
   end
+  -- (read before they go: when each attempt started, and by whom)
+  local leases = redis.call('HMGET', k.leases, unpack(ids))
   local jobs, back = {}, 0
   for i = 1, #members do
     if recs[i] then
       local j = record.unpack(recs[i])
-      j.attempts = (j.attempts or 0) + 1
+      local started, worker, _
+      if leases[i] then _, started, _, worker = parse_lease(leases[i]) end
       j.error = 'time-to-run lapsed'
+      record.attempt(j, 'lapsed', started, now, worker)
       j.dead = j.attempts >= max_attempts(j)
       if not j.dead then back = back + 1 end
       jobs[i] = j
@@ -1733,6 +1831,7 @@ local function job_fields(id, j, state, score)
     f[#f + 1] = 'token'; f[#f + 1] = j.token
     f[#f + 1] = 'reserved_at'; f[#f + 1] = j.reserved_at
     f[#f + 1] = 'deadline'; f[#f + 1] = score
+    if j.worker then f[#f + 1] = 'worker'; f[#f + 1] = j.worker end
   elseif state == 'dead' then
     f[#f + 1] = 'died'; f[#f + 1] = score
   elseif state == 'done' then
@@ -1745,6 +1844,19 @@ local function job_fields(id, j, state, score)
   -- Version 12: the retention put asked for, and an acked job's result.
   if j.keep then f[#f + 1] = 'keep'; f[#f + 1] = j.keep end
   if j.result then f[#f + 1] = 'result'; f[#f + 1] = j.result end
+  -- Version 30: the attempts that ended without success, oldest first, each
+  -- a field/value array as the job's own.
+  if j.history then
+    local h = {}
+    for i, e in ipairs(j.history) do
+      local ef = { 'attempt', e.attempt, 'outcome', e.outcome, 'started', e.started, 'ended', e.ended }
+      if e.worker then ef[#ef + 1] = 'worker'; ef[#ef + 1] = e.worker end
+      ef[#ef + 1] = 'error'; ef[#ef + 1] = e.error
+      if e.cut then ef[#ef + 1] = 'error_cut'; ef[#ef + 1] = 1 end
+      h[i] = ef
+    end
+    f[#f + 1] = 'history'; f[#f + 1] = h
+  end
   return f
 end
 
@@ -1899,17 +2011,20 @@ local function put(keys, args)
 end
 
 --[[ redisched_restore: put back a job as an export wrote it (backups and
-migrations): its state, creation time, attempts and last error as they were.
+migrations): its state, creation time, attempts, last error and attempt
+history as they were.
 ARGV: id body state created attempts [AT due-ms] [PRIORITY n] [TTR ms]
       [ATTEMPTS n] [BACKOFF kind base cap] [KEEP ms] [ERROR text] [DIED ms]
-      [REPLACE] [NOW ms]
+      [HISTORY bytes] [REPLACE] [NOW ms]
+  HISTORY (version 30): the attempt history, laid out as the stored format
+  lays it out (its count, then each entry), checked field by field.
   state: delayed, ready or dead (a reserved job comes back ready; its
   reservation belonged to the old place). A delayed or ready job goes to
   delayed or ready by its due time, AT (default created), kept as given.
 Output: 1 restored, -1 the id exists (without REPLACE; nothing changes).
 ]]
 local RESTORE_OPTIONS = { AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3, KEEP = 1,
-                          ERROR = 1, DIED = 1, REPLACE = 0, NOW = 1 }
+                          ERROR = 1, DIED = 1, HISTORY = 1, REPLACE = 0, NOW = 1 }
 local function restore(keys, args)
   local k = check_keys(keys)
   if #args < 5 then bad('expected id body state created attempts, got ' .. #args .. ' argument(s)') end
@@ -1925,6 +2040,7 @@ local function restore(keys, args)
   if p.id == GENERATE then bad('restore needs the job\'s id') end
   if o.ERROR and #o.ERROR > ERROR_MAX then bad('ERROR is over ' .. ERROR_MAX .. ' bytes') end
   local died = o.DIED and int_arg(o.DIED, 'DIED', 0, MS_MAX) or now
+  local history = o.HISTORY and record.history_arg(o.HISTORY)
   local old = redis.call('HGET', k.jobs, p.id)
   if old and not o.REPLACE then return EXISTS end
   local where = old and locate(k, p.id, record.unpack(old))
@@ -1932,6 +2048,7 @@ local function restore(keys, args)
   j.due = p.at or created
   if made > 0 then j.attempts = made end
   j.error = o.ERROR
+  j.history = history
   if where then take_out(k, p.id, where) end
   if state == 'dead' then
     redis.call('HSET', k.jobs, p.id, record.pack(j))
@@ -2131,7 +2248,7 @@ local function get(keys, args)
   local j = record.unpack(rec)
   local w = locate(k, id, j)
   local state, score = w[1], w[4]
-  j.token, j.reserved_at = w[5], w[6]
+  j.token, j.reserved_at, j.worker = w[5], w[6], w[7]
   if state == 'delayed' and score <= clock(o) then
     state, j.due = 'ready', score
   end
@@ -2218,7 +2335,10 @@ local function list(keys, args)
     if rec then
       local j = record.unpack(rec)
       if o.NOBODY then j.body = '' end
-      if leases and leases[i] then j.token, j.reserved_at = parse_lease(leases[i]) end
+      if leases and leases[i] then
+        local _
+        j.token, j.reserved_at, _, j.worker = parse_lease(leases[i])
+      end
       local e = entries[i]
       if e[3] == 'due' then
         j.due = e[2]
@@ -2396,8 +2516,11 @@ local function next_time(k, now, handed, count, backlog, lapses, lim)
 end
 
 --[[ redisched_reserve: hand out up to count ready jobs for a time-to-run.
-ARGV: count [TTR ms] [NOW ms]
+ARGV: count [TTR ms] [WORKER name] [NOW ms]
   count: 1..1000. TTR applies to jobs put without one of their own (30000).
+  WORKER (version 30): who reserves, 1..128 bytes without control
+  characters (e.g. its worker registry id): get and list show it on the
+  reservation, and the job's history on the attempt when it fails or lapses.
   Due delayed jobs become ready first (up to 1000); when fewer than count
   jobs can be handed out (fewer are ready, or a limit leaves less room),
   lapsed reservations (up to 100) are requeued first (an attempt each,
@@ -2419,8 +2542,12 @@ Output: {now, next, paused, job, job...}
 local function reserve(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
-  local o = options(args, 2, #args, OPT_TTR_NOW)
+  local o = options(args, 2, #args, OPT_RESERVE)
   local ttr_arg = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
+  local worker = o.WORKER
+  if worker and (worker == '' or #worker > WORKER_ID_MAX or worker:find('%c')) then
+    bad('WORKER must be 1..' .. WORKER_ID_MAX .. ' bytes without control characters, got ' .. show(worker))
+  end
   local now = clock(o)
   local is_paused, popped, backlog, lim, taken = take(k, now, count, true)
   if is_paused then return { now, -1, 1 } end
@@ -2458,7 +2585,7 @@ local function reserve(keys, args)
           -- deadline and the lease's tail.
           local t = per_ttr[ttr]
           if not t then
-            t = { fmt(deadline), lease_tail(now, ttr) }
+            t = { fmt(deadline), lease_tail(now, ttr, worker) }
             per_ttr[ttr] = t
             if not first or deadline < first then first = deadline end
           end
@@ -2761,8 +2888,10 @@ local function fail_job(keys, args)
   local now = clock(o)
   local j, lm = held(k, id, token)
   if not j then return lm end
-  j.attempts = (j.attempts or 0) + 1
+  local lease, started, worker, _ = redis.call('HGET', k.leases, id), nil, nil, nil
+  if lease then _, started, _, worker = parse_lease(lease) end
   j.error = err
+  record.attempt(j, 'failed', started, now, worker)
   if attempts then
     -- Stored as put stores it (the default is not written).
     if attempts == DEFAULT_ATTEMPTS then j.max_attempts = nil else j.max_attempts = attempts end

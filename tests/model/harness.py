@@ -277,10 +277,15 @@ def decode_record(rec):
     if flags & 128:  # format 2
         pos = 1
         ext = 0
+        more = 0
         if flags & 16:
             ext = rec[pos]
             pos += 1
-        assert not flags & 64 and not ext & 0x80, 'reserved flag bits set: %r' % rec[:2]
+        if ext & 0x80:  # a third flags byte (version 30)
+            more = rec[pos]
+            pos += 1
+        assert not flags & 64 and not more & 0xfe, 'reserved flag bits set: %r' % rec[:3]
+        assert not ext & 0x80 or more, 'a third flags byte of no flag: %r' % rec[:3]
         j['later'] = bool(ext & 64)
         j['format'] = 2
         j['created'] = int.from_bytes(rec[pos:pos + 6], 'big')
@@ -310,6 +315,28 @@ def decode_record(rec):
             n = int.from_bytes(rec[pos:pos + 4], 'big')
             j['result'] = rec[pos + 4:pos + 4 + n]
             pos += 4 + n
+        if more & 1:  # the attempt history
+            n = rec[pos]
+            pos += 1
+            assert 0 < n <= 10, 'a history of %d entries' % n
+            h = []
+            for _ in range(n):
+                attempt = int.from_bytes(rec[pos:pos + 2], 'big')
+                code = rec[pos + 2]
+                started = int.from_bytes(rec[pos + 3:pos + 9], 'big')
+                ended = int.from_bytes(rec[pos + 9:pos + 15], 'big')
+                wn = rec[pos + 15]
+                pos += 16
+                worker = rec[pos:pos + wn]
+                pos += wn
+                en = int.from_bytes(rec[pos:pos + 2], 'big')
+                err = rec[pos + 2:pos + 2 + en]
+                pos += 2 + en
+                assert code & 0x7f in (1, 2), 'a history entry of outcome %d' % code
+                assert started <= ended, 'a history entry that ends before it starts'
+                assert en <= 1024 and (en == 1024 or not code & 0x80), 'a history error of %d bytes' % en
+                h.append((attempt, code, started, ended, worker, err))
+            j['history'] = h
         j.setdefault('due', j['created'])
         j.setdefault('place', j['seq'])
         j['body'] = rec[pos:]
@@ -418,9 +445,10 @@ def check_invariants(raw, keys, others=()):
         hold(id_, 'reserved')
         lease = leases.get(id_)
         assert lease is not None, 'reservation of %r has no lease' % id_
-        t, at, ttr = lease.split(b':')
+        t, at, ttr, *worker = lease.split(b':', 3)  # worker: reserve's WORKER (version 30)
         assert t == token, 'lease token %r is not the reserved member\'s %r' % (t, token)
         assert all(x.isdigit() for x in (t, at, ttr)), 'lease %r is not three integers' % lease
+        assert worker != [b''], 'lease %r names an empty worker' % lease
     for state in ('dead', 'done'):
         for id_, _ in raw[state]:
             hold(id_, state)

@@ -21,6 +21,9 @@ ID_MAX = 256
 BODY_MAX_DEFAULT = 1048576
 BODY_MAX_LIMIT = 536870912
 ERROR_MAX = 8192
+HISTORY_MAX = 10          # entries of a job's history (version 30)
+HISTORY_ERROR_MAX = 1024  # bytes of an entry's error
+WORKER_ID_MAX = 128       # reserve's WORKER
 DELAY_MAX = 315576000000
 TTR_MAX = 86400000 * 7
 ATTEMPTS_MAX = 1000
@@ -91,6 +94,18 @@ class Job:
     lease_ttr: Optional[int] = None
     died: Optional[int] = None
     expires: Optional[int] = None
+    worker: Optional[bytes] = None  # reserve's WORKER (version 30)
+    # Attempts that ended without success, oldest first, the last
+    # HISTORY_MAX: (attempt, outcome, started, ended, worker, error, cut).
+    history: list = dataclasses.field(default_factory=list)
+
+    def attempt(self, outcome, now):
+        """An attempt that ended without success (err says why)."""
+        self.made += 1
+        err = self.err
+        cut = len(err) > HISTORY_ERROR_MAX
+        self.history = (self.history + [(self.made, outcome, self.reserved_at, now, self.worker,
+                                         err[:HISTORY_ERROR_MAX], cut)])[-HISTORY_MAX:]
 
     def key(self):
         """Ready order: higher priority, earlier due time, put order."""
@@ -311,11 +326,11 @@ class Topic:
         seq = self.take_seq(len(back)) if back else None
         buried = 0
         for j in jobs:
-            j.made += 1
             j.err = LAPSED
+            j.attempt('lapsed', now)
             if j.made >= (j.max or DEFAULT_ATTEMPTS):
                 j.state, j.died = 'dead', now
-                j.token = j.reserved_at = j.deadline = j.lease_ttr = None
+                j.token = j.reserved_at = j.deadline = j.lease_ttr = j.worker = None
                 buried += 1
                 self.finished.append(j.id)  # dead, kept or not (version 19)
             else:
@@ -349,6 +364,8 @@ class Topic:
             f += [b'error', j.err]
         if state == 'reserved':
             f += [b'token', j.token, b'reserved_at', j.reserved_at, b'deadline', j.deadline]
+            if j.worker is not None:
+                f += [b'worker', j.worker]
         elif state == 'dead':
             f += [b'died', j.died]
         elif state == 'done':
@@ -358,6 +375,18 @@ class Topic:
             f += [b'keep', j.keep]
         if j.result is not None:
             f += [b'result', j.result]
+        if j.history:  # version 30
+            h = []
+            for attempt, outcome, started, ended, worker, err, cut in j.history:
+                e = [b'attempt', attempt, b'outcome', outcome.encode(), b'started', started,
+                     b'ended', ended]
+                if worker is not None:
+                    e += [b'worker', worker]
+                e += [b'error', err]
+                if cut:
+                    e += [b'error_cut', 1]
+                h.append(e)
+            f += [b'history', h]
         return f
 
     def now_opt(self, o):
@@ -604,8 +633,12 @@ class Topic:
 
     def op_reserve(self, args):
         count = int_arg(args[0] if args else None, 1, BATCH_MAX)
-        o = options(args[1:], {'TTR': 1, 'NOW': 1})
+        o = options(args[1:], {'TTR': 1, 'WORKER': 1, 'NOW': 1})
         ttr = int_arg(o['TTR'], 1, TTR_MAX) if 'TTR' in o else None
+        worker = o.get('WORKER')
+        if worker is not None and (not worker or len(worker) > WORKER_ID_MAX
+                                   or re.search(rb'[\x00-\x1f\x7f]', b(worker))):
+            raise Refused()
         now = self.now_opt(o)
         handed, backlog = self.take(count, now, True)
         if handed is None:
@@ -622,6 +655,7 @@ class Topic:
                             j.created, j.due, 0, 0])
                 continue
             j.state, j.token, j.reserved_at = 'reserved', j.place, now
+            j.worker = b(worker) if worker is not None else None
             j.lease_ttr = j.ttr if j.ttr is not None else ttr or DEFAULT_TTR
             j.deadline = now + j.lease_ttr
             out.append([j.id, j.body, j.token, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
@@ -730,8 +764,8 @@ class Topic:
         j = self.held(id_, token)
         if j is None:
             return self.not_held(id_)
-        j.made += 1
         j.err = err
+        j.attempt('failed', now)
         if attempts is not None:
             j.max = attempts  # the handler's, stored before the decision
         self.failed_total += 1

@@ -132,6 +132,9 @@ BAD = [
     ('reserve', lambda n, x: ['0', 'NOW', n]),
     ('reserve', lambda n, x: ['1', 'TTR', '-5', 'NOW', n]),
     ('reserve', lambda n, x: ['1', 'TTR', '0', 'NOW', n]),
+    ('reserve', lambda n, x: ['1', 'WORKER', '', 'NOW', n]),
+    ('reserve', lambda n, x: ['1', 'WORKER', 'w\n1', 'NOW', n]),
+    ('reserve', lambda n, x: ['1', 'WORKER', 'w' * 129, 'NOW', n]),
     ('pull', lambda n, x: ['1001', 'NOW', n]),
     ('ack', lambda n, x: [x[0], x[1], 'NOW', 'abc']),
     ('ack', lambda n, x: [x[0], 'notanumber', 'NOW', n]),
@@ -174,9 +177,10 @@ OPS = st.one_of(
     st.tuples(st.just('restore'), ID, BODY, st.sampled_from(['delayed', 'ready', 'dead']),
               st.integers(-40, 20), st.integers(0, 3), OPTS, st.booleans(), st.booleans(),
               st.booleans()),
-    st.tuples(st.just('reserve'), st.integers(1, 4), MAYBE(st.sampled_from([1, 3, 10, 30, 30000]))),
-    st.tuples(st.just('reserve'), st.integers(1, 2), st.none()),
-    st.tuples(st.just('reserve'), st.integers(1, 3), st.sampled_from([3, 10, 30000])),
+    st.tuples(st.just('reserve'), st.integers(1, 4), MAYBE(st.sampled_from([1, 3, 10, 30, 30000])),
+              MAYBE(st.sampled_from(['w1', 'host:42:ab', 'w' * 128]))),
+    st.tuples(st.just('reserve'), st.integers(1, 2), st.none(), st.none()),
+    st.tuples(st.just('reserve'), st.integers(1, 3), st.sampled_from([3, 10, 30000]), st.just('w:2')),
     st.tuples(st.just('put'), ID, BODY, st.just({})),
     st.tuples(st.just('putmany'), st.lists(st.tuples(ID, BODY, st.just({})), min_size=1, max_size=4)),
     # DELAY alone: putmany's fast path for the usual delayed batch.
@@ -295,7 +299,11 @@ class TopicMachine(RuleBasedStateMachine):
         kind = op[0]
         if kind == 'work':
             _, count, ttr, action, x = op
-            reply = self.run('reserve', [count] + (['TTR', ttr] if ttr else []) + ['NOW', self.now])
+            worker = ['WORKER', 'worker:%d' % (x % 3)] if x % 3 else []
+            reply = self.run('reserve', [count] + (['TTR', ttr] if ttr else []) + worker
+                             + ['NOW', self.now])
+            # (an error past the history's 1024 bytes, which its entry cuts)
+            err = 'e%d' % x if x < 11 else 'E%d' % x * 400
             for job in reply[3:] if isinstance(reply, list) else []:
                 id_, token = job[0], job[2]
                 if action == 'ack':
@@ -303,10 +311,10 @@ class TopicMachine(RuleBasedStateMachine):
                 elif action == 'keep':
                     self.run('ack', [id_, token, 'KEEP', x, 'NOW', self.now])
                 elif action == 'fail':
-                    self.run('fail', [id_, token, 'e%d' % x] + (['DELAY', x] if x % 2 else [])
+                    self.run('fail', [id_, token, err] + (['DELAY', x] if x % 2 else [])
                              + ['NOW', self.now])
                 elif action == 'fail_n':  # a handler's own max attempts
-                    self.run('fail', [id_, token, 'e%d' % x, 'ATTEMPTS', x % 4 + 1, 'NOW', self.now])
+                    self.run('fail', [id_, token, err, 'ATTEMPTS', x % 4 + 1, 'NOW', self.now])
                 elif action == 'release':
                     self.run('release', [id_, token, 'DELAY', x % 5, 'NOW', self.now])
                 else:
@@ -379,6 +387,7 @@ class TopicMachine(RuleBasedStateMachine):
             return 'restore', args + ['NOW', n]
         if kind == 'reserve':
             args = [op[1]] + (['TTR', op[2]] if op[2] is not None else [])
+            args += ['WORKER', op[3]] if op[3] is not None else []
             return 'reserve', args + ['NOW', n]
         if kind == 'pull':
             return 'pull', [op[1], 'NOW', n]
@@ -560,11 +569,14 @@ class TopicMachine(RuleBasedStateMachine):
             r = recs[id_]
             kinds = {'fixed': 1, 'exponential': 2}
             bk = j.backoff or ('exponential', 1000, 600000)
+            outcomes = {'failed': 1, 'lapsed': 2}
             got = (r['created'], r['seq'], r['place'], r['prio'], r['due'], r['made'], r.get('ttr'),
                    r.get('max') or 5, r.get('backoff') or (2, 1000, 600000), r.get('err'),
-                   r['body'], where[id_])
+                   r['body'], where[id_], r.get('history'))
             wanted = (j.created, j.seq, j.place, j.prio, j.due, j.made, j.ttr, j.max or 5,
-                      (kinds[bk[0]], bk[1], bk[2]), j.err, j.body, j.state)
+                      (kinds[bk[0]], bk[1], bk[2]), j.err, j.body, j.state,
+                      [(a, outcomes[o] + (128 if cut else 0), st, en, w or b'', e)
+                       for a, o, st, en, w, e, cut in j.history] or None)
             self.expect(got == wanted, 'record of %r\n   stored: %r\n   model:  %r' % (id_, got, wanted))
             if j.state == 'done':
                 self.expect(r.get('finished') == j.finished, 'finished of %r' % id_)
@@ -577,7 +589,8 @@ class TopicMachine(RuleBasedStateMachine):
         for id_, j in m.jobs.items():
             if j.state == 'reserved':
                 self.expect(members['reserved'].get(j.lease_member()) == j.deadline and
-                            raw['leases'].get(id_) == b'%d:%d:%d' % (j.token, j.reserved_at, j.lease_ttr),
+                            raw['leases'].get(id_) == b'%d:%d:%d' % (j.token, j.reserved_at, j.lease_ttr)
+                            + (b':' + j.worker if j.worker is not None else b''),
                             'reservation of %r' % id_)
             elif j.state == 'dead':
                 self.expect(members['dead'].get(id_) == j.died, 'died of %r' % id_)
@@ -779,8 +792,14 @@ MUTANTS = [
      "if redis.call('HEXISTS', k.leases, id) == 1 then return STALE end",
      "if redis.call('HEXISTS', k.leases, id) == 1 then return WRONG_STATE end"),
     ('a lapse is not counted as an attempt',
-     "      j.attempts = (j.attempts or 0) + 1\n      j.error = 'time-to-run lapsed'",
-     "      j.attempts = j.attempts or 0\n      j.error = 'time-to-run lapsed'"),
+     "      record.attempt(j, 'lapsed', started, now, worker)\n",
+     "      record.attempt(j, 'lapsed', started, now, worker)\n      j.attempts = j.attempts - 1\n"),
+    # The attempt history (version 30).
+    ('a lapse\'s history entry names no worker',
+     "if leases[i] then _, started, _, worker = parse_lease(leases[i]) end",
+     "if leases[i] then _, started = parse_lease(leases[i]) end"),
+    ('a history entry keeps its error whole',
+     "err, cut = err:sub(1, HISTORY_ERROR_MAX), true", "cut = true"),
     ('reserve ignores the backlog', 'if f.backlog and #popped > 0 then', 'if false then'),
     ('a get that misses on a spread topic answers nil',
      "    sharded(k) -- (a miss, and only then, looks for a spread topic)\n", ''),
@@ -864,7 +883,8 @@ MUTANTS = [
      "  local retry = not o.DEAD and j.attempts < max_attempts(j)",
      "  end\n  local retry = not o.DEAD and j.attempts < (attempts or max_attempts(j))"),
     ('fail\'s ATTEMPTS is stored after the decision',
-     [("  j.error = err\n  if attempts then", "  j.error = err\n  local decided_by = max_attempts(j)\n  if attempts then"),
+     [("  record.attempt(j, 'failed', started, now, worker)\n  if attempts then",
+       "  record.attempt(j, 'failed', started, now, worker)\n  local decided_by = max_attempts(j)\n  if attempts then"),
       ("local retry = not o.DEAD and j.attempts < max_attempts(j)", "local retry = not o.DEAD and j.attempts < decided_by")]),
     ('own_ttr is 0 for a TTR equal to the default', "f[#f + 1] = j.ttr and 1 or 0",
      "f[#f + 1] = (j.ttr and j.ttr ~= DEFAULT_TTR) and 1 or 0"),

@@ -758,6 +758,96 @@ class Version22(Case):
 
 
 
+class Version30(Case):
+    """Issue 35, point 2: the attempt history, and reserve's WORKER."""
+
+    def history(self, id_, now):
+        h = dict(zip(*[iter(self.f('get', id_, 'NOW', now))] * 2)).get(b'history')
+        return None if h is None else [dict(zip(e[0::2], e[1::2])) for e in h]
+
+    def test_v30_01_failed_and_lapsed_attempts_keep_when_who_and_why_the_last_ten(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'ATTEMPTS', 14, 'BACKOFF', 'fixed', 0, 0, 'NOW', 1000), 1)
+        self.assertIsNone(self.history('a', 1000))
+        # A reserve that names its worker: get shows it on the reservation.
+        r = f('reserve', 1, 'TTR', 50, 'WORKER', 'host:7:ab', 'NOW', 1000)
+        fields = dict(zip(*[iter(f('get', 'a', 'NOW', 1001))] * 2))
+        self.assertEqual(fields[b'worker'], b'host:7:ab')
+        listed = f('list', 'reserved', 0, 10, 'NOW', 1001)[1]
+        self.assertEqual(dict(zip(listed[0::2], listed[1::2]))[b'worker'], b'host:7:ab')
+        self.assertEqual(f('fail', 'a', r[3][2], 'first', 'NOW', 1010), Status('ready'))
+        self.assertEqual(self.history('a', 1010), [
+            {b'attempt': 1, b'outcome': b'failed', b'started': 1000, b'ended': 1010,
+             b'worker': b'host:7:ab', b'error': b'first'}])
+        # A lapse, without a worker named: requeue keeps it too.
+        f('reserve', 1, 'TTR', 50, 'NOW', 1020)
+        self.assertEqual(f('requeue', 'NOW', 1070), [1, 0, -1])
+        self.assertEqual(self.history('a', 1070)[1], {
+            b'attempt': 2, b'outcome': b'lapsed', b'started': 1020, b'ended': 1070,
+            b'error': b'time-to-run lapsed'})
+        # Twelve more: the last ten stay; an error over 1024 bytes is cut in
+        # its entry and kept whole as the job's error.
+        now = 1100
+        for n in range(3, 15):
+            r = f('reserve', 1, 'TTR', 50, 'WORKER', 'w%d' % n, 'NOW', now)
+            err = ('e%d ' % n) * 400 if n == 14 else 'e%d' % n
+            self.assertEqual(f('fail', 'a', r[3][2], err, 'NOW', now + 5),
+                             Status('dead' if n == 14 else 'ready'))
+            now += 10
+        h = self.history('a', now)
+        self.assertEqual([e[b'attempt'] for e in h], list(range(5, 15)))
+        self.assertEqual([e[b'worker'] for e in h], [b'w%d' % n for n in range(5, 15)])
+        self.assertEqual(len(h[-1][b'error']), 1024)
+        self.assertEqual(h[-1][b'error_cut'], 1)
+        self.assertNotIn(b'error_cut', h[-2])
+        self.assertEqual(self.field('a', 'error'), (b'e14 ' * 400))
+        # kick keeps the history (attempts start again); an update drops it.
+        self.assertEqual(f('kick', 'a'), 1)
+        self.assertEqual(len(self.history('a', now)), 10)
+        r = f('reserve', 1, 'WORKER', 'k', 'NOW', now)
+        self.assertEqual(r[3][3], 1)
+        self.assertEqual(f('fail', 'a', r[3][2], 'again', 'NOW', now + 1), Status('ready'))
+        self.assertEqual([(e[b'attempt'], e[b'error']) for e in self.history('a', now + 1)[-2:]],
+                         [(14, b'e14 ' * 256), (1, b'again')])
+        self.assertEqual(f('put', 'a', 'y', 'REPLACE', 'NOW', now + 2), 2)
+        self.assertIsNone(self.history('a', now + 2))
+
+    def test_v30_03_restore_takes_the_history_back_and_checks_it(self):
+        import struct
+        f = self.f
+
+        def entry(attempt, code, started, ended, worker=b'', err=b'e'):
+            return (struct.pack('>HBQ', attempt, code, 0)[:3] + started.to_bytes(6, 'big')
+                    + ended.to_bytes(6, 'big') + bytes([len(worker)]) + worker
+                    + len(err).to_bytes(2, 'big') + err)
+        good = bytes([2]) + entry(1, 1, 900, 950, b'w:1', b'boom') + entry(2, 2 + 128, 960, 990, b'', b'x' * 1024)
+        self.assertEqual(f('restore', 'a', 'x', 'dead', 800, 2, 'ERROR', 'late', 'HISTORY', good,
+                           'NOW', 1000), 1)
+        self.assertEqual(self.history('a', 1000), [
+            {b'attempt': 1, b'outcome': b'failed', b'started': 900, b'ended': 950, b'worker': b'w:1',
+             b'error': b'boom'},
+            {b'attempt': 2, b'outcome': b'lapsed', b'started': 960, b'ended': 990, b'error': b'x' * 1024,
+             b'error_cut': 1}])
+        bad = [b'', bytes([0]), bytes([11]) + entry(1, 1, 1, 2) * 11, good[:-1], good + b'!',
+               bytes([1]) + entry(0, 1, 1, 2), bytes([1]) + entry(1, 3, 1, 2),
+               bytes([1]) + entry(1, 1, 5, 2), bytes([1]) + entry(1, 1, 1, 2, b'w\n'),
+               bytes([1]) + entry(1, 1, 1, 2, b'w' * 129), bytes([1]) + entry(1, 1, 1, 2, b'', b'e' * 1025)]
+        for blob in bad:
+            self.assertEqual(f('restore', 'b', 'x', 'ready', 800, 0, 'HISTORY', blob, 'NOW', 1000),
+                             Error('BADARG'), blob[:40])
+        self.assertIsNone(self.field('b', 'state'))
+
+    def test_v30_02_a_bad_worker_is_refused_before_anything_moves(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'NOW', 1000), 1)
+        for bad in ('', 'w\x01', 'w' * 129):
+            self.assertEqual(f('reserve', 1, 'WORKER', bad, 'NOW', 1000), Error('BADARG'))
+        self.assertEqual(self.field('a', 'state', 1000), b'ready')
+        r = f('reserve', 1, 'WORKER', 'w' * 128, 'NOW', 1000)
+        self.assertEqual(self.field('a', 'worker', 1000), b'w' * 128)
+        self.assertEqual(r[3][0], b'a')
+
+
 class Source(unittest.TestCase):
     """What the library's source says of itself."""
 
@@ -1055,7 +1145,10 @@ class Version10(Case):
         self.assertEqual(self.fields('b', 1001)[-3:],
                          [(b'finished', 1001), (b'expires', 1101), (b'own_ttr', 1)])
         self.assertEqual(self.f('fail', 'c', tokens['c'], 'e', 'DEAD', 'NOW', 1002), Status('dead'))
-        self.assertEqual(self.fields('c', 1002)[-3:],
+        # (fields of later versions follow own_ttr: keep and result since
+        # 12, the attempt history since 30)
+        c = self.fields('c', 1002)
+        self.assertEqual(c[:[f for f, _ in c].index(b'own_ttr') + 1][-3:],
                          [(b'error', b'e'), (b'died', 1002), (b'own_ttr', 1)])
 
 
@@ -1415,6 +1508,9 @@ ISSUE_CASES = [n for cls in (Ordering, Limits) for n in dir(cls)
 # The version that made each case pass: --expect-fail runs, against a library
 # of version v, every case fixed in a later version, and each must fail there.
 FIXED_IN = {
+    30: ['test_v30_01_failed_and_lapsed_attempts_keep_when_who_and_why_the_last_ten',
+         'test_v30_02_a_bad_worker_is_refused_before_anything_moves',
+         'test_v30_03_restore_takes_the_history_back_and_checks_it'],
     27: ['test_v27_01_a_batch_against_its_own_order_lists_what_follows_the_end'],
     9: ISSUE_CASES,
     10: ['test_v10_01_a_job_of_ttr_0_is_delivered_at_most_once',
@@ -1435,7 +1531,7 @@ FIXED_IN = {
          'test_v20_03_a_job_acked_with_keep_is_refused_for_its_keep_not_the_window'],
 }
 CLASSES = (Ordering, Limits, RefusedCallsChangeNothing, Settled, Version10, Version19, Version20,
-           Version21, Version22, Version23, Version27, Upgrade)
+           Version21, Version22, Version23, Version27, Version30, Upgrade)
 
 
 def expect_fail(libraries):
