@@ -200,6 +200,8 @@ class Client {
   // Hands out up to count (1..1000) ready jobs for their time-to-run (ttr
   // applies to jobs put without one; 0 = the default).
   ReserveResult reserve(std::string_view topic, int count = 1, Millis ttr = Millis{0});
+  // The same, naming who reserves (ReserveOptions::worker).
+  ReserveResult reserve(std::string_view topic, const ReserveOptions& options);
   // keep > 0 keeps the finished job (state done) that long (give at least
   // the Reservation's keep: its producer may wait for it).
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token,
@@ -377,6 +379,11 @@ class Client {
   void reserve_async(std::string_view topic, int count, Millis ttr, Callback<ReserveResult> done);
   template <AnswerToken<ReserveResult> Token = use_future_t>
   auto reserve_async(std::string_view topic, int count = 1, Millis ttr = Millis{0},
+                     Token&& completion = {});
+  void reserve_async(std::string_view topic, const ReserveOptions& options,
+                     Callback<ReserveResult> done);
+  template <AnswerToken<ReserveResult> Token = use_future_t>
+  auto reserve_async(std::string_view topic, const ReserveOptions& options,
                      Token&& completion = {});
   void ack_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
                  Callback<Outcome> done);

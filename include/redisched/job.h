@@ -72,6 +72,24 @@ struct JobSpec {
 
 enum class PutOutcome { created, updated, exists, not_found };
 
+// How an attempt ended without success.
+enum class AttemptOutcome { failed, lapsed };
+std::string_view to_string(AttemptOutcome o) noexcept;
+
+// One attempt of a job that ended without success: an entry of its
+// history (Job::history).
+struct Attempt {
+  int attempt = 0;  // its number, counted as Job::attempts (from 1 again after a kick)
+  AttemptOutcome outcome = AttemptOutcome::failed;
+  std::int64_t started_ms = 0;  // when it was reserved
+  std::int64_t ended_ms = 0;    // when it failed, or its lapse was noticed
+  std::string worker;           // who reserved it (ReserveOptions::worker); empty: not named
+  // Why: the first limits::kHistoryErrorMax bytes of the error (the job's
+  // error keeps the last one whole); error_cut when it was longer.
+  std::string error;
+  bool error_cut = false;
+};
+
 // A job as stored, as get and list return it.
 struct Job {
   std::string id;
@@ -92,11 +110,25 @@ struct Job {
   std::uint64_t token = 0;
   std::int64_t reserved_at_ms = 0;
   std::int64_t deadline_ms = 0;
+  std::string worker;  // who reserved it, when its reserve said (ReserveOptions::worker)
   // state == dead: when it died. state == done: when it finished and when
   // its retention ends.
   std::int64_t died_ms = 0;
   std::int64_t finished_ms = 0;
   std::int64_t expires_ms = 0;
+  // The last limits::kHistoryMax attempts that failed or lapsed, oldest
+  // first (library version 30; kept across kicks, dropped by an update).
+  std::vector<Attempt> history;
+};
+
+// What reserve takes.
+struct ReserveOptions {
+  int count = 1;  // 1..1000 jobs
+  Millis ttr{0};  // for jobs put without a time-to-run of their own; 0: the default
+  // Who reserves: 1..128 bytes without control characters (a Worker gives
+  // its own id). get and list show it on the reservation, and the job's
+  // history on an attempt that fails or lapses. Empty: none.
+  std::string worker;
 };
 
 // A job handed out by reserve (token != 0) or pull (token == 0).

@@ -194,9 +194,10 @@ class Worker {
   // run(), then until SIGINT or SIGTERM, then cancel(shutdown_timeout).
   void run_until_signal();
   bool running() const;
-  // Its id in the worker registry (WorkerOptions::beat_interval), once
-  // run() returned (not while it runs on another thread); empty without
-  // an entry.
+  // Its id, "<host>:<pid>:<8 hex digits>": the name each of its reserves
+  // gives (ReserveOptions::worker: a job's reservation and attempt history
+  // show it), and its entry's in the worker registry
+  // (WorkerOptions::beat_interval).
   std::string id() const;
 
   std::vector<RunningJob> running_jobs() const;

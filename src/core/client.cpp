@@ -327,10 +327,17 @@ REDISCHED_WRAP(ListPage, list,
 
 void Client::reserve_async(std::string_view topic, int count, Millis ttr,
                            Callback<ReserveResult> done) {
-  impl_->run<op::Reserve>(topic, {count, ttr}, std::move(done));
+  impl_->run<op::Reserve>(topic, {count, ttr, {}}, std::move(done));
 }
 REDISCHED_WRAP(ReserveResult, reserve, (std::string_view topic, int count, Millis ttr),
                (topic, count, ttr, std::move(cb)))
+
+void Client::reserve_async(std::string_view topic, const ReserveOptions& options,
+                           Callback<ReserveResult> done) {
+  impl_->run<op::Reserve>(topic, ReserveOptions(options), std::move(done));
+}
+REDISCHED_WRAP(ReserveResult, reserve, (std::string_view topic, const ReserveOptions& options),
+               (topic, options, std::move(cb)))
 
 void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) {
   impl_->run<op::Pull>(topic, {count}, std::move(done));

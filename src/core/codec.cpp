@@ -40,6 +40,31 @@ JobState to_state(const std::string& s) {
   return *state;
 }
 
+// An entry of a job's history (library version 30): field/value pairs.
+Attempt attempt_from_fields(const Reply& r) {
+  if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("history entry");
+  Attempt a;
+  for (size_t i = 0; i < r.elements.size(); i += 2) {
+    const std::string& f = r.elements[i].str;
+    const Reply& v = r.elements[i + 1];
+    if (f == "attempt")
+      a.attempt = static_cast<int>(to_int(v));
+    else if (f == "outcome")
+      a.outcome = v.str == "lapsed" ? AttemptOutcome::lapsed : AttemptOutcome::failed;
+    else if (f == "started")
+      a.started_ms = to_int(v);
+    else if (f == "ended")
+      a.ended_ms = to_int(v);
+    else if (f == "worker")
+      a.worker = v.str;
+    else if (f == "error")
+      a.error = v.str;
+    else if (f == "error_cut")
+      a.error_cut = to_int(v) != 0;
+  }
+  return a;
+}
+
 Job job_from_fields(const Reply& r) {
   if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("job fields");
   Job j;
@@ -90,6 +115,13 @@ Job job_from_fields(const Reply& r) {
       j.finished_ms = to_int(v);
     else if (f == "expires")
       j.expires_ms = to_int(v);
+    else if (f == "worker")
+      j.worker = v.str;
+    else if (f == "history") {
+      if (v.type != Reply::Type::array) unexpected("history");
+      j.history.reserve(v.elements.size());
+      for (const Reply& e : v.elements) j.history.push_back(attempt_from_fields(e));
+    }
     // Fields added by a newer library are skipped.
   }
   return j;

@@ -57,6 +57,10 @@ std::optional<JobState> parse_job_state(std::string_view s) noexcept {
   return std::nullopt;
 }
 
+std::string_view to_string(AttemptOutcome o) noexcept {
+  return o == AttemptOutcome::lapsed ? "lapsed" : "failed";
+}
+
 std::string_view to_string(Outcome o) noexcept {
   switch (o) {
     case Outcome::ok:

@@ -11,6 +11,25 @@
 namespace redisched::core::op {
 namespace {
 
+// The library's bounds (redisched/limits.h), checked before anything goes
+// out; the library checks every word again.
+constexpr auto kWorkerIdMax = static_cast<std::size_t>(limits::kWorkerIdMax);
+constexpr auto kRegistryListMax = static_cast<std::size_t>(limits::kWorkerListMax);
+
+// A worker's id (the registry's) or name (reserve's WORKER): 1..128 bytes
+// without control characters.
+void check_worker_id(std::string_view id, std::string_view what = "worker id") {
+  if (id.empty()) throw Error(Errc::invalid_argument, std::string(what) + " is empty");
+  if (id.size() > kWorkerIdMax) {
+    throw Error(Errc::invalid_argument,
+                std::string(what) + " is longer than " + std::to_string(kWorkerIdMax) + " bytes");
+  }
+  if (std::any_of(id.begin(), id.end(),
+                  [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; })) {
+    throw Error(Errc::invalid_argument, std::string(what) + " holds a control character");
+  }
+}
+
 // A reply for n jobs: one answer each, or the call is not understood.
 template <class T>
 std::vector<T> for_each_of(std::vector<T> each, std::size_t n) {
@@ -108,8 +127,13 @@ void Reserve::encode(Command& cmd, const Args& a) {
 }
 ReserveResult Reserve::decode(const Reply& r) { return parse_reserve(r, true); }
 const redis::BatchKind& Reserve::kind() { return reserve_kind(); }
+void Reserve::check(const Args& a, const ClientOptions& /*o*/) {
+  if (!a.worker.empty()) check_worker_id(a.worker, "the reserving worker's name");
+}
 void Reserve::tail(Command& cmd, const Args& a) {
   if (a.ttr.count() > 0) cmd.add("TTR").add(a.ttr.count());
+  // (in the tail: reserves coalesce only with those of the same worker)
+  if (!a.worker.empty()) cmd.add("WORKER").add(a.worker);
 }
 
 void Pull::encode(Command& cmd, const Args& a) { cmd.add(std::int64_t{a.count}); }
@@ -178,6 +202,56 @@ TouchResult Touch::decode(const Reply& r) { return parse_touch(r); }
 void Delete::encode(Command& cmd, const Args& a) { cmd.add(a.id); }
 bool Delete::decode(const Reply& r) { return changed(r); }
 
+namespace {
+
+// Big-endian, as the stored format lays numbers out.
+void put_be(std::string& out, std::uint64_t v, int bytes) {
+  for (int i = bytes - 1; i >= 0; --i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
+
+// restore's HISTORY: the history as the stored format lays it out (its
+// count, then each entry; docs/redis-api.md, "Stored format").
+std::string history_bytes(const std::vector<Attempt>& history) {
+  std::string out;
+  put_be(out, history.size(), 1);
+  for (const Attempt& a : history) {
+    put_be(out, static_cast<std::uint64_t>(a.attempt), 2);
+    put_be(out, (a.outcome == AttemptOutcome::lapsed ? 2 : 1) + (a.error_cut ? 128 : 0), 1);
+    put_be(out, static_cast<std::uint64_t>(a.started_ms), 6);
+    put_be(out, static_cast<std::uint64_t>(a.ended_ms), 6);
+    put_be(out, a.worker.size(), 1);
+    out += a.worker;
+    put_be(out, a.error.size(), 2);
+    out += a.error;
+  }
+  return out;
+}
+
+}  // namespace
+
+// The bounds that history_bytes's fields need (the library checks the rest).
+void Restore::check(const Args& a, const ClientOptions& /*o*/) {
+  const auto& h = a.job.history;
+  if (h.size() > static_cast<std::size_t>(limits::kHistoryMax)) {
+    throw Error(Errc::invalid_argument,
+                "a history holds at most " + std::to_string(limits::kHistoryMax) + " attempts");
+  }
+  for (const Attempt& e : h) {
+    if (!e.worker.empty()) check_worker_id(e.worker, "an attempt's worker");
+    if (e.error.size() > static_cast<std::size_t>(limits::kHistoryErrorMax)) {
+      throw Error(Errc::invalid_argument, "an attempt's error is over " +
+                                              std::to_string(limits::kHistoryErrorMax) + " bytes");
+    }
+    if (e.attempt < 1 || e.attempt > limits::kAttemptsMax || e.started_ms < 0 ||
+        e.started_ms > e.ended_ms || e.ended_ms > limits::kMsMax) {
+      throw Error(Errc::invalid_argument,
+                  "an attempt's number or times are out of range (attempt " +
+                      std::to_string(e.attempt) + ", started " + std::to_string(e.started_ms) +
+                      ", ended " + std::to_string(e.ended_ms) + ")");
+    }
+  }
+}
+
 void Restore::encode(Command& cmd, const Args& a) {
   const Job& job = a.job;
   const char* state = job.state == JobState::dead      ? "dead"
@@ -194,6 +268,7 @@ void Restore::encode(Command& cmd, const Args& a) {
   if (job.keep.count() > 0) cmd.add("KEEP").add(job.keep.count());
   if (job.error) cmd.add("ERROR").add(*job.error);
   if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
+  if (!job.history.empty()) cmd.add("HISTORY").add_owned(history_bytes(job.history));
   if (a.replace) cmd.add("REPLACE");
 }
 bool Restore::decode(const Reply& r) { return changed(r); }
@@ -317,23 +392,6 @@ void Tick::encode(Command& cmd, const Args& a) {
 TickOutcome Tick::decode(const Reply& r) { return parse_tick(r); }
 
 // ---------------------------------------------------------------- workers
-
-namespace {
-
-// The library's bounds (redisched/limits.h), checked before anything goes
-// out; the library checks every word again.
-constexpr auto kWorkerIdMax = static_cast<std::size_t>(limits::kWorkerIdMax);
-constexpr auto kRegistryListMax = static_cast<std::size_t>(limits::kWorkerListMax);
-
-void check_worker_id(std::string_view id) {
-  if (id.empty()) throw Error(Errc::invalid_argument, "worker id is empty");
-  if (id.size() > kWorkerIdMax) {
-    throw Error(Errc::invalid_argument,
-                "worker id is longer than " + std::to_string(kWorkerIdMax) + " bytes");
-  }
-}
-
-}  // namespace
 
 void Beat::check(const Args& a, const ClientOptions& /*o*/) {
   check_worker_id(a.entry.id);

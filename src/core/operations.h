@@ -190,11 +190,9 @@ struct Reserve : Read {
   static constexpr std::string_view calls = "reserve";
   static constexpr Route route = Route::take;
   static constexpr bool coalesces = true;
-  struct Args {
-    int count = 1;
-    Millis ttr{0};
-  };
+  using Args = ReserveOptions;
   using Value = ReserveResult;
+  static void check(const Args& a, const ClientOptions& o);
   static void encode(Command& cmd, const Args& a);
   static Value decode(const Reply& r);
   static const redis::BatchKind& kind();
@@ -337,6 +335,7 @@ struct Restore : JobWrite {
     return std::nullopt;
   }
   static std::string_view id(const Args& a) { return a.job.id; }
+  static void check(const Args& a, const ClientOptions& o);
   static void encode(Command& cmd, const Args& a);
   static Value decode(const Reply& r);
 };

@@ -5,11 +5,11 @@ namespace {
 
 class ClientBroker final : public Broker {
  public:
-  explicit ClientBroker(Client& c) : c_(c) {}
+  ClientBroker(Client& c, std::string worker) : c_(c), worker_(std::move(worker)) {}
 
   void reserve(const std::string& topic, int count, Millis ttr,
                Callback<ReserveResult> done) override {
-    c_.reserve_async(topic, count, ttr, std::move(done));
+    c_.reserve_async(topic, ReserveOptions{count, ttr, worker_}, std::move(done));
   }
   void ack_many(const std::string& topic,
                 std::span<const std::pair<std::string, std::uint64_t>> jobs, Millis keep,
@@ -44,12 +44,13 @@ class ClientBroker final : public Broker {
 
  private:
   Client& c_;
+  std::string worker_;
 };
 
 }  // namespace
 
-std::unique_ptr<Broker> client_broker(Client& client) {
-  return std::make_unique<ClientBroker>(client);
+std::unique_ptr<Broker> client_broker(Client& client, std::string worker) {
+  return std::make_unique<ClientBroker>(client, std::move(worker));
 }
 
 }  // namespace redisched::worker

@@ -45,7 +45,8 @@ class Broker {
   virtual void requeue(const std::string& topic, int limit, Callback<RequeueResult> done) = 0;
 };
 
-// The broker of a real worker: each call is the Client's.
-std::unique_ptr<Broker> client_broker(Client& client);
+// The broker of a real worker: each call is the Client's, its reserves
+// naming the worker (ReserveOptions::worker; empty: none).
+std::unique_ptr<Broker> client_broker(Client& client, std::string worker);
 
 }  // namespace redisched::worker

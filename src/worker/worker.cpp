@@ -96,7 +96,9 @@ class Worker::Impl {
         client(shared_client ? *shared_client : *own_client),
         control_shard(client.runtime().next_shard()),
         io(shard_io(client.runtime(), control_shard)),
-        broker(worker::client_broker(client)),
+        host(host_name()),
+        id(new_worker_id(host)),
+        broker(worker::client_broker(client, id)),
         shared(io, *broker),
         beat_timer(io) {
     check_options(opts);
@@ -160,8 +162,8 @@ class Worker::Impl {
       for (auto& t : topics) scheduler->add_topic(t->topic());
     }
     if (opts.beat_interval.count() > 0) {
-      entry.host = host_name();
-      entry.id = new_worker_id(entry.host);
+      entry.host = host;
+      entry.id = id;
       entry.pid = ::getpid();
       entry.version = std::string(version());
       entry.started_ms = worker::wall_ms();
@@ -264,6 +266,8 @@ class Worker::Impl {
   Client& client;
   std::size_t control_shard;
   asio::io_context& io;  // the control shard
+  const std::string host;
+  const std::string id;  // its reserves' name, and its registry entry's id
   std::unique_ptr<worker::Broker> broker;
   worker::Shared shared;
   std::shared_ptr<bool> open = std::make_shared<bool>(true);  // on the control shard
@@ -317,7 +321,7 @@ void Worker::run_until_signal() {
   cancel(impl_->opts.shutdown_timeout);
 }
 
-std::string Worker::id() const { return impl_->entry.id; }
+std::string Worker::id() const { return impl_->id; }
 
 std::vector<RunningJob> Worker::running_jobs() const {
   std::vector<RunningJob> out;

@@ -295,6 +295,55 @@ TEST_F(ClientTest, ReleaseFailTouchAndStaleTokens) {
   EXPECT_EQ(client_.get(topic_, "a")->state, JobState::ready);
 }
 
+// Library version 30: each attempt that fails or lapses stays in the job's
+// history with its times, its error and the worker that reserved it.
+TEST_F(ClientTest, AttemptHistoryKeepsWhenWhyAndWhichWorker) {
+  auto spec = job("h");
+  spec.max_attempts = 3;
+  spec.backoff = Backoff{BackoffKind::fixed, Millis{0}, Millis{0}};
+  client_.put(topic_, spec);
+  EXPECT_TRUE(client_.get(topic_, "h")->history.empty());
+  EXPECT_REDISCHED_ERROR(client_.reserve(topic_, ReserveOptions{1, Millis{0}, "bad\nname"}),
+                         Errc::invalid_argument, "control character");
+  EXPECT_REDISCHED_ERROR(
+      client_.reserve(topic_, ReserveOptions{1, Millis{0}, std::string(129, 'w')}),
+      Errc::invalid_argument, "longer than 128 bytes");
+  auto first = client_.reserve(topic_, ReserveOptions{1, Millis(50), "host-a:1:cafe"});
+  ASSERT_EQ(first.jobs.size(), 1u);
+  EXPECT_EQ(client_.get(topic_, "h")->worker, "host-a:1:cafe");
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  auto second = client_.reserve(topic_, ReserveOptions{1, Millis(10000), "host-b:2:beef"});
+  ASSERT_EQ(second.jobs.size(), 1u) << "the lapsed reservation comes back";
+  const std::string long_error(2000, 'x');
+  EXPECT_EQ(client_.fail(topic_, "h", second.jobs[0].token, long_error).state, JobState::ready);
+  const auto j = *client_.get(topic_, "h");
+  EXPECT_TRUE(j.worker.empty()) << "no longer reserved";
+  EXPECT_EQ(j.error, long_error) << "the last error is kept whole";
+  ASSERT_EQ(j.history.size(), 2u);
+  EXPECT_EQ(j.history[0].attempt, 1);
+  EXPECT_EQ(j.history[0].outcome, AttemptOutcome::lapsed);
+  EXPECT_EQ(j.history[0].worker, "host-a:1:cafe");
+  EXPECT_EQ(j.history[0].error, "time-to-run lapsed");
+  EXPECT_EQ(j.history[0].started_ms, first.now_ms);
+  EXPECT_GE(j.history[0].ended_ms, first.jobs[0].deadline_ms);
+  EXPECT_EQ(j.history[1].attempt, 2);
+  EXPECT_EQ(j.history[1].outcome, AttemptOutcome::failed);
+  EXPECT_EQ(j.history[1].worker, "host-b:2:beef");
+  EXPECT_EQ(j.history[1].error, long_error.substr(0, limits::kHistoryErrorMax));
+  EXPECT_TRUE(j.history[1].error_cut);
+  // Reserves of different workers queued together do not coalesce into one
+  // call under one name: each job names the worker that took it.
+  client_.put(topic_, job("p"));
+  auto fa = client_.reserve_async(topic_, ReserveOptions{1, Millis{0}, "wa"});
+  auto fb = client_.reserve_async(topic_, ReserveOptions{1, Millis{0}, "wb"});
+  auto ra = fa.get();
+  auto rb = fb.get();
+  ASSERT_EQ(ra.jobs.size() + rb.jobs.size(), 2u);
+  for (const auto& [r, name] : {std::pair{&ra, "wa"}, {&rb, "wb"}}) {
+    for (const auto& taken : r->jobs) EXPECT_EQ(client_.get(topic_, taken.id)->worker, name);
+  }
+}
+
 TEST_F(ClientTest, BatchPutAndAckOverTheLibraryLimit) {
   std::vector<JobSpec> jobs;
   for (int i = 0; i < 2500; ++i) jobs.push_back(job("j" + std::to_string(i)));

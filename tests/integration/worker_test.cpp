@@ -123,6 +123,7 @@ TEST(WorkerRegistryTest, AWorkerKeepsItsEntryAndLeavesWhenItStops) {
   ASSERT_EQ(w.running.size(), 1u);
   EXPECT_EQ(w.running[0].topic, topic);
   EXPECT_EQ(w.running[0].id, "slow");
+  EXPECT_EQ(client.get(topic, "slow")->worker, worker.id()) << "its reservation names it";
   EXPECT_GE(w.running[0].started_ms, before);
   EXPECT_LE(w.running[0].started_ms, wall_ms());
   EXPECT_GT(w.expires_ms, w.beat_ms);
@@ -138,7 +139,8 @@ TEST(WorkerRegistryTest, NoEntryWithoutBeatsAndABadIntervalIsRefused) {
   Worker worker(o);
   worker.handle(unique_topic(), {}, [](JobContext&) {});
   worker.run();
-  EXPECT_TRUE(worker.id().empty());
+  EXPECT_FALSE(worker.id().empty()) << "its reserves name it all the same";
+  for (auto& w : worker.client().workers()) EXPECT_NE(w.id, worker.id());
   worker.cancel();
   o.beat_interval = Millis{999};
   EXPECT_REDISCHED_ERROR(Worker{o}, Errc::invalid_argument, "beat_interval must be 0");
@@ -269,6 +271,18 @@ TEST_F(WorkerTest, ContextFailAndBury) {
   EXPECT_EQ(hard->error.value_or(""), "malformed address");
   EXPECT_EQ(soft->state, JobState::delayed);  // the job's own backoff: 1 s
   EXPECT_EQ(soft->attempts, 1);
+  // Each keeps its attempt: when, why, and which worker ran it.
+  for (const auto& [job, why] : {std::pair{*hard, "malformed address"}, {*soft, "try later"}}) {
+    ASSERT_EQ(job.history.size(), 1u) << job.id;
+    const Attempt& a = job.history[0];
+    EXPECT_EQ(a.attempt, 1);
+    EXPECT_EQ(a.outcome, AttemptOutcome::failed);
+    EXPECT_EQ(a.error, why);
+    EXPECT_FALSE(a.error_cut);
+    EXPECT_EQ(a.worker, worker_.id());
+    EXPECT_GE(a.started_ms, job.created_ms);
+    EXPECT_GE(a.ended_ms, a.started_ms);
+  }
 }
 
 TEST_F(WorkerTest, ReleaseWithDelayComesBackAfterTheDelay) {

@@ -94,6 +94,15 @@ auto Client::reserve_async(std::string_view topic, int count, Millis ttr, Token&
                                           });
 }
 
+template <AnswerToken<ReserveResult> Token>
+auto Client::reserve_async(std::string_view topic, const ReserveOptions& options,
+                           Token&& completion) {
+  return detail::answer_to<ReserveResult>(std::forward<Token>(completion),
+                                          [this, topic, options](Callback<ReserveResult> done) {
+                                            reserve_async(topic, options, std::move(done));
+                                          });
+}
+
 template <AnswerToken<Outcome> Token>
 auto Client::ack_async(std::string_view topic, std::string_view id, std::uint64_t token,
                        Millis keep, Token&& completion) {
