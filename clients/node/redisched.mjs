@@ -127,6 +127,17 @@ function hostPort(text) {
 
 // A refusal (0, -1, -2, -3; each of a batch) changed nothing: it is answered
 // as it is, whatever the replicas had.
+// A flat field/value reply as an object: strings, but the raw field
+// (Buffers: a body) and replies that are no Buffer (numbers, arrays).
+function fields(reply, raw) {
+  const out = {};
+  for (let i = 0; i < reply.length; i += 2) {
+    const field = reply[i].toString();
+    out[field] = field === raw || !Buffer.isBuffer(reply[i + 1]) ? reply[i + 1] : reply[i + 1].toString();
+  }
+  return out;
+}
+
 function refused(reply) {
   const no = (x) => typeof x === 'number' && x <= 0;
   return Array.isArray(reply) ? reply.every(no) : no(reply);
@@ -314,30 +325,32 @@ export class Topic {
     return this.routed(async () => (await this.at(id)).change('put', ...args));
   }
 
-  // The job's fields ({state, body, ...}; strings but body), or null.
+  // The job's fields ({state, body, ...}; strings but body), or null. Its
+  // history (library version 30), when it has one: [{attempt, outcome,
+  // started, ended, worker, error, error_cut}], oldest first.
   async get(id) {
     const reply = await this.routed(async () => (await this.at(id)).call('get', id));
     if (reply === null) return null;
-    const job = {};
-    for (let i = 0; i < reply.length; i += 2) {
-      const field = reply[i].toString();
-      job[field] = field === 'body' || !Buffer.isBuffer(reply[i + 1]) ? reply[i + 1] : reply[i + 1].toString();
-    }
+    const job = fields(reply, 'body');
+    if (job.history) job.history = job.history.map((e) => fields(e));
     return job;
   }
 
   // {now, next, paused, jobs: [{id, body, token, attempt, ...}]}
   // From a spread topic: its shards in turn, starting one further each call,
   // until count jobs came or each was asked.
-  reserve(count = 1, ttrMs) { return this.routed(() => this.reserveHere(count, ttrMs)); }
+  // worker: who reserves (1..128 bytes without control characters), which
+  // get shows on the reservation and the job's history on an attempt that
+  // fails or lapses.
+  reserve(count = 1, ttrMs, worker) { return this.routed(() => this.reserveHere(count, ttrMs, worker)); }
 
-  async reserveHere(count, ttrMs) {
+  async reserveHere(count, ttrMs, worker) {
     const shards = await this.shards();
     if (shards.length) {
       const out = { now: 0, next: -1, paused: true, jobs: [] };
       this.turn++;
       for (let k = 0; k < shards.length; k++) {
-        const part = await shards[(this.turn + k) % shards.length].reserveHere(count - out.jobs.length, ttrMs);
+        const part = await shards[(this.turn + k) % shards.length].reserveHere(count - out.jobs.length, ttrMs, worker);
         out.now = Math.max(out.now, part.now);
         out.next = out.next < 0 ? part.next : part.next < 0 ? out.next : Math.min(out.next, part.next);
         out.paused = out.paused && part.paused;
@@ -349,7 +362,8 @@ export class Topic {
       }
       return out;
     }
-    const [now, next, paused, ...jobs] = await this.call('reserve', count, ...(ttrMs ? ['TTR', ttrMs] : []));
+    const [now, next, paused, ...jobs] = await this.call('reserve', count, ...(ttrMs ? ['TTR', ttrMs] : []),
+      ...(worker !== undefined ? ['WORKER', worker] : []));
     return {
       now, next, paused: paused === 1,
       jobs: jobs.map(([id, body, token, attempt, maxAttempts, priority, created, due, deadline]) =>
@@ -438,7 +452,8 @@ class Registration {
 // the next due time Redis gave, or a signal of an earlier one. Its
 // connection lost (a failover), it subscribes again, then reserves: the
 // signals sent meanwhile are lost, not their jobs. It keeps an entry in
-// the worker registry (workers()) while it runs.
+// the worker registry (workers()) while it runs, and names its reserves
+// with the entry's id (the jobs' history shows it).
 export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 } = {}) {
   let entry = null;
   const sub = topic.redis.duplicate({ autoResubscribe: false }); // this loop subscribes
@@ -462,7 +477,7 @@ export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 }
         }
         subscribedAt = at;
       }
-      const r = await topic.reserve(batch, ttrMs);
+      const r = await topic.reserve(batch, ttrMs, entry.id);
       for (const job of r.jobs) {
         let failure = null;
         entry.running = { id: String(job.id), started: Date.now() };

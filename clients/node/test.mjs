@@ -64,9 +64,15 @@ try {
     const t = new Topic(redis, 'billing');
     await t.put('low', 'l', { priority: 1, attempts: 1 });
     await t.put('high', 'h', { priority: 9 });
-    const r = await t.reserve(2);
+    const r = await t.reserve(2, undefined, 'node-worker-1');
     assert.deepEqual(r.jobs.map((j) => j.id), ['high', 'low']);
+    assert.equal((await t.get('low')).worker, 'node-worker-1');
     assert.equal(await t.fail(r.jobs[1], 'card declined'), 'dead');
+    const [attempt, ...more] = (await t.get('low')).history; // library version 30
+    assert.deepEqual(more, []);
+    assert.deepEqual([attempt.attempt, attempt.outcome, attempt.worker, attempt.error],
+      [1, 'failed', 'node-worker-1', 'card declined']);
+    assert.ok(attempt.started <= attempt.ended);
     assert.equal(await t.release(r.jobs[0], 60000), OK);
     const s = await t.stats();
     assert.deepEqual([s.dead, s.delayed, s.ready], [1, 1, 0]);
@@ -127,6 +133,8 @@ try {
     const bad = await t.get('bad');
     assert.equal(bad.state, 'dead');
     assert.equal(bad.error, 'boom');
+    // The loop names its reserves with its registry id: host:pid:hex.
+    assert.match(bad.history[0].worker, new RegExp(`^.+:${process.pid}:[0-9a-f]{8}$`));
   });
 
   await test('a worker loop keeps an entry in the registry and leaves', async () => {

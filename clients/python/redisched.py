@@ -336,28 +336,39 @@ class Topic:
         return self._routed(lambda: self._at(job_id)._call("put", *args, changes_job=True))
 
     def get(self, job_id):
-        """The job's fields as a dict (state, body, ...), or None."""
+        """The job's fields as a dict (state, body, ...), or None. Its
+        "history" (library version 30), when it has one, is a list of dicts
+        (attempt, outcome, started, ended, worker, error, error_cut), oldest
+        first."""
         reply = self._routed(lambda: self._at(job_id)._call("get", job_id))
         if reply is None:
             return None
-        return {_text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
+        job = {_text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
+        if "history" in job:
+            job["history"] = [{_text(e[i]): e[i + 1] for i in range(0, len(e), 2)}
+                              for e in job["history"]]
+        return job
 
-    def reserve(self, count=1, ttr_ms=None):
-        """From a spread topic: its shards in turn, starting one further each
-        call, until count jobs came or each was asked."""
-        return self._routed(lambda: self._reserve(count, ttr_ms))
+    def reserve(self, count=1, ttr_ms=None, worker=None):
+        """worker: who reserves (1..128 bytes without control characters),
+        which get shows on the reservation and the job's history on an
+        attempt that fails or lapses. From a spread topic: its shards in
+        turn, starting one further each call, until count jobs came or each
+        was asked."""
+        return self._routed(lambda: self._reserve(count, ttr_ms, worker))
 
-    def _reserve(self, count, ttr_ms):
+    def _reserve(self, count, ttr_ms, worker=None):
         shards = self.shards()
         if not shards:
             args = [count] + (["TTR", ttr_ms] if ttr_ms is not None else [])
+            args += ["WORKER", worker] if worker is not None else []
             now, nxt, paused, *jobs = self._call("reserve", *args)
             return Reserved(now, nxt, bool(paused), [
                 Job(_text(j[0]), *j[1:9], *j[9:10]) for j in jobs])
         self._turn += 1
         out = Reserved(0, -1, True, [])
         for k in range(len(shards)):
-            part = shards[(self._turn + k) % len(shards)]._reserve(count - len(out.jobs), ttr_ms)
+            part = shards[(self._turn + k) % len(shards)]._reserve(count - len(out.jobs), ttr_ms, worker)
             out.now = max(out.now, part.now)
             out.next = part.next if out.next < 0 else (out.next if part.next < 0 else min(out.next, part.next))
             out.paused = out.paused and part.paused
@@ -519,7 +530,8 @@ def work(topic, handler, stop=lambda: False, batch=10, ttr_ms=30000):
     signal of an earlier one; no polling. Through a failover it subscribes
     again (the signals sent meanwhile are lost; the reserve that follows
     finds their jobs). It keeps an entry in the worker registry (workers())
-    while it runs."""
+    while it runs, and names its reserves with the entry's id (the jobs'
+    history shows it)."""
     sub = None
     entry = _Registration(topic)
     try:
@@ -530,7 +542,7 @@ def work(topic, handler, stop=lambda: False, batch=10, ttr_ms=30000):
                 # shards is not followed here: restart the loop).
                 channels = [t.channel for t in topic.shards(fresh=True) or [topic]]
                 sub = _subscribed(topic.redis, channels, topic.failover_s)
-            r = topic.reserve(batch, ttr_ms)
+            r = topic.reserve(batch, ttr_ms, worker=entry.id)
             for job in r.jobs:
                 entry.running = (_text(job.id), int(time.time() * 1000))
                 try:

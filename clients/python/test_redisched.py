@@ -118,9 +118,14 @@ class RedischedFromPython(unittest.TestCase):
         t = self.topic("billing")
         t.put("low", b"l", priority=1, attempts=1)
         t.put("high", b"h", priority=9)
-        r = t.reserve(2)
+        r = t.reserve(2, worker="py-worker-1")
         self.assertEqual([j.id for j in r.jobs], ["high", "low"])
+        self.assertEqual(t.get("low")["worker"], b"py-worker-1")
         self.assertEqual(t.fail(r.jobs[1], "card declined"), "dead")
+        [attempt] = t.get("low")["history"]  # library version 30
+        self.assertEqual((attempt["attempt"], attempt["outcome"], attempt["worker"], attempt["error"]),
+                         (1, b"failed", b"py-worker-1", b"card declined"))
+        self.assertLessEqual(attempt["started"], attempt["ended"])
         self.assertEqual(t.release(r.jobs[0], delay_ms=60000), redisched.OK)
         s = t.stats()
         self.assertEqual((s["dead"], s["delayed"], s["ready"]), (1, 1, 0))
@@ -189,6 +194,9 @@ class RedischedFromPython(unittest.TestCase):
         self.assertLess(ran["later"] - put_at, 0.9)
         self.assertEqual(t.get("bad")["state"], b"dead")
         self.assertEqual(t.get("bad")["error"], b"boom")
+        # The loop names its reserves with its registry id: host:pid:hex.
+        [attempt] = t.get("bad")["history"]
+        self.assertRegex(attempt["worker"].decode(), r"^.+:%d:[0-9a-f]{8}$" % os.getpid())
 
     def test_a_worker_loop_keeps_an_entry_in_the_registry_and_leaves(self):
         t = self.topic("registry")

@@ -32,8 +32,17 @@ void print_job_text(const Job& j) {
   if (j.state == JobState::reserved) {
     std::cout << "token:        " << j.token << "\n"
               << "deadline:     " << j.deadline_ms << "\n";
+    if (!j.worker.empty()) std::cout << "worker:       " << j.worker << "\n";
   }
   std::cout << "body:         " << printable(j.body) << "\n";
+  // The attempts that failed or lapsed, oldest first: one line each.
+  if (!j.history.empty()) std::cout << "history:\n";
+  for (const Attempt& a : j.history) {
+    std::cout << "  attempt " << a.attempt << " " << to_string(a.outcome) << " at " << a.ended_ms
+              << " after " << a.ended_ms - a.started_ms << " ms";
+    if (!a.worker.empty()) std::cout << " on " << a.worker;
+    std::cout << ": " << printable(a.error) << (a.error_cut ? " [cut]" : "") << "\n";
+  }
 }
 
 void print_taken(const ReserveResult& r, const Session& s, bool reserved) {

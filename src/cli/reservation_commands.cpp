@@ -17,6 +17,7 @@ struct Taking {
   std::string topic;
   int count = 1;
   std::optional<std::int64_t> ttr;
+  std::optional<std::string> worker;  // reserve's
 };
 
 // The arguments of a call on a reservation.
@@ -66,9 +67,14 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
       ->capture_default_str();
   reserve->add_option("--ttr", r->ttr, "time-to-run for jobs without their own, ms")
       ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
+  reserve->add_option("--worker", r->worker,
+                      "who reserves (get and the job's history show it), 1.." +
+                          std::to_string(limits::kWorkerIdMax) + " bytes");
   reserve->callback([r, &selected] {
     selected = [r](Session& s) {
-      print_taken(s.client().reserve(r->topic, r->count, Millis(r->ttr.value_or(0))), s, true);
+      if (r->worker && r->worker->empty()) throw Error(Errc::invalid_argument, "--worker is empty");
+      const ReserveOptions options{r->count, Millis(r->ttr.value_or(0)), r->worker.value_or("")};
+      print_taken(s.client().reserve(r->topic, options), s, true);
       return 0;
     };
   });

@@ -167,14 +167,14 @@ Response draining_aware(const ApiContext& ctx, Response res, bool handed_out) {
 
 // Reserve, waiting up to wait_ms for a job (long-poll) on the wake-up signal.
 // While the server drains, nothing is handed out: the answer is empty.
-awaitable<ReserveResult> reserve_waiting(ApiContext& ctx, const std::string& topic, int count,
-                                         Millis ttr, std::int64_t wait_ms) {
+awaitable<ReserveResult> reserve_waiting(ApiContext& ctx, const std::string& topic,
+                                         const ReserveOptions& options, std::int64_t wait_ms) {
   const auto until = std::chrono::steady_clock::now() + Millis{wait_ms};
   const auto ex = co_await asio::this_coro::executor;
   for (;;) {
     if (ctx.stopping) co_return ReserveResult{};
     auto ticket = wait_ms > 0 ? ctx.hub.watch(topic, ex) : nullptr;
-    auto r = co_await ctx.client.reserve_async(topic, count, ttr, asio::use_awaitable);
+    auto r = co_await ctx.client.reserve_async(topic, options, asio::use_awaitable);
     const auto now = std::chrono::steady_clock::now();
     if (!r.jobs.empty() || !ticket || now >= until || ctx.stopping) {
       if (ticket) ctx.hub.forget(ticket);
@@ -191,11 +191,18 @@ awaitable<ReserveResult> reserve_waiting(ApiContext& ctx, const std::string& top
 
 awaitable<Response> reserve(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
-  only_fields(body, {"count", "ttr_ms", "wait_ms"});
-  const int count = count_field(body);
-  const Millis ttr{int_field(body, "ttr_ms", 1, limits::kTtrMax).value_or(0)};
+  only_fields(body, {"count", "ttr_ms", "wait_ms", "worker"});
+  ReserveOptions options;
+  options.count = count_field(body);
+  options.ttr = Millis{int_field(body, "ttr_ms", 1, limits::kTtrMax).value_or(0)};
+  // Who reserves (the job's history names it): checked by the Client, 1..128
+  // bytes without control characters.
+  if (auto worker = string_field(body, "worker")) {
+    if (worker->empty()) bad_request("\"worker\" is empty");
+    options.worker = std::move(*worker);
+  }
   const auto wait = int_field(body, "wait_ms", 0, ctx.max_wait_ms).value_or(0);
-  auto r = co_await reserve_waiting(ctx, p.topic, count, ttr, wait);
+  auto r = co_await reserve_waiting(ctx, p.topic, options, wait);
   for (const auto& j : r.jobs) ctx.metrics.job_event("reserved", p.topic, j.id);
   co_return draining_aware(ctx, ok_json(req, taken_json(r, true)), !r.jobs.empty());
 }

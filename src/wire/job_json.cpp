@@ -86,14 +86,84 @@ json::object job_json(const Job& j) {
     o["token"] = j.token;
     o["reserved_at"] = j.reserved_at_ms;
     o["deadline"] = j.deadline_ms;
+    if (!j.worker.empty()) o["worker"] = printable(j.worker);
   }
   if (j.state == JobState::dead) o["died"] = j.died_ms;
   if (j.state == JobState::done) {
     o["finished"] = j.finished_ms;
     o["expires"] = j.expires_ms;
   }
+  if (!j.history.empty()) o["history"] = history_json(j.history);
   return o;
 }
+
+json::array history_json(const std::vector<Attempt>& history) {
+  json::array out;
+  out.reserve(history.size());
+  for (const Attempt& a : history) {
+    json::object e{{"attempt", a.attempt},
+                   {"outcome", to_string(a.outcome)},
+                   {"started", a.started_ms},
+                   {"ended", a.ended_ms}};
+    if (!a.worker.empty()) e["worker"] = printable(a.worker);
+    e["error"] = printable(a.error);
+    if (a.error_cut) e["error_cut"] = true;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+namespace {
+
+// An entry of "history" (history_json's), as import reads it; where names it
+// in errors ("history[2]"). The library checks the ranges again.
+Attempt attempt_from_json(const json::value& v, const std::string& where) {
+  if (!v.is_object()) throw std::runtime_error("\"" + where + "\" must be an object");
+  const auto& e = v.as_object();
+  auto field = [&](std::string_view name) -> const json::value& {
+    auto it = e.find(name);
+    if (it == e.end()) {
+      throw std::runtime_error("\"" + where + "\" has no \"" + std::string(name) + "\"");
+    }
+    return it->value();
+  };
+  auto integer = [&](std::string_view name, std::int64_t lo, std::int64_t hi) {
+    const auto& f = field(name);
+    if (!f.is_int64() || f.as_int64() < lo || f.as_int64() > hi) {
+      throw std::runtime_error("\"" + where + "." + std::string(name) +
+                               "\" must be an integer from " + std::to_string(lo) + " to " +
+                               std::to_string(hi));
+    }
+    return f.as_int64();
+  };
+  auto text = [&](std::string_view name) {
+    const auto& f = field(name);
+    if (!f.is_string()) {
+      throw std::runtime_error("\"" + where + "." + std::string(name) + "\" must be a string");
+    }
+    return std::string(f.as_string());
+  };
+  Attempt a;
+  a.attempt = static_cast<int>(integer("attempt", 1, limits::kAttemptsMax));
+  const std::string outcome = text("outcome");
+  if (outcome != "failed" && outcome != "lapsed") {
+    throw std::runtime_error("\"" + where + ".outcome\" must be failed or lapsed");
+  }
+  a.outcome = outcome == "lapsed" ? AttemptOutcome::lapsed : AttemptOutcome::failed;
+  a.started_ms = integer("started", 0, limits::kMsMax);
+  a.ended_ms = integer("ended", 0, limits::kMsMax);
+  if (e.contains("worker")) a.worker = text("worker");
+  a.error = text("error");
+  if (auto it = e.find("error_cut"); it != e.end()) {
+    if (!it->value().is_bool()) {
+      throw std::runtime_error("\"" + where + ".error_cut\" must be true or false");
+    }
+    a.error_cut = it->value().as_bool();
+  }
+  return a;
+}
+
+}  // namespace
 
 Job job_from_json(const json::object& o) {
   auto field = [&](std::string_view name) -> const json::value& {
@@ -175,6 +245,17 @@ Job job_from_json(const json::object& o) {
   }
   if (o.contains("died")) j.died_ms = integer("died", 0, limits::kMsMax);
   if (o.contains("keep")) j.keep = Millis{integer("keep", 0, limits::kDelayMax)};
+  if (auto it = o.find("history"); it != o.end()) {
+    if (!it->value().is_array()) throw std::runtime_error("\"history\" must be an array");
+    const auto& h = it->value().as_array();
+    if (h.size() > static_cast<std::size_t>(limits::kHistoryMax)) {
+      throw std::runtime_error("\"history\" holds more than " +
+                               std::to_string(limits::kHistoryMax) + " attempts");
+    }
+    for (std::size_t i = 0; i < h.size(); ++i) {
+      j.history.push_back(attempt_from_json(h[i], "history[" + std::to_string(i) + "]"));
+    }
+  }
   return j;
 }
 

@@ -3,6 +3,7 @@
 // "body_base64".
 #pragma once
 
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <optional>
 #include <string>
@@ -25,6 +26,9 @@ void put_body(boost::json::object& o, std::string_view body);
 void put_bytes(boost::json::object& o, std::string_view name, std::string_view bytes);
 
 boost::json::object job_json(const Job& j);
+// A job's attempt history (Job::history): [{"attempt", "outcome", "started",
+// "ended", "worker" (when named), "error", "error_cut" (when true)}].
+boost::json::array history_json(const std::vector<Attempt>& history);
 // The inverse of job_json (for import); throws std::runtime_error naming
 // the field at fault.
 Job job_from_json(const boost::json::object& o);

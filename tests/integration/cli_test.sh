@@ -40,11 +40,18 @@ expect "global option after the subcommand" "mail" "$("$BIN" topics --redis "$UR
 
 # export and import: every state, schedule, attempts and errors come back.
 r put bk broken 'x' --attempts 1 > /dev/null
-line=$(r --json reserve bk --count 1)
+expect "reserve refuses an empty worker" "redisched: --worker is empty" \
+  "$(r reserve bk --worker '' 2>&1 >/dev/null)"
+line=$(r --json reserve bk --count 1 --worker cli-1)
+expect "get names the worker" "worker:       cli-1" "$(r get bk broken | grep '^worker:')"
 r put bk later 'see you' --delay 600000 --priority 7 --attempts 3 > /dev/null
 r put bk now "$(printf 'bin\001ary')" > /dev/null
 r fail bk broken "$(echo "$line" | sed 's/.*"token":\([0-9]*\).*/\1/')" 'it broke' > /dev/null
+expect "get shows the history" "  attempt 1 failed at" "$(r get bk broken | grep -A1 '^history:' | tail -1 | grep -o '^  attempt 1 failed at')"
+expect "... on the worker, with the error" "on cli-1: it broke" "$(r get bk broken | grep -o 'on cli-1: it broke')"
 r export bk -o "$DIR/bk.jsonl"
+expect "export keeps the history" '"history":[{"attempt":1,"outcome":"failed"' \
+  "$(grep -o '"history":\[{"attempt":1,"outcome":"failed"' "$DIR/bk.jsonl")"
 expect "export lines" "3" "$(wc -l < "$DIR/bk.jsonl" | tr -d ' ')"
 expect "export quiet when piped" "" "$(r export bk 2>&1 >/dev/null)"
 expect "import" "restored 3, skipped 0 (existing ids, or finished jobs)" "$(r import bk2 "$DIR/bk.jsonl")"
@@ -53,6 +60,8 @@ expect "round trip" "$(cat "$DIR/bk.jsonl")" "$(cat "$DIR/bk2.jsonl")"
 expect "import again skips" "restored 0, skipped 3 (existing ids, or finished jobs)" "$(r import bk2 < "$DIR/bk.jsonl")"
 expect "import bad line" "redisched: line 1: the job has no \"state\" (nothing was imported)" \
   "$(echo '{"id":"x"}' | r import bk3 2>&1)"
+expect "import bad history" "redisched: line 1: \"history[0].outcome\" must be failed or lapsed (nothing was imported)" \
+  "$(echo '{"id":"x","state":"ready","body":"b","priority":0,"created":1,"due":1,"attempts":1,"max_attempts":5,"ttr":30000,"history":[{"attempt":1,"outcome":"exploded","started":1,"ended":2,"error":"e"}]}' | r import bk3 2>&1)"
 # A bad line anywhere stops the import before the first job goes in.
 { head -2 "$DIR/bk.jsonl"; echo '{"id":"y","state":"ready","body":"b","priority":4294967301}'; } > "$DIR/bad.jsonl"
 expect "import bad last line" "1" "$(r import bk4 "$DIR/bad.jsonl" >/dev/null 2>&1; echo $?)"

@@ -111,14 +111,18 @@ TEST_F(ServerTest, APutWaitsForTheReplicasItAsksFor) {
 TEST_F(ServerTest, ReserveAckReleaseFailTouch) {
   call("PUT", topic_jobs() + "/a", R"({"body":"A","priority":9})");
   call("PUT", topic_jobs() + "/b", R"({"body":"B","attempts":1})");
-  auto r = parse(
-      call("POST", "/v1/topics/" + topic_ + "/reserve", R"({"count":2,"ttr_ms":60000})").body);
+  const std::string reserve = "/v1/topics/" + topic_ + "/reserve";
+  EXPECT_EQ(call("POST", reserve, R"({"worker":""})").status, 400);
+  EXPECT_EQ(call("POST", reserve, R"({"worker":"a\u0001b"})").status, 400);
+  EXPECT_EQ(call("POST", reserve, R"({"worker":")" + std::string(129, 'w') + R"("})").status, 400);
+  auto r = parse(call("POST", reserve, R"({"count":2,"ttr_ms":60000,"worker":"box-1:42"})").body);
   auto jobs = r.at("jobs").as_array();
   ASSERT_EQ(jobs.size(), 2u);
   EXPECT_EQ(jobs[0].at("id"), "a");
   const auto ta = jobs[0].at("token").as_int64();
   const auto tb = jobs[1].at("token").as_int64();
   const std::string base = topic_jobs();
+  EXPECT_EQ(parse(call("GET", base + "/b").body).at("worker"), "box-1:42");
   auto touched = call("POST", base + "/a/touch", R"({"token":)" + std::to_string(ta) + "}");
   EXPECT_EQ(touched.status, 200);
   EXPECT_GT(parse(touched.body).at("deadline").as_int64(), 0);
@@ -146,6 +150,17 @@ TEST_F(ServerTest, ReserveAckReleaseFailTouch) {
   auto dead = parse(call("GET", base + "?state=dead").body);
   EXPECT_EQ(dead.at("total").as_int64(), 1);
   EXPECT_EQ(dead.at("jobs").at(0).at("error"), "boom");
+  // Its attempt, with when, why and where (library version 30).
+  const auto b = parse(call("GET", base + "/b").body);
+  ASSERT_EQ(b.at("history").as_array().size(), 1u);
+  const auto& attempt = b.at("history").at(0).as_object();
+  EXPECT_EQ(attempt.at("attempt").as_int64(), 1);
+  EXPECT_EQ(attempt.at("outcome"), "failed");
+  EXPECT_EQ(attempt.at("worker"), "box-1:42");
+  EXPECT_EQ(attempt.at("error"), "boom");
+  EXPECT_LE(attempt.at("started").as_int64(), attempt.at("ended").as_int64());
+  EXPECT_FALSE(attempt.contains("error_cut"));
+  EXPECT_FALSE(b.as_object().contains("worker")) << "no longer reserved";
   EXPECT_EQ(parse(call("POST", "/v1/topics/" + topic_ + "/kick", R"({"ids":["b"]})").body)
                 .at("kicked")
                 .as_int64(),
