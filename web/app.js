@@ -10,6 +10,7 @@ const state = {
   topicsPage: 0,
   topic: null,
   jobState: 'ready',
+  jobId: null,         // the job page's
   jobsOffset: 0,
   feed: [],
   source: null,
@@ -46,6 +47,11 @@ function past(ms) { return ago(Math.min(ms, Date.now() - 1000)); }
 function when(ms) {
   if (!ms || ms <= 0) return '';
   return `${new Date(ms).toLocaleString()} (${ago(ms)})`;
+}
+// when() of a time that has passed.
+function was(ms) {
+  if (!ms || ms <= 0) return '';
+  return `${new Date(ms).toLocaleString()} (${past(ms)})`;
 }
 
 async function api(method, path, body) {
@@ -106,8 +112,14 @@ function addFeed(ev) {
 
 function route() {
   const hash = location.hash || '#/';
-  const m = hash.match(/^#\/topic\/(.+)$/);
-  if (m) {
+  const jm = hash.match(/^#\/topic\/([^/]+)\/job\/(.+)$/);
+  const m = hash.match(/^#\/topic\/([^/]+)$/);
+  if (jm) {
+    state.topic = decodeURIComponent(jm[1]);
+    state.jobId = decodeURIComponent(jm[2]);
+    show('job');
+    loadJob();
+  } else if (m) {
     const topic = decodeURIComponent(m[1]);
     if (state.topic !== topic) { state.topic = topic; state.jobsOffset = 0; state.jobState = 'ready'; }
     show('topic');
@@ -127,13 +139,20 @@ function route() {
 }
 
 function show(id) {
-  for (const s of ['login', 'overview', 'topic', 'workers', 'send']) $(s).hidden = s !== id;
+  for (const s of ['login', 'overview', 'topic', 'job', 'workers', 'send']) $(s).hidden = s !== id;
 }
 
+let lastJobCounts = '';
 function render(full) {
   if (!$('overview').hidden) renderOverview();
   if (!$('topic').hidden) renderTopicHead(full);
   if (!$('send').hidden) renderFeed();
+  // The job page reads its job again when its topic's counts move.
+  if (!$('job').hidden) {
+    const t = current();
+    const counts = STATES.map((s) => t[s]).join(',');
+    if (counts !== lastJobCounts) { lastJobCounts = counts; loadJob(true); }
+  }
 }
 
 function sparkline(topic) {
@@ -260,7 +279,7 @@ function jobRow(j) {
   if (j.state === 'delayed') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => act(() => runNow(j), `${j.id} is due now`) }, 'Run now'));
   actions.push(el('button', { type: 'button', class: 'danger', onclick: () => { if (confirm(`Delete job ${j.id}?`)) act(() => api('DELETE', jobPath(j.id)), `deleted ${j.id}`); } }, 'Delete'));
   return el('tr', { 'data-id': j.id },
-    el('td', {}, el('span', { class: 'body' }, j.id)),
+    el('td', {}, el('a', { class: 'body', href: jobHash(state.topic, j.id) }, j.id)),
     el('td', {}, bodyCell(j)),
     el('td', { class: 'n' }, j.priority),
     el('td', {}, when(j.due)),
@@ -338,6 +357,7 @@ async function scheduleAct(fn, done) {
 }
 
 function topicPath(what) { return `/v1/topics/${encodeURIComponent(state.topic)}/${what}`; }
+function jobHash(topic, id) { return `#/topic/${encodeURIComponent(topic)}/job/${encodeURIComponent(id)}`; }
 function jobPath(id) { return `${topicPath('jobs')}/${encodeURIComponent(id)}`; }
 
 async function loadJobs() {
@@ -353,13 +373,150 @@ async function loadJobs() {
   }
 }
 
-// A delayed job due now: the same job, put again without its delay.
-async function runNow(j) {
-  const spec = { mode: 'replace', priority: j.priority, ttr_ms: j.ttr, attempts: j.max_attempts,
+// The job as a put of it again (mode replace), its options as they are.
+function specOf(j) {
+  const spec = { mode: 'replace', priority: j.priority, attempts: j.max_attempts,
     backoff: { kind: j.backoff.kind, base_ms: j.backoff.base, cap_ms: j.backoff.cap } };
+  if (j.own_ttr) spec.ttr_ms = j.ttr;
   if (j.keep) spec.keep_ms = j.keep;
   if ('body_base64' in j) spec.body_base64 = j.body_base64; else spec.body = j.body;
-  return api('PUT', jobPath(j.id), spec);
+  return spec;
+}
+
+// A delayed job due now: the same job, put again without its delay.
+async function runNow(j) { return api('PUT', jobPath(j.id), specOf(j)); }
+
+// ---- the job page: #/topic/<topic>/job/<id>, every field, the body, the
+// attempt history and the actions of its state.
+
+function bytesOf(j) {
+  if ('body_base64' in j) return Uint8Array.from(atob(j.body_base64), (c) => c.charCodeAt(0));
+  return new TextEncoder().encode(j.body);
+}
+
+// Binary as hex lines of 16 bytes with their offset; the first 4 KiB.
+function hexDump(bytes) {
+  const lines = [];
+  const shown = Math.min(bytes.length, 4096);
+  for (let o = 0; o < shown; o += 16) {
+    const row = Array.from(bytes.slice(o, Math.min(o + 16, shown)));
+    const hex = row.map((b) => b.toString(16).padStart(2, '0')).join(' ');
+    const text = row.map((b) => (b >= 32 && b < 127 ? String.fromCharCode(b) : '.')).join('');
+    lines.push(`${o.toString(16).padStart(8, '0')}  ${hex.padEnd(47)}  ${text}`);
+  }
+  if (bytes.length > shown) lines.push(`… ${bytes.length - shown} more bytes`);
+  return lines.join('\n');
+}
+
+// Text, pretty-printed when it is JSON.
+function pretty(text) {
+  const t = text.trim();
+  if (t.startsWith('{') || t.startsWith('[')) {
+    try { return JSON.stringify(JSON.parse(t), null, 2); } catch { /* as it is */ }
+  }
+  return text;
+}
+
+function size(n) { return n < 1024 ? `${n} bytes` : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(1)} MiB`; }
+
+function duration(ms) {
+  return ms < 1000 ? `${ms} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 60000)} min`;
+}
+
+function jobFields(j) {
+  const f = [['State', j.state], ['Priority', j.priority], ['Created', was(j.created)],
+    j.state === 'delayed' ? ['Due', when(j.due)] : ['Was due', was(j.due)],
+    ['Attempts', `${j.attempts} of ${j.max_attempts}`],
+    ['Time-to-run', `${duration(j.ttr)}${j.own_ttr ? '' : ' (the default, or the reserve\'s)'}`],
+    ['Backoff', `${j.backoff.kind}, ${duration(j.backoff.base)} up to ${duration(j.backoff.cap)}`]];
+  if (j.keep) f.push(['Kept when done', duration(j.keep)]);
+  if (j.state === 'reserved') {
+    f.push(['Reserved', was(j.reserved_at)], ['Deadline', when(j.deadline)], ['Token', j.token]);
+    if (j.worker) f.push(['Worker', j.worker]);
+  }
+  if (j.state === 'dead') f.push(['Died', was(j.died)]);
+  if (j.state === 'done') f.push(['Finished', was(j.finished)], ['Kept until', when(j.expires)]);
+  const out = f.flatMap(([k, v]) => [el('dt', {}, k), el('dd', { 'data-field': k }, String(v))]);
+  if (j.error) out.push(el('dt', {}, 'Last error'), el('dd', { 'data-field': 'Last error' }, el('pre', { class: 'body clamp bad', tabindex: 0 }, j.error)));
+  return out;
+}
+
+function historyRow(a) {
+  return el('tr', { 'data-attempt': a.attempt },
+    el('td', { class: 'n' }, a.attempt),
+    el('td', {}, el('span', { class: a.outcome === 'failed' ? 'tag bad-tag' : 'tag warn-tag' }, a.outcome)),
+    el('td', { title: new Date(a.started).toISOString() }, was(a.started)),
+    el('td', { class: 'n' }, duration(a.ended - a.started)),
+    el('td', {}, a.worker ? el('code', {}, a.worker) : el('span', { class: 'muted' }, 'not named')),
+    el('td', {}, el('pre', { class: 'body clamp bad', tabindex: 0 }, a.error),
+      a.error_cut ? el('span', { class: 'muted' }, ' (the first 1024 bytes)') : ''));
+}
+
+function jobActions(j) {
+  const back = () => { location.hash = `#/topic/${encodeURIComponent(state.topic)}`; };
+  const b = [];
+  if (j.state === 'dead') b.push(el('button', { type: 'button', onclick: () => jobAct(() => api('POST', topicPath('kick'), { ids: [j.id] }), `${j.id} is ready again`) }, 'Retry'));
+  if (j.state === 'delayed') b.push(el('button', { type: 'button', onclick: () => jobAct(() => runNow(j), `${j.id} is due now`) }, 'Run now'));
+  b.push(el('button', { type: 'button', class: 'danger', onclick: () => {
+    if (confirm(`Delete job ${j.id}?`)) jobAct(() => api('DELETE', jobPath(j.id)), `deleted ${j.id}`).then(back);
+  } }, 'Delete'));
+  return b;
+}
+
+async function jobAct(fn, done) {
+  try {
+    await fn();
+    $('job-message').textContent = done;
+  } catch (e) {
+    $('job-message').textContent = e.message;
+  }
+  if (!$('job').hidden) await loadJob(true);
+}
+
+// A datetime-local input's value for a time (local, to the second).
+function localInput(ms) {
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 19);
+}
+
+let shownJob = null;
+async function loadJob(keepMessage) {
+  const link = $('job-topic-link');
+  link.textContent = state.topic;
+  link.href = `#/topic/${encodeURIComponent(state.topic)}`;
+  $('job-id').textContent = state.jobId;
+  if (!keepMessage) $('job-message').textContent = '';
+  let j;
+  try {
+    j = await api('GET', jobPath(state.jobId));
+  } catch (e) {
+    shownJob = null;
+    $('job-state').textContent = 'not found';
+    $('job-message').textContent = `${e.message}: it was never put, or it is gone (acked, deleted, or its retention ended).`;
+    for (const id of ['job-fields', 'job-body', 'job-actions']) $(id).replaceChildren();
+    $('job-history').tBodies[0].replaceChildren();
+    $('job-change').hidden = true;
+    return;
+  }
+  shownJob = j;
+  $('job-state').textContent = j.state;
+  $('job-fields').replaceChildren(...jobFields(j));
+  const bytes = bytesOf(j);
+  const binary = 'body_base64' in j;
+  $('job-body-size').textContent = `(${size(bytes.length)}${binary ? ', binary: hex' : ''})`;
+  $('job-body').textContent = binary ? hexDump(bytes) : pretty(j.body);
+  $('job-result-box').hidden = !('result' in j || 'result_base64' in j);
+  if ('result' in j) $('job-result').textContent = pretty(j.result);
+  if ('result_base64' in j) $('job-result').textContent = hexDump(Uint8Array.from(atob(j.result_base64), (c) => c.charCodeAt(0)));
+  const history = j.history || [];
+  $('job-history').tBodies[0].replaceChildren(...history.map(historyRow));
+  $('job-history-count').textContent = history.length ? `(the last ${history.length})` : '';
+  $('job-history-empty').hidden = history.length > 0;
+  $('job-actions').replaceChildren(...jobActions(j));
+  // Priority and due time change while the job waits (a put of it again).
+  $('job-change').hidden = j.state !== 'delayed' && j.state !== 'ready';
+  $('job-priority').value = j.priority;
+  $('job-due').value = localInput(j.due);
 }
 
 async function act(fn, done) {
@@ -429,15 +586,18 @@ document.addEventListener('DOMContentLoaded', () => {
     else { spec.cron = $('sched-cron').value; spec.time_zone = $('sched-tz').value || 'UTC'; }
     scheduleAct(() => api('PUT', topicPath(`schedules/${encodeURIComponent(name)}`), spec), `saved schedule ${name}`);
   });
-  $('find').addEventListener('submit', async (ev) => {
+  $('find').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    try {
-      const j = await api('GET', jobPath($('find-id').value));
-      $('jobs').tBodies[0].replaceChildren(jobRow(j));
-      $('topic-message').textContent = `${j.id} is ${j.state}`;
-    } catch (e) {
-      $('topic-message').textContent = e.message;
-    }
+    location.hash = jobHash(state.topic, $('find-id').value);
+  });
+  $('job-change').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const j = shownJob;
+    if (!j) return;
+    const spec = { ...specOf(j), priority: Number($('job-priority').value) };
+    const due = $('job-due').value ? new Date($('job-due').value).getTime() : 0;
+    if (due > Date.now()) spec.due_at_ms = due;
+    jobAct(() => api('PUT', jobPath(j.id), spec), `saved ${j.id}`);
   });
   $('put-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();

@@ -144,6 +144,76 @@ try {
     assert.equal((await serve.api('GET', '/v1/topics/billing/jobs/invoice_8')).status, 404);
   });
 
+  await test('the job page: every field, the body, the attempt history, and its actions', async () => {
+    const order = { amount: 1234.5, currency: 'EUR', lines: [{ sku: 'A-1', qty: 2 }] };
+    await serve.api('PUT', '/v1/topics/orders/jobs/order_9',
+      { body: JSON.stringify(order), attempts: 3, backoff: { kind: 'fixed', base_ms: 0, cap_ms: 0 } });
+    // Two attempts fail, on two workers; the second's error is over 1024 bytes.
+    const trace = ['TimeoutError: the payment gateway did not answer within 30 s',
+      ...Array.from({ length: 24 }, (_, i) => `    at charge (/srv/billing/gateway.js:${40 + i}:13)`)].join('\n');
+    for (const [worker, error] of [['box-1:77', 'card declined'], ['box-2:78', trace]]) {
+      const r = await serve.api('POST', '/v1/topics/orders/reserve', { worker });
+      assert.equal(r.json.jobs[0].id, 'order_9');
+      await serve.api('POST', '/v1/topics/orders/jobs/order_9/fail', { token: r.json.jobs[0].token, error });
+    }
+    await page.goto(`${serve.base}/#/topic/orders`);
+    await page.click('#states button:has-text("ready")');
+    await page.click('#jobs tr[data-id="order_9"] a');
+    await page.waitForSelector('#job-history tr[data-attempt="2"]');
+    assert.equal(new URL(page.url()).hash, '#/topic/orders/job/order_9', 'a deep link of its own');
+    const first = await page.textContent('#job-history tr[data-attempt="1"]');
+    assert.match(first, /failed/);
+    assert.match(first, /box-1:77/);
+    assert.match(first, /card declined/);
+    const second = await page.textContent('#job-history tr[data-attempt="2"]');
+    assert.match(second, /box-2:78/);
+    assert.match(second, /the first 1024 bytes/);
+    assert.equal(await page.textContent('#job-fields dd[data-field="Attempts"]'), '2 of 3');
+    assert.equal(await page.textContent('#job-state'), 'ready');
+    // The body: JSON pretty-printed, with its size.
+    assert.equal(await page.textContent('#job-body'), JSON.stringify(order, null, 2));
+    assert.match(await page.textContent('#job-body-size'), /\(\d+ bytes\)/);
+    await page.screenshot({ path: join(artifacts, 'job.png'), fullPage: true });
+    // Change its priority: saved, and the page reads it back.
+    await page.fill('#job-priority', '9');
+    await page.click('#job-change button[type=submit]');
+    await page.waitForSelector('#job-message:has-text("saved order_9")');
+    assert.equal((await serve.api('GET', '/v1/topics/orders/jobs/order_9')).json.priority, 9);
+    await page.waitForSelector('#job-fields dd[data-field="Priority"]:has-text("9")');
+    // A binary body, reached by its deep link: hex, with its size.
+    await serve.api('PUT', '/v1/topics/orders/jobs/blob_1', { body_base64: 'AAEC/w==', delay_ms: 600000 });
+    await page.goto(`${serve.base}/#/topic/orders/job/blob_1`);
+    await page.waitForSelector('#job-body-size:has-text("4 bytes, binary: hex")');
+    assert.match(await page.textContent('#job-body'), /^00000000 {2}00 01 02 ff/);
+    // Run now: a delayed job becomes ready.
+    await page.click('#job-actions button:has-text("Run now")');
+    await page.waitForSelector('#job-state:has-text("ready")');
+    // A dead job: retried from its page, its history kept.
+    await serve.api('PUT', '/v1/topics/orders/jobs/order_10', { body: 'x', attempts: 1 });
+    const r = await serve.api('POST', '/v1/topics/orders/reserve', { count: 10, worker: 'box-3:79' });
+    const taken = r.json.jobs.find((j) => j.id === 'order_10');
+    await serve.api('POST', '/v1/topics/orders/jobs/order_10/fail', { token: taken.token, error: 'no stock' });
+    for (const j of r.json.jobs.filter((x) => x.id !== 'order_10')) {
+      await serve.api('POST', `/v1/topics/orders/jobs/${j.id}/release`, { token: j.token });
+    }
+    // (the find form takes you to a job's page)
+    await page.goto(`${serve.base}/#/topic/orders`);
+    await page.fill('#find-id', 'order_10');
+    await page.press('#find-id', 'Enter');
+    await page.waitForSelector('#job-state:has-text("dead")');
+    await page.click('#job-actions button:has-text("Retry")');
+    await page.waitForSelector('#job-state:has-text("ready")');
+    assert.match(await page.textContent('#job-history tr[data-attempt="1"]'), /no stock/);
+    // Delete: back to the topic, and the job is gone.
+    page.once('dialog', (d) => d.accept());
+    await page.click('#job-actions button:has-text("Delete")');
+    await page.waitForSelector('#topic-name:has-text("orders")');
+    assert.equal((await serve.api('GET', '/v1/topics/orders/jobs/order_10')).status, 404);
+    // A job that is not there says so.
+    await page.goto(`${serve.base}/#/topic/orders/job/nothing_here`);
+    await page.waitForSelector('#job-state:has-text("not found")');
+  });
+
   await test('a body or id with HTML renders as text', async () => {
     const nasty = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"><b>bold</b>';
     await serve.api('PUT', `/v1/topics/web/jobs/${encodeURIComponent('<i>id</i>')}`, { body: nasty });
