@@ -192,6 +192,51 @@ TEST_F(ServerTest, TopicsStatsPauseResume) {
 // A webhook's worker keeps an entry in the worker registry, served by
 // GET /v1/workers with its topic and concurrency; it leaves when the
 // webhook goes.
+TEST_F(ServerTest, TopicsComeInPagesByNameWithAPrefix) {
+  const std::string base = "pg" + topic_;  // (a prefix no other test's topics share)
+  for (const char* t : {"-c", "-a", "-e", "-b", "-d"}) {
+    call("PUT", "/v1/topics/" + base + t + "/jobs/j", R"({"body":"x"})");
+  }
+  call("PUT", "/v1/topics/" + base + "x/jobs/j", R"({"body":"x","delay_ms":60000})");
+  auto page = [&](const std::string& query) {
+    auto r = call("GET", "/v1/topics?" + query);
+    EXPECT_EQ(r.status, 200) << query << ": " << r.body;
+    auto o = parse(r.body).as_object();
+    std::vector<std::string> names;
+    for (const auto& t : o.at("topics").as_array()) {
+      names.emplace_back(t.at("topic").as_string());
+      EXPECT_EQ(t.at("ready").as_int64() + t.at("delayed").as_int64(), 1) << names.back();
+    }
+    const auto& next = o.at("next");
+    return std::pair{names, next.is_null() ? std::string("(none)") : std::string(next.as_string())};
+  };
+  const std::string pre = "prefix=" + base + "-&count=2";
+  EXPECT_EQ(page(pre),
+            (std::pair{std::vector<std::string>{base + "-a", base + "-b"}, base + "-b"}));
+  EXPECT_EQ(page(pre + "&after=" + base + "-b"),
+            (std::pair{std::vector<std::string>{base + "-c", base + "-d"}, base + "-d"}));
+  EXPECT_EQ(page(pre + "&after=" + base + "-d"),
+            (std::pair{std::vector<std::string>{base + "-e"}, std::string("(none)")}));
+  // The prefix alone: its topics, the one beside them left out.
+  EXPECT_EQ(page("prefix=" + base + "-").first.size(), 5u);
+  EXPECT_EQ(page("prefix=" + base + "x").first, std::vector<std::string>{base + "x"});
+  EXPECT_EQ(page("prefix=" + base + "-zz").first, std::vector<std::string>{});
+  // Bad queries: a clear 400.
+  for (const char* bad : {"count=0", "count=1001", "count=x", "prefix=a/b", "after=%20",
+                          "prefix=a&prefix=b", "cursor=1"}) {
+    auto r = call("GET", std::string("/v1/topics?") + bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+  }
+  // Without a query: every topic, as before (no "next").
+  auto all = parse(call("GET", "/v1/topics").body).as_object();
+  EXPECT_FALSE(all.contains("next"));
+  std::size_t mine = 0;
+  for (const auto& t : all.at("topics").as_array()) {
+    mine += std::string_view(t.at("topic").as_string()).starts_with(base) ? 1 : 0;
+  }
+  EXPECT_EQ(mine, 6u);
+}
+
 TEST_F(ServerTest, WorkersListsAWebhooksWorker) {
   auto mine = [&]() -> boost::json::object {
     auto a = call("GET", "/v1/workers");
