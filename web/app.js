@@ -11,6 +11,7 @@ const state = {
   topic: null,
   jobState: 'ready',
   jobId: null,         // the job page's
+  selected: new Set(), // ids selected in the topic's list (its page)
   jobsOffset: 0,
   feed: [],
   source: null,
@@ -121,7 +122,7 @@ function route() {
     loadJob();
   } else if (m) {
     const topic = decodeURIComponent(m[1]);
-    if (state.topic !== topic) { state.topic = topic; state.jobsOffset = 0; state.jobState = 'ready'; }
+    if (state.topic !== topic) { state.topic = topic; state.jobsOffset = 0; state.jobState = 'ready'; state.selected.clear(); }
     show('topic');
     loadJobs();
     loadLimits();
@@ -254,7 +255,7 @@ function renderTopicHead() {
   $('kick-all').disabled = !t.dead;
   $('states').replaceChildren(...STATES.map((s) =>
     el('button', { type: 'button', role: 'tab', 'aria-selected': s === state.jobState ? 'true' : 'false',
-      onclick: () => { state.jobState = s; state.jobsOffset = 0; renderTopicHead(); loadJobs(); } },
+      onclick: () => { state.jobState = s; state.jobsOffset = 0; state.selected.clear(); renderTopicHead(); loadJobs(); } },
     `${s} (${t[s]})`)));
   // Counts moved: the list may have too.
   const counts = STATES.map((s) => t[s]).join(',');
@@ -279,6 +280,8 @@ function jobRow(j) {
   if (j.state === 'delayed') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => act(() => runNow(j), `${j.id} is due now`) }, 'Run now'));
   actions.push(el('button', { type: 'button', class: 'danger', onclick: () => { if (confirm(`Delete job ${j.id}?`)) act(() => api('DELETE', jobPath(j.id)), `deleted ${j.id}`); } }, 'Delete'));
   return el('tr', { 'data-id': j.id },
+    el('td', {}, el('input', { type: 'checkbox', 'aria-label': `Select ${j.id}`, checked: state.selected.has(j.id),
+      onchange: (ev) => { if (ev.target.checked) state.selected.add(j.id); else state.selected.delete(j.id); renderBulk(); } })),
     el('td', {}, el('a', { class: 'body', href: jobHash(state.topic, j.id) }, j.id)),
     el('td', {}, bodyCell(j)),
     el('td', { class: 'n' }, j.priority),
@@ -360,11 +363,26 @@ function topicPath(what) { return `/v1/topics/${encodeURIComponent(state.topic)}
 function jobHash(topic, id) { return `#/topic/${encodeURIComponent(topic)}/job/${encodeURIComponent(id)}`; }
 function jobPath(id) { return `${topicPath('jobs')}/${encodeURIComponent(id)}`; }
 
+// The bulk actions' bar: what is selected on the page, and what can be done
+// with it (retry: dead jobs only). Each action is one call, atomic.
+function renderBulk() {
+  const n = state.selected.size;
+  $('bulk-count').textContent = n ? `${n} selected` : 'none selected';
+  $('bulk-retry').disabled = !n || state.jobState !== 'dead';
+  $('bulk-delete').disabled = !n;
+  const boxes = [...$('jobs').tBodies[0].querySelectorAll('input[type=checkbox]')];
+  $('select-page').checked = boxes.length > 0 && boxes.every((b) => b.checked);
+}
+
 async function loadJobs() {
   if (!state.topic) return;
   try {
     const page = await api('GET', `${topicPath('jobs')}?state=${state.jobState}&offset=${state.jobsOffset}&count=${JOBS_PAGE}`);
+    // A selection holds only jobs still listed here.
+    const listed = new Set(page.jobs.map((j) => j.id));
+    for (const id of [...state.selected]) if (!listed.has(id)) state.selected.delete(id);
     $('jobs').tBodies[0].replaceChildren(...page.jobs.map(jobRow));
+    renderBulk();
     const pages = Math.max(1, Math.ceil(page.total / JOBS_PAGE));
     pager($('jobs-pager'), state.jobsOffset / JOBS_PAGE, pages, page.total, `${state.jobState} jobs`,
       (p) => { state.jobsOffset = p * JOBS_PAGE; loadJobs(); });
@@ -519,10 +537,12 @@ async function loadJob(keepMessage) {
   $('job-due').value = localInput(j.due);
 }
 
+// Runs an action of the topic page; done: the message, or a function of
+// the answer that makes it.
 async function act(fn, done) {
   try {
-    await fn();
-    $('topic-message').textContent = done;
+    const r = await fn();
+    $('topic-message').textContent = typeof done === 'function' ? done(r) : done;
   } catch (e) {
     $('topic-message').textContent = e.message;
   }
@@ -564,7 +584,31 @@ document.addEventListener('DOMContentLoaded', () => {
   });
   $('filter').addEventListener('input', (ev) => { state.filter = ev.target.value; state.topicsPage = 0; renderOverview(); });
   $('pause').addEventListener('click', () => act(() => api('POST', topicPath(current().paused ? 'resume' : 'pause')), current().paused ? 'resumed' : 'paused'));
-  $('kick-all').addEventListener('click', () => act(() => api('POST', topicPath('kick'), { all: true }), 'kicked every dead job'));
+  $('kick-all').addEventListener('click', () => {
+    if (confirm(`Retry every dead job of ${state.topic} (up to 1000 at a time)?`)) {
+      act(() => api('POST', topicPath('kick'), { all: true }), 'kicked every dead job');
+    }
+  });
+  $('select-page').addEventListener('change', (ev) => {
+    for (const box of $('jobs').tBodies[0].querySelectorAll('input[type=checkbox]')) {
+      box.checked = ev.target.checked;
+      const id = box.closest('tr').dataset.id;
+      if (ev.target.checked) state.selected.add(id); else state.selected.delete(id);
+    }
+    renderBulk();
+  });
+  $('bulk-retry').addEventListener('click', () => {
+    const ids = [...state.selected];
+    if (!confirm(`Retry ${ids.length} dead job${ids.length > 1 ? 's' : ''}?`)) return;
+    state.selected.clear();
+    act(() => api('POST', topicPath('kick'), { ids }), (r) => `retried ${r.kicked} of ${ids.length}`);
+  });
+  $('bulk-delete').addEventListener('click', () => {
+    const ids = [...state.selected];
+    if (!confirm(`Delete ${ids.length} job${ids.length > 1 ? 's' : ''}? This cannot be undone.`)) return;
+    state.selected.clear();
+    act(() => api('POST', topicPath('delete'), { ids }), (r) => `deleted ${r.deleted} of ${ids.length}`);
+  });
   $('limits').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const want = { rate: Number($('limit-rate').value || 0), concurrency: Number($('limit-concurrency').value || 0),

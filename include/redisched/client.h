@@ -197,6 +197,10 @@ class Client {
   std::optional<Job> get(std::string_view topic, std::string_view id);
   // Removes a job in any state; false if there was none.
   bool remove(std::string_view topic, std::string_view id);
+  // Removes jobs in any state, up to 1000 in one atomic call (more, or ids
+  // on several shards of a spread topic, in one call per 1000 of a shard);
+  // returns how many there were.
+  int remove_many(std::string_view topic, std::span<const std::string> ids);
   // Hands out up to count (1..1000) ready jobs for their time-to-run (ttr
   // applies to jobs put without one; 0 = the default).
   ReserveResult reserve(std::string_view topic, int count = 1, Millis ttr = Millis{0});
@@ -444,6 +448,11 @@ class Client {
   auto restore_async(std::string_view topic, const Job& job, bool replace = false,
                      Token&& completion = {});
   void kick_async(std::string_view topic, std::span<const std::string> ids, Callback<int> done);
+  void remove_many_async(std::string_view topic, std::span<const std::string> ids,
+                         Callback<int> done);
+  template <AnswerToken<int> Token = use_future_t>
+  auto remove_many_async(std::string_view topic, std::span<const std::string> ids,
+                         Token&& completion = {});
   template <AnswerToken<int> Token = use_future_t>
   auto kick_async(std::string_view topic, std::span<const std::string> ids,
                   Token&& completion = {});

@@ -433,6 +433,13 @@ void Client::kick_async(std::string_view topic, std::span<const std::string> ids
 REDISCHED_WRAP(int, kick, (std::string_view topic, std::span<const std::string> ids),
                (topic, ids, std::move(cb)))
 
+void Client::remove_many_async(std::string_view topic, std::span<const std::string> ids,
+                               Callback<int> done) {
+  impl_->run<op::DeleteMany>(topic, {{ids.begin(), ids.end()}}, std::move(done));
+}
+REDISCHED_WRAP(int, remove_many, (std::string_view topic, std::span<const std::string> ids),
+               (topic, ids, std::move(cb)))
+
 void Client::kick_all_async(std::string_view topic, int limit, Callback<int> done) {
   impl_->run<op::KickAll>(topic, {limit}, std::move(done));
 }

@@ -285,15 +285,15 @@ RequeueResult Requeue::merge(std::vector<Value> parts) {
   return all;
 }
 
-void Kick::encode(Command& cmd, std::span<const Item> chunk, const Args& /*a*/) {
+void IdsCount::encode(Command& cmd, std::span<const Item> chunk, const Args& /*a*/) {
   for (const auto& id : chunk) cmd.add(id);
 }
-std::vector<int> Kick::decode(const Reply& r, std::size_t n) {
+std::vector<int> IdsCount::decode(const Reply& r, std::size_t n) {
   std::vector<int> each(n, 0);
   if (n > 0) each.front() = to_count(r);
   return each;
 }
-int Kick::finish(const std::vector<Each>& each) {
+int IdsCount::finish(const std::vector<Each>& each) {
   int n = 0;
   for (int k : each) n += k;
   return n;
@@ -301,7 +301,7 @@ int Kick::finish(const std::vector<Each>& each) {
 
 void KickAll::encode(Command& cmd, const Args& a) { cmd.add("LIMIT").add(std::int64_t{a.limit}); }
 int KickAll::decode(const Reply& r) { return to_count(r); }
-int KickAll::merge(const std::vector<Value>& parts) { return Kick::finish(parts); }
+int KickAll::merge(const std::vector<Value>& parts) { return IdsCount::finish(parts); }
 
 bool Pause::decode(const Reply& r) { return changed(r); }
 bool Pause::merge(const std::vector<Value>& parts) {

@@ -353,9 +353,9 @@ struct Requeue : Read {
   static Value merge(std::vector<Value> parts);
 };
 
-struct Kick : Read {
-  static constexpr std::string_view function = "kick";
-  static constexpr std::string_view calls = "kick";
+// A call whose arguments are all job ids (up to 1000 per call, each call
+// on the shard its ids lead to) and whose answer is one count.
+struct IdsCount : Read {
   static constexpr Route route = Route::jobs;
   using Item = std::string;
   struct Args {
@@ -371,6 +371,17 @@ struct Kick : Read {
   static void encode(Command& cmd, std::span<const Item> chunk, const Args& a);
   static std::vector<Each> decode(const Reply& r, std::size_t n);
   static Value finish(const std::vector<Each>& each);
+};
+
+struct Kick : IdsCount {
+  static constexpr std::string_view function = "kick";
+  static constexpr std::string_view calls = "kick";
+};
+
+// Many jobs removed, atomically per call (Delete is one job's).
+struct DeleteMany : IdsCount {
+  static constexpr std::string_view function = "delete";
+  static constexpr std::string_view calls = "remove_many";
 };
 
 struct KickAll : Read {

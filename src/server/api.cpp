@@ -357,6 +357,23 @@ awaitable<Response> topic_stats(ApiContext& ctx, Request& req, const Params& p) 
   co_return ok_json(req, wire::stats_json(p.topic, s));
 }
 
+// "ids": 1..1000 job ids.
+std::vector<std::string> ids_field(const json::object& body) {
+  auto it = body.find("ids");
+  if (it == body.end() || !it->value().is_array()) bad_request("give \"ids\": [...]");
+  std::vector<std::string> ids;
+  for (const auto& v : it->value().as_array()) {
+    if (!v.is_string()) bad_request("\"ids\" must hold strings");
+    ids.emplace_back(v.as_string());
+    core::check_id(ids.back());
+  }
+  if (ids.empty()) bad_request("\"ids\" is empty");
+  if (ids.size() > static_cast<std::size_t>(limits::kBatchMax)) {
+    bad_request("at most " + std::to_string(limits::kBatchMax) + " ids at once");
+  }
+  return ids;
+}
+
 awaitable<Response> kick(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
   only_fields(body, {"ids", "all", "limit"});
@@ -368,23 +385,21 @@ awaitable<Response> kick(ApiContext& ctx, Request& req, const Params& p) {
     kicked = co_await ctx.client.kick_all_async(p.topic, limit, asio::use_awaitable);
   } else {
     if (body.contains("limit")) bad_request("\"limit\" goes with \"all\"");
-    auto it = body.find("ids");
-    if (it == body.end() || !it->value().is_array())
-      bad_request("give \"ids\": [...] or \"all\": true");
-    std::vector<std::string> ids;
-    for (const auto& v : it->value().as_array()) {
-      if (!v.is_string()) bad_request("\"ids\" must hold strings");
-      ids.emplace_back(v.as_string());
-      core::check_id(ids.back());
-    }
-    if (ids.empty()) bad_request("\"ids\" is empty");
-    if (ids.size() > static_cast<std::size_t>(limits::kBatchMax)) {
-      bad_request("at most " + std::to_string(limits::kBatchMax) + " ids at once");
-    }
+    if (!body.contains("ids")) bad_request("give \"ids\": [...] or \"all\": true");
+    const auto ids = ids_field(body);
     kicked = co_await ctx.client.kick_async(p.topic, ids, asio::use_awaitable);
   }
   ctx.metrics.count("kicked", p.topic, static_cast<std::uint64_t>(kicked));
   co_return ok_json(req, json::object{{"kicked", kicked}});
+}
+
+// Many jobs deleted in one atomic call (per shard of a spread topic).
+awaitable<Response> delete_jobs(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"ids"});
+  const auto ids = ids_field(body);
+  const int deleted = co_await ctx.client.remove_many_async(p.topic, ids, asio::use_awaitable);
+  co_return ok_json(req, json::object{{"deleted", deleted}});
 }
 
 awaitable<Response> pause_or_resume(ApiContext& ctx, Request& req, const Params& p, bool pausing) {
@@ -653,6 +668,7 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/reserve", {{verb::post, reserve, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/pull", {{verb::post, pull, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/kick", {{verb::post, kick, Role::admin}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/delete", {{verb::post, delete_jobs, Role::produce}}, false, &kNoQuery},
       {"/v1/topics/{topic}/pause", {{verb::post, pause, Role::admin}}, false, &kNoQuery},
       {"/v1/topics/{topic}/resume", {{verb::post, resume, Role::admin}}, false, &kNoQuery},
       {"/v1/topics/{topic}/limits",

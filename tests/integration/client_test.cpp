@@ -389,6 +389,28 @@ TEST_F(ClientTest, RemoveInAnyState) {
   EXPECT_FALSE(client_.remove(topic_, "a"));
 }
 
+// Many at once: every state, absent ids not counted, past the library's
+// 1000 per call.
+TEST_F(ClientTest, RemoveManyInAnyStateOverTheLibraryLimit) {
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 1500; ++i) jobs.push_back(job("m" + std::to_string(i)));
+  client_.put_many(topic_, jobs);
+  auto delayed = job("later");
+  delayed.delay = Millis{60000};
+  client_.put(topic_, delayed);
+  auto taken = client_.reserve(topic_, 2);
+  ASSERT_EQ(taken.jobs.size(), 2u);
+  client_.fail(topic_, taken.jobs[1].id, taken.jobs[1].token, "x", true);
+  std::vector<std::string> ids{"later", "never-put", taken.jobs[0].id, taken.jobs[1].id};
+  for (int i = 2; i < 1500; ++i) ids.push_back("m" + std::to_string(i));
+  EXPECT_EQ(client_.remove_many(topic_, ids), 1501);
+  const auto st = client_.stats(topic_);
+  EXPECT_EQ(st.ready + st.delayed + st.reserved + st.dead, 0);
+  EXPECT_EQ(client_.remove_many(topic_, ids), 0);
+  EXPECT_REDISCHED_ERROR(client_.remove_many(topic_, std::vector<std::string>{"bad\nid"}),
+                         Errc::invalid_argument, "control character");
+}
+
 TEST_F(ClientTest, BinaryBodyRoundTrips) {
   std::string body;
   for (int i = 0; i < 256; ++i) body.push_back(static_cast<char>(i));

@@ -104,6 +104,17 @@ TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
   EXPECT_TRUE(client_.remove(topic_, "j6"));
   EXPECT_FALSE(client_.get(topic_, "j6"));
   EXPECT_FALSE(client_.remove(topic_, "j6"));
+  // Many ids at once go each to its shard: put again, removed together.
+  std::vector<JobSpec> extra;
+  std::vector<std::string> extra_ids{"j6"};  // (gone: not counted)
+  for (int i = 0; i < 40; ++i) {
+    extra.push_back(job("x" + std::to_string(i)));
+    extra_ids.push_back(extra.back().id);
+  }
+  client_.put_many(topic_, extra);
+  EXPECT_EQ(client_.stats(topic_).ready, 649);
+  EXPECT_EQ(client_.remove_many(topic_, extra_ids), 40);
+  EXPECT_EQ(client_.stats(topic_).ready, 609);
 
   // list pages over every shard.
   std::set<std::string> listed;

@@ -170,13 +170,21 @@ class Answers(unittest.TestCase):
         token = self.call("POST", f"{t}/reserve", {})[1]["jobs"][0]["token"]
         self.assertEqual(self.call("POST", f"{j}/fail", {"token": token, "error": "e",
                                                          "dead": True})[1]["state"], "dead")
+        # The failed attempt, in the job's history (library version 30).
+        [attempt] = self.call("GET", j)[1]["history"]
+        self.assertEqual((attempt["outcome"], attempt["error"]), ("failed", "e"))
         self.assertEqual(self.call("POST", f"{t}/kick", {"ids": ["j"]})[1]["kicked"], 1)
-        token = self.call("POST", f"{t}/reserve", {"count": 1})[1]["jobs"][0]["token"]
+        token = self.call("POST", f"{t}/reserve", {"count": 1, "worker": "w-1"})[1]["jobs"][0]["token"]
+        self.assertEqual(self.call("GET", j)[1]["worker"], "w-1")
         self.assertEqual(self.call("POST", f"{j}/ack", {"token": token, "keep_ms": 60000})[0], 200)
         self.assertEqual(self.call("GET", j)[1]["state"], "done")
         self.assertEqual(self.call("POST", f"{t}/jobs/none/ack", {"token": 1})[0], 404)
         self.call("PUT", f"{t}/jobs/p", {"body": "p"})
         self.assertEqual(len(self.call("POST", f"{t}/pull", {"count": 5})[1]["jobs"]), 1)
+        for q in ("q1", "q2"):
+            self.call("PUT", f"{t}/jobs/{q}", {"body": q})
+        self.assertEqual(self.call("POST", f"{t}/delete", {"ids": ["q1", "q2", "q3"]})[1], {"deleted": 2})
+        self.assertEqual(self.call("POST", f"{t}/delete", {"ids": []})[0], 400)
         self.assertEqual(self.call("POST", f"{t}/reserve", {"count": 0})[0], 400)
 
     def test_3_topics_and_operations(self):
@@ -188,6 +196,9 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", "/v1/topics/bad%20topic")[0], 400)
         topics = self.call("GET", "/v1/topics")[1]["topics"]
         self.assertIn("ops", [x["topic"] for x in topics])
+        page = self.call("GET", "/v1/topics?prefix=op&count=1")[1]
+        self.assertEqual(([x["topic"] for x in page["topics"]], page["next"]), (["ops"], None))
+        self.assertEqual(self.call("GET", "/v1/topics?count=0")[0], 400)
         self.assertEqual(self.call("PUT", f"{t}/jobs/deb", {"body": "a", "delay_ms": 60000,
                                                              "mode": "debounce"})[0], 201)
         self.assertEqual(self.call("PUT", f"{t}/jobs/deb", {"body": "b", "delay_ms": 60000,

@@ -171,6 +171,18 @@ TEST_F(ServerTest, ReserveAckReleaseFailTouch) {
   ASSERT_EQ(pulled.size(), 1u);
   EXPECT_FALSE(pulled[0].as_object().contains("token"));
   EXPECT_EQ(call("GET", base + "/b").status, 404);
+  // Many deleted at once; bad requests change nothing.
+  for (const char* id : {"c1", "c2", "c3"}) call("PUT", base + "/" + id, R"({"body":"x"})");
+  const std::string del = "/v1/topics/" + topic_ + "/delete";
+  for (const char* bad : {"{}", R"({"ids":[]})", R"({"ids":"c1"})", R"({"ids":[1]})",
+                          R"({"ids":["c1"],"all":true})", R"({"ids":["a\u0001"]})"}) {
+    EXPECT_EQ(call("POST", del, bad).status, 400) << bad;
+  }
+  auto deleted = call("POST", del, R"({"ids":["c1","c3","nothing"]})");
+  EXPECT_EQ(deleted.status, 200);
+  EXPECT_EQ(parse(deleted.body).at("deleted").as_int64(), 2);
+  EXPECT_EQ(call("GET", base + "/c1").status, 404);
+  EXPECT_EQ(call("GET", base + "/c2").status, 200);
 }
 
 TEST_F(ServerTest, TopicsStatsPauseResume) {

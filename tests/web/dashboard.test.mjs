@@ -214,6 +214,42 @@ try {
     await page.waitForSelector('#job-state:has-text("not found")');
   });
 
+  await test('bulk: select jobs, retry the dead ones, delete the rest, each after a confirmation', async () => {
+    for (let i = 0; i < 4; i++) {
+      await serve.api('PUT', `/v1/topics/bulk/jobs/d${i}`, { body: 'x', attempts: 1 });
+    }
+    const r = await serve.api('POST', '/v1/topics/bulk/reserve', { count: 4 });
+    for (const j of r.json.jobs) {
+      await serve.api('POST', `/v1/topics/bulk/jobs/${j.id}/fail`, { token: j.token, error: 'boom' });
+    }
+    await page.goto(`${serve.base}/#/topic/bulk`);
+    await page.click('#states button:has-text("dead (4)")');
+    await page.waitForSelector('#jobs tr[data-id="d3"]');
+    assert.equal(await page.isDisabled('#bulk-retry'), true, 'nothing selected yet');
+    await page.check('#jobs tr[data-id="d0"] input[type=checkbox]');
+    await page.check('#jobs tr[data-id="d2"] input[type=checkbox]');
+    await page.waitForSelector('#bulk-count:has-text("2 selected")');
+    // Cancelled: nothing changes.
+    page.once('dialog', (d) => d.dismiss());
+    await page.click('#bulk-retry');
+    assert.equal((await serve.api('GET', '/v1/topics/bulk/jobs/d0')).json.state, 'dead');
+    page.once('dialog', (d) => { assert.match(d.message(), /Retry 2 dead jobs/); d.accept(); });
+    await page.click('#bulk-retry');
+    await page.waitForSelector('#topic-message:has-text("retried 2 of 2")');
+    assert.equal((await serve.api('GET', '/v1/topics/bulk/jobs/d0')).json.state, 'ready');
+    assert.equal((await serve.api('GET', '/v1/topics/bulk/jobs/d1')).json.state, 'dead');
+    // The whole page selected, then deleted.
+    await page.waitForSelector('#jobs tr[data-id="d0"]', { state: 'detached' });
+    await page.check('#select-page');
+    await page.waitForSelector('#bulk-count:has-text("2 selected")');
+    page.once('dialog', (d) => { assert.match(d.message(), /Delete 2 jobs/); d.accept(); });
+    await page.click('#bulk-delete');
+    await page.waitForSelector('#topic-message:has-text("deleted 2 of 2")');
+    assert.equal((await serve.api('GET', '/v1/topics/bulk/jobs/d1')).status, 404);
+    assert.equal((await serve.api('GET', '/v1/topics/bulk/jobs/d3')).status, 404);
+    assert.equal((await serve.api('GET', '/v1/topics/bulk/jobs/d2')).json.state, 'ready');
+  });
+
   await test('a body or id with HTML renders as text', async () => {
     const nasty = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"><b>bold</b>';
     await serve.api('PUT', `/v1/topics/web/jobs/${encodeURIComponent('<i>id</i>')}`, { body: nasty });

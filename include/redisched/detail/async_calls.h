@@ -220,6 +220,14 @@ auto Client::kick_async(std::string_view topic, std::span<const std::string> ids
 }
 
 template <AnswerToken<int> Token>
+auto Client::remove_many_async(std::string_view topic, std::span<const std::string> ids,
+                               Token&& completion) {
+  return detail::answer_to<int>(
+      std::forward<Token>(completion),
+      [this, topic, ids](Callback<int> done) { remove_many_async(topic, ids, std::move(done)); });
+}
+
+template <AnswerToken<int> Token>
 auto Client::kick_all_async(std::string_view topic, int limit, Token&& completion) {
   return detail::answer_to<int>(
       std::forward<Token>(completion),
