@@ -10,6 +10,7 @@ the client sees it, median and quartiles.
     python3 bench/library_ab.py OLD.lua lua/redisched.lua            # ready set
     python3 bench/library_ab.py OLD.lua NEW.lua --layout list        # ready list
     python3 bench/library_ab.py OLD.lua NEW.lua --layout delayed --count 100
+    python3 bench/library_ab.py NEW.lua NEW.lua --worker-b host:4711:9f3a01bc  # WORKER's cost
 
 Layouts: set (priorities mixed, so the jobs go to the ready set), list
 (plain putmany: the ready list), delayed (due in order an hour on, made
@@ -59,6 +60,7 @@ def main():
     ap.add_argument("--layout", choices=("set", "list", "delayed"), default="set")
     ap.add_argument("--jobs", type=int, default=20000, help="jobs per library")
     ap.add_argument("--count", type=int, default=1, help="jobs per reserve")
+    ap.add_argument("--worker-b", help="b's reserves name this worker (WORKER, library 30)")
     a = ap.parse_args()
     libs = [("a", topic_keys("a")), ("b", topic_keys("b"))]
     with scratch_redis() as r:
@@ -68,10 +70,12 @@ def main():
             fill(r, lib, keys, a.jobs, a.layout)
         now = 1000 + (HOUR + a.jobs + 1 if a.layout == "delayed" else 0)
         times = {"a": [], "b": []}
+        extra = {"a": [], "b": ["WORKER", a.worker_b] if a.worker_b else []}
         for n in range(a.jobs // a.count):
             for lib, keys in (libs if n % 2 else libs[::-1]):
                 t0 = time.perf_counter_ns()
-                rep = r.execute_command("FCALL", lib + "_reserve", 8, *keys, a.count, "NOW", now)
+                rep = r.execute_command("FCALL", lib + "_reserve", 8, *keys, a.count, *extra[lib],
+                                        "NOW", now)
                 times[lib].append(time.perf_counter_ns() - t0)
                 pairs = [x for j in rep[3:] for x in (j[0], j[2])]
                 r.execute_command("FCALL", lib + "_ackmany", 8, *keys, len(pairs) // 2, *pairs, "NOW", now)
