@@ -119,6 +119,7 @@ function route() {
     state.topic = decodeURIComponent(jm[1]);
     state.jobId = decodeURIComponent(jm[2]);
     show('job');
+    jobFormDirty = false;
     loadJob();
   } else if (m) {
     const topic = decodeURIComponent(m[1]);
@@ -498,6 +499,7 @@ function localInput(ms) {
 }
 
 let shownJob = null;
+let jobFormDirty = false;  // the change form holds input not saved yet
 async function loadJob(keepMessage) {
   const link = $('job-topic-link');
   link.textContent = state.topic;
@@ -532,9 +534,12 @@ async function loadJob(keepMessage) {
   $('job-history-empty').hidden = history.length > 0;
   $('job-actions').replaceChildren(...jobActions(j));
   // Priority and due time change while the job waits (a put of it again).
+  // A refresh leaves what the user is typing alone (jobFormDirty).
   $('job-change').hidden = j.state !== 'delayed' && j.state !== 'ready';
-  $('job-priority').value = j.priority;
-  $('job-due').value = localInput(j.due);
+  if (!jobFormDirty) {
+    $('job-priority').value = j.priority;
+    $('job-due').value = localInput(j.due);
+  }
 }
 
 // Runs an action of the topic page; done: the message, or a function of
@@ -634,6 +639,7 @@ document.addEventListener('DOMContentLoaded', () => {
     ev.preventDefault();
     location.hash = jobHash(state.topic, $('find-id').value);
   });
+  $('job-change').addEventListener('input', () => { jobFormDirty = true; });
   $('job-change').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const j = shownJob;
@@ -641,6 +647,7 @@ document.addEventListener('DOMContentLoaded', () => {
     const spec = { ...specOf(j), priority: Number($('job-priority').value) };
     const due = $('job-due').value ? new Date($('job-due').value).getTime() : 0;
     if (due > Date.now()) spec.due_at_ms = due;
+    jobFormDirty = false;
     jobAct(() => api('PUT', jobPath(j.id), spec), `saved ${j.id}`);
   });
   $('put-form').addEventListener('submit', async (ev) => {
