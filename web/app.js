@@ -133,6 +133,9 @@ function route() {
   } else if (hash === '#/workers') {
     show('workers');
     loadWorkers();
+  } else if (hash === '#/redis') {
+    show('redis');
+    loadRedis();
   } else {
     state.topic = null;
     show('overview');
@@ -141,7 +144,7 @@ function route() {
 }
 
 function show(id) {
-  for (const s of ['login', 'overview', 'topic', 'job', 'workers', 'send']) $(s).hidden = s !== id;
+  for (const s of ['login', 'overview', 'topic', 'job', 'workers', 'redis', 'send']) $(s).hidden = s !== id;
 }
 
 let lastJobCounts = '';
@@ -244,6 +247,39 @@ async function loadWorkers() {
     setStatus(e.message);
   }
   workersTimer = setTimeout(loadWorkers, 5000);
+}
+
+// ---- the Redis page: GET /v1/redis, again every 5 s while it shows
+
+function persistence(p) {
+  const parts = [];
+  if (p.rdb_last_save) parts.push(`RDB saved ${past(p.rdb_last_save * 1000)}${p.rdb_last_status && p.rdb_last_status !== 'ok' ? ` (${p.rdb_last_status})` : ''}, ${p.rdb_changes_since_save ?? '?'} changes since`);
+  parts.push(p.aof_enabled ? `AOF on${p.aof_last_write_status && p.aof_last_write_status !== 'ok' ? ` (${p.aof_last_write_status})` : ''}` : 'AOF off');
+  return parts.join('; ');
+}
+
+let redisTimer = null;
+async function loadRedis() {
+  clearTimeout(redisTimer);
+  if ($('redis').hidden) return;
+  try {
+    const r = await api('GET', '/v1/redis');
+    $('redis-mode').textContent = r.mode;
+    $('redis-table').tBodies[0].replaceChildren(...r.nodes.map((n) => el('tr', { 'data-node': n.address },
+      el('td', {}, el('code', {}, n.address)),
+      el('td', {}, `${n.version ?? '?'} · ${n.role ?? '?'}`),
+      el('td', {}, n.uptime_s === null ? '' : duration(n.uptime_s * 1000)),
+      el('td', { class: 'n' }, `${size(n.memory.used ?? 0)} · ${size(n.memory.peak ?? 0)} · ${n.memory.max ? size(n.memory.max) : 'no limit'}`),
+      el('td', { class: 'n' }, `${n.clients.connected ?? '?'}${n.clients.blocked ? ` (${n.clients.blocked} blocked)` : ''}`),
+      el('td', { class: 'n' }, n.ops_per_sec ?? ''),
+      el('td', { class: 'n' }, n.keys),
+      el('td', { class: 'n' }, n.replicas ?? ''),
+      el('td', {}, persistence(n.persistence)))));
+    $('redis-message').textContent = '';
+  } catch (e) {
+    $('redis-message').textContent = e.message;
+  }
+  redisTimer = setTimeout(loadRedis, 5000);
 }
 
 function current() { return state.topics.find((t) => t.topic === state.topic) || { delayed: 0, ready: 0, reserved: 0, dead: 0, done: 0, paused: false }; }
@@ -436,10 +472,17 @@ function pretty(text) {
   return text;
 }
 
-function size(n) { return n < 1024 ? `${n} bytes` : n < 1048576 ? `${(n / 1024).toFixed(1)} KiB` : `${(n / 1048576).toFixed(1)} MiB`; }
+function size(n) {
+  if (n < 1024) return `${n} bytes`;
+  if (n < 1048576) return `${(n / 1024).toFixed(1)} KiB`;
+  return n < 1073741824 ? `${(n / 1048576).toFixed(1)} MiB` : `${(n / 1073741824).toFixed(2)} GiB`;
+}
 
 function duration(ms) {
-  return ms < 1000 ? `${ms} ms` : ms < 60000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 60000)} min`;
+  if (ms < 1000) return `${ms} ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(1)} s`;
+  if (ms < 3600000) return `${Math.round(ms / 60000)} min`;
+  return ms < 86400000 ? `${(ms / 3600000).toFixed(1)} h` : `${(ms / 86400000).toFixed(1)} d`;
 }
 
 function jobFields(j) {

@@ -347,6 +347,10 @@ class Client {
   bool beat(const WorkerEntry& entry, Millis ttl);
   bool leave(std::string_view worker_id);
   std::vector<WorkerEntry> workers();
+  // The nodes that hold keys (one; a cluster's primaries), each with its
+  // INFO, for what an operator watches (memory, clients, ops/s,
+  // persistence). Needs INFO and CLIENT in the user's ACL.
+  std::vector<RedisNode> redis_nodes();
 
   // ---- asynchronous: many calls in flight on the pipelined connections.
   // Each synchronous call above has an asynchronous form with the same
@@ -475,6 +479,9 @@ class Client {
   void workers_async(Callback<std::vector<WorkerEntry>> done);
   template <AnswerToken<std::vector<WorkerEntry>> Token = use_future_t>
   auto workers_async(Token&& completion = {});
+  void redis_nodes_async(Callback<std::vector<RedisNode>> done);
+  template <AnswerToken<std::vector<RedisNode>> Token = use_future_t>
+  auto redis_nodes_async(Token&& completion = {});
   void pause_async(std::string_view topic, Callback<bool> done);
   template <AnswerToken<bool> Token = use_future_t>
   auto pause_async(std::string_view topic, Token&& completion = {});

@@ -277,6 +277,13 @@ struct ListPage {
   std::vector<Job> jobs;
 };
 
+// A Redis node that holds keys (Client::redis_nodes): the one node, or each
+// primary of a cluster, as it describes itself.
+struct RedisNode {
+  std::string address;  // host:port, as the node sees the Client's connection (CLIENT INFO laddr)
+  std::string info;     // INFO's text: every default section
+};
+
 // A worker of the registry (Client::beat, Client::workers; docs/redis-api.md,
 // "the worker registry"): who it is, where it runs, what it handles and
 // what it runs now. A Worker keeps its own entry (WorkerOptions::beat_interval).

@@ -543,6 +543,64 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
 }
 REDISCHED_WRAP(std::vector<std::string>, topics, (), (std::move(cb)))
 
+namespace {
+// INFO, then CLIENT INFO (for the node's address), of each node in turn.
+struct NodeWalk : std::enable_shared_from_this<NodeWalk> {
+  std::function<void(std::size_t, std::string_view, Callback<redis::Reply>)> ask;
+  std::vector<std::size_t> nodes;
+  std::vector<RedisNode> found;
+  Callback<std::vector<RedisNode>> done;
+
+  void next() {
+    if (found.size() == nodes.size()) return done(std::move(found));
+    const std::size_t node = nodes[found.size()];
+    ask(node, "INFO", [self = shared_from_this(), node](Result<redis::Reply> info) {
+      if (!info.ok()) return self->done(info.error());
+      self->ask(node, "CLIENT INFO",
+                [self, text = std::move(info.value().str)](Result<redis::Reply> me) {
+                  if (!me.ok()) return self->done(me.error());
+                  // "id=7 addr=127.0.0.1:50000 laddr=127.0.0.1:6379 ..."
+                  std::string address;
+                  const std::string& line = me.value().str;
+                  if (auto at = line.find(" laddr="); at != std::string::npos) {
+                    address = line.substr(at + 7, line.find(' ', at + 7) - at - 7);
+                  }
+                  // A unix socket's is its path and ":0".
+                  if (address.starts_with('/') && address.ends_with(":0"))
+                    address.resize(address.size() - 2);
+                  self->found.push_back({std::move(address), text});
+                  self->next();
+                });
+    });
+  }
+};
+}  // namespace
+
+void Client::redis_nodes_async(Callback<std::vector<RedisNode>> done) try {
+  auto walk = std::make_shared<NodeWalk>();
+  walk->done = std::move(done);
+  walk->ask = [this](std::size_t node, std::string_view words, Callback<Reply> cb) {
+    core::Command cmd;
+    for (auto w = words; !w.empty();) {
+      const auto space = w.find(' ');
+      cmd.add(w.substr(0, space));
+      w = space == std::string_view::npos ? std::string_view{} : w.substr(space + 1);
+    }
+    impl_->call_node<Reply>(
+        node, cmd, [](const Reply& r) { return r; }, std::move(cb));
+  };
+  [[maybe_unused]] const Sending sending;
+  impl_->link().primaries(
+      impl_->counted([walk](std::error_code ec, std::vector<std::size_t> nodes) {
+        if (ec) return walk->done(core::error_from_link(ec, "no map of the cluster"));
+        walk->nodes = std::move(nodes);
+        walk->next();
+      }));
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(std::vector<RedisNode>, redis_nodes, (), (std::move(cb)))
+
 Subscription Client::watch(std::string_view topic,
                            std::function<void(std::int64_t due_ms)> on_signal,
                            std::function<void()> on_ready) {

@@ -7,6 +7,7 @@
 #include <cctype>
 #include <charconv>
 #include <chrono>
+#include <map>
 #include <optional>
 
 #include "core/checks.h"
@@ -352,6 +353,84 @@ awaitable<Response> list_workers(ApiContext& ctx, Request& req, const Params&) {
   co_return ok_json(req, json::object{{"workers", std::move(out)}});
 }
 
+// INFO's "key:value" lines (sections' "# Name" lines and blank ones left out).
+std::map<std::string, std::string, std::less<>> info_fields(std::string_view text) {
+  std::map<std::string, std::string, std::less<>> out;
+  while (!text.empty()) {
+    auto end = text.find('\n');
+    auto line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const auto colon = line.find(':');
+    if (line.empty() || line.front() == '#' || colon == std::string_view::npos) continue;
+    out.emplace(line.substr(0, colon), line.substr(colon + 1));
+  }
+  return out;
+}
+
+// One node of GET /v1/redis: what an operator watches, from its INFO.
+json::object redis_node_json(const RedisNode& n) {
+  const auto f = info_fields(n.info);
+  auto text = [&](std::string_view k) -> json::value {
+    auto it = f.find(k);
+    if (it == f.end()) return nullptr;
+    return json::value(wire::printable(it->second));
+  };
+  auto number = [&](std::string_view k) -> json::value {
+    auto it = f.find(k);
+    std::int64_t v = 0;
+    if (it == f.end()) return nullptr;
+    auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+    if (ec != std::errc()) return nullptr;
+    return v;
+  };
+  // "db0:keys=12,expires=0,avg_ttl=0": the keys of database 0 (the only one
+  // a cluster has; a single node's Client may use another: all are summed).
+  std::int64_t keys = 0;
+  for (const auto& [k, v] : f) {
+    if (!k.starts_with("db") || !v.starts_with("keys=")) continue;
+    std::int64_t n_keys = 0;
+    std::from_chars(v.data() + 5, v.data() + v.size(), n_keys);
+    keys += n_keys;
+  }
+  return json::object{
+      {"address", wire::printable(n.address)},
+      {"version", text("redis_version")},
+      {"role", text("role")},
+      {"uptime_s", number("uptime_in_seconds")},
+      {"memory", json::object{{"used", number("used_memory")},
+                              {"peak", number("used_memory_peak")},
+                              {"max", number("maxmemory")},
+                              {"policy", text("maxmemory_policy")}}},
+      {"clients", json::object{{"connected", number("connected_clients")},
+                               {"blocked", number("blocked_clients")}}},
+      {"ops_per_sec", number("instantaneous_ops_per_sec")},
+      {"commands_total", number("total_commands_processed")},
+      {"keys", keys},
+      {"replicas", number("connected_slaves")},
+      {"persistence",
+       json::object{{"rdb_last_save", number("rdb_last_save_time")},
+                    {"rdb_changes_since_save", number("rdb_changes_since_last_save")},
+                    {"rdb_last_status", text("rdb_last_bgsave_status")},
+                    {"aof_enabled", number("aof_enabled")},
+                    {"aof_last_write_status", text("aof_last_write_status")}}}};
+}
+
+// GET /v1/redis: the mode (single, sentinel or cluster) and each node that
+// holds keys, as its INFO says.
+awaitable<Response> redis_info(ApiContext& ctx, Request& req, const Params&) {
+  const auto nodes = co_await ctx.client.redis_nodes_async(asio::use_awaitable);
+  json::array out;
+  bool cluster = false;
+  for (const auto& n : nodes) {
+    out.push_back(redis_node_json(n));
+    cluster = cluster || n.info.find("redis_mode:cluster") != std::string::npos;
+  }
+  const bool sentinel = ctx.client.options().redis_url.starts_with("redis+sentinel:");
+  const char* mode = cluster ? "cluster" : sentinel ? "sentinel" : "single";
+  co_return ok_json(req, json::object{{"mode", mode}, {"nodes", std::move(out)}});
+}
+
 awaitable<Response> topic_stats(ApiContext& ctx, Request& req, const Params& p) {
   auto s = co_await ctx.client.stats_async(p.topic, asio::use_awaitable);
   co_return ok_json(req, wire::stats_json(p.topic, s));
@@ -645,6 +724,7 @@ const std::vector<Route>& table() {
       {"/v1/topics", {{verb::get, list_topics, Role::read}}, false, &kTopicsQuery},
       {"/v1/topics/{topic}", {{verb::get, topic_stats, Role::read}}, false, &kNoQuery},
       {"/v1/workers", {{verb::get, list_workers, Role::read}}, false, &kNoQuery},
+      {"/v1/redis", {{verb::get, redis_info, Role::read}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs",
        {{verb::get, list_jobs, Role::read}, {verb::post, add_job, Role::produce}},
        false,

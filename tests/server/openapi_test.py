@@ -196,6 +196,8 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", "/v1/topics/bad%20topic")[0], 400)
         topics = self.call("GET", "/v1/topics")[1]["topics"]
         self.assertIn("ops", [x["topic"] for x in topics])
+        redis = self.call("GET", "/v1/redis")[1]
+        self.assertEqual((redis["mode"], len(redis["nodes"])), ("single", 1))
         page = self.call("GET", "/v1/topics?prefix=op&count=1")[1]
         self.assertEqual(([x["topic"] for x in page["topics"]], page["next"]), (["ops"], None))
         self.assertEqual(self.call("GET", "/v1/topics?count=0")[0], 400)

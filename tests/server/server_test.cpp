@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "redisched/version.h"
@@ -247,6 +248,37 @@ TEST_F(ServerTest, TopicsComeInPagesByNameWithAPrefix) {
     mine += std::string_view(t.at("topic").as_string()).starts_with(base) ? 1 : 0;
   }
   EXPECT_EQ(mine, 6u);
+}
+
+TEST_F(ServerTest, RedisSaysItsModeAndEachNodeWithMemoryClientsAndPersistence) {
+  auto r = call("GET", "/v1/redis");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto o = parse(r.body).as_object();
+  const bool cluster = test::on_cluster();
+  EXPECT_EQ(o.at("mode"), cluster ? "cluster" : "single");
+  const auto& nodes = o.at("nodes").as_array();
+  ASSERT_EQ(nodes.size(), cluster ? 3u : 1u);
+  std::set<std::string> addresses;
+  std::int64_t keys = 0;
+  for (const auto& v : nodes) {
+    const auto& n = v.as_object();
+    addresses.emplace(n.at("address").as_string());
+    EXPECT_EQ(n.at("role"), "master");
+    EXPECT_TRUE(std::string_view(n.at("version").as_string()).starts_with("7.")) << n;
+    EXPECT_GT(n.at("memory").at("used").as_int64(), 0);
+    EXPECT_GE(n.at("clients").at("connected").as_int64(), 1);
+    EXPECT_GE(n.at("commands_total").as_int64(), 1);
+    EXPECT_TRUE(n.at("persistence").at("aof_enabled").is_int64());
+    keys += n.at("keys").as_int64();
+  }
+  EXPECT_EQ(addresses.size(), nodes.size()) << "each node once";
+  for (const auto& a : addresses) EXPECT_NE(a.find(':'), std::string::npos) << a;
+  // A put shows in the keys (a topic's keys, at least its jobs hash).
+  call("PUT", topic_jobs() + "/k", R"({"body":"x"})");
+  std::int64_t after = 0;
+  const auto again = parse(call("GET", "/v1/redis").body);
+  for (const auto& v : again.at("nodes").as_array()) after += v.at("keys").as_int64();
+  EXPECT_GT(after, keys);
 }
 
 TEST_F(ServerTest, WorkersListsAWebhooksWorker) {

@@ -374,6 +374,23 @@ try {
     await page.waitForSelector('#workers-table tr:has(a:has-text("hooked (4)"))', { state: 'detached', timeout: 12000 });
   });
 
+  await test('redis: the mode and each node that holds keys, with memory, clients and persistence', async () => {
+    const info = (await serve.api('GET', '/v1/redis')).json;
+    const cluster = Boolean(process.env.REDISCHED_TEST_REDIS);
+    assert.equal(info.mode, cluster ? 'cluster' : 'single');
+    assert.equal(info.nodes.length, cluster ? 3 : 1);
+    await page.goto(`${serve.base}/#/redis`);
+    await page.waitForSelector('#redis-mode:has-text("' + info.mode + '")');
+    for (const n of info.nodes) {
+      const row = page.locator(`#redis-table tr[data-node="${n.address}"]`);
+      await row.waitFor();
+      const text = await row.textContent();
+      assert.ok(text.includes(n.version) && text.includes('master'), text);
+      assert.match(text, /AOF (on|off)/);
+    }
+    await page.screenshot({ path: join(artifacts, 'redis.png'), fullPage: true });
+  });
+
   await test('keyboard: tab to the form and put with Enter; phone width', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${serve.base}/#/send`);

@@ -269,6 +269,13 @@ auto Client::workers_async(Token&& completion) {
       [this](Callback<std::vector<WorkerEntry>> done) { workers_async(std::move(done)); });
 }
 
+template <AnswerToken<std::vector<RedisNode>> Token>
+auto Client::redis_nodes_async(Token&& completion) {
+  return detail::answer_to<std::vector<RedisNode>>(
+      std::forward<Token>(completion),
+      [this](Callback<std::vector<RedisNode>> done) { redis_nodes_async(std::move(done)); });
+}
+
 template <AnswerToken<bool> Token>
 auto Client::pause_async(std::string_view topic, Token&& completion) {
   return detail::answer_to<bool>(
