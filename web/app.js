@@ -411,10 +411,15 @@ function renderBulk() {
   $('select-page').checked = boxes.length > 0 && boxes.every((b) => b.checked);
 }
 
+// The list's requests in flight: only the latest one's answer is shown (a
+// tab clicked while the previous tab's list was on its way showed that one).
+let jobsAsked = 0;
 async function loadJobs() {
   if (!state.topic) return;
+  const asked = ++jobsAsked;
   try {
     const page = await api('GET', `${topicPath('jobs')}?state=${state.jobState}&offset=${state.jobsOffset}&count=${JOBS_PAGE}`);
+    if (asked !== jobsAsked) return;
     // A selection holds only jobs still listed here.
     const listed = new Set(page.jobs.map((j) => j.id));
     for (const id of [...state.selected]) if (!listed.has(id)) state.selected.delete(id);
@@ -543,16 +548,19 @@ function localInput(ms) {
 
 let shownJob = null;
 let jobFormDirty = false;  // the change form holds input not saved yet
+let jobAsked = 0;
 async function loadJob(keepMessage) {
   const link = $('job-topic-link');
   link.textContent = state.topic;
   link.href = `#/topic/${encodeURIComponent(state.topic)}`;
   $('job-id').textContent = state.jobId;
   if (!keepMessage) $('job-message').textContent = '';
+  const asked = ++jobAsked;  // (only the latest read is shown, as loadJobs)
   let j;
   try {
     j = await api('GET', jobPath(state.jobId));
   } catch (e) {
+    if (asked !== jobAsked) return;
     shownJob = null;
     $('job-state').textContent = 'not found';
     $('job-message').textContent = `${e.message}: it was never put, or it is gone (acked, deleted, or its retention ended).`;
@@ -561,6 +569,7 @@ async function loadJob(keepMessage) {
     $('job-change').hidden = true;
     return;
   }
+  if (asked !== jobAsked) return;
   shownJob = j;
   $('job-state').textContent = j.state;
   $('job-fields').replaceChildren(...jobFields(j));
