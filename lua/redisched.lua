@@ -642,17 +642,29 @@ do
     return (record.read_history(s, 1))
   end
 
+  -- The first n bytes of s (#s > n), less a UTF-8 character they would cut
+  -- in two (a text stays text; bytes that are no UTF-8 are cut at n).
+  local function utf8_prefix(s, n)
+    local i = n
+    while i > n - 3 and band(s:byte(i), 192) == 128 do i = i - 1 end -- (back to a lead byte)
+    local lead = s:byte(i)
+    local len = lead >= 240 and 4 or lead >= 224 and 3 or lead >= 192 and 2 or 1
+    if len > 1 and i + len - 1 > n then return s:sub(1, i - 1) end
+    return s:sub(1, n)
+  end
+
   function record.attempt(j, outcome, started, ended, worker)
     local n = (j.attempts or 0) + 1
     j.attempts = n
     local err, cut = j.error, false
-    if #err > HISTORY_ERROR_MAX then err, cut = err:sub(1, HISTORY_ERROR_MAX), true end
+    if #err > HISTORY_ERROR_MAX then err, cut = utf8_prefix(err, HISTORY_ERROR_MAX), true end
     local h = j.history or {}
     if #h >= HISTORY_MAX then table.remove(h, 1) end
     -- (an attempt's number fits its 2 bytes: attempts stop at ATTEMPTS_MAX,
-    -- and kick starts them again from 0)
-    h[#h + 1] = { attempt = n, outcome = outcome, started = started or ended, ended = ended,
-                  worker = worker, error = err, cut = cut }
+    -- and kick starts them again from 0. started is no later than ended: a
+    -- failover to a node whose clock is behind the reserve's could make it.)
+    h[#h + 1] = { attempt = n, outcome = outcome, started = math.min(started or ended, ended),
+                  ended = ended, worker = worker, error = err, cut = cut }
     j.history = h
   end
 

@@ -116,7 +116,9 @@ function route() {
   const jm = hash.match(/^#\/topic\/([^/]+)\/job\/(.+)$/);
   const m = hash.match(/^#\/topic\/([^/]+)$/);
   if (jm) {
-    state.topic = decodeURIComponent(jm[1]);
+    const topic = decodeURIComponent(jm[1]);
+    // (another topic's list opens on its own first tab, as from the overview)
+    if (state.topic !== topic) { state.topic = topic; state.jobsOffset = 0; state.jobState = 'ready'; state.selected.clear(); }
     state.jobId = decodeURIComponent(jm[2]);
     show('job');
     jobFormDirty = false;
@@ -525,7 +527,10 @@ function jobActions(j) {
   if (j.state === 'dead') b.push(el('button', { type: 'button', onclick: () => jobAct(() => api('POST', topicPath('kick'), { ids: [j.id] }), `${j.id} is ready again`) }, 'Retry'));
   if (j.state === 'delayed') b.push(el('button', { type: 'button', onclick: () => jobAct(() => runNow(j), `${j.id} is due now`) }, 'Run now'));
   b.push(el('button', { type: 'button', class: 'danger', onclick: () => {
-    if (confirm(`Delete job ${j.id}?`)) jobAct(() => api('DELETE', jobPath(j.id)), `deleted ${j.id}`).then(back);
+    if (!confirm(`Delete job ${j.id}?`)) return;
+    // Deleted: back to its topic, which says so; refused: the page says why.
+    api('DELETE', jobPath(j.id)).then(() => { back(); $('topic-message').textContent = `deleted ${j.id}`; },
+      (e) => { $('job-message').textContent = e.message; });
   } }, 'Delete'));
   return b;
 }
@@ -566,6 +571,9 @@ async function loadJob(keepMessage) {
     $('job-message').textContent = `${e.message}: it was never put, or it is gone (acked, deleted, or its retention ended).`;
     for (const id of ['job-fields', 'job-body', 'job-actions']) $(id).replaceChildren();
     $('job-history').tBodies[0].replaceChildren();
+    $('job-history-count').textContent = '';
+    $('job-body-size').textContent = '';
+    $('job-result-box').hidden = true;
     $('job-change').hidden = true;
     return;
   }

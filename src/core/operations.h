@@ -382,6 +382,7 @@ struct Kick : IdsCount {
 struct DeleteMany : IdsCount {
   static constexpr std::string_view function = "delete";
   static constexpr std::string_view calls = "remove_many";
+  static constexpr bool job_write = true;  // (waits for replicas, as remove does)
 };
 
 struct KickAll : Read {

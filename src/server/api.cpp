@@ -322,7 +322,9 @@ awaitable<Response> list_topics(ApiContext& ctx, Request& req, const Params& p) 
   }
   const auto count = static_cast<std::size_t>(query_int(p, "count", 100, 1, limits::kBatchMax));
   const std::string prefix = topic_query(p, "prefix");
-  const std::string after = topic_query(p, "after");
+  // after is only compared: any name next gave (one put by hand included).
+  const std::string after = p.find("after") ? *p.find("after") : std::string();
+  if (after.size() > 256) bad_request("query parameter after is longer than 256 bytes");
   const auto names = co_await ctx.client.topics_async(asio::use_awaitable);  // sorted
   auto it = std::lower_bound(names.begin(), names.end(), std::max(prefix, after));
   if (it != names.end() && !after.empty() && *it == after) ++it;
@@ -478,6 +480,7 @@ awaitable<Response> delete_jobs(ApiContext& ctx, Request& req, const Params& p) 
   only_fields(body, {"ids"});
   const auto ids = ids_field(body);
   const int deleted = co_await ctx.client.remove_many_async(p.topic, ids, asio::use_awaitable);
+  ctx.metrics.count("deleted", p.topic, static_cast<std::uint64_t>(deleted));
   co_return ok_json(req, json::object{{"deleted", deleted}});
 }
 

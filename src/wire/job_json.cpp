@@ -106,7 +106,7 @@ json::array history_json(const std::vector<Attempt>& history) {
                    {"started", a.started_ms},
                    {"ended", a.ended_ms}};
     if (!a.worker.empty()) e["worker"] = printable(a.worker);
-    e["error"] = printable(a.error);
+    put_bytes(e, "error", a.error);  // (error_base64 for bytes that are no UTF-8)
     if (a.error_cut) e["error_cut"] = true;
     out.push_back(std::move(e));
   }
@@ -153,7 +153,13 @@ Attempt attempt_from_json(const json::value& v, const std::string& where) {
   a.started_ms = integer("started", 0, limits::kMsMax);
   a.ended_ms = integer("ended", 0, limits::kMsMax);
   if (e.contains("worker")) a.worker = text("worker");
-  a.error = text("error");
+  if (e.contains("error_base64")) {
+    auto bytes = base64_decode(text("error_base64"));
+    if (!bytes) throw std::runtime_error("\"" + where + ".error_base64\" is not base64");
+    a.error = std::move(*bytes);
+  } else {
+    a.error = text("error");
+  }
   if (auto it = e.find("error_cut"); it != e.end()) {
     if (!it->value().is_bool()) {
       throw std::runtime_error("\"" + where + ".error_cut\" must be true or false");

@@ -62,6 +62,18 @@ class Status:
         return f'Status({self.text})'
 
 
+def utf8_prefix(b, n):
+    """The first n bytes of b, less a UTF-8 character they would cut in two."""
+    if len(b) <= n:
+        return b
+    i = n - 1
+    while i > n - 4 and b[i] & 0xC0 == 0x80:
+        i -= 1
+    lead = b[i]
+    size = 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2 if lead >= 0xC0 else 1
+    return b[:i] if size > 1 and i + size > n else b[:n]
+
+
 class Refused(Exception):
     """An argument the docs say is refused (the call answers BADARG)."""
 
@@ -104,8 +116,9 @@ class Job:
         self.made += 1
         err = self.err
         cut = len(err) > HISTORY_ERROR_MAX
-        self.history = (self.history + [(self.made, outcome, self.reserved_at, now, self.worker,
-                                         err[:HISTORY_ERROR_MAX], cut)])[-HISTORY_MAX:]
+        self.history = (self.history + [(self.made, outcome, min(self.reserved_at, now), now,
+                                         self.worker, utf8_prefix(err, HISTORY_ERROR_MAX), cut)]
+                        )[-HISTORY_MAX:]
 
     def key(self):
         """Ready order: higher priority, earlier due time, put order."""

@@ -303,7 +303,8 @@ class TopicMachine(RuleBasedStateMachine):
             reply = self.run('reserve', [count] + (['TTR', ttr] if ttr else []) + worker
                              + ['NOW', self.now])
             # (an error past the history's 1024 bytes, which its entry cuts)
-            err = 'e%d' % x if x < 11 else 'E%d' % x * 400
+            # (x 12: one of UTF-8's 3-byte characters across the cut)
+            err = 'e%d' % x if x < 11 else 'E%d' % x * 400 if x == 11 else 'ab' + '\u9519' * 400
             for job in reply[3:] if isinstance(reply, list) else []:
                 id_, token = job[0], job[2]
                 if action == 'ack':
@@ -799,7 +800,7 @@ MUTANTS = [
      "if leases[i] then _, started, _, worker = parse_lease(leases[i]) end",
      "if leases[i] then _, started = parse_lease(leases[i]) end"),
     ('a history entry keeps its error whole',
-     "err, cut = err:sub(1, HISTORY_ERROR_MAX), true", "cut = true"),
+     "err, cut = utf8_prefix(err, HISTORY_ERROR_MAX), true", "cut = true"),
     ('reserve ignores the backlog', 'if f.backlog and #popped > 0 then', 'if false then'),
     ('a get that misses on a spread topic answers nil',
      "    sharded(k) -- (a miss, and only then, looks for a spread topic)\n", ''),
