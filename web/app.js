@@ -4,7 +4,10 @@
 
 const state = {
   token: sessionStorage.getItem('redisched-token') || '',
-  topics: [],          // the latest snapshot
+  topics: [],          // the followed topics' rows, by name
+  rows: new Map(),     // topic -> its row, as the feed last sent it
+  following: null,     // the feed's topics= ('' for every topic) and token
+  loaded: false,       // the feed's first message came
   history: new Map(),  // topic -> [{put, acked, failed}] per snapshot, last 300
   filter: '',
   topicsPage: 0,
@@ -72,10 +75,28 @@ function setStatus(text) { $('status').textContent = text; }
 
 // ---- live feed (server-sent events)
 
-function connect() {
+// The feed follows every topic on the overview and the live list, and
+// only the one shown on a topic's or a job's page (?topics=: the server
+// reads just that topic, and sends its row only when it changed).
+function connect(topic = '') {
+  // (a feed closed by a refused token is opened again, with the new one)
+  const follows = `${topic}\n${state.token}`;
+  if (state.source && state.following === follows && state.source.readyState !== EventSource.CLOSED) return;
   if (state.source) state.source.close();
-  const q = state.token ? `?token=${encodeURIComponent(state.token)}` : '';
-  const source = new EventSource(`/v1/events${q}`);
+  // Another set of topics: what was kept of the last one goes (its rows,
+  // and the rate history that would show a gap as one spike).
+  if (state.following !== null && state.following.split('\n')[0] !== topic) {
+    state.rows.clear();
+    state.topics = [];
+    state.history.clear();
+    state.loaded = false;  // (until its first, full, message)
+  }
+  state.following = follows;
+  const q = new URLSearchParams();
+  if (state.token) q.set('token', state.token);
+  if (topic) q.set('topics', topic);
+  const query = q.toString();
+  const source = new EventSource(`/v1/events${query ? `?${query}` : ''}`);
   state.source = source;
   source.onopen = () => setStatus('live');
   source.onerror = () => {
@@ -89,8 +110,13 @@ function connect() {
 }
 
 function onSnapshot(snap) {
-  state.topics = snap.topics;
-  for (const t of snap.topics) {
+  // The first message holds every followed topic ("full"); the next ones
+  // only the rows that changed, and the topics gone.
+  if (snap.full) { state.rows.clear(); state.loaded = true; }
+  for (const t of snap.topics) state.rows.set(t.topic, t);
+  for (const t of snap.gone || []) state.rows.delete(t);
+  state.topics = [...state.rows.values()].sort((a, b) => (a.topic < b.topic ? -1 : a.topic > b.topic ? 1 : 0));
+  for (const t of state.topics) {
     const h = state.history.get(t.topic) || [];
     const e = t.events || {};
     h.push({ put: e.put || 0, acked: (e.acked || 0) + (e.pushed || 0), failed: (e.failed || 0) + (e.dead || 0) + (e.push_failed || 0) });
@@ -119,6 +145,7 @@ function route() {
     const topic = decodeURIComponent(jm[1]);
     // (another topic's list opens on its own first tab, as from the overview)
     if (state.topic !== topic) { state.topic = topic; state.jobsOffset = 0; state.jobState = 'ready'; state.selected.clear(); }
+    connect(topic);
     state.jobId = decodeURIComponent(jm[2]);
     show('job');
     jobFormDirty = false;
@@ -126,20 +153,25 @@ function route() {
   } else if (m) {
     const topic = decodeURIComponent(m[1]);
     if (state.topic !== topic) { state.topic = topic; state.jobsOffset = 0; state.jobState = 'ready'; state.selected.clear(); }
+    connect(topic);
     show('topic');
     loadJobs();
     loadLimits();
     loadSchedules();
   } else if (hash === '#/send') {
+    connect();
     show('send');
   } else if (hash === '#/workers') {
+    connect();
     show('workers');
     loadWorkers();
   } else if (hash === '#/redis') {
+    connect();
     show('redis');
     loadRedis();
   } else {
     state.topic = null;
+    connect();
     show('overview');
   }
   render(true);
@@ -213,7 +245,7 @@ function renderOverview() {
         limited(t) ? el('span', { class: 'tag limited', title: describeLimits(t.limits) }, 'limited') : '',
         t.shards > 0 ? el('span', { class: 'tag shards', title: `spread over ${t.shards} shards (one Redis Cluster slot each)` }, `${t.shards} shards`) : '')));
   $('topics').tBodies[0].replaceChildren(...rows);
-  $('topics-empty').hidden = state.topics.length > 0;
+  $('topics-empty').hidden = state.topics.length > 0 || !state.loaded;
   pager($('topics-pager'), state.topicsPage, pages, list.length, 'topics', (p) => { state.topicsPage = p; renderOverview(); });
 }
 
@@ -643,8 +675,7 @@ document.addEventListener('DOMContentLoaded', () => {
     sessionStorage.setItem('redisched-token', state.token);
     fetch('/v1/topics', { headers: { Authorization: `Bearer ${state.token}` } }).then((r) => {
       if (r.status === 401) { $('login-error').textContent = 'The token was refused.'; return; }
-      connect();
-      route();
+      route();  // (which opens the feed)
     });
   });
   $('filter').addEventListener('input', (ev) => { state.filter = ev.target.value; state.topicsPage = 0; renderOverview(); });
@@ -734,7 +765,6 @@ document.addEventListener('DOMContentLoaded', () => {
   window.addEventListener('hashchange', route);
   fetch('/v1/topics', { headers: state.token ? { Authorization: `Bearer ${state.token}` } : {} }).then((r) => {
     if (r.status === 401) { showLogin(''); return; }
-    connect();
-    route();
+    route();  // (which opens the feed)
   });
 });

@@ -673,7 +673,12 @@ awaitable<Response> dashboard(ApiContext&, Request& req, const Params& p) {
 }
 
 // Reached only when the stream handler did not claim the request (HEAD).
-awaitable<Response> events_head(ApiContext&, Request& req, const Params&) {
+awaitable<Response> events_head(ApiContext&, Request& req, const Params& p) {
+  // (a GET with a good list is streamed before routing: events_stream)
+  if (const std::string* topics = p.find("topics"); topics && !events_topics(*topics)) {
+    bad_request("query parameter topics must be 1 to " + std::to_string(kEventsTopicsMax) +
+                " topic names, comma-separated");
+  }
   Response res{Status::ok, req.version()};
   res.set(http::field::content_type, "text/event-stream");
   res.keep_alive(req.keep_alive());
@@ -711,7 +716,7 @@ awaitable<Response> metrics(ApiContext& ctx, Request& req, const Params&) {
 using http::verb;
 const std::vector<std::string_view> kNoQuery{};
 const std::vector<std::string_view> kListQuery{"state", "offset", "count"};
-const std::vector<std::string_view> kEventsQuery{"token"};
+const std::vector<std::string_view> kEventsQuery{"token", "topics"};
 const std::vector<std::string_view> kJobQuery{"wait_ms"};
 const std::vector<std::string_view> kTopicsQuery{"count", "prefix", "after"};
 

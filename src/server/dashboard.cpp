@@ -5,7 +5,12 @@
 #include <boost/asio/write.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
+#include <map>
+#include <memory>
+#include <set>
 
+#include "core/checks.h"
+#include "server/async_util.h"
 #include "server/census.h"
 #include "server/metrics.h"
 #include "server/web_assets.h"
@@ -23,21 +28,66 @@ std::string_view content_type(std::string_view path) {
   return "text/html; charset=utf-8";
 }
 
-// Every topic's counts (the server's shared reading, at most a second old)
-// and this server's counters, and the job events since seq.
-asio::awaitable<std::string> snapshot(ApiContext& ctx, std::uint64_t& seq) {
-  const auto reading =
-      co_await ctx.census.after(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+// What one stream sent: each topic's row as last sent (serialized), so that
+// a message carries only the rows that changed.
+using SentRows = std::map<std::string, std::string, std::less<>>;
+
+// The counts of the topics a stream follows: every topic (the server's
+// shared reading, at most a second old), or those it named, read alone.
+using Rows = std::vector<std::pair<std::string, TopicStats>>;
+asio::awaitable<std::shared_ptr<const Rows>> follow(ApiContext& ctx,
+                                                    const std::vector<std::string>& named) {
+  if (named.empty()) {
+    auto reading =
+        co_await ctx.census.after(std::chrono::steady_clock::now() - std::chrono::seconds(1));
+    co_return std::shared_ptr<const Rows>(reading, &reading->topics);  // (no copy)
+  }
+  auto out = std::make_shared<Rows>();
+  auto stats = co_await await_each<TopicStats>(
+      named, [&](const std::string& t) { return ctx.client.stats_async(t, asio::deferred); });
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    if (stats[i].ok()) out->emplace_back(named[i], stats[i].value());
+    // (a failed read leaves the row as last sent: the next tick tries again)
+  }
+  co_return out;
+}
+
+// The followed topics' counts and this server's counters, the rows that
+// changed since the stream's last message (all of them in its first,
+// "full"), the topics gone from the reading, and the job events since seq.
+asio::awaitable<std::string> snapshot(ApiContext& ctx, const std::vector<std::string>& named,
+                                      SentRows& sent, std::uint64_t& seq) {
+  const bool full = sent.empty();  // (then every row is new, so every row goes)
+  const auto reading = co_await follow(ctx, named);
   const auto counters = ctx.metrics.counters();
   json::array topics;
-  for (const auto& [t, s] : reading->topics) {
+  std::set<std::string_view> present;
+  for (const auto& [t, s] : *reading) {
+    present.insert(t);
     json::object o = wire::stats_json(t, s);
     json::object events;
     for (const auto& [key, n] : counters) {
       if (key.second == t) events[key.first] = n;
     }
     o["events"] = std::move(events);
+    std::string row = json::serialize(o);
+    auto it = sent.find(t);
+    if (it != sent.end() && it->second == row) continue;
+    if (it == sent.end()) it = sent.emplace(t, std::string()).first;
+    it->second = std::move(row);
     topics.push_back(std::move(o));
+  }
+  json::array gone;
+  // (only the whole reading says a topic is gone: a named one read again)
+  if (named.empty()) {
+    for (auto it = sent.begin(); it != sent.end();) {
+      if (present.contains(it->first)) {
+        ++it;
+        continue;
+      }
+      gone.push_back(json::string(it->first));
+      it = sent.erase(it);
+    }
   }
   json::array moved;
   for (const auto& e : ctx.metrics.events_since(seq)) {
@@ -49,8 +99,21 @@ asio::awaitable<std::string> snapshot(ApiContext& ctx, std::uint64_t& seq) {
                                  {"id", e.id},
                                  {"due", e.due_ms}});
   }
-  co_return json::serialize(
-      json::object{{"topics", std::move(topics)}, {"events", std::move(moved)}});
+  // A named stream sees only its topics' events.
+  if (!named.empty()) {
+    json::array mine;
+    for (auto& e : moved) {
+      const auto& topic = e.as_object().at("topic").as_string();
+      if (std::find(named.begin(), named.end(), std::string_view(topic)) != named.end()) {
+        mine.push_back(std::move(e));
+      }
+    }
+    moved = std::move(mine);
+  }
+  co_return json::serialize(json::object{{"full", full},
+                                         {"topics", std::move(topics)},
+                                         {"gone", std::move(gone)},
+                                         {"events", std::move(moved)}});
 }
 
 // EventSource sends no headers: the token may come as ?token=.
@@ -61,6 +124,24 @@ const Grant* token_in_query(const ApiContext& ctx, const boost::urls::url_view& 
 }
 
 }  // namespace
+
+std::optional<std::vector<std::string>> events_topics(std::string_view value) {
+  std::vector<std::string> out;
+  if (value.empty()) return std::nullopt;
+  for (std::size_t at = 0; at <= value.size();) {
+    const auto comma = std::min(value.find(',', at), value.size());
+    std::string t(value.substr(at, comma - at));
+    try {
+      core::check_topic(t);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+    if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(std::move(t));
+    at = comma + 1;
+  }
+  if (out.size() > kEventsTopicsMax) return std::nullopt;
+  return out;
+}
 
 std::optional<Response> dashboard_file(const Request& req, std::string_view path) {
   if (path == "/") path = "/index.html";
@@ -88,11 +169,23 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
                                     boost::beast::tcp_stream& stream) {
   auto u = boost::urls::parse_origin_form(req.target());
   if (!u || u->path() != "/v1/events" || req.method() != http::verb::get) co_return false;
+  // ?topics=a,b: those topics alone (a bad list: the route answers 400).
+  std::vector<std::string> named;
+  if (auto it = u->params().find("topics"); it != u->params().end()) {
+    auto list = events_topics((*it).value);
+    if (!list) co_return false;
+    named = std::move(*list);
+  }
   if (!ctx.access.open()) {
     const Grant* grant = grant_of(ctx, req);
     if (!grant) grant = token_in_query(ctx, *u);
-    // Every topic's counts: a token limited to some topics may not read them.
-    if (!grant || refusal(*grant, Role::read, "")) co_return false;  // the route answers 401, 403
+    // Every topic's counts: a token limited to some topics may read only
+    // those it names.
+    if (!grant) co_return false;                                            // the route answers 401
+    if (named.empty() && refusal(*grant, Role::read, "")) co_return false;  // 403
+    for (const auto& t : named) {
+      if (refusal(*grant, Role::read, t)) co_return false;
+    }
   }
   stream.expires_after(kEventWriteTimeout);
   std::string head =
@@ -101,6 +194,7 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
   co_await asio::async_write(stream, asio::buffer(head), asio::use_awaitable);
   stream.expires_never();
   std::uint64_t seq = 0;
+  SentRows sent;
   // A stop ends the stream at once, not at its next tick.
   auto stop = ctx.stopped.watch(co_await asio::this_coro::executor);
   struct Forget {
@@ -109,7 +203,7 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
     ~Forget() { from.forget(one); }
   } forget{ctx.stopped, stop};
   while (!ctx.stopping) {
-    std::string data = "data: " + co_await snapshot(ctx, seq) + "\n\n";
+    std::string data = "data: " + co_await snapshot(ctx, named, sent, seq) + "\n\n";
     // A reader that stops reading is dropped, not waited for forever.
     stream.expires_after(kEventWriteTimeout);
     co_await asio::async_write(stream, asio::buffer(data), asio::use_awaitable);

@@ -5,6 +5,8 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "server/api.h"
 
@@ -13,6 +15,11 @@ namespace redisched::server {
 // The file at path (/, /index.html, /app.js, /style.css); nullopt for any
 // other path.
 std::optional<Response> dashboard_file(const Request& req, std::string_view path);
+
+// GET /v1/events?topics=a,b: the topics a stream follows, at most
+// kEventsTopicsMax distinct valid names; nullopt when the list is not that.
+inline constexpr std::size_t kEventsTopicsMax = 100;
+std::optional<std::vector<std::string>> events_topics(std::string_view value);
 
 // Claims GET /v1/events (the token may come as ?token=, since EventSource
 // sends no headers) and streams until the client leaves or the server stops.

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -460,6 +461,82 @@ TEST(ServerDashboard, EventStreamsShareOneReadingOfTheTopics) {
     EXPECT_GT(::read(fd, buf, sizeof buf), 0);
     ::close(fd);
   }
+}
+
+// The feed's messages as they come (each "data: {...}" parsed), for up to
+// `for_` or until n have come.
+std::vector<boost::json::object> feed_messages(int fd, std::size_t n,
+                                               std::chrono::milliseconds for_) {
+  std::vector<boost::json::object> out;
+  std::string buffer;
+  const auto until = std::chrono::steady_clock::now() + for_;
+  char buf[65536];
+  while (out.size() < n && std::chrono::steady_clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const auto got = ::read(fd, buf, sizeof buf);
+    if (got <= 0) break;
+    buffer.append(buf, static_cast<std::size_t>(got));
+    for (auto at = buffer.find("data: "); at != std::string::npos; at = buffer.find("data: ")) {
+      const auto end = buffer.find("\n\n", at);
+      if (end == std::string::npos) break;
+      out.push_back(boost::json::parse(buffer.substr(at + 6, end - at - 6)).as_object());
+      buffer.erase(0, end + 2);
+    }
+  }
+  return out;
+}
+
+// A dashboard on one topic's page follows that topic alone: the server reads
+// its counts only (no census of every topic), and after the first message
+// ("full") sends its row only when it changed.
+TEST(ServerDashboard, AFeedOfNamedTopicsSendsTheirRowsOnlyWhenTheyChange) {
+  ServeProcess serve({}, "", {"--prefix", "namedfeed"});
+  HttpClient http(serve.port());
+  for (int i = 0; i < 3; ++i) {
+    http.request("PUT", "/v1/topics/nf" + std::to_string(i) + "/jobs/j", R"({"body":"x"})");
+  }
+  EXPECT_EQ(http.request("GET", "/v1/events?topics=nf1,bad%20name").status, 400);
+  EXPECT_EQ(http.request("GET", "/v1/events?topics=").status, 400);
+  std::string many = "nf0";
+  for (int i = 1; i <= 100; ++i) many += ",t" + std::to_string(i);
+  EXPECT_EQ(http.request("GET", "/v1/events?topics=" + many).status, 400) << "101 topics";
+  Behind redis(serve);
+  const auto scans = calls_of(redis, "scan");
+  const int fd = connect_to(serve.port());
+  write_all(fd, "GET /v1/events?topics=nf1,nf2,nf1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto first = feed_messages(fd, 1, 5000ms);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].at("full"), true);
+  std::vector<std::string> rows;
+  for (const auto& t : first[0].at("topics").as_array())
+    rows.emplace_back(t.at("topic").as_string());
+  EXPECT_EQ(rows, (std::vector<std::string>{"nf1", "nf2"})) << "the named topics, each once";
+  // Nothing changes: the next messages carry no row.
+  auto quiet = feed_messages(fd, 2, 5000ms);
+  ASSERT_EQ(quiet.size(), 2u);
+  for (const auto& m : quiet) {
+    EXPECT_EQ(m.at("full"), false);
+    EXPECT_TRUE(m.at("topics").as_array().empty()) << boost::json::serialize(m);
+  }
+  // A put to nf2 (through this server): its row comes again, with the new
+  // count and the event; nf0's put is not this feed's.
+  http.request("PUT", "/v1/topics/nf0/jobs/k", R"({"body":"x"})");
+  http.request("PUT", "/v1/topics/nf2/jobs/k", R"({"body":"x"})");
+  bool seen = false;
+  for (const auto& m : feed_messages(fd, 3, 5000ms)) {
+    for (const auto& t : m.at("topics").as_array()) {
+      EXPECT_EQ(t.at("topic"), "nf2");
+      seen = seen || t.at("ready").as_int64() == 2;
+    }
+    for (const auto& e : m.at("events").as_array()) EXPECT_EQ(e.at("topic"), "nf2");
+  }
+  EXPECT_TRUE(seen) << "nf2's row with its second job";
+  // (one SCAN per node may be the sweeper's pass, made once when serve
+  // starts; a census would have made one a second for the 3 s and more)
+  EXPECT_LE(calls_of(redis, "scan") - scans, static_cast<long long>(redis.nodes.size()))
+      << "no reading of every topic";
+  ::close(fd);
 }
 
 // A long-poll on a job answers at once when the server drains: with the
