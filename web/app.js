@@ -348,7 +348,7 @@ function outcomeCell(j) {
 function jobRow(j) {
   const actions = [];
   if (j.state === 'dead') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => act(() => api('POST', topicPath('kick'), { ids: [j.id] }), `kicked ${j.id}`) }, 'Kick'));
-  if (j.state === 'delayed') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => act(() => runNow(j), `${j.id} is due now`) }, 'Run now'));
+  if (j.state === 'delayed') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => { if (confirmRunNow(j)) act(() => runNow(j), `${j.id} is due now`); } }, 'Run now'));
   actions.push(el('button', { type: 'button', class: 'danger', onclick: () => { if (confirm(`Delete job ${j.id}?`)) act(() => api('DELETE', jobPath(j.id)), `deleted ${j.id}`); } }, 'Delete'));
   return el('tr', { 'data-id': j.id },
     el('td', {}, el('input', { type: 'checkbox', 'aria-label': `Select ${j.id}`, checked: state.selected.has(j.id),
@@ -477,7 +477,13 @@ function specOf(j) {
   return spec;
 }
 
-// A delayed job due now: the same job, put again without its delay.
+// A delayed job due now: the same job, put again without its delay. The
+// put starts its attempts afresh: a job that has some asks first.
+function confirmRunNow(j) {
+  if (!j.attempts && !j.history) return true;
+  return confirm(`Run ${j.id} now? It is put again: its ${j.attempts} attempt${j.attempts === 1 ? '' : 's'}, `
+    + 'last error and history start afresh.');
+}
 async function runNow(j) { return api('PUT', jobPath(j.id), specOf(j)); }
 
 // ---- the job page: #/topic/<topic>/job/<id>, every field, the body, the
@@ -557,7 +563,7 @@ function jobActions(j) {
   const back = () => { location.hash = `#/topic/${encodeURIComponent(state.topic)}`; };
   const b = [];
   if (j.state === 'dead') b.push(el('button', { type: 'button', onclick: () => jobAct(() => api('POST', topicPath('kick'), { ids: [j.id] }), `${j.id} is ready again`) }, 'Retry'));
-  if (j.state === 'delayed') b.push(el('button', { type: 'button', onclick: () => jobAct(() => runNow(j), `${j.id} is due now`) }, 'Run now'));
+  if (j.state === 'delayed') b.push(el('button', { type: 'button', onclick: () => { if (confirmRunNow(j)) jobAct(() => runNow(j), `${j.id} is due now`); } }, 'Run now'));
   b.push(el('button', { type: 'button', class: 'danger', onclick: () => {
     if (!confirm(`Delete job ${j.id}?`)) return;
     // Deleted: back to its topic, which says so; refused: the page says why.

@@ -188,6 +188,24 @@ try {
     // Run now: a delayed job becomes ready.
     await page.click('#job-actions button:has-text("Run now")');
     await page.waitForSelector('#job-state:has-text("ready")');
+    // One that failed before (delayed by its backoff) asks first: Run now
+    // puts it again, and its attempts and history start afresh.
+    await serve.api('PUT', '/v1/topics/orders/jobs/retry_1',
+      { body: 'x', backoff: { kind: 'fixed', base_ms: 600000, cap_ms: 600000 } });
+    const held = await serve.api('POST', '/v1/topics/orders/reserve', { count: 10 });
+    for (const j of held.json.jobs) {
+      if (j.id === 'retry_1') await serve.api('POST', '/v1/topics/orders/jobs/retry_1/fail', { token: j.token, error: 'later' });
+      else await serve.api('POST', `/v1/topics/orders/jobs/${j.id}/release`, { token: j.token });
+    }
+    await page.goto(`${serve.base}/#/topic/orders/job/retry_1`);
+    await page.waitForSelector('#job-state:has-text("delayed")');
+    page.once('dialog', (d) => { assert.match(d.message(), /1 attempt, last error and history start afresh/); d.dismiss(); });
+    await page.click('#job-actions button:has-text("Run now")');
+    assert.equal((await serve.api('GET', '/v1/topics/orders/jobs/retry_1')).json.state, 'delayed', 'cancelled');
+    page.once('dialog', (d) => d.accept());
+    await page.click('#job-actions button:has-text("Run now")');
+    await page.waitForSelector('#job-state:has-text("ready")');
+    assert.equal((await serve.api('GET', '/v1/topics/orders/jobs/retry_1')).json.history, undefined);
     // A dead job: retried from its page, its history kept.
     await serve.api('PUT', '/v1/topics/orders/jobs/order_10', { body: 'x', attempts: 1 });
     const r = await serve.api('POST', '/v1/topics/orders/reserve', { count: 10, worker: 'box-3:79' });
