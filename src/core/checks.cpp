@@ -8,14 +8,11 @@
 #include "redisched/limits.h"
 
 namespace redisched::core {
-namespace {
 
 bool valid_topic_char(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-' || c == '.';
 }
-
-}  // namespace
 
 void check_topic(std::string_view topic) {
   if (topic.empty()) throw Error(Errc::invalid_argument, "topic is empty");

@@ -18,6 +18,9 @@ inline constexpr std::size_t kTopicMax = 128;
 // Checks what the library cannot see (topic names, body size) and throws
 // Error(Errc::invalid_argument) naming the fault.
 void check_topic(std::string_view topic);
+// A character of a topic's alphabet: A-Z a-z 0-9 _ - . (what check_topic
+// takes, for checks of parts of names: a prefix).
+bool valid_topic_char(char c);
 // Job ids: 1..256 bytes of well-formed UTF-8 without control characters (the
 // library checks length and control characters itself; UTF-8 is checked
 // here so that every id is valid JSON and text in every face).

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <boost/json/serialize.hpp>
-#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <map>
@@ -298,10 +297,7 @@ json::object topic_row(const std::string& topic, const TopicStats& st) {
 std::string topic_query(const Params& p, const std::string& name) {
   const std::string* v = p.find(name);
   if (!v) return {};
-  const bool ok =
-      v->size() <= 128 && std::all_of(v->begin(), v->end(), [](char c) {
-        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
-      });
+  const bool ok = v->size() <= 128 && std::all_of(v->begin(), v->end(), core::valid_topic_char);
   if (!ok) {
     bad_request("query parameter " + name +
                 " must be at most 128 characters of A-Z a-z 0-9 _ - . (a topic's alphabet)");
