@@ -134,12 +134,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 182 of the 200 locals Lua allows a function
+Locals: the main chunk holds 188 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 30 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 31 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -153,6 +153,13 @@ local ERROR_MAX = 8192
 -- an entry's error (the job's last error is kept whole, as error).
 local HISTORY_MAX = 10
 local HISTORY_ERROR_MAX = 1024
+-- A job's progress and log (version 31): its progress value's bytes; the
+-- log lines it keeps (the latest), a line's bytes (a longer one is cut),
+-- and the bytes of all its lines (the oldest go first).
+local PROGRESS_MAX = 1024
+local LOG_LINES_MAX = 100
+local LOG_LINE_MAX = 1024
+local LOG_BYTES_MAX = 32768
 local DELAY_MAX = 315576000000   -- ten years
 local TTR_MAX = 86400000 * 7     -- a week
 local ATTEMPTS_MAX = 1000
@@ -412,12 +419,23 @@ last placed in the delayed list, which says where locate looks for it),
 history (version 30: the last attempts that ended without success, oldest
 first, each {attempt, outcome ('failed' or 'lapsed'), started, ended,
 worker (nil: not named), error, cut (true: error holds its first
-HISTORY_ERROR_MAX bytes)}; nil: none), body.
+HISTORY_ERROR_MAX bytes)}; nil: none), progress (version 31: {attempt, at,
+value}, the latest a handler reported; nil: none), log (version 31:
+{total (lines ever logged), lines = {{at, attempt, text, cut}...}, oldest
+first}; nil: none), body.
   record.attempt(j, outcome, started, ended, worker)
                           counts an attempt that ended without success
                           (j.error already says why): attempts + 1, and an
                           entry at the end of j's history, the oldest
                           dropped past HISTORY_MAX
+  record.log_line(line, i)  a log line checked, cut to LOG_LINE_MAX bytes
+  record.log(j, lines, attempt, now)
+                          appends lines (log_line's) to j's log, the
+                          oldest dropped past LOG_LINES_MAX lines or
+                          LOG_BYTES_MAX bytes
+  record.utf8(s)          whether s is UTF-8 (log lines, progress)
+  record.progress_arg(v)  checks a progress value (progress, restore)
+  record.log_arg(s)       restore's LOG, checked, as a log
   record.pack(j)          the record of a job (always format 2)
   record.plain(created, seq, due, later, body)
                           pack's common cases (every option at its
@@ -447,7 +465,7 @@ do
   local X_TTR, X_MAX, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_MORE =
     1, 2, 4, 8, 16, 32, 64, 128
   -- The third flags byte (version 30), present when the second has X_MORE.
-  local Y_HISTORY, Y_UNKNOWN = 1, 254
+  local Y_HISTORY, Y_PROGRESS, Y_LOG, Y_UNKNOWN = 1, 2, 4, 248
   local OUTCOMES = { 'failed', 'lapsed' }
   local OUTCOME_CODES = { failed = 1, lapsed = 2 }
   local CUT = 128 -- an entry's outcome byte: its error was cut
@@ -530,6 +548,12 @@ do
     if band(flags, F_ERROR) ~= 0 then j.error, pos = struct.unpack('>I2c0', rec, pos) end
     if band(ext, X_RESULT) ~= 0 then j.result, pos = struct.unpack('>I4c0', rec, pos) end
     if band(more, Y_HISTORY) ~= 0 then j.history, pos = record.read_history(rec, pos) end
+    if band(more, Y_PROGRESS) ~= 0 then
+      local p = {}
+      p.attempt, p.at, p.value, pos = struct.unpack('>I2I6I2c0', rec, pos)
+      j.progress = p
+    end
+    if band(more, Y_LOG) ~= 0 then j.log, pos = record.read_log(rec, pos) end
     if band(ext, X_LATER) ~= 0 then j.later = true end
     j.due = j.due or j.created
     j.body = rec:sub(pos)
@@ -558,7 +582,7 @@ do
     local place = j.place ~= j.seq and j.place
     if j.priority == 0 and not j.attempts and not place and not j.ttr and not j.max_attempts
         and not j.backoff and not j.finished and not j.error and not j.keep and not j.result
-        and not j.history and (store_due or not j.later) then
+        and not j.history and not j.progress and not j.log and (store_due or not j.later) then
       return record.plain(j.created, j.seq, j.due, j.later, j.body) -- the common cases, kept fast
     end
     local flags, ext, opt = V2, 0, {}
@@ -581,7 +605,6 @@ do
     local more = 0
     if j.history then
       more = more + Y_HISTORY
-      ext = ext + X_MORE
       local h = j.history
       opt[#opt + 1] = struct.pack('>B', #h)
       for _, e in ipairs(h) do
@@ -591,6 +614,20 @@ do
                         .. struct.pack('>I2', #e.error) .. e.error
       end
     end
+    local p = j.progress
+    if p then
+      more = more + Y_PROGRESS
+      opt[#opt + 1] = struct.pack('>I2I6I2', p.attempt, p.at, #p.value) .. p.value
+    end
+    if j.log then
+      more = more + Y_LOG
+      local lines = j.log.lines
+      opt[#opt + 1] = struct.pack('>I4I2', j.log.total, #lines)
+      for _, l in ipairs(lines) do
+        opt[#opt + 1] = struct.pack('>I6I2BI2', l.at, l.attempt, l.cut and 1 or 0, #l.text) .. l.text
+      end
+    end
+    if more ~= 0 then ext = ext + X_MORE end
     if j.later then ext = ext + X_LATER end
     local head
     if more ~= 0 then head = struct.pack('>BBBI6I7', flags + F_EXT, ext, more, j.created, j.seq)
@@ -642,6 +679,73 @@ do
     return (record.read_history(s, 1))
   end
 
+  -- The log at pos of s (a record, or restore's LOG), and the position
+  -- after it.
+  function record.read_log(s, pos)
+    local total, n
+    total, n, pos = struct.unpack('>I4I2', s, pos)
+    local lines = {}
+    for i = 1, n do
+      local l, cut = {}, nil
+      l.at, l.attempt, cut, l.text, pos = struct.unpack('>I6I2BI2c0', s, pos)
+      l.cut = cut == 1
+      lines[i] = l
+    end
+    return { total = total, lines = lines }, pos
+  end
+
+  -- Well-formed UTF-8 (no overlong forms, surrogates, or code points past
+  -- U+10FFFF): each well-formed sequence becomes one ASCII byte (gsub runs
+  -- in C, where a loop over the bytes in Lua took milliseconds for a report
+  -- of 100 lines), and no byte above 127 may be left. (ASCII: no sequence
+  -- can be joined from the bytes around one replaced.)
+  local UTF8_FORMS = {
+    '[\194-\223][\128-\191]',
+    '\224[\160-\191][\128-\191]', '[\225-\236\238\239][\128-\191][\128-\191]',
+    '\237[\128-\159][\128-\191]',
+    '\240[\144-\191][\128-\191][\128-\191]', '[\241-\243][\128-\191][\128-\191][\128-\191]',
+    '\244[\128-\143][\128-\191][\128-\191]',
+  }
+  function record.utf8(s)
+    if not s:find('[\128-\255]') then return true end
+    for _, form in ipairs(UTF8_FORMS) do s = s:gsub(form, '.') end
+    return not s:find('[\128-\255]')
+  end
+
+  function record.progress_arg(v)
+    if #v == 0 or #v > PROGRESS_MAX then bad('PROGRESS must be 1..' .. PROGRESS_MAX .. ' bytes') end
+    if not record.utf8(v) or not pcall(cjson.decode, v) then
+      bad('PROGRESS must be a JSON value (a number, or a small object), got ' .. show(v))
+    end
+  end
+
+  -- restore's LOG: a log laid out as a record holds it, checked whole
+  -- before it is read.
+  function record.log_arg(s)
+    local function no(why) bad('LOG ' .. why) end
+    if #s < 6 then no('is cut short') end
+    local total, n = struct.unpack('>I4I2', s, 1)
+    if n < 1 or n > LOG_LINES_MAX or n > total then
+      no('must hold 1..' .. LOG_LINES_MAX .. ' lines, and no more than its total')
+    end
+    local pos, bytes = 7, 0
+    for i = 1, n do
+      if #s < pos + 10 then no('line ' .. i .. ' is cut short') end
+      local at, attempt, cut, len = struct.unpack('>I6I2BI2', s, pos)
+      if at > MS_MAX or attempt < 1 or attempt > ATTEMPTS_MAX or cut > 1 then
+        no('line ' .. i .. ': a field out of range')
+      end
+      if len > LOG_LINE_MAX then no('line ' .. i .. ': over ' .. LOG_LINE_MAX .. ' bytes') end
+      pos = pos + 11
+      if #s < pos + len - 1 then no('line ' .. i .. ' is cut short') end
+      if not record.utf8(s:sub(pos, pos + len - 1)) then no('line ' .. i .. ' is not UTF-8') end
+      pos, bytes = pos + len, bytes + len
+    end
+    if bytes > LOG_BYTES_MAX then no('holds over ' .. LOG_BYTES_MAX .. ' bytes of lines') end
+    if pos ~= #s + 1 then no('has ' .. (#s + 1 - pos) .. ' bytes after its last line') end
+    return (record.read_log(s, 1))
+  end
+
   -- The first n bytes of s (#s > n), less a UTF-8 character they would cut
   -- in two (a text stays text; bytes that are no UTF-8 are cut at n).
   local function utf8_prefix(s, n)
@@ -666,6 +770,34 @@ do
     h[#h + 1] = { attempt = n, outcome = outcome, started = math.min(started or ended, ended),
                   ended = ended, worker = worker, error = err, cut = cut }
     j.history = h
+  end
+
+  -- A log line as the log keeps it: its text (cut to LOG_LINE_MAX bytes
+  -- first, so a long line costs no more to check) and whether it was cut;
+  -- raises for a line that is not UTF-8.
+  function record.log_line(line, i)
+    local cut = #line > LOG_LINE_MAX
+    if cut then line = utf8_prefix(line, LOG_LINE_MAX) end
+    if not record.utf8(line) then bad('log line ' .. i .. ' is not UTF-8') end
+    return { text = line, cut = cut }
+  end
+
+  function record.log(j, lines, attempt, now)
+    local log = j.log or { total = 0, lines = {} }
+    local kept, bytes = log.lines, 0
+    for _, l in ipairs(kept) do bytes = bytes + #l.text end
+    for _, l in ipairs(lines) do
+      kept[#kept + 1] = { at = now, attempt = attempt, text = l.text, cut = l.cut }
+      bytes = bytes + #l.text
+    end
+    log.total = math.min(log.total + #lines, 4294967295)
+    local drop = 0
+    while #kept - drop > LOG_LINES_MAX or bytes > LOG_BYTES_MAX do
+      drop = drop + 1
+      bytes = bytes - #kept[drop].text
+    end
+    if drop > 0 then log.lines = { unpack(kept, drop + 1) } end
+    j.log = log
   end
 
   -- Version 8 ordered jobs due together by created, then put sequence mod
@@ -1869,6 +2001,23 @@ local function job_fields(id, j, state, score)
     end
     f[#f + 1] = 'history'; f[#f + 1] = h
   end
+  -- Version 31: the latest progress a handler reported (a JSON value), with
+  -- its attempt and time; the log, oldest line first, and its total.
+  local p = j.progress
+  if p then
+    f[#f + 1] = 'progress'; f[#f + 1] = p.value
+    f[#f + 1] = 'progress_attempt'; f[#f + 1] = p.attempt
+    f[#f + 1] = 'progress_at'; f[#f + 1] = p.at
+  end
+  if j.log then
+    local lines = {}
+    for i, l in ipairs(j.log.lines) do
+      lines[i] = { 'at', l.at, 'attempt', l.attempt, 'line', l.text }
+      if l.cut then lines[i][7] = 'cut'; lines[i][8] = 1 end
+    end
+    f[#f + 1] = 'log'; f[#f + 1] = lines
+    f[#f + 1] = 'log_total'; f[#f + 1] = j.log.total
+  end
   return f
 end
 
@@ -2027,16 +2176,19 @@ migrations): its state, creation time, attempts, last error and attempt
 history as they were.
 ARGV: id body state created attempts [AT due-ms] [PRIORITY n] [TTR ms]
       [ATTEMPTS n] [BACKOFF kind base cap] [KEEP ms] [ERROR text] [DIED ms]
-      [HISTORY bytes] [REPLACE] [NOW ms]
+      [HISTORY bytes] [PROGRESS attempt at value] [LOG bytes] [REPLACE] [NOW ms]
   HISTORY (version 30): the attempt history, laid out as the stored format
   lays it out (its count, then each entry), checked field by field.
+  PROGRESS and LOG (version 31): the job's progress (as progress takes its
+  value) and its log (laid out as the stored format lays it out).
   state: delayed, ready or dead (a reserved job comes back ready; its
   reservation belonged to the old place). A delayed or ready job goes to
   delayed or ready by its due time, AT (default created), kept as given.
 Output: 1 restored, -1 the id exists (without REPLACE; nothing changes).
 ]]
 local RESTORE_OPTIONS = { AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3, KEEP = 1,
-                          ERROR = 1, DIED = 1, HISTORY = 1, REPLACE = 0, NOW = 1 }
+                          ERROR = 1, DIED = 1, HISTORY = 1, PROGRESS = 3, LOG = 1, REPLACE = 0,
+                          NOW = 1 }
 local function restore(keys, args)
   local k = check_keys(keys)
   if #args < 5 then bad('expected id body state created attempts, got ' .. #args .. ' argument(s)') end
@@ -2053,6 +2205,14 @@ local function restore(keys, args)
   if o.ERROR and #o.ERROR > ERROR_MAX then bad('ERROR is over ' .. ERROR_MAX .. ' bytes') end
   local died = o.DIED and int_arg(o.DIED, 'DIED', 0, MS_MAX) or now
   local history = o.HISTORY and record.history_arg(o.HISTORY)
+  local progress
+  if o.PROGRESS then
+    local v = o.PROGRESS
+    progress = { attempt = int_arg(v[1], 'PROGRESS attempt', 1, ATTEMPTS_MAX),
+                 at = int_arg(v[2], 'PROGRESS at', 0, MS_MAX), value = v[3] }
+    record.progress_arg(v[3])
+  end
+  local log = o.LOG and record.log_arg(o.LOG)
   local old = redis.call('HGET', k.jobs, p.id)
   if old and not o.REPLACE then return EXISTS end
   local where = old and locate(k, p.id, record.unpack(old))
@@ -2060,7 +2220,7 @@ local function restore(keys, args)
   j.due = p.at or created
   if made > 0 then j.attempts = made end
   j.error = o.ERROR
-  j.history = history
+  j.history, j.progress, j.log = history, progress, log
   if where then take_out(k, p.id, where) end
   if state == 'dead' then
     redis.call('HSET', k.jobs, p.id, record.pack(j))
@@ -2945,6 +3105,46 @@ local function touch(keys, args)
   reservations.announce(k, deadline)
   redis.call('ZADD', k.reserved, deadline, lease_member(id, token))
   return deadline
+end
+
+--[[ redisched_progress: a reserved job's progress, and lines of its log
+(version 31).
+ARGV: id token count [line...] [PROGRESS value] [NOW ms]
+  count: 0..100 log lines, then the lines: UTF-8 text, each cut to its
+  first 1024 bytes (less a character the cut would split; get marks it
+  cut). The job keeps its latest 100 lines, at most 32768 bytes of them
+  (the oldest go first), each with its time and attempt, and counts every
+  line it was given (get's log_total).
+  PROGRESS: a JSON value (a number, or a small object), 1..1024 bytes:
+  the job's progress, with its time and attempt, in place of the last.
+  Give lines, PROGRESS or both. The job's record is rewritten (its body
+  too), so report a few times a second at most: the C++ Worker gathers a
+  handler's reports. Both stay with the job through retries and while it
+  is kept done or dead, until it is removed, and an update (REPLACE,
+  UPSERT, DEBOUNCE) starts without them. Once stored, the job's id is
+  published on the progress channel, named like key 8 (P:{T}:leases).
+Output: a code as ack (1 stored; 0, -2, -3 as ack, nothing stored).
+]]
+local OPT_PROGRESS = { PROGRESS = 1, NOW = 1 }
+local function progress(keys, args)
+  local k = check_keys(keys)
+  local id, token = id_arg(args[1]), token_arg(args[2])
+  local count = int_arg(args[3], 'count', 0, LOG_LINES_MAX)
+  if #args < 3 + count then bad('expected ' .. count .. ' log line(s)') end
+  local o = options(args, 4 + count, #args, OPT_PROGRESS)
+  if o.PROGRESS then record.progress_arg(o.PROGRESS) end
+  if count == 0 and not o.PROGRESS then bad('nothing to report: give log lines, PROGRESS or both') end
+  local lines = {}
+  for i = 1, count do lines[i] = record.log_line(args[3 + i], i) end
+  local now = clock(o)
+  local j, lm = held(k, id, token)
+  if not j then return lm end
+  local attempt = math.min((j.attempts or 0) + 1, ATTEMPTS_MAX) -- (the one running)
+  if o.PROGRESS then j.progress = { attempt = attempt, at = now, value = o.PROGRESS } end
+  if count > 0 then record.log(j, lines, attempt, now) end
+  redis.call('HSET', k.jobs, id, record.pack(j))
+  redis.call('SPUBLISH', keys[8], id) -- (last: nothing after it can fail)
+  return OK
 end
 
 ---------------------------------------------------------------- manage
@@ -3849,6 +4049,7 @@ register('ackmany', ackmany)
 register('release', release)
 register('fail', fail_job)
 register('touch', touch)
+register('progress', progress)
 register('delete', delete)
 register('requeue', requeue)
 register('kick', kick)

@@ -233,6 +233,14 @@ class Client {
   // Extends a reservation to now + ttr (0 = the job's own ttr).
   TouchResult touch(std::string_view topic, std::string_view id, std::uint64_t token,
                     Millis ttr = Millis{0});
+  // What the handler of a reserved job reports: log lines and a progress
+  // value, kept with the job (get() shows them as Job::log and
+  // Job::progress) through its retries, until it is removed. Each call
+  // rewrites the job's record, body included: report a few times a second
+  // at most (a Worker gathers its handlers' reports). Does not extend the
+  // reservation. Library version 31 (docs/redis-api.md, redisched_progress).
+  Outcome report(std::string_view topic, std::string_view id, std::uint64_t token,
+                 const JobReport& report);
   // Takes up to count ready jobs for good (at-most-once).
   ReserveResult pull(std::string_view topic, int count = 1);
   // Lapsed reservations back to ready or dead; at most limit of them.
@@ -324,6 +332,14 @@ class Client {
   // run on a thread of the runtime and must not block. Any thread.
   Subscription watch(std::string_view topic, std::function<void(std::int64_t due_ms)> on_signal,
                      std::function<void()> on_ready = {});
+
+  // Listens for reports of a topic's jobs (report(), a Worker's
+  // JobContext::log and progress): on_report(id) once each is stored,
+  // on_ready as watch()'s. The topic's own jobs: a spread topic's shards
+  // are not followed. Any thread.
+  Subscription watch_reports(std::string_view topic,
+                             std::function<void(const std::string& id)> on_report,
+                             std::function<void()> on_ready = {});
 
   // Listens to the sweep signal (docs/redis-api.md, "Sweep signal"), one
   // channel for every topic: on_signal when a call gave a topic a
@@ -429,6 +445,11 @@ class Client {
   template <AnswerToken<TouchResult> Token = use_future_t>
   auto touch_async(std::string_view topic, std::string_view id, std::uint64_t token,
                    Millis ttr = Millis{0}, Token&& completion = {});
+  void report_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                    const JobReport& report, Callback<Outcome> done);
+  template <AnswerToken<Outcome> Token = use_future_t>
+  auto report_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                    const JobReport& report, Token&& completion = {});
   void pull_async(std::string_view topic, int count, Callback<ReserveResult> done);
   template <AnswerToken<ReserveResult> Token = use_future_t>
   auto pull_async(std::string_view topic, int count = 1, Token&& completion = {});

@@ -90,6 +90,30 @@ struct Attempt {
   bool error_cut = false;
 };
 
+// A job's progress, as its handler last reported it (library version 31:
+// JobContext::progress, Client::report).
+struct Progress {
+  std::string value;  // JSON text (a number, or a small object), at most limits::kProgressMax bytes
+  int attempt = 0;    // the attempt that reported it
+  std::int64_t at_ms = 0;
+};
+
+// A line of a job's log (library version 31: JobContext::log, Client::report).
+struct LogLine {
+  std::int64_t at_ms = 0;
+  int attempt = 0;   // the attempt that logged it
+  std::string text;  // UTF-8, its first limits::kLogLineMax bytes
+  bool cut = false;  // the line was longer
+};
+
+// What the handler of a reserved job reports (Client::report): log lines,
+// a progress value, or both.
+struct JobReport {
+  std::vector<std::string> lines;  // at most limits::kLogLinesMax, UTF-8
+  std::optional<std::string> progress;
+  bool empty() const { return lines.empty() && !progress; }
+};
+
 // A job as stored, as get and list return it.
 struct Job {
   std::string id;
@@ -119,6 +143,13 @@ struct Job {
   // The last limits::kHistoryMax attempts that failed or lapsed, oldest
   // first (library version 30; kept across kicks, dropped by an update).
   std::vector<Attempt> history;
+  // What its handlers reported (library version 31; kept across attempts,
+  // dropped by an update): the latest progress, and the log's latest
+  // lines (at most limits::kLogLinesMax, limits::kLogBytesMax bytes),
+  // oldest first, of log_total lines ever logged.
+  std::optional<Progress> progress;
+  std::vector<LogLine> log;
+  std::int64_t log_total = 0;
 };
 
 // What reserve takes.

@@ -405,6 +405,15 @@ REDISCHED_WRAP(TouchResult, touch,
                (std::string_view topic, std::string_view id, std::uint64_t token, Millis ttr),
                (topic, id, token, ttr, std::move(cb)))
 
+void Client::report_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                          const JobReport& report, Callback<Outcome> done) {
+  impl_->run<op::Report>(topic, {{std::string(id), token}, report}, std::move(done));
+}
+REDISCHED_WRAP(Outcome, report,
+               (std::string_view topic, std::string_view id, std::uint64_t token,
+                const JobReport& report),
+               (topic, id, token, report, std::move(cb)))
+
 // ---------------------------------------------------------------- manage
 
 void Client::remove_async(std::string_view topic, std::string_view id, Callback<bool> done) {
@@ -649,6 +658,16 @@ Subscription Client::watch_sweep(std::function<void(const SweepSignal&)> on_sign
         on_signal(s);
       },
       std::move(on_ready));
+  return Subscription([&link, id] { link.unsubscribe(id); });
+}
+
+Subscription Client::watch_reports(std::string_view topic,
+                                   std::function<void(const std::string& id)> on_report,
+                                   std::function<void()> on_ready) {
+  core::check_topic(topic);
+  auto& link = impl_->link(topic);
+  const std::uint64_t id = link.subscribe(core::reports_channel(impl_->opts.prefix, topic),
+                                          std::move(on_report), std::move(on_ready));
   return Subscription([&link, id] { link.unsubscribe(id); });
 }
 

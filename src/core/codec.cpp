@@ -65,6 +65,25 @@ Attempt attempt_from_fields(const Reply& r) {
   return a;
 }
 
+// A line of a job's log (library version 31): field/value pairs.
+LogLine log_line_from_fields(const Reply& r) {
+  if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("log line");
+  LogLine l;
+  for (size_t i = 0; i < r.elements.size(); i += 2) {
+    const std::string& f = r.elements[i].str;
+    const Reply& v = r.elements[i + 1];
+    if (f == "at")
+      l.at_ms = to_int(v);
+    else if (f == "attempt")
+      l.attempt = static_cast<int>(to_int(v));
+    else if (f == "line")
+      l.text = v.str;
+    else if (f == "cut")
+      l.cut = to_int(v) != 0;
+  }
+  return l;
+}
+
 Job job_from_fields(const Reply& r) {
   if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("job fields");
   Job j;
@@ -121,6 +140,21 @@ Job job_from_fields(const Reply& r) {
       if (v.type != Reply::Type::array) unexpected("history");
       j.history.reserve(v.elements.size());
       for (const Reply& e : v.elements) j.history.push_back(attempt_from_fields(e));
+    } else if (f == "progress") {
+      if (!j.progress) j.progress.emplace();
+      j.progress->value = v.str;
+    } else if (f == "progress_attempt") {
+      if (!j.progress) j.progress.emplace();
+      j.progress->attempt = static_cast<int>(to_int(v));
+    } else if (f == "progress_at") {
+      if (!j.progress) j.progress.emplace();
+      j.progress->at_ms = to_int(v);
+    } else if (f == "log") {
+      if (v.type != Reply::Type::array) unexpected("log");
+      j.log.reserve(v.elements.size());
+      for (const Reply& e : v.elements) j.log.push_back(log_line_from_fields(e));
+    } else if (f == "log_total") {
+      j.log_total = to_int(v);
     }
     // Fields added by a newer library are skipped.
   }

@@ -37,6 +37,9 @@ std::string finished_channel(std::string_view prefix, std::string_view topic);
 // Its schedules' channel (docs/redis-api.md, "Recurring jobs"): named like
 // its meta key.
 std::string schedules_channel(std::string_view prefix, std::string_view topic);
+// Its progress channel (docs/redis-api.md, redisched_progress): named like
+// its leases key.
+std::string reports_channel(std::string_view prefix, std::string_view topic);
 
 // The sweep signal's channel (docs/redis-api.md, "Sweep signal"):
 // "<prefix>:sweep", a classic channel every topic's calls publish on.

@@ -6,6 +6,7 @@
 
 #include "core/client_access.h"
 #include "core/coalesce.h"
+#include "core/text.h"
 #include "redisched/limits.h"
 
 namespace redisched::core::op {
@@ -197,6 +198,37 @@ void Touch::encode(Command& cmd, const Args& a) {
 }
 TouchResult Touch::decode(const Reply& r) { return parse_touch(r); }
 
+// The library checks a progress value's JSON; what it would cut or refuse
+// of the rest is refused here, before anything goes out.
+void Report::check(const Args& a, const ClientOptions& /*o*/) {
+  const JobReport& r = a.report;
+  if (r.empty())
+    throw Error(Errc::invalid_argument, "a report holds log lines, a progress or both");
+  if (r.lines.size() > static_cast<std::size_t>(limits::kLogLinesMax)) {
+    throw Error(Errc::invalid_argument,
+                "a report holds at most " + std::to_string(limits::kLogLinesMax) + " log lines");
+  }
+  for (const std::string& line : r.lines) {
+    if (!valid_utf8(line))
+      throw Error(Errc::invalid_argument, "a log line is not UTF-8: " + printable(line));
+  }
+  if (r.progress &&
+      (r.progress->empty() || r.progress->size() > static_cast<std::size_t>(limits::kProgressMax) ||
+       !valid_utf8(*r.progress))) {
+    throw Error(Errc::invalid_argument, "a progress is a JSON value of 1.." +
+                                            std::to_string(limits::kProgressMax) +
+                                            " bytes of UTF-8");
+  }
+}
+
+void Report::encode(Command& cmd, const Args& a) {
+  add_held(cmd, a);
+  cmd.add(static_cast<std::int64_t>(a.report.lines.size()));
+  for (const std::string& line : a.report.lines) cmd.add(line);
+  if (a.report.progress) cmd.add("PROGRESS").add(*a.report.progress);
+}
+Outcome Report::decode(const Reply& r) { return parse_outcome(r); }
+
 // ---------------------------------------------------------------- manage
 
 void Delete::encode(Command& cmd, const Args& a) { cmd.add(a.id); }
@@ -227,9 +259,27 @@ std::string history_bytes(const std::vector<Attempt>& history) {
   return out;
 }
 
+// restore's LOG: the log as the stored format lays it out.
+std::string log_bytes(const Job& job) {
+  std::string out;
+  put_be(out,
+         static_cast<std::uint64_t>(
+             std::max<std::int64_t>(job.log_total, static_cast<std::int64_t>(job.log.size()))),
+         4);
+  put_be(out, job.log.size(), 2);
+  for (const LogLine& l : job.log) {
+    put_be(out, static_cast<std::uint64_t>(l.at_ms), 6);
+    put_be(out, static_cast<std::uint64_t>(l.attempt), 2);
+    put_be(out, l.cut ? 1 : 0, 1);
+    put_be(out, l.text.size(), 2);
+    out += l.text;
+  }
+  return out;
+}
+
 }  // namespace
 
-// The bounds that history_bytes's fields need (the library checks the rest).
+// The bounds that history_bytes's and log_bytes's fields need (the library checks the rest).
 void Restore::check(const Args& a, const ClientOptions& /*o*/) {
   const auto& h = a.job.history;
   if (h.size() > static_cast<std::size_t>(limits::kHistoryMax)) {
@@ -250,6 +300,29 @@ void Restore::check(const Args& a, const ClientOptions& /*o*/) {
                       ", ended " + std::to_string(e.ended_ms) + ")");
     }
   }
+  // The log's and progress's bounds (the library checks the text).
+  if (a.job.log.size() > static_cast<std::size_t>(limits::kLogLinesMax)) {
+    throw Error(Errc::invalid_argument,
+                "a log holds at most " + std::to_string(limits::kLogLinesMax) + " lines");
+  }
+  std::int64_t bytes = 0;
+  for (const LogLine& l : a.job.log) {
+    bytes += static_cast<std::int64_t>(l.text.size());
+    if (static_cast<std::int64_t>(l.text.size()) > limits::kLogLineMax || l.attempt < 1 ||
+        l.attempt > limits::kAttemptsMax || l.at_ms < 0 || l.at_ms > limits::kMsMax) {
+      throw Error(Errc::invalid_argument, "a log line's size, attempt or time is out of range");
+    }
+  }
+  if (bytes > limits::kLogBytesMax) {
+    throw Error(Errc::invalid_argument,
+                "a log holds at most " + std::to_string(limits::kLogBytesMax) + " bytes of lines");
+  }
+  if (const auto& p = a.job.progress;
+      p && (p->attempt < 1 || p->attempt > limits::kAttemptsMax || p->at_ms < 0 ||
+            p->at_ms > limits::kMsMax || p->value.empty() ||
+            static_cast<std::int64_t>(p->value.size()) > limits::kProgressMax)) {
+    throw Error(Errc::invalid_argument, "a progress's attempt, time or size is out of range");
+  }
 }
 
 void Restore::encode(Command& cmd, const Args& a) {
@@ -269,6 +342,13 @@ void Restore::encode(Command& cmd, const Args& a) {
   if (job.error) cmd.add("ERROR").add(*job.error);
   if (job.state == JobState::dead) cmd.add("DIED").add(job.died_ms);
   if (!job.history.empty()) cmd.add("HISTORY").add_owned(history_bytes(job.history));
+  if (job.progress) {
+    cmd.add("PROGRESS")
+        .add(std::int64_t{job.progress->attempt})
+        .add(job.progress->at_ms)
+        .add(job.progress->value);
+  }
+  if (!job.log.empty()) cmd.add("LOG").add_owned(log_bytes(job));
   if (a.replace) cmd.add("REPLACE");
 }
 bool Restore::decode(const Reply& r) { return changed(r); }

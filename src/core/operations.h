@@ -307,6 +307,23 @@ struct Touch : Read {
   static Value decode(const Reply& r);
 };
 
+// What the handler of a reserved job reports (library version 31). Not a
+// job write: it waits for no replica (a report lost in a failover is a
+// progress or log line less, and the next one comes soon).
+struct Report : Read {
+  static constexpr std::string_view function = "progress";
+  static constexpr std::string_view calls = "report";
+  static constexpr Route route = Route::job;
+  struct Args : Held {
+    JobReport report;
+  };
+  using Value = Outcome;
+  static std::string_view id(const Args& a) { return a.id; }
+  static void check(const Args& a, const ClientOptions& o);
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+};
+
 // ---------------------------------------------------------------- manage
 
 struct Delete : JobWrite {
@@ -596,8 +613,8 @@ struct Workers : RegistryCall {
 // Every operation, for what goes over them all (tests/unit/operations_test
 // checks docs/redis-api.md's table of names against it).
 using All = std::tuple<Put, Add, PutMany, Get, Stats, List, Reserve, Pull, Ack, AckMany, Release,
-                       Fail, Touch, Delete, Restore, Requeue, Kick, KickAll, Pause, Resume, Limit,
-                       RetryWindow, Migrate, Shards, Shard, Schedules, Schedule, Unschedule,
+                       Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll, Pause, Resume,
+                       Limit, RetryWindow, Migrate, Shards, Shard, Schedules, Schedule, Unschedule,
                        PauseSchedule, ResumeSchedule, Tick, Beat, Leave, Workers>;
 
 }  // namespace redisched::core::op

@@ -344,6 +344,57 @@ TEST_F(ClientTest, AttemptHistoryKeepsWhenWhyAndWhichWorker) {
   }
 }
 
+// Library version 31: a reserved job's handler reports progress and log
+// lines; they stay with the job through a failure, and restore takes them.
+TEST_F(ClientTest, ReportsKeepProgressAndTheLatestLogLinesWithTheJob) {
+  auto spec = job("r");
+  spec.backoff = Backoff{BackoffKind::fixed, Millis{0}, Millis{0}};
+  client_.put(topic_, spec);
+  auto r = client_.reserve(topic_);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  const auto token = r.jobs[0].token;
+  EXPECT_EQ(client_.report(topic_, "r", token, {{"one", "two"}, R"({"percent":40})"}), Outcome::ok);
+  EXPECT_EQ(client_.report(topic_, "r", token + 1, {{"x"}, std::nullopt}), Outcome::stale_token);
+  EXPECT_EQ(client_.report(topic_, "nope", token, {{"x"}, std::nullopt}), Outcome::not_found);
+  EXPECT_REDISCHED_ERROR(client_.report(topic_, "r", token, {}), Errc::invalid_argument,
+                         "log lines, a progress or both");
+  EXPECT_REDISCHED_ERROR(client_.report(topic_, "r", token, {{"\xff"}, std::nullopt}),
+                         Errc::invalid_argument, "not UTF-8");
+  EXPECT_REDISCHED_ERROR(client_.report(topic_, "r", token, {{}, "nope"}), Errc::invalid_argument,
+                         "JSON value");
+  EXPECT_REDISCHED_ERROR(
+      client_.report(topic_, "r", token, {std::vector<std::string>(101, "l"), std::nullopt}),
+      Errc::invalid_argument, "at most 100 log lines");
+  EXPECT_EQ(client_.report(topic_, "r", token, {{std::string(1500, 'y')}, std::nullopt}),
+            Outcome::ok);
+  EXPECT_EQ(client_.fail(topic_, "r", token, "boom").state, JobState::ready);
+  const auto j = *client_.get(topic_, "r");
+  ASSERT_TRUE(j.progress);
+  EXPECT_EQ(j.progress->value, R"({"percent":40})");
+  EXPECT_EQ(j.progress->attempt, 1);
+  EXPECT_GE(j.progress->at_ms, r.now_ms);
+  ASSERT_EQ(j.log.size(), 3u);
+  EXPECT_EQ(j.log_total, 3);
+  EXPECT_EQ(j.log[0].text, "one");
+  EXPECT_EQ(j.log[0].attempt, 1);
+  EXPECT_EQ(j.log[2].text, std::string(limits::kLogLineMax, 'y'));
+  EXPECT_TRUE(j.log[2].cut);
+  EXPECT_FALSE(j.log[1].cut);
+  // Export and import keep them (restore's PROGRESS and LOG).
+  auto copy = j;
+  copy.id = "r2";
+  ASSERT_TRUE(client_.restore(topic_, copy));
+  const auto back = *client_.get(topic_, "r2");
+  ASSERT_TRUE(back.progress);
+  EXPECT_EQ(back.progress->value, j.progress->value);
+  EXPECT_EQ(back.progress->at_ms, j.progress->at_ms);
+  ASSERT_EQ(back.log.size(), 3u);
+  EXPECT_EQ(back.log_total, 3);
+  EXPECT_EQ(back.log[2].text, j.log[2].text);
+  EXPECT_TRUE(back.log[2].cut);
+  EXPECT_EQ(back.log[1].at_ms, j.log[1].at_ms);
+}
+
 TEST_F(ClientTest, BatchPutAndAckOverTheLibraryLimit) {
   std::vector<JobSpec> jobs;
   for (int i = 0; i < 2500; ++i) jobs.push_back(job("j" + std::to_string(i)));

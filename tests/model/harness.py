@@ -284,7 +284,7 @@ def decode_record(rec):
         if ext & 0x80:  # a third flags byte (version 30)
             more = rec[pos]
             pos += 1
-        assert not flags & 64 and not more & 0xfe, 'reserved flag bits set: %r' % rec[:3]
+        assert not flags & 64 and not more & 0xf8, 'reserved flag bits set: %r' % rec[:3]
         assert not ext & 0x80 or more, 'a third flags byte of no flag: %r' % rec[:3]
         j['later'] = bool(ext & 64)
         j['format'] = 2
@@ -338,6 +338,32 @@ def decode_record(rec):
                 assert en <= 1024 and (en >= 1021 or not code & 0x80), 'a history error of %d bytes' % en
                 h.append((attempt, code, started, ended, worker, err))
             j['history'] = h
+        if more & 2:  # the progress (version 31)
+            attempt = int.from_bytes(rec[pos:pos + 2], 'big')
+            at = int.from_bytes(rec[pos + 2:pos + 8], 'big')
+            n = int.from_bytes(rec[pos + 8:pos + 10], 'big')
+            assert 0 < n <= 1024, 'a progress of %d bytes' % n
+            j['progress'] = (attempt, at, rec[pos + 10:pos + 10 + n])
+            pos += 10 + n
+        if more & 4:  # the log (version 31)
+            total = int.from_bytes(rec[pos:pos + 4], 'big')
+            n = int.from_bytes(rec[pos + 4:pos + 6], 'big')
+            pos += 6
+            assert 0 < n <= 100 and n <= total, 'a log of %d lines of %d' % (n, total)
+            lines, size = [], 0
+            for _ in range(n):
+                at = int.from_bytes(rec[pos:pos + 6], 'big')
+                attempt = int.from_bytes(rec[pos + 6:pos + 8], 'big')
+                cut = rec[pos + 8]
+                ln = int.from_bytes(rec[pos + 9:pos + 11], 'big')
+                text = rec[pos + 11:pos + 11 + ln]
+                pos += 11 + ln
+                assert cut in (0, 1) and ln <= 1024, 'a log line of %d bytes, cut %d' % (ln, cut)
+                text.decode('utf-8')  # (raises for a line that is not UTF-8)
+                size += ln
+                lines.append((at, attempt, text, cut == 1))
+            assert size <= 32768, 'a log of %d bytes' % size
+            j['log'] = (total, lines)
         j.setdefault('due', j['created'])
         j.setdefault('place', j['seq'])
         j['body'] = rec[pos:]

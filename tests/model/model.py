@@ -10,6 +10,7 @@ Time is always given (NOW), except for kick, whose arguments are all ids: the
 test tells the model the server's clock for it (kick_now).
 """
 import dataclasses
+import json
 import re
 from typing import Optional
 
@@ -22,6 +23,10 @@ BODY_MAX_DEFAULT = 1048576
 BODY_MAX_LIMIT = 536870912
 ERROR_MAX = 8192
 HISTORY_MAX = 10          # entries of a job's history (version 30)
+PROGRESS_MAX = 1024       # bytes of a job's progress value (version 31)
+LOG_LINES_MAX = 100       # lines its log keeps
+LOG_LINE_MAX = 1024       # bytes of a line (a longer one is cut)
+LOG_BYTES_MAX = 32768     # bytes of all its lines
 HISTORY_ERROR_MAX = 1024  # bytes of an entry's error
 WORKER_ID_MAX = 128       # reserve's WORKER
 DELAY_MAX = 315576000000
@@ -110,6 +115,12 @@ class Job:
     # Attempts that ended without success, oldest first, the last
     # HISTORY_MAX: (attempt, outcome, started, ended, worker, error, cut).
     history: list = dataclasses.field(default_factory=list)
+    # What its handlers reported (version 31): (attempt, at, value), and
+    # the log's lines (at, attempt, text, cut), the latest kept, of
+    # log_total.
+    progress: Optional[tuple] = None
+    log: list = dataclasses.field(default_factory=list)
+    log_total: int = 0
 
     def attempt(self, outcome, now):
         """An attempt that ended without success (err says why)."""
@@ -247,6 +258,7 @@ class Topic:
         self.seq_kept = 0     # the counter while it is parked (spread)
         self.wake = None      # the wake-up signal of the last call, if any
         self.finished = []    # the ids the last call published on the finished channel
+        self.reported = []    # and on the progress channel (version 31)
         self.kick_now = None  # the server's clock during a kick (set by the test)
         self.retry_window = RETRY_WINDOW_DEFAULT  # (version 20)
         self.gone = {}        # id -> the end of its retry window (P:{T}:gone)
@@ -400,7 +412,19 @@ class Topic:
                     e += [b'error_cut', 1]
                 h.append(e)
             f += [b'history', h]
+        if self.progress_of(j):  # version 31
+            attempt, at, value = j.progress
+            f += [b'progress', value, b'progress_attempt', attempt, b'progress_at', at]
+        if j.log:
+            lines = []
+            for at, attempt, text, cut in j.log:
+                lines.append([b'at', at, b'attempt', attempt, b'line', text] + ([b'cut', 1] if cut else []))
+            f += [b'log', lines, b'log_total', j.log_total]
         return f
+
+    @staticmethod
+    def progress_of(j):
+        return j.progress is not None
 
     def now_opt(self, o):
         if 'NOW' not in o:
@@ -413,6 +437,7 @@ class Topic:
         """The reply of FCALL redisched_<op> with these arguments."""
         self.wake = None
         self.finished = []
+        self.reported = []
         snapshot = (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
                     {k: dataclasses.replace(v) for k, v in self.jobs.items()}, self.retry_window,
                     dict(self.gone))
@@ -423,6 +448,7 @@ class Topic:
              self.jobs, self.retry_window, self.gone) = snapshot
             self.wake = None
             self.finished = []
+            self.reported = []
             return Error(e.code)
 
     def op_put(self, args):
@@ -804,6 +830,47 @@ class Topic:
             return self.not_held(id_)
         j.deadline = now + (ttr or j.lease_ttr)
         return j.deadline
+
+    def op_progress(self, args):
+        id_ = id_arg(args[0] if args else None)
+        token = int_arg(args[1] if len(args) > 1 else None, 0, SEQ_MAX)
+        count = int_arg(args[2] if len(args) > 2 else None, 0, LOG_LINES_MAX)
+        if len(args) < 3 + count:
+            raise Refused()
+        o = options(args[3 + count:], {'PROGRESS': 1, 'NOW': 1})
+        value = o.get('PROGRESS')
+        if value is not None:
+            if not 0 < len(value) <= PROGRESS_MAX:
+                raise Refused()
+            try:
+                json.loads(value.decode('utf-8'))
+            except ValueError:
+                raise Refused()
+        if count == 0 and value is None:
+            raise Refused()
+        lines = []
+        for line in args[3:3 + count]:
+            text = utf8_prefix(line, LOG_LINE_MAX)
+            try:
+                text.decode('utf-8')
+            except UnicodeDecodeError:
+                raise Refused()
+            lines.append((text, len(line) > LOG_LINE_MAX))
+        now = self.now_opt(o)
+        j = self.held(id_, token)
+        if j is None:
+            return self.not_held(id_)
+        attempt = min(j.made + 1, ATTEMPTS_MAX)
+        if value is not None:
+            j.progress = (attempt, now, value)
+        if lines:
+            kept = j.log + [(now, attempt, text, cut) for text, cut in lines]
+            while len(kept) > LOG_LINES_MAX or sum(len(x[2]) for x in kept) > LOG_BYTES_MAX:
+                kept.pop(0)
+            j.log = kept
+            j.log_total = min(j.log_total + len(lines), 2 ** 32 - 1)
+        self.reported.append(id_)
+        return 1
 
     def ids_arg(self, args):
         if not args or len(args) > BATCH_MAX:

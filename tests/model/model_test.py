@@ -70,10 +70,26 @@ class Env:
                 out.append((r[1], r[2]))
 
 
+# A report's arguments (redisched_progress, version 31) after id and
+# token, by x: (log lines, their text, a progress value). 60 long lines pass
+# the log's 32768 bytes in one call, 100 after any other its 100 lines; 8 and 9
+# cut a line across a 3-byte and a 2-byte UTF-8 character; 7 (no JSON) and
+# 10 (nothing) are refused before anything moves.
+REPORTS = [(1, 'l0', None), (0, '', '1'), (60, 'l2', '{"percent":2}'), (3, 'l3', None),
+           (1, 'l4', '4'), (60, 'L' * 1500, None), (100, 'l6', None), (0, '', 'nope'),
+           (3, 'ab' + '\u9519' * 400, '[1,"x"]'), (1, '\u00e9' * 600, None), (0, '', None),
+           (60, 'L' * 1500, '{"percent":11}'), (2, 'l12', '12')]
+
+
+def report(x):
+    count, line, progress = REPORTS[x % len(REPORTS)]
+    return [count] + [line] * count + (['PROGRESS', progress] if progress is not None else [])
+
+
 def subscribe(port, keys):
     sub = Conn(port)
-    sub.sock.sendall(harness.encode(['SSUBSCRIBE', keys[2], keys[5]]))
-    for _ in range(2):
+    sub.sock.sendall(harness.encode(['SSUBSCRIBE', keys[2], keys[5], keys[7]]))
+    for _ in range(3):
         r = sub.read()
         assert r[0] == b'ssubscribe', r
     return sub
@@ -150,6 +166,11 @@ BAD = [
     ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '1001', 'NOW', n]),
     ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '2', 'ATTEMPTS', '3', 'NOW', n]),
     ('touch', lambda n, x: [x[0], x[1], 'TTR', '0', 'NOW', n]),
+    ('progress', lambda n, x: [x[0], x[1], '0', 'NOW', n]),
+    ('progress', lambda n, x: [x[0], x[1], '2', 'one', 'NOW', n]),
+    ('progress', lambda n, x: [x[0], x[1], '101'] + ['l'] * 101 + ['NOW', n]),
+    ('progress', lambda n, x: [x[0], x[1], '0', 'PROGRESS', '', 'NOW', n]),
+    ('progress', lambda n, x: [x[0], x[1], '0', 'PROGRESS', '7' * 1025, 'NOW', n]),
     ('delete', lambda n, x: []),
     ('kick', lambda n, x: ['']),
     ('kickall', lambda n, x: ['LIMIT', '0', 'NOW', n]),
@@ -189,7 +210,8 @@ OPS = st.one_of(
     st.tuples(st.just('pull'), st.integers(1, 3)),
     # A worker's turn: reserve, then settle each job handed out with its token.
     st.tuples(st.just('work'), st.integers(1, 3), MAYBE(st.sampled_from([3, 30000])),
-              st.sampled_from(['ack', 'ack', 'fail', 'fail', 'fail_n', 'release', 'touch', 'keep']),
+              st.sampled_from(['ack', 'ack', 'fail', 'fail', 'fail_n', 'release', 'touch', 'keep',
+                               'report', 'report']),
               st.integers(0, 12)),
     st.tuples(st.just('ack'), JOB, TOK, MAYBE(st.integers(0, 20)),
               MAYBE(st.sampled_from([b'', b'ok', b'12345678']))),
@@ -203,6 +225,7 @@ OPS = st.one_of(
     st.tuples(st.just('fail'), JOB, TOK, st.just(False), MAYBE(st.integers(0, 20)), ATTEMPTS),
     st.tuples(st.just('release'), JOB, TOK, st.none(), st.none()),
     st.tuples(st.just('touch'), JOB, TOK, MAYBE(st.integers(1, 30))),
+    st.tuples(st.just('report'), JOB, TOK, st.integers(0, len(REPORTS) - 1)),
     st.tuples(st.just('delete'), st.lists(JOB, min_size=1, max_size=3)),
     st.tuples(st.just('requeue'), MAYBE(st.integers(1, 3))),
     st.tuples(st.just('kick'), st.lists(JOB, min_size=1, max_size=3)),
@@ -318,6 +341,10 @@ class TopicMachine(RuleBasedStateMachine):
                     self.run('fail', [id_, token, err, 'ATTEMPTS', x % 4 + 1, 'NOW', self.now])
                 elif action == 'release':
                     self.run('release', [id_, token, 'DELAY', x % 5, 'NOW', self.now])
+                elif action == 'report':  # (version 31) progress and log lines; still held
+                    self.run('progress', [id_, token, *report(x), 'NOW', self.now])
+                    if x % 2:  # (then 100 more: the log's bound of lines)
+                        self.run('progress', [id_, token, *report(6), 'NOW', self.now])
                 else:
                     self.run('touch', [id_, token, 'TTR', x + 1, 'NOW', self.now])
         elif kind == 'bad':
@@ -420,6 +447,9 @@ class TopicMachine(RuleBasedStateMachine):
             if op[5] is not None:
                 args += ['ATTEMPTS', op[5]]
             return 'fail', args + ['NOW', n]
+        if kind == 'report':
+            id_ = self.pick(op[1])
+            return 'progress', [id_, self.token(id_, op[2]), *report(op[3]), 'NOW', n]
         if kind == 'touch':
             id_ = self.pick(op[1])
             args = [id_, self.token(id_, op[2])] + (['TTR', op[3]] if op[3] is not None else [])
@@ -483,6 +513,8 @@ class TopicMachine(RuleBasedStateMachine):
         expected = [(b(keys[2]), b(self.model.wake))] if self.model.wake is not None else []
         if self.model.finished:
             expected.append((b(keys[5]), b'\n'.join(self.model.finished)))
+        for id_ in self.model.reported:  # (version 31: the progress channel)
+            expected.append((b(keys[7]), id_))
         self.expect(signals == expected,
                     'signals of %s: %r, the model says %r' % (op, signals, expected))
         if is_refusal(op, want):
@@ -573,11 +605,12 @@ class TopicMachine(RuleBasedStateMachine):
             outcomes = {'failed': 1, 'lapsed': 2}
             got = (r['created'], r['seq'], r['place'], r['prio'], r['due'], r['made'], r.get('ttr'),
                    r.get('max') or 5, r.get('backoff') or (2, 1000, 600000), r.get('err'),
-                   r['body'], where[id_], r.get('history'))
+                   r['body'], where[id_], r.get('history'), r.get('progress'), r.get('log'))
             wanted = (j.created, j.seq, j.place, j.prio, j.due, j.made, j.ttr, j.max or 5,
                       (kinds[bk[0]], bk[1], bk[2]), j.err, j.body, j.state,
                       [(a, outcomes[o] + (128 if cut else 0), st, en, w or b'', e)
-                       for a, o, st, en, w, e, cut in j.history] or None)
+                       for a, o, st, en, w, e, cut in j.history] or None,
+                      j.progress, (j.log_total, j.log) if j.log else None)
             self.expect(got == wanted, 'record of %r\n   stored: %r\n   model:  %r' % (id_, got, wanted))
             if j.state == 'done':
                 self.expect(r.get('finished') == j.finished, 'finished of %r' % id_)
@@ -946,6 +979,15 @@ MUTANTS = [
      "delayed_lane.nlist = 0\n    local page = waiting.page(delayed_lane, ndue + offset, count)"),
     ('stats\' next due time ignores the delayed list',
      "  local e = redis.call('LINDEX', k.later, due_in_list)\n", "  local e = nil\n"),
+    # Version 31: a job's progress and log.
+    ('a report of a reservation since taken again is stored',
+     "  local j, lm = held(k, id, token)\n  if not j then return lm end\n  local attempt",
+     "  local lease = redis.call('HGET', k.leases, id)\n"
+     "  local j, lm = held(k, id, lease and parse_lease(lease) or token)\n"
+     "  if not j then return lm end\n  local attempt"),
+    ('the log keeps a line past its 100', 'while #kept - drop > LOG_LINES_MAX or',
+     'while #kept - drop > LOG_LINES_MAX + 1 or'),
+    ('the log keeps lines past its 32768 bytes', 'or bytes > LOG_BYTES_MAX do', 'do'),
     # (A single put appending its delayed job out of order: seeds 1 to 3
     # missed it within 30 s once puts with an update mode went to the set;
     # functions_test's DelayedListTest.JobsInDueOrderAreListed... catches

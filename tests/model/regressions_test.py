@@ -848,6 +848,106 @@ class Version30(Case):
         self.assertEqual(r[3][0], b'a')
 
 
+
+class Version31(Case):
+    """Issue 35, point 1: a reserved job's progress and log."""
+
+    def report(self, id_, now):
+        fields = dict(zip(*[iter(self.f('get', id_, 'NOW', now))] * 2))
+        log = fields.get(b'log')
+        return (fields.get(b'progress'), fields.get(b'progress_attempt'), fields.get(b'progress_at'),
+                None if log is None else [dict(zip(e[0::2], e[1::2])) for e in log],
+                fields.get(b'log_total'))
+
+    def test_v31_01_progress_and_lines_stay_with_the_job_through_its_attempts(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'BACKOFF', 'fixed', 0, 0, 'NOW', 1000), 1)
+        self.assertEqual(self.report('a', 1000), (None, None, None, None, None))
+        r = f('reserve', 1, 'TTR', 50, 'NOW', 1000)
+        token = r[3][2]
+        got = self.published(self.K[7], lambda: self.assertEqual(
+            f('progress', 'a', token, 2, 'one', 'two', 'PROGRESS', '{"percent": 40}', 'NOW', 1005), 1))
+        self.assertEqual(got, [b'a'])
+        self.assertEqual(f('progress', 'a', token, 0, 'PROGRESS', '55', 'NOW', 1006), 1)
+        self.assertEqual(self.report('a', 1006), (b'55', 1, 1006, [
+            {b'at': 1005, b'attempt': 1, b'line': b'one'}, {b'at': 1005, b'attempt': 1, b'line': b'two'}], 2))
+        # A stale token, a job not reserved, no job: refused, nothing moves.
+        for args, code in ((['a', token + 1], -3), (['b', 1], 0)):
+            self.assertEqual(self.unchanged(lambda: f('progress', *args, 1, 'z', 'NOW', 1007)), code)
+        # A failure keeps both; the next attempt's lines say their attempt.
+        self.assertEqual(f('fail', 'a', token, 'boom', 'NOW', 1010), Status('ready'))
+        self.assertEqual(self.report('a', 1010)[0], b'55')
+        self.assertEqual(self.unchanged(lambda: f('progress', 'a', token, 1, 'z', 'NOW', 1011)), -2)
+        r = f('reserve', 1, 'TTR', 50, 'NOW', 1020)
+        self.assertEqual(f('progress', 'a', r[3][2], 1, 'three', 'NOW', 1021), 1)
+        # A lapse keeps them too.
+        self.assertEqual(f('requeue', 'NOW', 1100), [1, 0, -1])
+        progress, attempt, at, log, total = self.report('a', 1100)
+        self.assertEqual((progress, attempt, at, total), (b'55', 1, 1006, 3))
+        self.assertEqual([(e[b'line'], e[b'attempt']) for e in log], [(b'one', 1), (b'two', 1), (b'three', 2)])
+        # An ack with KEEP keeps them on the done job; an update drops them.
+        r = f('reserve', 1, 'NOW', 1100)
+        self.assertEqual(f('progress', 'a', r[3][2], 0, 'PROGRESS', '100', 'NOW', 1101), 1)
+        self.assertEqual(f('ack', 'a', r[3][2], 'KEEP', 1000, 'NOW', 1102), 1)
+        self.assertEqual(self.report('a', 1102)[:2], (b'100', 3))
+        self.assertEqual(f('put', 'a', 'y', 'REPLACE', 'NOW', 1103), 2)
+        self.assertEqual(self.report('a', 1103), (None, None, None, None, None))
+
+    def test_v31_02_the_log_keeps_its_latest_lines_within_its_bounds(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'NOW', 1000), 1)
+        token = f('reserve', 1, 'NOW', 1000)[3][2]
+        for n in range(3):
+            lines = ['line %d-%d' % (n, i) for i in range(50)]
+            self.assertEqual(f('progress', 'a', token, 50, *lines, 'NOW', 1001 + n), 1)
+        log, total = self.report('a', 1010)[3:]
+        self.assertEqual(total, 150)
+        self.assertEqual([e[b'line'] for e in log], [b'line %d-%d' % (n, i) for n in (1, 2) for i in range(50)])
+        # A long line is cut at 1024 bytes, less the character the cut splits.
+        long_line = 'a' * 1023 + '\u00e9' + 'b' * 10
+        self.assertEqual(f('progress', 'a', token, 1, long_line, 'NOW', 1020), 1)
+        last = self.report('a', 1020)[3][-1]
+        self.assertEqual((last[b'line'], last[b'cut']), (b'a' * 1023, 1))
+        # 32768 bytes of lines at most: forty lines of 1024 keep the last 32.
+        self.assertEqual(f('progress', 'a', token, 40, *(['%04d' % i + 'z' * 1020 for i in range(40)]),
+                           'NOW', 1030), 1)
+        log, total = self.report('a', 1030)[3:]
+        self.assertEqual((len(log), total), (32, 191))
+        self.assertEqual(log[0][b'line'][:4], b'0008')
+        # Refused before anything moves.
+        bad = [[1, b'\xff'], [1, b'\xed\xa0\x80'], [0], [0, 'PROGRESS', 'nope'],
+               [0, 'PROGRESS', ''], [0, 'PROGRESS', '1' * 1025], [0, 'PROGRESS', b'"\xff"'],
+               [101] + ['l'] * 101, [2, 'only one'], [-1, 'x'], [1, 'x', 'BOGUS']]
+        for args in bad:
+            self.assertEqual(self.unchanged(lambda: f('progress', 'a', token, *args, 'NOW', 1040)),
+                             Error('BADARG'), args)
+
+    def test_v31_03_restore_takes_the_progress_and_log_back_and_checks_them(self):
+        import struct
+        f = self.f
+
+        def line(at, attempt, text, cut=0):
+            return at.to_bytes(6, 'big') + struct.pack('>HBH', attempt, cut, len(text)) + text
+        good = struct.pack('>IH', 7, 2) + line(900, 1, b'one') + line(950, 2, b'x' * 1024, 1)
+        self.assertEqual(f('restore', 'a', 'x', 'dead', 800, 2, 'PROGRESS', 2, 940, '[1,2]',
+                           'LOG', good, 'NOW', 1000), 1)
+        self.assertEqual(self.report('a', 1000), (b'[1,2]', 2, 940, [
+            {b'at': 900, b'attempt': 1, b'line': b'one'},
+            {b'at': 950, b'attempt': 2, b'line': b'x' * 1024, b'cut': 1}], 7))
+        bad_logs = [b'', struct.pack('>IH', 1, 0), struct.pack('>IH', 1, 2) + line(1, 1, b'a') * 2,
+                    good[:-1], good + b'!', struct.pack('>IH', 1, 1) + line(1, 0, b'a'),
+                    struct.pack('>IH', 1, 1) + line(1, 1, b'a', 2),
+                    struct.pack('>IH', 1, 1) + line(1, 1, b'a' * 1025),
+                    struct.pack('>IH', 1, 1) + line(1, 1, b'\xff'),
+                    struct.pack('>IH', 40, 40) + line(1, 1, b'a' * 1024) * 40]
+        for blob in bad_logs:
+            self.assertEqual(f('restore', 'b', 'x', 'ready', 800, 0, 'LOG', blob, 'NOW', 1000),
+                             Error('BADARG'), blob[:40])
+        for args in ([0, 1, '1'], [1, 1, 'nope'], [1, -1, '1']):
+            self.assertEqual(f('restore', 'b', 'x', 'ready', 800, 0, 'PROGRESS', *args, 'NOW', 1000),
+                             Error('BADARG'), args)
+        self.assertIsNone(self.field('b', 'state'))
+
 class Source(unittest.TestCase):
     """What the library's source says of itself."""
 
@@ -935,6 +1035,7 @@ PROBE = {
     'put': ['a', 'b'], 'restore': ['a', 'b', 'ready', 1000, 0], 'get': ['a'],
     'list': ['ready', 0, 10], 'stats': [], 'reserve': [1], 'pull': [1], 'ack': ['a', 1],
     'ackmany': [1, 'a', 1], 'release': ['a', 1], 'fail': ['a', 1, 'e'], 'touch': ['a', 1],
+    'progress': ['a', 1, 0],
     'requeue': [], 'kickall': [], 'limit': [], 'resume': [], 'schedules': [],
     'tick': ['n', 1000, 2000], 'schedule': ['n', 'b'], 'pauseschedule': ['n'],
     'resumeschedule': ['n'],

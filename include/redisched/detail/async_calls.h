@@ -162,6 +162,15 @@ auto Client::touch_async(std::string_view topic, std::string_view id, std::uint6
                                         });
 }
 
+template <AnswerToken<Outcome> Token>
+auto Client::report_async(std::string_view topic, std::string_view id, std::uint64_t token,
+                          const JobReport& report, Token&& completion) {
+  return detail::answer_to<Outcome>(std::forward<Token>(completion),
+                                    [this, topic, id, token, report](Callback<Outcome> done) {
+                                      report_async(topic, id, token, report, std::move(done));
+                                    });
+}
+
 template <AnswerToken<ReserveResult> Token>
 auto Client::pull_async(std::string_view topic, int count, Token&& completion) {
   return detail::answer_to<ReserveResult>(std::forward<Token>(completion),
