@@ -76,9 +76,24 @@ class JobContext {
   // Extends the reservation to now + ttr (0 = its own ttr). Returns false
   // when the reservation is no longer this worker's.
   virtual bool touch(Millis ttr = Millis{0}) = 0;
-  // Reports progress (0..100, and a note): kept for Worker::running() and
-  // counted as a heartbeat.
+  // Reports progress (0..100, and a note): kept for Worker::running(),
+  // counted as a heartbeat, and stored with the job as progress_json()
+  // stores {"percent":40} or {"percent":40,"note":"..."}.
   virtual void progress(int percent, std::string_view note = {}) = 0;
+  // Stores the job's progress, a JSON value (a number, or a small object;
+  // 1..limits::kProgressMax bytes of UTF-8, else this throws
+  // Errc::invalid_argument; its JSON is the library's to check, and a
+  // refused one is logged): get() shows the latest as Job::progress.
+  // Reports (this, progress() and log()) are gathered and sent every
+  // 250 ms, one call per job with the latest progress and the lines since
+  // the last, and before the job's fail, release or kept ack. An ack
+  // without keep removes the job, and what it had not sent yet with it.
+  virtual void progress_json(std::string_view value) = 0;
+  // Adds a line to the job's log (UTF-8, else this throws
+  // Errc::invalid_argument; a line over limits::kLogLineMax bytes is cut):
+  // get() shows the latest limits::kLogLinesMax as Job::log. Lines that
+  // pile up faster than they are sent keep the latest kLogLinesMax.
+  virtual void log(std::string_view line) = 0;
   // The job's result, stored with it when it is acked and kept (its
   // JobSpec::keep, or HandlerOptions::keep_finished; without either it is
   // not stored): get() and Client::wait() return it as Job::result. At most

@@ -41,6 +41,10 @@ class ClientBroker final : public Broker {
   void requeue(const std::string& topic, int limit, Callback<RequeueResult> done) override {
     c_.requeue_async(topic, limit, std::move(done));
   }
+  void report(const std::string& topic, const std::string& id, std::uint64_t token,
+              const JobReport& report, Callback<Outcome> done) override {
+    c_.report_async(topic, id, token, report, std::move(done));
+  }
 
  private:
   Client& c_;

@@ -5,9 +5,33 @@
 #include <memory>
 #include <utility>
 
+#include "core/text.h"
+#include "redisched/limits.h"
 #include "worker/clock_map.h"
 
 namespace redisched::worker {
+namespace {
+
+// s as a JSON string (s is UTF-8).
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += kHex[(c >> 4) & 0xf];
+      out += kHex[c & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out + '"';
+}
+
+}  // namespace
 
 struct HandlerPool::Life {
   explicit Life(HandlerPool* p) : pool(p), topic(p->calls_.topic()) {}
@@ -52,15 +76,52 @@ class HandlerPool::Context final : public AsyncJob {
   }
 
   void progress(int percent, std::string_view note) override {
+    percent = std::clamp(percent, 0, 100);
+    std::string value = "{\"percent\":" + std::to_string(percent);
+    if (!note.empty()) {
+      const std::string text = core::printable(note.substr(0, limits::kProgressMax / 2));
+      value += ",\"note\":" + json_string(text);
+    }
+    value += '}';
     const bool heartbeat = use([&](HandlerPool& pool) {
+                             pool.add_report(key_, [&](JobReport& r) { r.progress = value; });
                              std::lock_guard lock(pool.mu_);
                              if (auto it = pool.running_.find(key_); it != pool.running_.end()) {
-                               it->second.progress = std::clamp(percent, 0, 100);
+                               it->second.progress = percent;
                                it->second.note.assign(note);
                              }
                              return pool.opts_.overrun == Overrun::heartbeat;
                            }).value_or(false);
     if (heartbeat) touch(Millis{0});
+  }
+
+  void progress_json(std::string_view value) override {
+    if (value.empty() || value.size() > static_cast<std::size_t>(limits::kProgressMax) ||
+        !core::valid_utf8(value)) {
+      throw Error(Errc::invalid_argument, "a progress is a JSON value of 1.." +
+                                              std::to_string(limits::kProgressMax) +
+                                              " bytes of UTF-8");
+    }
+    use([&](HandlerPool& pool) {
+      pool.add_report(key_, [&](JobReport& r) { r.progress.emplace(value); });
+      return true;
+    });
+  }
+
+  void log(std::string_view line) override {
+    if (!core::valid_utf8(line)) {
+      throw Error(Errc::invalid_argument, "a log line is not UTF-8: " + core::printable(line));
+    }
+    use([&](HandlerPool& pool) {
+      pool.add_report(key_, [&](JobReport& r) {
+        // (The library keeps the latest kLogLinesMax: older ones need not go.)
+        if (r.lines.size() >= static_cast<std::size_t>(limits::kLogLinesMax)) {
+          r.lines.erase(r.lines.begin());
+        }
+        r.lines.emplace_back(line);
+      });
+      return true;
+    });
   }
 
   void set_result(std::string_view result) override { result_.emplace(result); }
@@ -135,12 +196,14 @@ class HandlerPool::Context final : public AsyncJob {
 };
 
 HandlerPool::HandlerPool(TopicCalls& calls, const HandlerOptions& options, Handler handler,
-                         AsyncHandler async_handler, std::function<void()> finished)
+                         AsyncHandler async_handler, std::function<void()> finished,
+                         std::function<void()> reporting)
     : calls_(calls),
       opts_(options),
       handler_(std::move(handler)),
       async_handler_(std::move(async_handler)),
       on_finished_(std::move(finished)),
+      on_reporting_(std::move(reporting)),
       life_(std::make_shared<Life>(this)) {}
 
 HandlerPool::~HandlerPool() { join(); }
@@ -160,7 +223,7 @@ void HandlerPool::add(std::vector<Reservation> jobs, std::int64_t now_ms) {
       // each count their own, so two jobs of one topic may hold the same.
       const std::uint64_t key = ++added_;
       const Millis ttr{std::max<std::int64_t>(job.deadline_ms - now_ms, 1)};
-      queue_.push_back(Running{key, std::move(job), ttr, 0, {}, false, false});
+      queue_.push_back(Running{key, std::move(job), ttr, 0, {}, 0, false, false, {}, false});
     }
   }
   if (async_handler_) {
@@ -224,7 +287,11 @@ void HandlerPool::finish(Finished f) {
       f.verdict = Verdict::release;
       f.delay = Millis{0};
     }
-    if (it != running_.end()) running_.erase(it);
+    if (it != running_.end()) {
+      // What it reported and did not send goes before its verdict.
+      f.report = std::move(it->second.report);
+      running_.erase(it);
+    }
     first = finished_.empty();
     finished_.push_back(std::move(f));
   }
@@ -293,6 +360,56 @@ void HandlerPool::touched(const std::string& id, std::uint64_t token,
     if (deadline_ms) r.job.deadline_ms = *deadline_ms;
     return;
   }
+}
+
+template <class Fill>
+void HandlerPool::add_report(std::uint64_t key, Fill&& fill) {
+  bool first = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(key);
+    if (it == running_.end()) return;
+    fill(it->second.report);
+    first = !reports_waiting_;
+    reports_waiting_ = true;
+  }
+  if (first && on_reporting_) calls_.post(on_reporting_);
+}
+
+std::vector<HandlerPool::PendingReport> HandlerPool::take_reports() {
+  std::vector<PendingReport> out;
+  std::lock_guard lock(mu_);
+  reports_waiting_ = false;
+  for (auto& [key, r] : running_) {
+    if (r.report.empty()) continue;
+    if (r.reporting) {
+      reports_waiting_ = true;  // (sent when the one in flight is back)
+      continue;
+    }
+    r.reporting = true;
+    out.push_back({key, r.job.id, r.job.token, std::exchange(r.report, {})});
+  }
+  return out;
+}
+
+bool HandlerPool::reported(std::uint64_t key, std::optional<JobReport> unsent) {
+  std::lock_guard lock(mu_);
+  if (auto it = running_.find(key); it != running_.end()) {
+    Running& r = it->second;
+    r.reporting = false;
+    if (unsent) {
+      auto& lines = unsent->lines;
+      lines.insert(lines.end(), std::make_move_iterator(r.report.lines.begin()),
+                   std::make_move_iterator(r.report.lines.end()));
+      const auto max = static_cast<std::size_t>(limits::kLogLinesMax);
+      if (lines.size() > max)
+        lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(max));
+      if (r.report.progress) unsent->progress = std::move(r.report.progress);
+      r.report = std::move(*unsent);
+    }
+    if (!r.report.empty()) reports_waiting_ = true;
+  }
+  return reports_waiting_;
 }
 
 void HandlerPool::join() {

@@ -35,14 +35,17 @@ struct Finished {
   std::optional<std::string> result{};  // JobContext::set_result
   bool dropped = false;                 // not the pool's to settle (it no longer ran the job)
   std::uint64_t key = 0;
+  JobReport report{};  // reported and not yet sent (JobContext::log, ...)
 };
 
 class HandlerPool {
  public:
   // One of handler and async_handler is set. finished runs on the control
-  // shard when verdicts wait in the finished list.
+  // shard when verdicts wait in the finished list; reporting when a
+  // handler's report waits to be sent and none did before.
   HandlerPool(TopicCalls& calls, const HandlerOptions& options, Handler handler,
-              AsyncHandler async_handler, std::function<void()> finished);
+              AsyncHandler async_handler, std::function<void()> finished,
+              std::function<void()> reporting = {});
   ~HandlerPool();
   HandlerPool(const HandlerPool&) = delete;
   HandlerPool& operator=(const HandlerPool&) = delete;
@@ -64,6 +67,18 @@ class HandlerPool {
   std::vector<Reservation> due_for_touch(std::int64_t now_ms);
   // A touch of the job with this token is back: its new deadline, if any.
   void touched(const std::string& id, std::uint64_t token, std::optional<std::int64_t> deadline_ms);
+  // The reports of running jobs that wait to be sent (none of whose is in
+  // flight), taken: the job's key, id and token, and its report.
+  struct PendingReport {
+    std::uint64_t key = 0;
+    std::string id;
+    std::uint64_t token = 0;
+    JobReport report;
+  };
+  std::vector<PendingReport> take_reports();
+  // A report is back; unsent: what it held when it could not be sent
+  // (kept, before what came since). Returns whether reports wait.
+  bool reported(std::uint64_t key, std::optional<JobReport> unsent);
 
   // ---- any thread
   // After take_waiting (and abandon_running or a drain): the threads end,
@@ -83,6 +98,8 @@ class HandlerPool {
     std::int64_t started_ms = 0;  // (the system clock)
     bool abandoned = false;       // cancel's deadline passed while it ran: no heartbeats
     bool touching = false;
+    JobReport report;        // waiting to be sent
+    bool reporting = false;  // a report of it is in flight
   };
   class Context;
   friend class Context;
@@ -94,12 +111,17 @@ class HandlerPool {
   void start_async();  // control shard
   void finish(Finished f);
   bool job_cancelled(std::uint64_t key) const;
+  // Adds to a running job's report (fill(report)); tells reporting_ when
+  // it is the first report waiting.
+  template <class Fill>
+  void add_report(std::uint64_t key, Fill&& fill);
 
   TopicCalls& calls_;
   const HandlerOptions opts_;
   const Handler handler_;
   const AsyncHandler async_handler_;
   const std::function<void()> on_finished_;
+  const std::function<void()> on_reporting_;
 
   mutable std::mutex mu_;
   std::condition_variable work_;
@@ -109,6 +131,7 @@ class HandlerPool {
   std::vector<Finished> finished_;
   bool quit_ = false;
   bool cancelled_ = false;
+  bool reports_waiting_ = false;  // on_reporting_ was told, take_reports not yet called
   std::vector<std::thread> threads_;
   std::shared_ptr<Life> life_;
 };

@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "redisched/limits.h"
 
@@ -21,6 +23,28 @@ void Settler::settle(Finished f) {
   const Reservation& job = f.job;
   if (job.token == 0) {  // handed out for good (ttr 0): nothing to settle
     ++stats.acked;
+    return;
+  }
+  // What the handler reported last goes first, unless an ack without keep
+  // is about to remove the job and its report with it.
+  const bool kept =
+      f.verdict != Verdict::ack || std::max(opts_.keep_finished, job.keep).count() > 0;
+  if (!f.report.empty() && kept) {
+    auto then = std::make_shared<Finished>(std::move(f));
+    auto report = std::make_shared<JobReport>(std::exchange(then->report, {}));
+    calls_.retried<Outcome>(
+        [this, then, report](Callback<Outcome> cb) {
+          calls_.broker().report(calls_.topic(), then->job.id, then->job.token, *report,
+                                 std::move(cb));
+        },
+        [this, then](Result<Outcome> r) {
+          if (!r.ok()) {
+            spdlog::warn("redisched worker: the last report of job {} on topic {} failed: {}",
+                         then->job.id, calls_.topic(), r.error().what());
+          }
+          settle(std::move(*then));
+          flush();
+        });
     return;
   }
   switch (f.verdict) {

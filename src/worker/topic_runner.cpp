@@ -21,9 +21,12 @@ TopicRunner::TopicRunner(Shared& shared, std::string topic, HandlerOptions optio
                          AsyncHandler async_handler)
     : opts_(options),
       calls_(shared, std::move(topic)),
-      pool_(calls_, opts_, std::move(handler), std::move(async_handler), [this] { on_finished(); }),
+      pool_(
+          calls_, opts_, std::move(handler), std::move(async_handler), [this] { on_finished(); },
+          [this] { reports_.arm(); }),
       settler_(calls_, opts_),
       heartbeats_(calls_, pool_, clock_, opts_.overrun == Overrun::heartbeat),
+      reports_(calls_, pool_),
       sweeper_(calls_, clock_, [this] { look(); }),
       stagger_timer_(shared.io),
       due_timer_(shared.io),
@@ -227,6 +230,7 @@ void TopicRunner::close() {
   retry_timer_.cancel();
   sweeper_.stop();
   heartbeats_.cancel();
+  reports_.cancel();
 }
 
 }  // namespace redisched::worker

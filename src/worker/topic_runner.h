@@ -5,6 +5,7 @@
 //   HandlerPool   the handlers, the jobs they hold and their verdicts
 //   Settler       acks (batched), releases and fails
 //   Heartbeats    touches of running jobs (Overrun::heartbeat)
+//   Reports       what handlers report (log lines, progress), gathered
 //   LapseSweeper  requeues of lapsed reservations
 //   TopicCalls    the calls to Redis: counted, back on the shard, retried
 //
@@ -23,6 +24,7 @@
 #include "worker/handler_pool.h"
 #include "worker/heartbeats.h"
 #include "worker/lapse_sweeper.h"
+#include "worker/reports.h"
 #include "worker/settler.h"
 
 namespace redisched::worker {
@@ -65,6 +67,7 @@ class TopicRunner {
   HandlerPool pool_;
   Settler settler_;
   Heartbeats heartbeats_;
+  Reports reports_;
   LapseSweeper sweeper_;
 
   int held_ = 0;             // reserved and not yet settled here (queued or running)

@@ -66,7 +66,10 @@ TEST_P(AclTest, AUserLimitedToOneTopicRunsJobsThroughEveryKey) {
   options.client = as_user(server_, GetParam());
   Worker worker(options);
   worker.handle(kAclTopic, {.concurrency = 2}, [](JobContext& ctx) {
-    if (ctx.id() == "doomed") throw std::runtime_error("no such mailbox");
+    if (ctx.id() == "doomed") {
+      ctx.log("looked up the mailbox");  // (a report: the record and the progress channel)
+      throw std::runtime_error("no such mailbox");
+    }
   });
   worker.run();
   ASSERT_TRUE(wait_until([&] { return worker.stats().acked == 3 && worker.stats().failed == 1; }))
@@ -82,6 +85,10 @@ TEST_P(AclTest, AUserLimitedToOneTopicRunsJobsThroughEveryKey) {
   EXPECT_EQ(s.dead, 1);
   EXPECT_EQ(s.done, 1);
   EXPECT_EQ(s.delayed + s.ready + s.reserved, 0);
+  const auto doomed_job = client.get(kAclTopic, "doomed");
+  ASSERT_TRUE(doomed_job);
+  ASSERT_EQ(doomed_job->log.size(), 1u) << "its report went before its failure";
+  EXPECT_EQ(doomed_job->log[0].text, "looked up the mailbox");
 
   // Another topic's keys are no one's but the operator's.
   EXPECT_REDISCHED_ERROR(client.put("other", job("x")), Errc::server, "NOPERM");

@@ -321,6 +321,41 @@ TEST_F(WorkerTest, HeartbeatKeepsALongJobBeyondItsTtr) {
   EXPECT_EQ(client().stats(topic_).lapsed_total, 0);
 }
 
+// A handler's progress and log lines reach the job while it runs (sent
+// every 250 ms), and its last ones before its failure; get() shows them.
+TEST_F(WorkerTest, AHandlersReportsReachTheJobWhileItRunsAndBeforeItFails) {
+  auto spec = job("rep");
+  spec.max_attempts = 1;
+  client().put(topic_, spec);
+  std::atomic<bool> seen{false};
+  worker_.handle(topic_, {.concurrency = 1}, [&](JobContext& ctx) {
+    ctx.log("starting");
+    ctx.progress_json(R"({"step":1})");
+    for (int i = 0; i < 100 && !seen; ++i) std::this_thread::sleep_for(20ms);
+    ctx.log("giving up");
+    ctx.progress(90, "almost");
+    throw std::runtime_error("boom");
+  });
+  worker_.run();
+  ASSERT_TRUE(wait_until([&] {
+    auto j = client().get(topic_, "rep");
+    return j && j->state == JobState::reserved && j->progress && j->log.size() == 1;
+  }));
+  const auto running = *client().get(topic_, "rep");
+  EXPECT_EQ(running.progress->value, R"({"step":1})");
+  EXPECT_EQ(running.log[0].text, "starting");
+  seen = true;
+  ASSERT_TRUE(wait_until([&] { return worker_.stats().failed == 1; }));
+  worker_.cancel();
+  const auto dead = *client().get(topic_, "rep");
+  EXPECT_EQ(dead.state, JobState::dead);
+  ASSERT_TRUE(dead.progress);
+  EXPECT_EQ(dead.progress->value, R"({"percent":90,"note":"almost"})");
+  ASSERT_EQ(dead.log.size(), 2u);
+  EXPECT_EQ(dead.log[1].text, "giving up");
+  EXPECT_EQ(dead.log[1].attempt, 1);
+}
+
 TEST_F(WorkerTest, HeartbeatExtendsWithoutProgressToo) {
   client().put(topic_, job("quiet"));
   std::atomic<int> calls{0};

@@ -113,6 +113,13 @@ class FakeBroker : public Broker {
     r.next_deadline_ms = std::exchange(next_deadline, -1);
     answer(std::move(done), Result<RequeueResult>(r));
   }
+  // count: the report's lines; error: its progress.
+  void report(const std::string&, const std::string& id, std::uint64_t, const JobReport& report,
+              Callback<Outcome> done) override {
+    record("report", static_cast<int>(report.lines.size()), id).error =
+        report.progress.value_or("");
+    answer(std::move(done), Result<Outcome>(Outcome::ok));
+  }
 
  private:
   Call& record(std::string what, int count, std::string id = {}) {

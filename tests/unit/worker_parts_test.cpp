@@ -3,6 +3,7 @@
 // heartbeats and the lapse sweeper.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "worker/handler_pool.h"
 #include "worker/heartbeats.h"
 #include "worker/lapse_sweeper.h"
+#include "worker/reports.h"
 #include "worker/settler.h"
 
 namespace redisched::worker {
@@ -231,6 +233,68 @@ TEST_F(WorkerPartsTest, ARunningJobIsTouchedWhenAThirdOfItsTimeToRunIsUsed) {
   EXPECT_EQ(running[0].deadline_ms, broker_.now_ms + 30000) << "the new deadline is kept";
   handed.clear();
   beats.cancel();
+  poll();
+}
+
+// ------------------------------------------------------------ Reports
+
+TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict) {
+  HandlerOptions o{.concurrency = 1};
+  std::vector<std::shared_ptr<AsyncJob>> handed;
+  Reports* reports = nullptr;
+  HandlerPool pool(
+      calls_, o, nullptr, [&](std::shared_ptr<AsyncJob> j) { handed.push_back(std::move(j)); },
+      [] {}, [&] { reports->arm(); });
+  Reports gathered(calls_, pool);
+  reports = &gathered;
+  pool.add(
+      {reservation("a", 1, broker_.now_ms + 30000), reservation("b", 2, broker_.now_ms + 30000)},
+      broker_.now_ms);
+  poll();
+  ASSERT_EQ(handed.size(), 2u);
+  handed[0]->log("one");
+  handed[0]->log("two");
+  handed[0]->progress(40, "page \"4\"");
+  handed[1]->progress_json("7");
+  EXPECT_THROW(handed[1]->log("\xff"), Error) << "a log line is UTF-8";
+  EXPECT_THROW(handed[1]->progress_json(""), Error);
+  run_for(50ms);
+  EXPECT_EQ(broker_.count("report"), 0) << "gathered for 250 ms";
+  ASSERT_TRUE(run_until([&] { return broker_.count("report") == 2; }, 1000ms));
+  for (const auto& c : broker_.calls) {
+    if (c.what != "report") continue;
+    if (c.ids[0] == "a") {
+      EXPECT_EQ(c.count, 2) << "both lines in one call";
+      EXPECT_EQ(c.error, R"({"percent":40,"note":"page \"4\""})") << "the latest progress";
+    } else {
+      EXPECT_EQ(c.error, "7");
+    }
+  }
+  // A line reported just before a failure goes before the fail; one
+  // reported before an ack without keep goes nowhere (the job goes).
+  Settler settler(calls_, o);
+  handed[0]->log("three");
+  handed[0]->fail("boom", false);
+  handed[0]->done();
+  handed[1]->log("lost");
+  handed[1]->done();
+  for (auto& f : pool.take_finished()) settler.settle(std::move(f));
+  settler.flush();
+  ASSERT_TRUE(run_until(
+      [&] { return broker_.count("fail") == 1 && broker_.count("ack_many") == 1; }, 1000ms));
+  std::vector<std::string> order;
+  for (const auto& c : broker_.calls)
+    order.push_back(c.what + (c.ids.empty() ? "" : ":" + c.ids[0]));
+  const auto at = [&](const std::string& what) {
+    return std::find(order.begin(), order.end(), what) - order.begin();
+  };
+  EXPECT_EQ(broker_.count("report"), 3) << "the ack without keep sent no report";
+  EXPECT_LT(at("report:a"), at("fail:a"));
+  EXPECT_LT(std::find(order.begin() + at("report:a") + 1, order.end(), "report:a") - order.begin(),
+            at("fail:a"))
+      << "the last report went before the fail";
+  handed.clear();
+  gathered.cancel();
   poll();
 }
 
