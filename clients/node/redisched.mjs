@@ -327,12 +327,15 @@ export class Topic {
 
   // The job's fields ({state, body, ...}; strings but body), or null. Its
   // history (library version 30), when it has one: [{attempt, outcome,
-  // started, ended, worker, error, error_cut}], oldest first.
+  // started, ended, worker, error, error_cut}], oldest first; its log
+  // (library version 31): [{at, attempt, line, cut}], oldest first, beside
+  // progress (JSON text), progress_attempt, progress_at and log_total.
   async get(id) {
     const reply = await this.routed(async () => (await this.at(id)).call('get', id));
     if (reply === null) return null;
     const job = fields(reply, 'body');
     if (job.history) job.history = job.history.map((e) => fields(e));
+    if (job.log) job.log = job.log.map((e) => fields(e));
     return job;
   }
 
@@ -373,6 +376,15 @@ export class Topic {
 
   async ack(job) { return (await this.at(job.id)).change('ack', job.id, job.token); }
   async release(job, delayMs = 0) { return (await this.at(job.id)).change('release', job.id, job.token, 'DELAY', delayMs); }
+  // A reserved job's progress (JSON text, e.g. '{"percent":40}') and log
+  // lines (up to 100), kept with the job (get shows them): 1, or a code
+  // (0, -2, -3). Each call rewrites the job's record: a few a second at most.
+  async report(job, progress, lines = []) {
+    const args = [job.id, job.token, lines.length, ...lines];
+    if (progress !== undefined) args.push('PROGRESS', progress);
+    return (await this.at(job.id)).call('progress', ...args);
+  }
+
   // 'delayed' or 'ready' (it runs again), 'dead'; or a code (0, -2, -3).
   async fail(job, error) {
     const r = await (await this.at(job.id)).change('fail', job.id, job.token, error);

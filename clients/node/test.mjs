@@ -67,7 +67,12 @@ try {
     const r = await t.reserve(2, undefined, 'node-worker-1');
     assert.deepEqual(r.jobs.map((j) => j.id), ['high', 'low']);
     assert.equal((await t.get('low')).worker, 'node-worker-1');
+    // A report (library version 31): progress and log lines, kept.
+    assert.equal(await t.report(r.jobs[1], '{"percent":40}', ['one', 'two']), OK);
     assert.equal(await t.fail(r.jobs[1], 'card declined'), 'dead');
+    const low = await t.get('low');
+    assert.deepEqual([low.progress, low.log.map((e) => e.line), low.log_total],
+      ['{"percent":40}', ['one', 'two'], 2]);
     const [attempt, ...more] = (await t.get('low')).history; // library version 30
     assert.deepEqual(more, []);
     assert.deepEqual([attempt.attempt, attempt.outcome, attempt.worker, attempt.error],

@@ -339,14 +339,17 @@ class Topic:
         """The job's fields as a dict (state, body, ...), or None. Its
         "history" (library version 30), when it has one, is a list of dicts
         (attempt, outcome, started, ended, worker, error, error_cut), oldest
-        first."""
+        first; its "log" (library version 31) a list of dicts (at, attempt,
+        line, cut), oldest first, beside "progress" (JSON text),
+        "progress_attempt", "progress_at" and "log_total"."""
         reply = self._routed(lambda: self._at(job_id)._call("get", job_id))
         if reply is None:
             return None
         job = {_text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
-        if "history" in job:
-            job["history"] = [{_text(e[i]): e[i + 1] for i in range(0, len(e), 2)}
-                              for e in job["history"]]
+        for name in ("history", "log"):
+            if name in job:
+                job[name] = [{_text(e[i]): e[i + 1] for i in range(0, len(e), 2)}
+                             for e in job[name]]
         return job
 
     def reserve(self, count=1, ttr_ms=None, worker=None):
@@ -419,6 +422,16 @@ class Topic:
     def release(self, job, delay_ms=0):
         return self._at(job.id)._call("release", job.id, job.token, "DELAY", delay_ms,
                                       changes_job=True)
+
+    def report(self, job, progress=None, lines=()):
+        """A reserved job's progress (JSON text, e.g. '{"percent":40}') and
+        log lines (up to 100), kept with the job (get shows them): 1, or a
+        code (0, -2, -3). Each call rewrites the job's record: a few a
+        second at most."""
+        args = [job.id, job.token, len(lines), *lines]
+        if progress is not None:
+            args += ["PROGRESS", progress]
+        return self._at(job.id)._call("progress", *args)
 
     def fail(self, job, error):
         """"delayed" or "ready" (it runs again), "dead"; or a code (0, -2, -3)."""

@@ -121,7 +121,12 @@ class RedischedFromPython(unittest.TestCase):
         r = t.reserve(2, worker="py-worker-1")
         self.assertEqual([j.id for j in r.jobs], ["high", "low"])
         self.assertEqual(t.get("low")["worker"], b"py-worker-1")
+        # A report (library version 31): progress and log lines, kept.
+        self.assertEqual(t.report(r.jobs[1], '{"percent":40}', ["one", "two"]), redisched.OK)
         self.assertEqual(t.fail(r.jobs[1], "card declined"), "dead")
+        low = t.get("low")
+        self.assertEqual((low["progress"], [e["line"] for e in low["log"]], low["log_total"]),
+                         (b'{"percent":40}', [b"one", b"two"], 2))
         [attempt] = t.get("low")["history"]  # library version 30
         self.assertEqual((attempt["attempt"], attempt["outcome"], attempt["worker"], attempt["error"]),
                          (1, b"failed", b"py-worker-1", b"card declined"))

@@ -43,6 +43,18 @@ void print_job_text(const Job& j) {
     if (!a.worker.empty()) std::cout << " on " << a.worker;
     std::cout << ": " << printable(a.error) << (a.error_cut ? " [cut]" : "") << "\n";
   }
+  // What its handlers reported: the latest progress, and the log's lines.
+  if (j.progress) {
+    std::cout << "progress:     " << printable(j.progress->value) << " (attempt "
+              << j.progress->attempt << ", at " << j.progress->at_ms << ")\n";
+  }
+  if (!j.log.empty()) {
+    std::cout << "log:          " << j.log.size() << " of " << j.log_total << " lines\n";
+  }
+  for (const LogLine& l : j.log) {
+    std::cout << "  " << l.at_ms << " attempt " << l.attempt << ": " << printable(l.text)
+              << (l.cut ? " [cut]" : "") << "\n";
+  }
 }
 
 void print_taken(const ReserveResult& r, const Session& s, bool reserved) {

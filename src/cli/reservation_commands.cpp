@@ -1,9 +1,11 @@
 // reserve, pull, and what a reservation's holder does: ack, release, fail,
-// touch.
+// touch, report.
 #include <boost/json/object.hpp>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
 #include "cli/output.h"
@@ -28,6 +30,8 @@ struct Held {
   std::optional<std::int64_t> keep, delay, ttr;
   std::optional<int> priority;
   bool dead = false;
+  std::optional<std::string> progress;  // report's
+  std::vector<std::string> lines;
 };
 
 CLI::App* add_held(CLI::App& app, const char* name, const char* what, Held& h) {
@@ -132,6 +136,20 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
   touch_cmd->add_option("--ttr", t->ttr, "new time-to-run from now, ms")
       ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
   touch_cmd->callback([t, &selected] { selected = [t](Session& s) { return touch(s, *t); }; });
+
+  auto rp = std::make_shared<Held>();
+  auto* report_cmd =
+      add_held(app, "report", "a reserved job's progress and log lines (get shows them)", *rp);
+  report_cmd->add_option("--progress", rp->progress,
+                         "a JSON value, e.g. 40 or '{\"percent\":40}', 1.." +
+                             std::to_string(limits::kProgressMax) + " bytes");
+  report_cmd->add_option("--log", rp->lines, "a log line (give it again for more)");
+  report_cmd->callback([rp, &selected] {
+    selected = [rp](Session& s) {
+      return report(s.client().report(rp->topic, rp->id, rp->token, {rp->lines, rp->progress}),
+                    "reported", rp->id, s);
+    };
+  });
 }
 
 }  // namespace redisched::cli

@@ -284,6 +284,25 @@ awaitable<Response> touch(ApiContext& ctx, Request& req, const Params& p) {
   co_return outcome_response(req, t.outcome, p.id, json::object{{"deadline", t.deadline_ms}});
 }
 
+// A handler's report: {"token", "progress" (any JSON value), "log" (an
+// array of strings)}, one of the two at least.
+awaitable<Response> report(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"token", "progress", "log"});
+  const auto token = token_field(body);
+  JobReport r;
+  if (auto it = body.find("progress"); it != body.end()) r.progress = json::serialize(it->value());
+  if (auto it = body.find("log"); it != body.end()) {
+    if (!it->value().is_array()) bad_request("\"log\" must be an array of strings");
+    for (const auto& line : it->value().as_array()) {
+      if (!line.is_string()) bad_request("\"log\" must be an array of strings");
+      r.lines.emplace_back(line.as_string());
+    }
+  }
+  auto o = co_await ctx.client.report_async(p.topic, p.id, token, r, asio::use_awaitable);
+  co_return outcome_response(req, o, p.id);
+}
+
 // ---- topics
 
 json::object topic_row(const std::string& topic, const TopicStats& st) {
@@ -747,6 +766,10 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/jobs/{id}/fail", {{verb::post, fail, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/touch",
        {{verb::post, touch, Role::consume}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/jobs/{id}/report",
+       {{verb::post, report, Role::consume}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/reserve", {{verb::post, reserve, Role::consume}}, false, &kNoQuery},

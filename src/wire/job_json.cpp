@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 #include <stdexcept>
 
 #include "core/checks.h"
@@ -94,7 +96,31 @@ json::object job_json(const Job& j) {
     o["expires"] = j.expires_ms;
   }
   if (!j.history.empty()) o["history"] = history_json(j.history);
+  if (j.progress) {
+    // The library checked the value's JSON; one its parser took and ours
+    // does not (e.g. a hexadecimal number) goes as a string.
+    boost::system::error_code ec;
+    json::value v = json::parse(j.progress->value, ec);
+    o["progress"] = ec ? json::value(j.progress->value) : std::move(v);
+    o["progress_attempt"] = j.progress->attempt;
+    o["progress_at"] = j.progress->at_ms;
+  }
+  if (!j.log.empty()) {
+    o["log"] = log_json(j.log);
+    o["log_total"] = j.log_total;
+  }
   return o;
+}
+
+json::array log_json(const std::vector<LogLine>& log) {
+  json::array out;
+  out.reserve(log.size());
+  for (const LogLine& l : log) {
+    json::object e{{"at", l.at_ms}, {"attempt", l.attempt}, {"line", printable(l.text)}};
+    if (l.cut) e["cut"] = true;
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 json::array history_json(const std::vector<Attempt>& history) {
@@ -115,58 +141,108 @@ json::array history_json(const std::vector<Attempt>& history) {
 
 namespace {
 
-// An entry of "history" (history_json's), as import reads it; where names it
-// in errors ("history[2]"). The library checks the ranges again.
-Attempt attempt_from_json(const json::value& v, const std::string& where) {
-  if (!v.is_object()) throw std::runtime_error("\"" + where + "\" must be an object");
-  const auto& e = v.as_object();
-  auto field = [&](std::string_view name) -> const json::value& {
-    auto it = e.find(name);
-    if (it == e.end()) {
-      throw std::runtime_error("\"" + where + "\" has no \"" + std::string(name) + "\"");
+// The fields of an object of an export's arrays ("history[2]",
+// "log[0]"), each read by name with where in its errors.
+class Entry {
+ public:
+  Entry(const json::value& v, std::string where) : where_(std::move(where)) {
+    if (!v.is_object()) throw std::runtime_error("\"" + where_ + "\" must be an object");
+    e_ = &v.as_object();
+  }
+  bool has(std::string_view name) const { return e_->contains(name); }
+  const json::value& field(std::string_view name) const {
+    auto it = e_->find(name);
+    if (it == e_->end()) {
+      throw std::runtime_error("\"" + where_ + "\" has no \"" + std::string(name) + "\"");
     }
     return it->value();
-  };
-  auto integer = [&](std::string_view name, std::int64_t lo, std::int64_t hi) {
+  }
+  std::int64_t integer(std::string_view name, std::int64_t lo, std::int64_t hi) const {
     const auto& f = field(name);
     if (!f.is_int64() || f.as_int64() < lo || f.as_int64() > hi) {
-      throw std::runtime_error("\"" + where + "." + std::string(name) +
+      throw std::runtime_error("\"" + where_ + "." + std::string(name) +
                                "\" must be an integer from " + std::to_string(lo) + " to " +
                                std::to_string(hi));
     }
     return f.as_int64();
-  };
-  auto text = [&](std::string_view name) {
+  }
+  std::string text(std::string_view name) const {
     const auto& f = field(name);
     if (!f.is_string()) {
-      throw std::runtime_error("\"" + where + "." + std::string(name) + "\" must be a string");
+      throw std::runtime_error("\"" + where_ + "." + std::string(name) + "\" must be a string");
     }
     return std::string(f.as_string());
-  };
+  }
+  [[noreturn]] void bad(std::string_view name, std::string_view why) const {
+    throw std::runtime_error("\"" + where_ + "." + std::string(name) + "\" " + std::string(why));
+  }
+  bool flag(std::string_view name) const {  // false when absent
+    auto it = e_->find(name);
+    if (it == e_->end()) return false;
+    if (!it->value().is_bool()) {
+      throw std::runtime_error("\"" + where_ + "." + std::string(name) +
+                               "\" must be true or false");
+    }
+    return it->value().as_bool();
+  }
+
+ private:
+  const json::object* e_ = nullptr;
+  std::string where_;
+};
+
+// An entry of "history" (history_json's), as import reads it. The library
+// checks the ranges again.
+Attempt attempt_from_json(const Entry& e) {
   Attempt a;
-  a.attempt = static_cast<int>(integer("attempt", 1, limits::kAttemptsMax));
-  const std::string outcome = text("outcome");
+  a.attempt = static_cast<int>(e.integer("attempt", 1, limits::kAttemptsMax));
+  const std::string outcome = e.text("outcome");
   if (outcome != "failed" && outcome != "lapsed") {
-    throw std::runtime_error("\"" + where + ".outcome\" must be failed or lapsed");
+    e.bad("outcome", "must be failed or lapsed");
   }
   a.outcome = outcome == "lapsed" ? AttemptOutcome::lapsed : AttemptOutcome::failed;
-  a.started_ms = integer("started", 0, limits::kMsMax);
-  a.ended_ms = integer("ended", 0, limits::kMsMax);
-  if (e.contains("worker")) a.worker = text("worker");
-  if (e.contains("error_base64")) {
-    auto bytes = base64_decode(text("error_base64"));
-    if (!bytes) throw std::runtime_error("\"" + where + ".error_base64\" is not base64");
+  a.started_ms = e.integer("started", 0, limits::kMsMax);
+  a.ended_ms = e.integer("ended", 0, limits::kMsMax);
+  if (e.has("worker")) a.worker = e.text("worker");
+  if (e.has("error_base64")) {
+    auto bytes = base64_decode(e.text("error_base64"));
+    if (!bytes) e.bad("error_base64", "is not base64");
     a.error = std::move(*bytes);
   } else {
-    a.error = text("error");
+    a.error = e.text("error");
   }
-  if (auto it = e.find("error_cut"); it != e.end()) {
-    if (!it->value().is_bool()) {
-      throw std::runtime_error("\"" + where + ".error_cut\" must be true or false");
-    }
-    a.error_cut = it->value().as_bool();
-  }
+  a.error_cut = e.flag("error_cut");
   return a;
+}
+
+// A line of "log" (log_json's), as import reads it.
+LogLine log_line_from_json(const Entry& e) {
+  LogLine l;
+  l.at_ms = e.integer("at", 0, limits::kMsMax);
+  l.attempt = static_cast<int>(e.integer("attempt", 1, limits::kAttemptsMax));
+  l.text = e.text("line");
+  l.cut = e.flag("cut");
+  return l;
+}
+
+// An export's array name (at most max entries), each read by read.
+template <class T, class Read>
+std::vector<T> entries_from_json(const json::object& o, std::string_view name, std::int64_t max,
+                                 Read read) {
+  std::vector<T> out;
+  auto it = o.find(name);
+  if (it == o.end()) return out;
+  if (!it->value().is_array())
+    throw std::runtime_error("\"" + std::string(name) + "\" must be an array");
+  const auto& a = it->value().as_array();
+  if (a.size() > static_cast<std::size_t>(max)) {
+    throw std::runtime_error("\"" + std::string(name) + "\" holds more than " +
+                             std::to_string(max) + " entries");
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    out.push_back(read(Entry(a[i], std::string(name) + "[" + std::to_string(i) + "]")));
+  }
+  return out;
 }
 
 }  // namespace
@@ -251,16 +327,14 @@ Job job_from_json(const json::object& o) {
   }
   if (o.contains("died")) j.died_ms = integer("died", 0, limits::kMsMax);
   if (o.contains("keep")) j.keep = Millis{integer("keep", 0, limits::kDelayMax)};
-  if (auto it = o.find("history"); it != o.end()) {
-    if (!it->value().is_array()) throw std::runtime_error("\"history\" must be an array");
-    const auto& h = it->value().as_array();
-    if (h.size() > static_cast<std::size_t>(limits::kHistoryMax)) {
-      throw std::runtime_error("\"history\" holds more than " +
-                               std::to_string(limits::kHistoryMax) + " attempts");
-    }
-    for (std::size_t i = 0; i < h.size(); ++i) {
-      j.history.push_back(attempt_from_json(h[i], "history[" + std::to_string(i) + "]"));
-    }
+  j.history = entries_from_json<Attempt>(o, "history", limits::kHistoryMax, attempt_from_json);
+  j.log = entries_from_json<LogLine>(o, "log", limits::kLogLinesMax, log_line_from_json);
+  if (o.contains("log_total")) j.log_total = integer("log_total", 0, 4294967295);
+  if (auto it = o.find("progress"); it != o.end()) {
+    j.progress.emplace();
+    j.progress->value = json::serialize(it->value());
+    j.progress->attempt = small("progress_attempt", 1, limits::kAttemptsMax);
+    j.progress->at_ms = integer("progress_at", 0, limits::kMsMax);
   }
   return j;
 }

@@ -29,6 +29,8 @@ boost::json::object job_json(const Job& j);
 // A job's attempt history (Job::history): [{"attempt", "outcome", "started",
 // "ended", "worker" (when named), "error", "error_cut" (when true)}].
 boost::json::array history_json(const std::vector<Attempt>& history);
+// A job's log (Job::log): [{"at", "attempt", "line", "cut" (when true)}].
+boost::json::array log_json(const std::vector<LogLine>& log);
 // The inverse of job_json (for import); throws std::runtime_error naming
 // the field at fault.
 Job job_from_json(const boost::json::object& o);

@@ -44,6 +44,13 @@ expect "reserve refuses an empty worker" "redisched: --worker is empty" \
   "$(r reserve bk --worker '' 2>&1 >/dev/null)"
 line=$(r --json reserve bk --count 1 --worker cli-1)
 expect "get names the worker" "worker:       cli-1" "$(r get bk broken | grep '^worker:')"
+tok=$(echo "$line" | sed 's/.*"token":\([0-9]*\).*/\1/')
+expect "report" "reported broken" "$(r report bk broken "$tok" --progress '{"percent":40}' --log one --log two)"
+expect "report needs something" "redisched: a report holds log lines, a progress or both" \
+  "$(r report bk broken "$tok" 2>&1)"
+expect "report refuses a bad progress" "1" "$(r report bk broken "$tok" --progress nope >/dev/null 2>&1; echo $?)"
+expect "get shows the progress" 'progress:     {"percent":40} (attempt 1' "$(r get bk broken | grep -o '^progress: .*(attempt 1')"
+expect "... and the log" "attempt 1: two" "$(r get bk broken | grep -A2 '^log:' | tail -1 | grep -o 'attempt 1: two')"
 r put bk later 'see you' --delay 600000 --priority 7 --attempts 3 > /dev/null
 r put bk now "$(printf 'bin\001ary')" > /dev/null
 r fail bk broken "$(echo "$line" | sed 's/.*"token":\([0-9]*\).*/\1/')" 'it broke' > /dev/null
@@ -52,6 +59,7 @@ expect "... on the worker, with the error" "on cli-1: it broke" "$(r get bk brok
 r export bk -o "$DIR/bk.jsonl"
 expect "export keeps the history" '"history":[{"attempt":1,"outcome":"failed"' \
   "$(grep -o '"history":\[{"attempt":1,"outcome":"failed"' "$DIR/bk.jsonl")"
+expect "export keeps the log" '"log":[{"at":' "$(grep -o '"log":\[{"at":' "$DIR/bk.jsonl")"
 expect "export lines" "3" "$(wc -l < "$DIR/bk.jsonl" | tr -d ' ')"
 expect "export quiet when piped" "" "$(r export bk 2>&1 >/dev/null)"
 expect "import" "restored 3, skipped 0 (existing ids, or finished jobs)" "$(r import bk2 "$DIR/bk.jsonl")"

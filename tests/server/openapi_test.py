@@ -176,6 +176,15 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("POST", f"{t}/kick", {"ids": ["j"]})[1]["kicked"], 1)
         token = self.call("POST", f"{t}/reserve", {"count": 1, "worker": "w-1"})[1]["jobs"][0]["token"]
         self.assertEqual(self.call("GET", j)[1]["worker"], "w-1")
+        # A report (library version 31): progress and log, on the job.
+        report = {"token": token, "progress": {"percent": 40}, "log": ["one", "two"]}
+        self.assertEqual(self.call("POST", f"{j}/report", report)[0], 200)
+        self.assertEqual(self.call("POST", f"{j}/report", {"token": token, "log": [1]})[0], 400)
+        self.assertEqual(self.call("POST", f"{j}/report", {"token": token})[0], 400)
+        self.assertEqual(self.call("POST", f"{j}/report", {"token": token + 1, "progress": 1})[0], 409)
+        got = self.call("GET", j)[1]
+        self.assertEqual((got["progress"], [line["line"] for line in got["log"]], got["log_total"]),
+                         ({"percent": 40}, ["one", "two"], 2))
         self.assertEqual(self.call("POST", f"{j}/ack", {"token": token, "keep_ms": 60000})[0], 200)
         self.assertEqual(self.call("GET", j)[1]["state"], "done")
         self.assertEqual(self.call("POST", f"{t}/jobs/none/ack", {"token": 1})[0], 404)
