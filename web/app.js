@@ -124,6 +124,15 @@ function onSnapshot(snap) {
     state.history.set(t.topic, h);
   }
   for (const ev of snap.events) addFeed(ev);
+  // A job page's feed carries its topic's reports (progress, log lines).
+  for (const r of snap.reports || []) {
+    if (shownJob && !$('job').hidden && r.topic === state.topic && r.id === state.jobId) {
+      for (const k of ['progress', 'progress_attempt', 'progress_at', 'log', 'log_total']) {
+        if (k in r) shownJob[k] = r[k];
+      }
+      renderReport(shownJob);
+    }
+  }
   render(false);
 }
 
@@ -559,6 +568,26 @@ function historyRow(a) {
       a.error_cut ? el('span', { class: 'muted' }, ' (the first 1024 bytes)') : ''));
 }
 
+// What the job's handlers reported: the latest progress (a bar when it is
+// a number 0..100 or has a percent), and the log's lines.
+function renderReport(j) {
+  $('job-progress-box').hidden = !('progress' in j);
+  if ('progress' in j) {
+    const p = j.progress;
+    const percent = typeof p === 'number' ? p : (p && typeof p.percent === 'number' ? p.percent : null);
+    const bar = $('job-progress-bar');
+    bar.hidden = percent === null || percent < 0 || percent > 100;
+    if (!bar.hidden) { bar.value = percent; bar.textContent = `${percent}%`; }
+    $('job-progress').textContent = typeof p === 'string' ? p : JSON.stringify(p, null, 2);
+    $('job-progress-when').textContent = `(attempt ${j.progress_attempt}, ${was(j.progress_at)})`;
+  }
+  const log = j.log || [];
+  $('job-log-box').hidden = log.length === 0;
+  $('job-log').textContent = log.map((l) => `${new Date(l.at).toLocaleTimeString()}  #${l.attempt}  ${l.line}${l.cut ? ' […cut]' : ''}`).join('\n');
+  const dropped = (j.log_total || 0) - log.length;
+  $('job-log-count').textContent = log.length ? `(${log.length} lines${dropped > 0 ? `; ${dropped} earlier ones dropped` : ''})` : '';
+}
+
 function jobActions(j) {
   const back = () => { location.hash = `#/topic/${encodeURIComponent(state.topic)}`; };
   const b = [];
@@ -612,6 +641,8 @@ async function loadJob(keepMessage) {
     $('job-history-count').textContent = '';
     $('job-body-size').textContent = '';
     $('job-result-box').hidden = true;
+    $('job-progress-box').hidden = true;
+    $('job-log-box').hidden = true;
     $('job-change').hidden = true;
     return;
   }
@@ -626,6 +657,7 @@ async function loadJob(keepMessage) {
   $('job-result-box').hidden = !('result' in j || 'result_base64' in j);
   if ('result' in j) $('job-result').textContent = pretty(j.result);
   if ('result_base64' in j) $('job-result').textContent = hexDump(Uint8Array.from(atob(j.result_base64), (c) => c.charCodeAt(0)));
+  renderReport(j);
   const history = j.history || [];
   $('job-history').tBodies[0].replaceChildren(...history.map(historyRow));
   $('job-history-count').textContent = history.length ? `(the last ${history.length})` : '';

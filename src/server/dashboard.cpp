@@ -7,7 +7,9 @@
 #include <boost/url/parse.hpp>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
+#include <utility>
 
 #include "core/checks.h"
 #include "server/async_util.h"
@@ -52,11 +54,58 @@ asio::awaitable<std::shared_ptr<const Rows>> follow(ApiContext& ctx,
   co_return out;
 }
 
+// The jobs of a named stream's topics that reported (Client::watch_reports)
+// since its last message: (topic, id), at most kReportedMax kept.
+struct Reported {
+  static constexpr std::size_t kReportedMax = 1000;
+  std::mutex mu;
+  std::set<std::pair<std::string, std::string>> jobs;
+  void add(const std::string& topic, const std::string& id) {
+    std::lock_guard lock(mu);
+    if (jobs.size() < kReportedMax) jobs.emplace(topic, id);
+  }
+  std::set<std::pair<std::string, std::string>> take() {
+    std::lock_guard lock(mu);
+    return std::exchange(jobs, {});
+  }
+};
+// Jobs a message reads back for their reports, at most (the rest go in
+// the next message's).
+constexpr std::size_t kReportsPerMessage = 20;
+
+// What the jobs that reported have now: [{topic, id, state, progress,
+// progress_attempt, progress_at, log, log_total}] (a job gone is left out).
+asio::awaitable<json::array> reports(ApiContext& ctx, Reported& reported) {
+  auto jobs = reported.take();
+  std::vector<std::pair<std::string, std::string>> now;
+  for (auto it = jobs.begin(); it != jobs.end(); it = jobs.erase(it)) {
+    if (now.size() == kReportsPerMessage) break;
+    now.push_back(*it);
+  }
+  for (const auto& [t, id] : jobs) reported.add(t, id);  // (the next message's)
+  auto got = co_await await_each<std::optional<Job>>(now, [&](const auto& job) {
+    return ctx.client.get_async(job.first, job.second, asio::deferred);
+  });
+  json::array out;
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    if (!got[i].ok() || !got[i].value()) continue;
+    const Job& j = *got[i].value();
+    json::object all = wire::job_json(j);
+    json::object o{{"topic", now[i].first}, {"id", j.id}, {"state", to_string(j.state)}};
+    for (const char* name : {"progress", "progress_attempt", "progress_at", "log", "log_total"}) {
+      if (auto f = all.find(name); f != all.end()) o[name] = f->value();
+    }
+    out.push_back(std::move(o));
+  }
+  co_return out;
+}
+
 // The followed topics' counts and this server's counters, the rows that
 // changed since the stream's last message (all of them in its first,
-// "full"), the topics gone from the reading, and the job events since seq.
+// "full"), the topics gone from the reading, the job events since seq, and
+// (a named stream) the reports of its jobs since its last message.
 asio::awaitable<std::string> snapshot(ApiContext& ctx, const std::vector<std::string>& named,
-                                      SentRows& sent, std::uint64_t& seq) {
+                                      SentRows& sent, std::uint64_t& seq, Reported& reported) {
   const bool full = sent.empty();  // (then every row is new, so every row goes)
   const auto reading = co_await follow(ctx, named);
   const auto counters = ctx.metrics.counters();
@@ -110,10 +159,12 @@ asio::awaitable<std::string> snapshot(ApiContext& ctx, const std::vector<std::st
     }
     moved = std::move(mine);
   }
-  co_return json::serialize(json::object{{"full", full},
-                                         {"topics", std::move(topics)},
-                                         {"gone", std::move(gone)},
-                                         {"events", std::move(moved)}});
+  json::object message{{"full", full},
+                       {"topics", std::move(topics)},
+                       {"gone", std::move(gone)},
+                       {"events", std::move(moved)}};
+  if (!named.empty()) message["reports"] = co_await reports(ctx, reported);
+  co_return json::serialize(message);
 }
 
 // EventSource sends no headers: the token may come as ?token=.
@@ -195,6 +246,13 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
   stream.expires_never();
   std::uint64_t seq = 0;
   SentRows sent;
+  // A named stream follows its topics' reports (progress, log lines).
+  auto reported = std::make_shared<Reported>();
+  std::vector<Subscription> watching;
+  for (const auto& t : named) {
+    watching.push_back(ctx.client.watch_reports(
+        t, [reported, t](const std::string& id) { reported->add(t, id); }));
+  }
   // A stop ends the stream at once, not at its next tick.
   auto stop = ctx.stopped.watch(co_await asio::this_coro::executor);
   struct Forget {
@@ -203,7 +261,7 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
     ~Forget() { from.forget(one); }
   } forget{ctx.stopped, stop};
   while (!ctx.stopping) {
-    std::string data = "data: " + co_await snapshot(ctx, named, sent, seq) + "\n\n";
+    std::string data = "data: " + co_await snapshot(ctx, named, sent, seq, *reported) + "\n\n";
     // A reader that stops reading is dropped, not waited for forever.
     stream.expires_after(kEventWriteTimeout);
     co_await asio::async_write(stream, asio::buffer(data), asio::use_awaitable);

@@ -541,6 +541,38 @@ TEST(ServerDashboard, AFeedOfNamedTopicsSendsTheirRowsOnlyWhenTheyChange) {
   ::close(fd);
 }
 
+// A job page's feed (its topic named) carries the job's progress and log
+// lines as they are reported, by any client: here over HTTP.
+TEST(ServerDashboard, AFeedOfNamedTopicsCarriesTheirJobsReports) {
+  ServeProcess serve({}, "", {"--prefix", "reportfeed"});
+  HttpClient http(serve.port());
+  http.request("PUT", "/v1/topics/rf/jobs/j", R"({"body":"x"})");
+  const auto reserved =
+      boost::json::parse(http.request("POST", "/v1/topics/rf/reserve", R"({"count":1})").body);
+  const auto token = reserved.at("jobs").at(0).at("token").as_int64();
+  const int fd = connect_to(serve.port());
+  write_all(fd, "GET /v1/events?topics=rf HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto first = feed_messages(fd, 1, 5000ms);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].at("reports").as_array().empty()) << "nothing reported yet";
+  const std::string body =
+      R"({"token":)" + std::to_string(token) + R"(,"progress":{"percent":40},"log":["page 4"]})";
+  ASSERT_EQ(http.request("POST", "/v1/topics/rf/jobs/j/report", body).status, 200);
+  boost::json::object got;
+  for (const auto& m : feed_messages(fd, 3, 5000ms)) {
+    for (const auto& r : m.at("reports").as_array()) got = r.as_object();
+    if (!got.empty()) break;
+  }
+  ASSERT_FALSE(got.empty()) << "the report came on the feed";
+  EXPECT_EQ(got.at("topic"), "rf");
+  EXPECT_EQ(got.at("id"), "j");
+  EXPECT_EQ(got.at("state"), "reserved");
+  EXPECT_EQ(got.at("progress").at("percent"), 40);
+  EXPECT_EQ(got.at("log").at(0).at("line"), "page 4");
+  EXPECT_FALSE(got.contains("body")) << "a report, not the job";
+  ::close(fd);
+}
+
 // A long-poll on a job answers at once when the server drains: with the
 // job as it is, not after its wait.
 TEST(ServerDrain, SigtermEndsLongPollsOnJobs) {

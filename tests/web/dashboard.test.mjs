@@ -232,6 +232,27 @@ try {
     await page.waitForSelector('#job-state:has-text("not found")');
   });
 
+  await test('the job page shows a running job\'s progress and log lines as they are reported', async () => {
+    await serve.api('PUT', '/v1/topics/render/jobs/report_11', { body: 'x' });
+    const r = await serve.api('POST', '/v1/topics/render/reserve', { worker: 'box-4:80' });
+    const token = r.json.jobs[0].token;
+    await page.goto(`${serve.base}/#/topic/render/job/report_11`);
+    await page.waitForSelector('#job-state:has-text("reserved")');
+    assert.equal(await page.isHidden('#job-progress-box'), true, 'nothing reported yet');
+    // Reported after the page was read: the page's feed brings it.
+    await serve.api('POST', '/v1/topics/render/jobs/report_11/report',
+      { token, progress: { percent: 40, note: 'page 4 of 10' }, log: ['fetching 10 pages', 'page 4: 381 rows'] });
+    await page.waitForSelector('#job-log:has-text("page 4: 381 rows")', { timeout: 10000 });
+    assert.equal(await page.getAttribute('#job-progress-bar', 'value'), '40');
+    assert.match(await page.textContent('#job-progress'), /page 4 of 10/);
+    assert.match(await page.textContent('#job-progress-when'), /attempt 1/);
+    assert.match(await page.textContent('#job-log-count'), /2 lines/);
+    await serve.api('POST', '/v1/topics/render/jobs/report_11/report', { token, progress: 90, log: ['page 9'] });
+    await page.waitForSelector('#job-log:has-text("page 9")', { timeout: 10000 });
+    assert.equal(await page.getAttribute('#job-progress-bar', 'value'), '90');
+    await page.screenshot({ path: join(artifacts, 'job-progress.png'), fullPage: true });
+  });
+
   await test('bulk: select jobs, retry the dead ones, delete the rest, each after a confirmation', async () => {
     for (let i = 0; i < 4; i++) {
       await serve.api('PUT', `/v1/topics/bulk/jobs/d${i}`, { body: 'x', attempts: 1 });
