@@ -134,12 +134,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 188 of the 200 locals Lua allows a function
+Locals: the main chunk holds 192 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 31 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 32 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -3257,6 +3257,91 @@ local function kickall(keys, args)
   return revive(k, redis.call('ZRANGE', k.dead, 0, limit - 1), now)
 end
 
+-- Waiting jobs (delayed, or due and not yet moved) made ready now, in
+-- their own places: their attempts, error and history stay (an update would
+-- start them afresh). Every job is read and located before the first
+-- write. Returns how many were delayed.
+local function promote_now(k, ids, now)
+  if #ids == 0 then return 0 end
+  local recs = redis.call('HMGET', k.jobs, unpack(ids))
+  local moved, jobs, where, seen = {}, {}, {}, {}
+  for i, id in ipairs(ids) do
+    if recs[i] and not seen[id] then
+      seen[id] = true
+      local j = record.unpack(recs[i])
+      local w = locate(k, id, j)
+      if w[1] == 'delayed' then
+        moved[#moved + 1], jobs[#jobs + 1], where[#where + 1] = id, j, w
+      end
+    end
+  end
+  if #moved == 0 then return 0 end
+  local seq = take_seq(k, #moved)
+  for i, id in ipairs(moved) do take_out(k, id, where[i]) end
+  local pl = place.begin(k, now)
+  for i, id in ipairs(moved) do
+    local j = jobs[i]
+    renew(j, seq + i - 1)
+    j.due = now
+    place.job(pl, id, j)
+  end
+  place.write(pl)
+  return #moved
+end
+
+--[[ redisched_promote: delayed jobs due now (version 32).
+ARGV: id [id...]   (at most 1000; the arguments are all ids: no options)
+  Each delayed job named goes to ready, due now, with its attempts, error,
+  history, progress and log as they were (a put with REPLACE would start
+  them afresh); ids that are not delayed are left alone.
+Output: the number of jobs promoted.
+]]
+local function promote(keys, args)
+  local k = check_keys(keys)
+  local ids = ids_arg(args)
+  local n = promote_now(k, ids, clock(NO_OPTIONS))
+  if n == 0 then sharded(k) end
+  return n
+end
+
+--[[ redisched_promoteall: the first delayed jobs due now (version 32).
+ARGV: [LIMIT n] [NOW ms]   (n: 1..10000, default 1000)
+  The first n delayed jobs, in due order, as promote moves them.
+Output: {promoted, left}: left, the delayed jobs still waiting (call again
+  while it is above 0).
+]]
+local function promoteall(keys, args)
+  local k = check_keys(keys)
+  local o = options(args, 1, #args, OPT_LIMIT_NOW)
+  local limit = limit_arg(o)
+  local now = clock(o)
+  local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit)
+  local ids = {}
+  for i = 1, #page / 2 do ids[i] = member_id(page[2 * i - 1]) end
+  local n = promote_now(k, ids, now)
+  return { n, waiting.size(waiting.lane(k, 'delayed')) }
+end
+
+--[[ redisched_purge: dead jobs that died before a time, removed (version 32).
+ARGV: before-ms [LIMIT n]   (n: 1..10000, default 1000)
+  The dead jobs that died before before-ms, the oldest first, at most n,
+  removed with their records, as delete removes them.
+Output: {removed, left}: left, the dead jobs that died before before-ms
+  still there (call again while it is above 0).
+]]
+local function purge(keys, args)
+  local k = check_keys(keys)
+  local before = int_arg(args[1], 'before-ms', 0, MS_MAX)
+  local o = options(args, 2, #args, { LIMIT = 1 })
+  local limit = limit_arg(o)
+  local ids = redis.call('ZRANGE', k.dead, '-inf', '(' .. before, 'BYSCORE', 'LIMIT', 0, limit)
+  if #ids > 0 then
+    redis.call('HDEL', k.jobs, unpack(ids))
+    redis.call('ZREM', k.dead, unpack(ids))
+  end
+  return { #ids, redis.call('ZCOUNT', k.dead, '-inf', '(' .. before) }
+end
+
 --[[ redisched_limit: a topic's limits, for all its workers together.
 ARGV: [RATE n window-ms] [CONCURRENCY k] [AGING ms] [NOW ms]
   RATE: at most n jobs handed out (by reserve and pull) in each window of
@@ -4054,6 +4139,9 @@ register('delete', delete)
 register('requeue', requeue)
 register('kick', kick)
 register('kickall', kickall)
+register('promote', promote)
+register('promoteall', promoteall)
+register('purge', purge)
 register('limit', limit)
 register('retrywindow', retry_window)
 register('pause', pause)

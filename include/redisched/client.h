@@ -252,6 +252,18 @@ class Client {
   // Dead jobs back to ready; returns how many were dead.
   int kick(std::string_view topic, std::span<const std::string> ids);
   int kick_all(std::string_view topic, int limit = limits::kBatchMax);
+  // Delayed jobs due now, in place: their attempts, last error, history,
+  // progress and log stay (a put with PutMode::replace starts them afresh).
+  // Returns how many were delayed. Library version 32.
+  int promote(std::string_view topic, std::span<const std::string> ids);
+  // The first limit (1..10000) delayed jobs, in due order, due now as
+  // promote() makes them (of each shard of a spread topic); call again
+  // while left > 0.
+  BatchResult promote_all(std::string_view topic, int limit = limits::kBatchMax);
+  // Dead jobs that died before before_ms removed, the oldest first, at most
+  // limit (1..10000) of each shard; call again while left > 0.
+  BatchResult purge_dead(std::string_view topic, std::int64_t before_ms,
+                         int limit = limits::kBatchMax);
   // A paused topic hands out nothing. True when the state changed.
   bool pause(std::string_view topic);
   bool resume(std::string_view topic);
@@ -485,6 +497,19 @@ class Client {
   template <AnswerToken<int> Token = use_future_t>
   auto kick_all_async(std::string_view topic, int limit = limits::kBatchMax,
                       Token&& completion = {});
+  void promote_async(std::string_view topic, std::span<const std::string> ids, Callback<int> done);
+  template <AnswerToken<int> Token = use_future_t>
+  auto promote_async(std::string_view topic, std::span<const std::string> ids,
+                     Token&& completion = {});
+  void promote_all_async(std::string_view topic, int limit, Callback<BatchResult> done);
+  template <AnswerToken<BatchResult> Token = use_future_t>
+  auto promote_all_async(std::string_view topic, int limit = limits::kBatchMax,
+                         Token&& completion = {});
+  void purge_dead_async(std::string_view topic, std::int64_t before_ms, int limit,
+                        Callback<BatchResult> done);
+  template <AnswerToken<BatchResult> Token = use_future_t>
+  auto purge_dead_async(std::string_view topic, std::int64_t before_ms,
+                        int limit = limits::kBatchMax, Token&& completion = {});
   void library_version_async(Callback<int> done);
   template <AnswerToken<int> Token = use_future_t>
   auto library_version_async(Token&& completion = {});

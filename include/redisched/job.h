@@ -114,6 +114,14 @@ struct JobReport {
   bool empty() const { return lines.empty() && !progress; }
 };
 
+// One batch of a call that works through a topic in batches
+// (Client::promote_all, purge_dead): what it did, and what is left for the
+// next call (0: nothing).
+struct BatchResult {
+  int done = 0;
+  std::int64_t left = 0;
+};
+
 // A job as stored, as get and list return it.
 struct Job {
   std::string id;

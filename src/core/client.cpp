@@ -454,6 +454,26 @@ void Client::kick_all_async(std::string_view topic, int limit, Callback<int> don
 }
 REDISCHED_WRAP(int, kick_all, (std::string_view topic, int limit), (topic, limit, std::move(cb)))
 
+void Client::promote_async(std::string_view topic, std::span<const std::string> ids,
+                           Callback<int> done) {
+  impl_->run<op::Promote>(topic, {{ids.begin(), ids.end()}}, std::move(done));
+}
+REDISCHED_WRAP(int, promote, (std::string_view topic, std::span<const std::string> ids),
+               (topic, ids, std::move(cb)))
+
+void Client::promote_all_async(std::string_view topic, int limit, Callback<BatchResult> done) {
+  impl_->run<op::PromoteAll>(topic, {limit}, std::move(done));
+}
+REDISCHED_WRAP(BatchResult, promote_all, (std::string_view topic, int limit),
+               (topic, limit, std::move(cb)))
+
+void Client::purge_dead_async(std::string_view topic, std::int64_t before_ms, int limit,
+                              Callback<BatchResult> done) {
+  impl_->run<op::Purge>(topic, {before_ms, limit}, std::move(done));
+}
+REDISCHED_WRAP(BatchResult, purge_dead, (std::string_view topic, std::int64_t before_ms, int limit),
+               (topic, before_ms, limit, std::move(cb)))
+
 void Client::pause_async(std::string_view topic, Callback<bool> done) {
   impl_->run<op::Pause>(topic, {}, std::move(done));
 }

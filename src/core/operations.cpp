@@ -383,6 +383,27 @@ void KickAll::encode(Command& cmd, const Args& a) { cmd.add("LIMIT").add(std::in
 int KickAll::decode(const Reply& r) { return to_count(r); }
 int KickAll::merge(const std::vector<Value>& parts) { return IdsCount::finish(parts); }
 
+BatchResult Batches::decode(const Reply& r) {
+  if (r.type != Reply::Type::array || r.elements.size() != 2) {
+    throw Error(Errc::protocol, "expected {done, left}");
+  }
+  return {static_cast<int>(parse_integer(r.elements[0])), parse_integer(r.elements[1])};
+}
+BatchResult Batches::merge(const std::vector<Value>& parts) {
+  BatchResult all;
+  for (const auto& p : parts) {
+    all.done += p.done;
+    all.left += p.left;
+  }
+  return all;
+}
+void PromoteAll::encode(Command& cmd, const Args& a) {
+  cmd.add("LIMIT").add(std::int64_t{a.limit});
+}
+void Purge::encode(Command& cmd, const Args& a) {
+  cmd.add(a.before_ms).add("LIMIT").add(std::int64_t{a.limit});
+}
+
 bool Pause::decode(const Reply& r) { return changed(r); }
 bool Pause::merge(const std::vector<Value>& parts) {
   return std::find(parts.begin(), parts.end(), true) != parts.end();

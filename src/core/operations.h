@@ -415,6 +415,39 @@ struct KickAll : Read {
   static Value merge(const std::vector<Value>& parts);
 };
 
+// Delayed jobs due now, in place (library version 32).
+struct Promote : IdsCount {
+  static constexpr std::string_view function = "promote";
+  static constexpr std::string_view calls = "promote";
+};
+
+// promoteall and purge answer {done, left}; a spread topic's shards' add up.
+struct Batches : Read {
+  static constexpr Route route = Route::every_shard;
+  using Value = BatchResult;
+  static Value decode(const Reply& r);
+  static Value merge(const std::vector<Value>& parts);
+};
+
+struct PromoteAll : Batches {
+  static constexpr std::string_view function = "promoteall";
+  static constexpr std::string_view calls = "promote_all";
+  struct Args {
+    int limit = limits::kBatchMax;
+  };
+  static void encode(Command& cmd, const Args& a);
+};
+
+struct Purge : Batches {
+  static constexpr std::string_view function = "purge";
+  static constexpr std::string_view calls = "purge_dead";
+  struct Args {
+    std::int64_t before_ms = 0;
+    int limit = limits::kBatchMax;
+  };
+  static void encode(Command& cmd, const Args& a);
+};
+
 // pause and resume: true when any shard's state changed.
 struct Pause : Read {
   static constexpr std::string_view function = "pause";
@@ -612,9 +645,10 @@ struct Workers : RegistryCall {
 
 // Every operation, for what goes over them all (tests/unit/operations_test
 // checks docs/redis-api.md's table of names against it).
-using All = std::tuple<Put, Add, PutMany, Get, Stats, List, Reserve, Pull, Ack, AckMany, Release,
-                       Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll, Pause, Resume,
-                       Limit, RetryWindow, Migrate, Shards, Shard, Schedules, Schedule, Unschedule,
-                       PauseSchedule, ResumeSchedule, Tick, Beat, Leave, Workers>;
+using All =
+    std::tuple<Put, Add, PutMany, Get, Stats, List, Reserve, Pull, Ack, AckMany, Release, Fail,
+               Touch, Report, Delete, Restore, Requeue, Kick, KickAll, Promote, PromoteAll, Purge,
+               Pause, Resume, Limit, RetryWindow, Migrate, Shards, Shard, Schedules, Schedule,
+               Unschedule, PauseSchedule, ResumeSchedule, Tick, Beat, Leave, Workers>;
 
 }  // namespace redisched::core::op

@@ -395,6 +395,58 @@ TEST_F(ClientTest, ReportsKeepProgressAndTheLatestLogLinesWithTheJob) {
   EXPECT_EQ(back.log[1].at_ms, j.log[1].at_ms);
 }
 
+// Library version 32: delayed jobs due now in place (attempts and history
+// kept), and the dead older than a time removed, a batch a call.
+TEST_F(ClientTest, PromoteKeepsAttemptsAndPurgeRemovesTheOldDead) {
+  auto spec = job("p");
+  spec.backoff = Backoff{BackoffKind::fixed, Millis{600000}, Millis{600000}};
+  client_.put(topic_, spec);
+  auto r = client_.reserve(topic_);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(client_.fail(topic_, "p", r.jobs[0].token, "later").state, JobState::delayed);
+  const std::vector<std::string> ids{"p", "nope"};
+  EXPECT_EQ(client_.promote(topic_, ids), 1);
+  auto j = *client_.get(topic_, "p");
+  EXPECT_EQ(j.state, JobState::ready);
+  EXPECT_EQ(j.attempts, 1);
+  EXPECT_EQ(j.history.size(), 1u);
+  for (int i = 0; i < 5; ++i) {
+    auto later = job("l" + std::to_string(i));
+    later.delay = Millis{3600000};
+    client_.put(topic_, later);
+  }
+  auto first = client_.promote_all(topic_, 3);
+  EXPECT_EQ(first.done, 3);
+  EXPECT_EQ(first.left, 2);
+  auto rest = client_.promote_all(topic_);
+  EXPECT_EQ(rest.done, 2);
+  EXPECT_EQ(rest.left, 0);
+  EXPECT_EQ(client_.stats(topic_).delayed, 0);
+  // Dead: three of them, then purged before and after their time.
+  for (int i = 0; i < 3; ++i) {
+    auto d = job("d" + std::to_string(i));
+    d.max_attempts = 1;
+    client_.put(topic_, d);
+  }
+  for (const auto& taken : client_.reserve(topic_, 10).jobs) {
+    if (taken.id.starts_with("d")) {
+      client_.fail(topic_, taken.id, taken.token, "boom");
+    } else {
+      client_.release(topic_, taken.id, taken.token);
+    }
+  }
+  EXPECT_EQ(client_.stats(topic_).dead, 3);
+  const auto none = client_.purge_dead(topic_, 1);
+  EXPECT_EQ(none.done, 0);
+  const auto now = client_.now_ms() + 1;
+  const auto two = client_.purge_dead(topic_, now, 2);
+  EXPECT_EQ(two.done, 2);
+  EXPECT_EQ(two.left, 1);
+  EXPECT_EQ(client_.purge_dead(topic_, now).done, 1);
+  EXPECT_EQ(client_.stats(topic_).dead, 0);
+  EXPECT_REDISCHED_ERROR(client_.purge_dead(topic_, now, 0), Errc::invalid_argument, "LIMIT");
+}
+
 TEST_F(ClientTest, BatchPutAndAckOverTheLibraryLimit) {
   std::vector<JobSpec> jobs;
   for (int i = 0; i < 2500; ++i) jobs.push_back(job("j" + std::to_string(i)));

@@ -922,6 +922,30 @@ class Topic:
         dead = sorted(self.in_state('dead'), key=lambda j: (j.died, j.id))[:limit]
         return self.revive(dead, now)
 
+    def op_promoteall(self, args):
+        """The first LIMIT delayed jobs (due order) due now, in place
+        (version 32): attempts and history kept, a new place each."""
+        o = options(args, {'LIMIT': 1, 'NOW': 1})
+        limit = int_arg(o['LIMIT'], 1, LIMIT_MAX) if 'LIMIT' in o else 1000
+        now = self.now_opt(o)
+        jobs = sorted(self.in_state('delayed'), key=lambda j: (j.due, j.seq))[:limit]
+        if jobs:
+            seq = self.take_seq(len(jobs))
+            for i, j in enumerate(jobs):
+                j.place, j.due = seq + i, now
+                self.place(j, now)
+        return [len(jobs), len(self.in_state('delayed'))]
+
+    def op_purge(self, args):
+        """The dead that died before a time removed, the oldest first (version 32)."""
+        before = int_arg(args[0] if args else None, 0, MS_MAX)
+        o = options(args[1:], {'LIMIT': 1})
+        limit = int_arg(o['LIMIT'], 1, LIMIT_MAX) if 'LIMIT' in o else 1000
+        old = sorted((j for j in self.in_state('dead') if j.died < before), key=lambda j: (j.died, j.id))
+        for j in old[:limit]:
+            del self.jobs[j.id]
+        return [min(len(old), limit), max(len(old) - limit, 0)]
+
     def op_retrywindow(self, args):
         if len(args) > 1:
             raise Refused()

@@ -167,6 +167,9 @@ BAD = [
     ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '2', 'ATTEMPTS', '3', 'NOW', n]),
     ('touch', lambda n, x: [x[0], x[1], 'TTR', '0', 'NOW', n]),
     ('progress', lambda n, x: [x[0], x[1], '0', 'NOW', n]),
+    ('promoteall', lambda n, x: ['LIMIT', '0', 'NOW', n]),
+    ('purge', lambda n, x: ['soon']),
+    ('purge', lambda n, x: [n, 'LIMIT', '10001']),
     ('progress', lambda n, x: [x[0], x[1], '2', 'one', 'NOW', n]),
     ('progress', lambda n, x: [x[0], x[1], '101'] + ['l'] * 101 + ['NOW', n]),
     ('progress', lambda n, x: [x[0], x[1], '0', 'PROGRESS', '', 'NOW', n]),
@@ -230,6 +233,8 @@ OPS = st.one_of(
     st.tuples(st.just('requeue'), MAYBE(st.integers(1, 3))),
     st.tuples(st.just('kick'), st.lists(JOB, min_size=1, max_size=3)),
     st.tuples(st.just('kickall'), MAYBE(st.integers(1, 3))),
+    st.tuples(st.just('promoteall'), MAYBE(st.integers(1, 3))),  # (version 32)
+    st.tuples(st.just('purge'), st.integers(-5, 5), MAYBE(st.integers(1, 3))),
     st.tuples(st.just('pause'), st.sampled_from([True, False, False])),
     # Spread over shards (the topic must be empty), ended, closed ("*"), or refused.
     st.tuples(st.just('shard'), st.sampled_from([[], [], ['1-0', '1-1'], ['a'], ['*'],
@@ -456,7 +461,11 @@ class TopicMachine(RuleBasedStateMachine):
             return 'touch', args + ['NOW', n]
         if kind in ('delete', 'kick'):
             return kind, [self.pick(i) for i in op[1]]
-        if kind in ('requeue', 'kickall'):
+        if kind == 'purge':  # before a dead job's time of death (the bound), or now + op[1]
+            died = sorted({j.died for j in self.model.jobs.values() if j.state == 'dead'})
+            before = died[op[1] % len(died)] if died and op[1] >= 0 else max(n + op[1], 0)
+            return 'purge', [before] + (['LIMIT', op[2]] if op[2] is not None else [])
+        if kind in ('requeue', 'kickall', 'promoteall'):
             return kind, (['LIMIT', op[1]] if op[1] is not None else []) + ['NOW', n]
         if kind == 'pause':
             return ('pause', []) if op[1] else ('resume', ['NOW', n])
@@ -988,6 +997,13 @@ MUTANTS = [
     ('the log keeps a line past its 100', 'while #kept - drop > LOG_LINES_MAX or',
      'while #kept - drop > LOG_LINES_MAX + 1 or'),
     ('the log keeps lines past its 32768 bytes', 'or bytes > LOG_BYTES_MAX do', 'do'),
+    # Version 32: promote in place, purge.
+    ('a promoted job starts its attempts again', "    j.due = now\n    place.job(pl, id, j)",
+     "    j.due, j.attempts = now, nil\n    place.job(pl, id, j)"),
+    ('promoteall promotes one more than its limit',
+     "local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit)",
+     "local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit + 1)"),
+    ('purge removes the dead that died at its time too', "'(' .. before, 'BYSCORE'", "before, 'BYSCORE'"),
     # (A single put appending its delayed job out of order: seeds 1 to 3
     # missed it within 30 s once puts with an update mode went to the set;
     # functions_test's DelayedListTest.JobsInDueOrderAreListed... catches

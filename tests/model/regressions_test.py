@@ -948,6 +948,51 @@ class Version31(Case):
                              Error('BADARG'), args)
         self.assertIsNone(self.field('b', 'state'))
 
+
+class Version32(Case):
+    """Issue 35, point 5: promote delayed jobs in place, purge old dead ones."""
+
+    def test_v32_01_promote_makes_delayed_jobs_due_now_and_keeps_their_attempts(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'BACKOFF', 'fixed', 60000, 60000, 'NOW', 1000), 1)
+        token = f('reserve', 1, 'NOW', 1000)[3][2]
+        self.assertEqual(f('progress', 'a', token, 1, 'tried', 'NOW', 1001), 1)
+        self.assertEqual(f('fail', 'a', token, 'boom', 'NOW', 1002), Status('delayed'))
+        self.assertEqual(f('put', 'b', 'y', 'DELAY', 5000, 'NOW', 1003), 1)  # (the delayed list)
+        self.assertEqual(f('put', 'c', 'z', 'NOW', 1003), 1)
+        # Not delayed (c is ready), or absent: left alone, nothing changes.
+        self.assertEqual(self.unchanged(lambda: f('promote', 'c', 'nope')), 0)
+        self.assertEqual(f('promote', 'a', 'a', 'c'), 1)
+        self.assertEqual(self.field('a', 'state', 1004), b'ready')
+        self.assertEqual(self.field('a', 'attempts', 1004), 1)
+        self.assertEqual(len(self.field('a', 'history', 1004)), 1)
+        self.assertEqual(len(self.field('a', 'log', 1004)), 1)
+        self.assertLessEqual(self.field('a', 'due', 1004), int(self.c.call('TIME')[0]) * 1000 + 1000)
+        # promoteall: the first n in due order, then the rest.
+        for i in range(5):
+            self.assertEqual(f('put', 'd%d' % i, 'w', 'DELAY', 10000 + i, 'NOW', 1005), 1)
+        self.assertEqual(f('promoteall', 'LIMIT', 3, 'NOW', 1006), [3, 3])
+        self.assertEqual([self.field(i, 'state', 1006) for i in ('b', 'd0', 'd1', 'd2', 'd3')],
+                         [b'ready', b'ready', b'ready', b'delayed', b'delayed'])
+        self.assertEqual(f('promoteall', 'NOW', 1007), [3, 0])
+        self.assertEqual(f('promoteall', 'NOW', 1008), [0, 0])
+        r = f('reserve', 10, 'NOW', 1009)
+        self.assertEqual(sorted(self.ids(r)), ['a', 'b', 'c', 'd0', 'd1', 'd2', 'd3', 'd4'])
+
+    def test_v32_02_purge_removes_the_dead_that_died_before_a_time(self):
+        f = self.f
+        for i in range(5):
+            self.assertEqual(f('put', 'e%d' % i, 'x', 'ATTEMPTS', 1, 'NOW', 1000), 1)
+            token = f('reserve', 1, 'NOW', 1000 + i)[3][2]
+            self.assertEqual(f('fail', 'e%d' % i, token, 'boom', 'NOW', 2000 + i), Status('dead'))
+        self.assertEqual(self.unchanged(lambda: f('purge', 2000)), [0, 0])
+        self.assertEqual(f('purge', 2003, 'LIMIT', 2), [2, 1])
+        self.assertIsNone(self.field('e0', 'state'))
+        self.assertEqual(f('purge', 2003), [1, 0])
+        self.assertEqual([self.field('e%d' % i, 'state') for i in (3, 4)], [b'dead', b'dead'])
+        for bad in (['x'], [-1], [2003, 'LIMIT', 0], [2003, 'NOW', 5]):
+            self.assertEqual(self.unchanged(lambda: f('purge', *bad)), Error('BADARG'), bad)
+
 class Source(unittest.TestCase):
     """What the library's source says of itself."""
 
@@ -1035,7 +1080,7 @@ PROBE = {
     'put': ['a', 'b'], 'restore': ['a', 'b', 'ready', 1000, 0], 'get': ['a'],
     'list': ['ready', 0, 10], 'stats': [], 'reserve': [1], 'pull': [1], 'ack': ['a', 1],
     'ackmany': [1, 'a', 1], 'release': ['a', 1], 'fail': ['a', 1, 'e'], 'touch': ['a', 1],
-    'progress': ['a', 1, 0],
+    'progress': ['a', 1, 0], 'promoteall': [], 'purge': [1000],
     'requeue': [], 'kickall': [], 'limit': [], 'resume': [], 'schedules': [],
     'tick': ['n', 1000, 2000], 'schedule': ['n', 'b'], 'pauseschedule': ['n'],
     'resumeschedule': ['n'],

@@ -244,6 +244,31 @@ auto Client::kick_all_async(std::string_view topic, int limit, Token&& completio
 }
 
 template <AnswerToken<int> Token>
+auto Client::promote_async(std::string_view topic, std::span<const std::string> ids,
+                           Token&& completion) {
+  return detail::answer_to<int>(
+      std::forward<Token>(completion),
+      [this, topic, ids](Callback<int> done) { promote_async(topic, ids, std::move(done)); });
+}
+
+template <AnswerToken<BatchResult> Token>
+auto Client::promote_all_async(std::string_view topic, int limit, Token&& completion) {
+  return detail::answer_to<BatchResult>(std::forward<Token>(completion),
+                                        [this, topic, limit](Callback<BatchResult> done) {
+                                          promote_all_async(topic, limit, std::move(done));
+                                        });
+}
+
+template <AnswerToken<BatchResult> Token>
+auto Client::purge_dead_async(std::string_view topic, std::int64_t before_ms, int limit,
+                              Token&& completion) {
+  return detail::answer_to<BatchResult>(
+      std::forward<Token>(completion), [this, topic, before_ms, limit](Callback<BatchResult> done) {
+        purge_dead_async(topic, before_ms, limit, std::move(done));
+      });
+}
+
+template <AnswerToken<int> Token>
 auto Client::library_version_async(Token&& completion) {
   return detail::answer_to<int>(std::forward<Token>(completion), [this](Callback<int> done) {
     library_version_async(std::move(done));
