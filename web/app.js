@@ -333,6 +333,8 @@ function renderTopicHead() {
   $('topic-name').textContent = state.topic;
   $('pause').textContent = t.paused ? 'Resume' : 'Pause';
   $('kick-all').disabled = !t.dead;
+  $('promote-all').disabled = !t.delayed;
+  $('purge').hidden = state.jobState !== 'dead';
   $('states').replaceChildren(...STATES.map((s) =>
     el('button', { type: 'button', role: 'tab', 'aria-selected': s === state.jobState ? 'true' : 'false',
       onclick: () => { state.jobState = s; state.jobsOffset = 0; state.selected.clear(); renderTopicHead(); loadJobs(); } },
@@ -357,7 +359,7 @@ function outcomeCell(j) {
 function jobRow(j) {
   const actions = [];
   if (j.state === 'dead') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => act(() => api('POST', topicPath('kick'), { ids: [j.id] }), `kicked ${j.id}`) }, 'Kick'));
-  if (j.state === 'delayed') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => { if (confirmRunNow(j)) act(() => runNow(j), `${j.id} is due now`); } }, 'Run now'));
+  if (j.state === 'delayed') actions.push(el('button', { type: 'button', class: 'secondary', onclick: () => act(() => runNow(j), `${j.id} is due now`) }, 'Run now'));
   actions.push(el('button', { type: 'button', class: 'danger', onclick: () => { if (confirm(`Delete job ${j.id}?`)) act(() => api('DELETE', jobPath(j.id)), `deleted ${j.id}`); } }, 'Delete'));
   return el('tr', { 'data-id': j.id },
     el('td', {}, el('input', { type: 'checkbox', 'aria-label': `Select ${j.id}`, checked: state.selected.has(j.id),
@@ -486,14 +488,25 @@ function specOf(j) {
   return spec;
 }
 
-// A delayed job due now: the same job, put again without its delay. The
-// put starts its attempts afresh: a job that has some asks first.
-function confirmRunNow(j) {
-  if (!j.attempts && !j.history) return true;
-  return confirm(`Run ${j.id} now? It is put again: its ${j.attempts} attempt${j.attempts === 1 ? '' : 's'}, `
-    + 'last error and history start afresh.');
+// A delayed job due now, in place: its attempts, history and log stay.
+async function runNow(j) {
+  const r = await api('POST', topicPath('promote'), { ids: [j.id] });
+  if (!r.promoted) throw new Error(`${j.id} is no longer delayed`);
+  return r;
 }
-async function runNow(j) { return api('PUT', jobPath(j.id), specOf(j)); }
+
+// A call that works through the topic a batch at a time ({all: ...}, or
+// purge): again while it says some are left, the count shown as it goes.
+async function inBatches(path, body, field, verb) {
+  let done = 0;
+  for (let i = 0; i < 10000; i++) {
+    const r = await api('POST', topicPath(path), body);
+    done += r[field];
+    $('topic-message').textContent = `${verb} ${done}${r.left ? `, ${r.left} left…` : ''}`;
+    if (!r.left || !r[field]) break;
+  }
+  return `${verb} ${done}`;
+}
 
 // ---- the job page: #/topic/<topic>/job/<id>, every field, the body, the
 // attempt history and the actions of its state.
@@ -592,7 +605,7 @@ function jobActions(j) {
   const back = () => { location.hash = `#/topic/${encodeURIComponent(state.topic)}`; };
   const b = [];
   if (j.state === 'dead') b.push(el('button', { type: 'button', onclick: () => jobAct(() => api('POST', topicPath('kick'), { ids: [j.id] }), `${j.id} is ready again`) }, 'Retry'));
-  if (j.state === 'delayed') b.push(el('button', { type: 'button', onclick: () => { if (confirmRunNow(j)) jobAct(() => runNow(j), `${j.id} is due now`); } }, 'Run now'));
+  if (j.state === 'delayed') b.push(el('button', { type: 'button', onclick: () => jobAct(() => runNow(j), `${j.id} is due now`) }, 'Run now'));
   b.push(el('button', { type: 'button', class: 'danger', onclick: () => {
     if (!confirm(`Delete job ${j.id}?`)) return;
     // Deleted: back to its topic, which says so; refused: the page says why.
@@ -722,6 +735,18 @@ document.addEventListener('DOMContentLoaded', () => {
     if (confirm(`Retry every dead job of ${state.topic} (up to 1000 at a time)?`)) {
       act(() => api('POST', topicPath('kick'), { all: true }), 'kicked every dead job');
     }
+  });
+  $('promote-all').addEventListener('click', () => {
+    const n = current().delayed;
+    if (!confirm(`Make all ${n} delayed job${n === 1 ? '' : 's'} of ${state.topic} due now (1000 at a time)?`)) return;
+    act(() => inBatches('promote', { all: true }, 'promoted', 'promoted'), (m) => m);
+  });
+  $('purge').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const age = Number($('purge-age').value) * Number($('purge-unit').value);
+    const said = `${$('purge-age').value} ${$('purge-unit').selectedOptions[0].textContent}`;
+    if (!confirm(`Delete the dead jobs of ${state.topic} that died more than ${said} ago? This cannot be undone.`)) return;
+    act(() => inBatches('purge', { older_than_ms: age }, 'deleted', 'deleted'), (m) => m);
   });
   $('select-page').addEventListener('change', (ev) => {
     for (const box of $('jobs').tBodies[0].querySelectorAll('input[type=checkbox]')) {

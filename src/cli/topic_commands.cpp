@@ -1,4 +1,4 @@
-// What concerns a topic as a whole: stats, topics, list, kick, pause,
+// What concerns a topic as a whole: stats, topics, list, kick, promote, purge, pause,
 // resume, limit, requeue, migrate.
 #include <boost/json/object.hpp>
 #include <future>
@@ -71,6 +71,43 @@ int kick(Session& s, const TopicArgs& a) {
     print_json(json::object{{"kicked", n}});
   } else {
     std::cout << "kicked " << n << "\n";
+  }
+  return 0;
+}
+
+// promote: the ids given, or with --all every delayed job, --limit a call.
+int promote(Session& s, const TopicArgs& a) {
+  if (a.all == !a.names.empty()) throw Error(Errc::invalid_argument, "give ids or --all");
+  std::int64_t n = 0;
+  if (a.all) {
+    for (BatchResult r{1, 1}; r.left > 0 && r.done > 0;) {
+      r = s.client().promote_all(a.topic, a.limit);
+      n += r.done;
+    }
+  } else {
+    n = s.client().promote(a.topic, a.names);
+  }
+  if (s.json()) {
+    print_json(json::object{{"promoted", n}});
+  } else {
+    std::cout << "promoted " << n << "\n";
+  }
+  return 0;
+}
+
+// purge: the dead jobs that died more than --older-than ms ago (by Redis's
+// clock), --limit a call, until none is left.
+int purge(Session& s, const TopicArgs& a, std::int64_t older_than) {
+  const std::int64_t before = s.client().now_ms() - older_than;
+  std::int64_t n = 0;
+  for (BatchResult r{1, 1}; r.left > 0 && r.done > 0;) {
+    r = s.client().purge_dead(a.topic, std::max<std::int64_t>(before, 0), a.limit);
+    n += r.done;
+  }
+  if (s.json()) {
+    print_json(json::object{{"deleted", n}});
+  } else {
+    std::cout << "deleted " << n << "\n";
   }
   return 0;
 }
@@ -250,6 +287,32 @@ void add_topic_commands(CLI::App& app, Action& selected) {
       ->check(CLI::Range(std::int64_t{1}, limits::kLimitMax))
       ->capture_default_str();
   kick_cmd->callback([k, &selected] { selected = [k](Session& s) { return kick(s, *k); }; });
+
+  auto pr = std::make_shared<TopicArgs>();
+  auto* promote_cmd =
+      app.add_subcommand("promote", "delayed jobs due now, their attempts and history kept");
+  promote_cmd->add_option("topic", pr->topic)->required();
+  promote_cmd->add_option("ids", pr->names);
+  promote_cmd->add_flag("--all", pr->all, "every delayed job (--limit a call)");
+  promote_cmd->add_option("--limit", pr->limit)
+      ->check(CLI::Range(std::int64_t{1}, limits::kLimitMax))
+      ->capture_default_str();
+  promote_cmd->callback(
+      [pr, &selected] { selected = [pr](Session& s) { return promote(s, *pr); }; });
+
+  auto pu = std::make_shared<TopicArgs>();
+  auto older_than = std::make_shared<std::int64_t>(0);
+  auto* purge_cmd = app.add_subcommand("purge", "delete the dead jobs older than an age");
+  purge_cmd->add_option("topic", pu->topic)->required();
+  purge_cmd->add_option("--older-than", *older_than, "ms since they died")
+      ->required()
+      ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  purge_cmd->add_option("--limit", pu->limit, "jobs a call")
+      ->check(CLI::Range(std::int64_t{1}, limits::kLimitMax))
+      ->capture_default_str();
+  purge_cmd->callback([pu, older_than, &selected] {
+    selected = [pu, older_than](Session& s) { return purge(s, *pu, *older_than); };
+  });
 
   for (const bool pausing : {true, false}) {
     const std::string name = pausing ? "pause" : "resume";

@@ -489,6 +489,47 @@ awaitable<Response> kick(ApiContext& ctx, Request& req, const Params& p) {
   co_return ok_json(req, json::object{{"kicked", kicked}});
 }
 
+// Delayed jobs due now, in place: {"ids": [...]}, or {"all": true,
+// "limit": n}, one batch of the first n in due order, with what is left.
+awaitable<Response> promote(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"ids", "all", "limit"});
+  json::object out;
+  if (bool_field(body, "all").value_or(false)) {
+    if (body.contains("ids")) bad_request("give \"ids\" or \"all\", not both");
+    const int limit = static_cast<int>(
+        int_field(body, "limit", 1, limits::kLimitMax).value_or(limits::kBatchMax));
+    const auto r = co_await ctx.client.promote_all_async(p.topic, limit, asio::use_awaitable);
+    out = json::object{{"promoted", r.done}, {"left", r.left}};
+  } else {
+    if (body.contains("limit")) bad_request("\"limit\" goes with \"all\"");
+    if (!body.contains("ids")) bad_request("give \"ids\": [...] or \"all\": true");
+    const auto ids = ids_field(body);
+    const int n = co_await ctx.client.promote_async(p.topic, ids, asio::use_awaitable);
+    out = json::object{{"promoted", n}};
+  }
+  ctx.metrics.count("promoted", p.topic, static_cast<std::uint64_t>(out.at("promoted").as_int64()));
+  co_return ok_json(req, std::move(out));
+}
+
+// One batch of the dead jobs that died before a time, removed:
+// {"older_than_ms": ms} (by Redis's clock) or {"before": unix-ms}, "limit".
+awaitable<Response> purge(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"before", "older_than_ms", "limit"});
+  const auto before = int_field(body, "before", 0, limits::kMsMax);
+  const auto older = int_field(body, "older_than_ms", 0, limits::kDelayMax);
+  if (before.has_value() == older.has_value()) bad_request("give \"before\" or \"older_than_ms\"");
+  const int limit =
+      static_cast<int>(int_field(body, "limit", 1, limits::kLimitMax).value_or(limits::kBatchMax));
+  std::int64_t cutoff = before.value_or(0);
+  if (older) cutoff = co_await ctx.client.now_ms_async(asio::use_awaitable) - *older;
+  const auto r = co_await ctx.client.purge_dead_async(p.topic, std::max<std::int64_t>(cutoff, 0),
+                                                      limit, asio::use_awaitable);
+  ctx.metrics.count("deleted", p.topic, static_cast<std::uint64_t>(r.done));
+  co_return ok_json(req, json::object{{"deleted", r.done}, {"left", r.left}, {"before", cutoff}});
+}
+
 // Many jobs deleted in one atomic call (per shard of a spread topic).
 awaitable<Response> delete_jobs(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
@@ -776,6 +817,8 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/pull", {{verb::post, pull, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/kick", {{verb::post, kick, Role::admin}}, false, &kNoQuery},
       {"/v1/topics/{topic}/delete", {{verb::post, delete_jobs, Role::produce}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/promote", {{verb::post, promote, Role::admin}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/purge", {{verb::post, purge, Role::admin}}, false, &kNoQuery},
       {"/v1/topics/{topic}/pause", {{verb::post, pause, Role::admin}}, false, &kNoQuery},
       {"/v1/topics/{topic}/resume", {{verb::post, resume, Role::admin}}, false, &kNoQuery},
       {"/v1/topics/{topic}/limits",

@@ -74,6 +74,13 @@ expect "import bad history" "redisched: line 1: \"history[0].outcome\" must be f
 { head -2 "$DIR/bk.jsonl"; echo '{"id":"y","state":"ready","body":"b","priority":4294967301}'; } > "$DIR/bad.jsonl"
 expect "import bad last line" "1" "$(r import bk4 "$DIR/bad.jsonl" >/dev/null 2>&1; echo $?)"
 expect "import wrote nothing" "" "$(r topics | grep -x bk4)"
+# promote and purge (library version 32).
+r put pp later1 x --delay 600000 > /dev/null
+r put pp later2 x --delay 600000 > /dev/null
+expect "promote one" "promoted 1" "$(r promote pp later1)"
+expect "promote --all" "promoted 1" "$(r promote pp --all)"
+expect "promote needs ids or --all" "redisched: give ids or --all" "$(r promote pp 2>&1)"
+expect "purge none old enough" "deleted 0" "$(r purge pp --older-than 3600000)"
 # Results: a job put with --keep, acked with a result, waited for.
 r put res report-1 'count rows' --keep 60000 >/dev/null
 line=$(r --json reserve res)

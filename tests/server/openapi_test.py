@@ -176,6 +176,14 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("POST", f"{t}/kick", {"ids": ["j"]})[1]["kicked"], 1)
         token = self.call("POST", f"{t}/reserve", {"count": 1, "worker": "w-1"})[1]["jobs"][0]["token"]
         self.assertEqual(self.call("GET", j)[1]["worker"], "w-1")
+        # promote and purge (library version 32).
+        self.call("PUT", "/v1/topics/promo/jobs/later", {"body": "l", "delay_ms": 600000})
+        self.assertEqual(self.call("POST", "/v1/topics/promo/promote", {"ids": ["later"]})[1], {"promoted": 1})
+        self.assertEqual(self.call("POST", "/v1/topics/promo/promote", {"all": True})[1], {"promoted": 0, "left": 0})
+        self.assertEqual(self.call("POST", "/v1/topics/promo/promote", {})[0], 400)
+        status, r = self.call("POST", "/v1/topics/promo/purge", {"older_than_ms": 3600000})
+        self.assertEqual((status, r["deleted"], r["left"]), (200, 0, 0))
+        self.assertEqual(self.call("POST", "/v1/topics/promo/purge", {"before": 1, "older_than_ms": 1})[0], 400)
         # A report (library version 31): progress and log, on the job.
         report = {"token": token, "progress": {"percent": 40}, "log": ["one", "two"]}
         self.assertEqual(self.call("POST", f"{j}/report", report)[0], 200)

@@ -188,8 +188,8 @@ try {
     // Run now: a delayed job becomes ready.
     await page.click('#job-actions button:has-text("Run now")');
     await page.waitForSelector('#job-state:has-text("ready")');
-    // One that failed before (delayed by its backoff) asks first: Run now
-    // puts it again, and its attempts and history start afresh.
+    // One that failed before (delayed by its backoff): Run now makes it due
+    // in place, its attempts and history kept (library 32's promote).
     await serve.api('PUT', '/v1/topics/orders/jobs/retry_1',
       { body: 'x', backoff: { kind: 'fixed', base_ms: 600000, cap_ms: 600000 } });
     const held = await serve.api('POST', '/v1/topics/orders/reserve', { count: 10 });
@@ -199,13 +199,12 @@ try {
     }
     await page.goto(`${serve.base}/#/topic/orders/job/retry_1`);
     await page.waitForSelector('#job-state:has-text("delayed")');
-    page.once('dialog', (d) => { assert.match(d.message(), /1 attempt, last error and history start afresh/); d.dismiss(); });
-    await page.click('#job-actions button:has-text("Run now")');
-    assert.equal((await serve.api('GET', '/v1/topics/orders/jobs/retry_1')).json.state, 'delayed', 'cancelled');
-    page.once('dialog', (d) => d.accept());
     await page.click('#job-actions button:has-text("Run now")');
     await page.waitForSelector('#job-state:has-text("ready")');
-    assert.equal((await serve.api('GET', '/v1/topics/orders/jobs/retry_1')).json.history, undefined);
+    const ran = (await serve.api('GET', '/v1/topics/orders/jobs/retry_1')).json;
+    assert.equal(ran.attempts, 1);
+    assert.equal(ran.history.length, 1, 'its history kept');
+    assert.equal(await page.isHidden('#job-change'), false, 'a ready job\'s priority can change');
     // A dead job: retried from its page, its history kept.
     await serve.api('PUT', '/v1/topics/orders/jobs/order_10', { body: 'x', attempts: 1 });
     const r = await serve.api('POST', '/v1/topics/orders/reserve', { count: 10, worker: 'box-3:79' });
@@ -251,6 +250,36 @@ try {
     await page.waitForSelector('#job-log:has-text("page 9")', { timeout: 10000 });
     assert.equal(await page.getAttribute('#job-progress-bar', 'value'), '90');
     await page.screenshot({ path: join(artifacts, 'job-progress.png'), fullPage: true });
+  });
+
+  await test('promote every delayed job, and delete the dead older than an age, in batches', async () => {
+    for (let i = 0; i < 3; i++) {
+      await serve.api('PUT', `/v1/topics/sweep/jobs/later_${i}`, { body: 'x', delay_ms: 3600000 });
+      await serve.api('PUT', `/v1/topics/sweep/jobs/gone_${i}`, { body: 'x', attempts: 1 });
+    }
+    const r = await serve.api('POST', '/v1/topics/sweep/reserve', { count: 3 });
+    for (const j of r.json.jobs) {
+      await serve.api('POST', `/v1/topics/sweep/jobs/${j.id}/fail`, { token: j.token, error: 'boom' });
+    }
+    await page.goto(`${serve.base}/#/topic/sweep`);
+    await page.waitForSelector('#states button:has-text("delayed (3)")');
+    page.once('dialog', (d) => { assert.match(d.message(), /all 3 delayed jobs/); d.accept(); });
+    await page.click('#promote-all');
+    await page.waitForSelector('#topic-message:has-text("promoted 3")');
+    assert.equal((await serve.api('GET', '/v1/topics/sweep/jobs/later_0')).json.state, 'ready');
+    // The dead: none died more than a day ago; all of them more than 0 minutes.
+    await page.click('#states button:has-text("dead")');
+    await page.waitForSelector('#purge:not([hidden])');
+    page.once('dialog', (d) => d.accept());
+    await page.click('#purge button[type=submit]');
+    await page.waitForSelector('#topic-message:has-text("deleted 0")');
+    assert.equal((await serve.api('GET', '/v1/topics/sweep/jobs/gone_0')).json.state, 'dead');
+    await page.fill('#purge-age', '0');
+    await page.selectOption('#purge-unit', '60000');
+    page.once('dialog', (d) => { assert.match(d.message(), /more than 0 minutes ago/); d.accept(); });
+    await page.click('#purge button[type=submit]');
+    await page.waitForSelector('#topic-message:has-text("deleted 3")');
+    assert.equal((await serve.api('GET', '/v1/topics/sweep/jobs/gone_2')).status, 404);
   });
 
   await test('bulk: select jobs, retry the dead ones, delete the rest, each after a confirmation', async () => {
