@@ -128,7 +128,7 @@ function onSnapshot(snap) {
   for (const r of snap.reports || []) {
     if (shownJob && !$('job').hidden && r.topic === state.topic && r.id === state.jobId) {
       for (const k of ['progress', 'progress_attempt', 'progress_at', 'log', 'log_total']) {
-        if (k in r) shownJob[k] = r[k];
+        if (k in r) shownJob[k] = r[k]; else delete shownJob[k];  // (an update drops them)
       }
       renderReport(shownJob);
     }
@@ -497,10 +497,17 @@ async function runNow(j) {
 
 // A call that works through the topic a batch at a time ({all: ...}, or
 // purge): again while it says some are left, the count shown as it goes.
-async function inBatches(path, body, field, verb) {
+// At most `most` in all (what the confirmation said; jobs that come
+// meanwhile are not the user's choice). A failure says how many were done.
+async function inBatches(path, body, field, verb, most = Infinity) {
   let done = 0;
-  for (let i = 0; i < 10000; i++) {
-    const r = await api('POST', topicPath(path), body);
+  for (let i = 0; i < 10000 && done < most; i++) {
+    let r;
+    try {
+      r = await api('POST', topicPath(path), { ...body, limit: Math.min(1000, most - done) });
+    } catch (e) {
+      throw new Error(`${e.message} (after ${verb} ${done})`);
+    }
     done += r[field];
     $('topic-message').textContent = `${verb} ${done}${r.left ? `, ${r.left} left…` : ''}`;
     if (!r.left || !r[field]) break;
@@ -739,7 +746,7 @@ document.addEventListener('DOMContentLoaded', () => {
   $('promote-all').addEventListener('click', () => {
     const n = current().delayed;
     if (!confirm(`Make all ${n} delayed job${n === 1 ? '' : 's'} of ${state.topic} due now (1000 at a time)?`)) return;
-    act(() => inBatches('promote', { all: true }, 'promoted', 'promoted'), (m) => m);
+    act(() => inBatches('promote', { all: true }, 'promoted', 'promoted', n), (m) => m);
   });
   $('purge').addEventListener('submit', (ev) => {
     ev.preventDefault();

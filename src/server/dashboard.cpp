@@ -5,11 +5,13 @@
 #include <boost/asio/write.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <utility>
+#include <vector>
 
 #include "core/checks.h"
 #include "server/async_util.h"
@@ -55,18 +57,31 @@ asio::awaitable<std::shared_ptr<const Rows>> follow(ApiContext& ctx,
 }
 
 // The jobs of a named stream's topics that reported (Client::watch_reports)
-// since its last message: (topic, id), at most kReportedMax kept.
+// since its last message, in the order they first did (so that none waits
+// behind jobs that report all the time): at most kReportedMax kept, the
+// later ones dropped until there is room (the job page reads its job again
+// when it opens).
 struct Reported {
+  using JobKey = std::pair<std::string, std::string>;  // (topic, id)
   static constexpr std::size_t kReportedMax = 1000;
   std::mutex mu;
-  std::set<std::pair<std::string, std::string>> jobs;
+  std::deque<JobKey> order;
+  std::set<JobKey> queued;
   void add(const std::string& topic, const std::string& id) {
     std::lock_guard lock(mu);
-    if (jobs.size() < kReportedMax) jobs.emplace(topic, id);
+    if (queued.size() >= kReportedMax) return;
+    if (queued.emplace(topic, id).second) order.emplace_back(topic, id);
   }
-  std::set<std::pair<std::string, std::string>> take() {
+  // The first n, taken.
+  std::vector<JobKey> take(std::size_t n) {
     std::lock_guard lock(mu);
-    return std::exchange(jobs, {});
+    std::vector<JobKey> out;
+    while (!order.empty() && out.size() < n) {
+      queued.erase(order.front());
+      out.push_back(std::move(order.front()));
+      order.pop_front();
+    }
+    return out;
   }
 };
 // Jobs a message reads back for their reports, at most (the rest go in
@@ -76,19 +91,17 @@ constexpr std::size_t kReportsPerMessage = 20;
 // What the jobs that reported have now: [{topic, id, state, progress,
 // progress_attempt, progress_at, log, log_total}] (a job gone is left out).
 asio::awaitable<json::array> reports(ApiContext& ctx, Reported& reported) {
-  auto jobs = reported.take();
-  std::vector<std::pair<std::string, std::string>> now;
-  for (auto it = jobs.begin(); it != jobs.end(); it = jobs.erase(it)) {
-    if (now.size() == kReportsPerMessage) break;
-    now.push_back(*it);
-  }
-  for (const auto& [t, id] : jobs) reported.add(t, id);  // (the next message's)
+  const auto now = reported.take(kReportsPerMessage);
   auto got = co_await await_each<std::optional<Job>>(now, [&](const auto& job) {
     return ctx.client.get_async(job.first, job.second, asio::deferred);
   });
   json::array out;
   for (std::size_t i = 0; i < now.size(); ++i) {
-    if (!got[i].ok() || !got[i].value()) continue;
+    if (!got[i].ok()) {
+      reported.add(now[i].first, now[i].second);  // (read again for the next message)
+      continue;
+    }
+    if (!got[i].value()) continue;  // (gone)
     const Job& j = *got[i].value();
     json::object all = wire::job_json(j);
     json::object o{{"topic", now[i].first}, {"id", j.id}, {"state", to_string(j.state)}};

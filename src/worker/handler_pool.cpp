@@ -77,12 +77,17 @@ class HandlerPool::Context final : public AsyncJob {
 
   void progress(int percent, std::string_view note) override {
     percent = std::clamp(percent, 0, 100);
-    std::string value = "{\"percent\":" + std::to_string(percent);
-    if (!note.empty()) {
-      const std::string text = core::printable(note.substr(0, limits::kProgressMax / 2));
-      value += ",\"note\":" + json_string(text);
+    const std::string head = "{\"percent\":" + std::to_string(percent);
+    std::string value = head + '}';
+    // The note, shortened until the value fits (escaping may lengthen it).
+    for (std::size_t n = std::min<std::size_t>(note.size(), limits::kProgressMax); n > 0; n /= 2) {
+      std::string text = core::printable(note.substr(0, n));
+      std::string with = head + ",\"note\":" + json_string(text) + '}';
+      if (with.size() <= static_cast<std::size_t>(limits::kProgressMax)) {
+        value = std::move(with);
+        break;
+      }
     }
-    value += '}';
     const bool heartbeat = use([&](HandlerPool& pool) {
                              pool.add_report(key_, [&](JobReport& r) { r.progress = value; });
                              std::lock_guard lock(pool.mu_);
@@ -368,7 +373,8 @@ void HandlerPool::add_report(std::uint64_t key, Fill&& fill) {
   {
     std::lock_guard lock(mu_);
     auto it = running_.find(key);
-    if (it == running_.end()) return;
+    // (A job handed out for good, ttr 0, has no reservation to report on.)
+    if (it == running_.end() || it->second.job.token == 0) return;
     fill(it->second.report);
     first = !reports_waiting_;
     reports_waiting_ = true;
@@ -380,8 +386,10 @@ std::vector<HandlerPool::PendingReport> HandlerPool::take_reports() {
   std::vector<PendingReport> out;
   std::lock_guard lock(mu_);
   reports_waiting_ = false;
+  // (After a cancel's deadline no call starts: the Worker may be ending.)
+  if (cancelled_) return out;
   for (auto& [key, r] : running_) {
-    if (r.report.empty()) continue;
+    if (r.report.empty() || r.abandoned) continue;
     if (r.reporting) {
       reports_waiting_ = true;  // (sent when the one in flight is back)
       continue;

@@ -27,13 +27,18 @@ void Reports::send() {
         [this, sent](Result<Outcome> r) {
           std::optional<JobReport> unsent;
           if (!r.ok()) {
-            // Redis unreachable: the report goes with the next. Refused
-            // (a progress that is no JSON): dropped, said once here.
+            // Redis unreachable: the report goes with the next. Refused (a
+            // progress that is no JSON): said here, and its lines go with
+            // the next without it.
             if (transient(r.error())) {
               unsent = std::move(sent->report);
             } else {
               spdlog::warn("redisched worker: a report of job {} on topic {} was refused: {}",
                            sent->id, calls_.topic(), r.error().what());
+              if (sent->report.progress && !sent->report.lines.empty()) {
+                sent->report.progress.reset();
+                unsent = std::move(sent->report);
+              }
             }
           }
           if (pool_.reported(sent->key, std::move(unsent))) arm();

@@ -993,6 +993,18 @@ class Version32(Case):
         for bad in (['x'], [-1], [2003, 'LIMIT', 0], [2003, 'NOW', 5]):
             self.assertEqual(self.unchanged(lambda: f('purge', *bad)), Error('BADARG'), bad)
 
+    def test_v32_03_a_limit_of_10000_works_past_what_lua_unpacks_at_once(self):
+        f = self.f
+        for part in range(9):
+            args = []
+            for i in range(1000):
+                args += ['j%d' % (part * 1000 + i), 'x', 2, 'DELAY', 60000]
+            f('putmany', 1000, *args, 'NOW', 1000)
+        self.assertEqual(f('promoteall', 'LIMIT', 10000, 'NOW', 2000), [9000, 0])
+        for i in range(9000):
+            f('restore', 'd%d' % i, 'x', 'dead', 1000, 1, 'DIED', 1500)
+        self.assertEqual(f('purge', 1600, 'LIMIT', 10000), [9000, 0])
+
 class Source(unittest.TestCase):
     """What the library's source says of itself."""
 

@@ -270,6 +270,12 @@ TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict
       EXPECT_EQ(c.error, "7");
     }
   }
+  // A note that escaping makes longer than a progress may be is shortened.
+  handed[1]->progress(10, std::string(2000, '"'));
+  ASSERT_TRUE(run_until([&] { return broker_.count("report") == 3; }, 1000ms));
+  const auto& noted = broker_.calls.back();
+  EXPECT_LE(noted.error.size(), static_cast<std::size_t>(limits::kProgressMax));
+  EXPECT_TRUE(noted.error.starts_with(R"({"percent":10,"note":")")) << noted.error;
   // A line reported just before a failure goes before the fail; one
   // reported before an ack without keep goes nowhere (the job goes).
   Settler settler(calls_, o);
@@ -288,7 +294,7 @@ TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict
   const auto at = [&](const std::string& what) {
     return std::find(order.begin(), order.end(), what) - order.begin();
   };
-  EXPECT_EQ(broker_.count("report"), 3) << "the ack without keep sent no report";
+  EXPECT_EQ(broker_.count("report"), 4) << "the ack without keep sent no report";
   EXPECT_LT(at("report:a"), at("fail:a"));
   EXPECT_LT(std::find(order.begin() + at("report:a") + 1, order.end(), "report:a") - order.begin(),
             at("fail:a"))
