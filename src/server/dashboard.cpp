@@ -1,5 +1,6 @@
 #include "server/dashboard.h"
 
+#include <atomic>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
@@ -118,7 +119,12 @@ asio::awaitable<json::array> reports(ApiContext& ctx, Reported& reported) {
 // "full"), the topics gone from the reading, the job events since seq, and
 // (a named stream) the reports of its jobs since its last message.
 asio::awaitable<std::string> snapshot(ApiContext& ctx, const std::vector<std::string>& named,
-                                      SentRows& sent, std::uint64_t& seq, Reported& reported) {
+                                      SentRows& sent, std::uint64_t& seq, Reported& reported,
+                                      std::shared_ptr<OneShot> subscribed) {
+  // (The first message waits for the stream's subscriptions, at most 2 s.)
+  if (subscribed && !named.empty()) {
+    co_await subscribed->wait(std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  }
   const bool full = sent.empty();  // (then every row is new, so every row goes)
   const auto reading = co_await follow(ctx, named);
   const auto counters = ctx.metrics.counters();
@@ -178,6 +184,25 @@ asio::awaitable<std::string> snapshot(ApiContext& ctx, const std::vector<std::st
                        {"events", std::move(moved)}};
   if (!named.empty()) message["reports"] = co_await reports(ctx, reported);
   co_return json::serialize(message);
+}
+
+// Subscribes a named stream to its topics' reports (into watching); the
+// event fires once every subscription is in place.
+std::shared_ptr<OneShot> follow_reports(ApiContext& ctx, const std::vector<std::string>& named,
+                                        const std::shared_ptr<Reported>& reported,
+                                        std::vector<Subscription>& watching,
+                                        const asio::any_io_executor& ex) {
+  auto subscribed = OneShot::make(ex);
+  auto pending = std::make_shared<std::atomic<std::size_t>>(named.size());
+  for (const auto& t : named) {
+    auto counted = std::make_shared<std::atomic<bool>>(false);
+    watching.push_back(ctx.client.watch_reports(
+        t, [reported, t](const std::string& id) { reported->add(t, id); },
+        [pending, subscribed, counted] {
+          if (!counted->exchange(true) && pending->fetch_sub(1) == 1) subscribed->fire();
+        }));
+  }
+  return subscribed;
 }
 
 // EventSource sends no headers: the token may come as ?token=.
@@ -260,12 +285,12 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
   std::uint64_t seq = 0;
   SentRows sent;
   // A named stream follows its topics' reports (progress, log lines).
+  // The first message goes once the subscriptions are in place (at most
+  // 2 s later), so that a report made after it is not missed (one made
+  // while a subscription reconnects is, until the page reads its job again).
   auto reported = std::make_shared<Reported>();
   std::vector<Subscription> watching;
-  for (const auto& t : named) {
-    watching.push_back(ctx.client.watch_reports(
-        t, [reported, t](const std::string& id) { reported->add(t, id); }));
-  }
+  auto subscribed = follow_reports(ctx, named, reported, watching, stream.get_executor());
   // A stop ends the stream at once, not at its next tick.
   auto stop = ctx.stopped.watch(co_await asio::this_coro::executor);
   struct Forget {
@@ -274,7 +299,9 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
     ~Forget() { from.forget(one); }
   } forget{ctx.stopped, stop};
   while (!ctx.stopping) {
-    std::string data = "data: " + co_await snapshot(ctx, named, sent, seq, *reported) + "\n\n";
+    std::string data =
+        "data: " + co_await snapshot(ctx, named, sent, seq, *reported, subscribed) + "\n\n";
+    subscribed.reset();
     // A reader that stops reading is dropped, not waited for forever.
     stream.expires_after(kEventWriteTimeout);
     co_await asio::async_write(stream, asio::buffer(data), asio::use_awaitable);
