@@ -64,52 +64,49 @@ int list(Session& s, const TopicArgs& a) {
   return 0;
 }
 
+// Calls batch() (promote_all, purge_dead) until it has nothing left;
+// returns what it did in all.
+template <class Batch>
+std::int64_t to_the_end(Batch batch) {
+  std::int64_t n = 0;
+  for (BatchResult r{1, 1}; r.left > 0 && r.done > 0;) {
+    r = batch();
+    n += r.done;
+  }
+  return n;
+}
+
+// "<verb> n", or {"<verb>": n} with --json.
+int print_count(Session& s, const char* verb, std::int64_t n) {
+  if (s.json()) {
+    print_json(json::object{{verb, n}});
+  } else {
+    std::cout << verb << " " << n << "\n";
+  }
+  return 0;
+}
+
 int kick(Session& s, const TopicArgs& a) {
   if (a.all == !a.names.empty()) throw Error(Errc::invalid_argument, "give ids or --all");
   const int n = a.all ? s.client().kick_all(a.topic, a.limit) : s.client().kick(a.topic, a.names);
-  if (s.json()) {
-    print_json(json::object{{"kicked", n}});
-  } else {
-    std::cout << "kicked " << n << "\n";
-  }
-  return 0;
+  return print_count(s, "kicked", n);
 }
 
 // promote: the ids given, or with --all every delayed job, --limit a call.
 int promote(Session& s, const TopicArgs& a) {
   if (a.all == !a.names.empty()) throw Error(Errc::invalid_argument, "give ids or --all");
-  std::int64_t n = 0;
-  if (a.all) {
-    for (BatchResult r{1, 1}; r.left > 0 && r.done > 0;) {
-      r = s.client().promote_all(a.topic, a.limit);
-      n += r.done;
-    }
-  } else {
-    n = s.client().promote(a.topic, a.names);
-  }
-  if (s.json()) {
-    print_json(json::object{{"promoted", n}});
-  } else {
-    std::cout << "promoted " << n << "\n";
-  }
-  return 0;
+  const std::int64_t n = a.all
+                             ? to_the_end([&] { return s.client().promote_all(a.topic, a.limit); })
+                             : s.client().promote(a.topic, a.names);
+  return print_count(s, "promoted", n);
 }
 
 // purge: the dead jobs that died more than --older-than ms ago (by Redis's
 // clock), --limit a call, until none is left.
 int purge(Session& s, const TopicArgs& a, std::int64_t older_than) {
-  const std::int64_t before = s.client().now_ms() - older_than;
-  std::int64_t n = 0;
-  for (BatchResult r{1, 1}; r.left > 0 && r.done > 0;) {
-    r = s.client().purge_dead(a.topic, std::max<std::int64_t>(before, 0), a.limit);
-    n += r.done;
-  }
-  if (s.json()) {
-    print_json(json::object{{"deleted", n}});
-  } else {
-    std::cout << "deleted " << n << "\n";
-  }
-  return 0;
+  const std::int64_t before = std::max<std::int64_t>(s.client().now_ms() - older_than, 0);
+  return print_count(s, "deleted",
+                     to_the_end([&] { return s.client().purge_dead(a.topic, before, a.limit); }));
 }
 
 struct LimitArgs {
