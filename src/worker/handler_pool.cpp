@@ -117,6 +117,12 @@ class HandlerPool::Context final : public AsyncJob {
     if (!core::valid_utf8(line)) {
       throw Error(Errc::invalid_argument, "a log line is not UTF-8: " + core::printable(line));
     }
+    // The library cuts a line at kLogLineMax and marks it cut: what lies
+    // past the next character need not go (a boundary keeps it UTF-8).
+    if (auto end = static_cast<std::size_t>(limits::kLogLineMax) + 4; line.size() > end) {
+      while ((static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) --end;
+      line = line.substr(0, end);
+    }
     use([&](HandlerPool& pool) {
       pool.add_report(key_, [&](JobReport& r) {
         // (The library keeps the latest kLogLinesMax: older ones need not go.)
@@ -293,6 +299,10 @@ void HandlerPool::finish(Finished f) {
       f.delay = Millis{0};
     }
     if (it != running_.end()) {
+      if (it->second.reporting) {
+        it->second.verdict = std::move(f);  // (settled in reported())
+        return;
+      }
       // What it reported and did not send goes before its verdict.
       f.report = std::move(it->second.report);
       running_.erase(it);
@@ -374,7 +384,8 @@ void HandlerPool::add_report(std::uint64_t key, Fill&& fill) {
     std::lock_guard lock(mu_);
     auto it = running_.find(key);
     // (A job handed out for good, ttr 0, has no reservation to report on.)
-    if (it == running_.end() || it->second.job.token == 0) return;
+    // (Nor a job whose handler has finished.)
+    if (it == running_.end() || it->second.job.token == 0 || it->second.verdict) return;
     fill(it->second.report);
     first = !reports_waiting_;
     reports_waiting_ = true;
@@ -401,8 +412,12 @@ std::vector<HandlerPool::PendingReport> HandlerPool::take_reports() {
 }
 
 bool HandlerPool::reported(std::uint64_t key, std::optional<JobReport> unsent) {
-  std::lock_guard lock(mu_);
-  if (auto it = running_.find(key); it != running_.end()) {
+  bool settle = false;
+  bool waiting = false;
+  {
+    std::lock_guard lock(mu_);
+    auto it = running_.find(key);
+    if (it == running_.end()) return reports_waiting_;  // (cut off by close)
     Running& r = it->second;
     r.reporting = false;
     if (unsent) {
@@ -415,9 +430,23 @@ bool HandlerPool::reported(std::uint64_t key, std::optional<JobReport> unsent) {
       if (r.report.progress) unsent->progress = std::move(r.report.progress);
       r.report = std::move(*unsent);
     }
-    if (!r.report.empty()) reports_waiting_ = true;
+    if (r.verdict) {
+      // Its handler finished while this report was in flight: the verdict
+      // goes now, with what is still unsent.
+      Finished f = std::move(*r.verdict);
+      f.report = std::move(r.report);
+      running_.erase(it);
+      settle = finished_.empty();
+      finished_.push_back(std::move(f));
+    } else if (!r.report.empty()) {
+      reports_waiting_ = true;
+    }
+    waiting = reports_waiting_;
   }
-  return reports_waiting_;
+  // (Settled here, within the report's call: a Worker's stop, which waits
+  // for its calls, then waits for this verdict's call too.)
+  if (settle) on_finished_();
+  return waiting;
 }
 
 void HandlerPool::join() {
@@ -446,6 +475,7 @@ bool HandlerPool::job_cancelled(std::uint64_t key) const {
 void HandlerPool::snapshot(std::vector<RunningJob>& out) const {
   std::lock_guard lock(mu_);
   for (const auto& [key, r] : running_) {
+    if (r.verdict) continue;  // (its handler has finished)
     out.push_back({calls_.topic(), r.job.id, r.job.attempt, r.progress, r.note, r.job.deadline_ms,
                    r.started_ms});
   }

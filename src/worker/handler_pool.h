@@ -77,7 +77,8 @@ class HandlerPool {
   };
   std::vector<PendingReport> take_reports();
   // A report is back; unsent: what it held when it could not be sent
-  // (kept, before what came since). Returns whether reports wait.
+  // (kept, before what came since). A verdict held for it is settled now
+  // (finished runs). Returns whether reports wait.
   bool reported(std::uint64_t key, std::optional<JobReport> unsent);
 
   // ---- any thread
@@ -100,6 +101,10 @@ class HandlerPool {
     bool touching = false;
     JobReport report;        // waiting to be sent
     bool reporting = false;  // a report of it is in flight
+    // Its handler's verdict, held while a report of it is in flight: the
+    // verdict goes once that report is back, after it and with what it
+    // could not send.
+    std::optional<Finished> verdict{};
   };
   class Context;
   friend class Context;

@@ -333,6 +333,8 @@ TEST_F(WorkerTest, AHandlersReportsReachTheJobWhileItRunsAndBeforeItFails) {
     ctx.progress_json(R"({"step":1})");
     for (int i = 0; i < 100 && !seen; ++i) std::this_thread::sleep_for(20ms);
     ctx.log("giving up");
+    // Long, with a character across the limit: sent in part, cut by Redis.
+    ctx.log(std::string(1023, 'a') + "\xc3\xa9" + std::string(70000, 'b'));
     ctx.progress(90, "almost");
     throw std::runtime_error("boom");
   });
@@ -351,9 +353,11 @@ TEST_F(WorkerTest, AHandlersReportsReachTheJobWhileItRunsAndBeforeItFails) {
   EXPECT_EQ(dead.state, JobState::dead);
   ASSERT_TRUE(dead.progress);
   EXPECT_EQ(dead.progress->value, R"({"percent":90,"note":"almost"})");
-  ASSERT_EQ(dead.log.size(), 2u);
+  ASSERT_EQ(dead.log.size(), 3u);
   EXPECT_EQ(dead.log[1].text, "giving up");
   EXPECT_EQ(dead.log[1].attempt, 1);
+  EXPECT_EQ(dead.log[2].text, std::string(1023, 'a')) << "cut before the character across";
+  EXPECT_TRUE(dead.log[2].cut);
 }
 
 TEST_F(WorkerTest, HeartbeatExtendsWithoutProgressToo) {

@@ -40,6 +40,8 @@ class FakeBroker : public Broker {
   std::int64_t next_due_ms = -1;  // what reserve says when nothing is ready
   std::optional<Errc> fail_next_ack;
   std::optional<Errc> fail_next_fail;
+  bool hold_reports = false;  // a report's answer waits in held_reports
+  std::vector<Callback<Outcome>> held_reports;
   int requeued = 0;                 // what the next requeue puts back
   std::int64_t next_deadline = -1;  // and the deadline it reports
 
@@ -118,6 +120,7 @@ class FakeBroker : public Broker {
               Callback<Outcome> done) override {
     record("report", static_cast<int>(report.lines.size()), id).error =
         report.progress.value_or("");
+    if (hold_reports) return held_reports.push_back(std::move(done));
     answer(std::move(done), Result<Outcome>(Outcome::ok));
   }
 

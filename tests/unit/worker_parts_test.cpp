@@ -241,10 +241,17 @@ TEST_F(WorkerPartsTest, ARunningJobIsTouchedWhenAThirdOfItsTimeToRunIsUsed) {
 TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict) {
   HandlerOptions o{.concurrency = 1};
   std::vector<std::shared_ptr<AsyncJob>> handed;
+  Settler settler(calls_, o);
   Reports* reports = nullptr;
+  HandlerPool* pool_seen = nullptr;
   HandlerPool pool(
       calls_, o, nullptr, [&](std::shared_ptr<AsyncJob> j) { handed.push_back(std::move(j)); },
-      [] {}, [&] { reports->arm(); });
+      [&] {
+        for (auto& f : pool_seen->take_finished()) settler.settle(std::move(f));
+        settler.flush();
+      },
+      [&] { reports->arm(); });
+  pool_seen = &pool;
   Reports gathered(calls_, pool);
   reports = &gathered;
   pool.add(
@@ -278,14 +285,12 @@ TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict
   EXPECT_TRUE(noted.error.starts_with(R"({"percent":10,"note":")")) << noted.error;
   // A line reported just before a failure goes before the fail; one
   // reported before an ack without keep goes nowhere (the job goes).
-  Settler settler(calls_, o);
+  // (Job b's verdict may wait for its report in flight.)
   handed[0]->log("three");
   handed[0]->fail("boom", false);
   handed[0]->done();
   handed[1]->log("lost");
   handed[1]->done();
-  for (auto& f : pool.take_finished()) settler.settle(std::move(f));
-  settler.flush();
   ASSERT_TRUE(run_until(
       [&] { return broker_.count("fail") == 1 && broker_.count("ack_many") == 1; }, 1000ms));
   std::vector<std::string> order;
@@ -299,6 +304,54 @@ TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict
   EXPECT_LT(std::find(order.begin() + at("report:a") + 1, order.end(), "report:a") - order.begin(),
             at("fail:a"))
       << "the last report went before the fail";
+  handed.clear();
+  gathered.cancel();
+  poll();
+}
+
+TEST_F(WorkerPartsTest, AVerdictWaitsForTheReportInFlightAndTakesWhatItCouldNotSend) {
+  HandlerOptions o{.concurrency = 1};
+  std::vector<std::shared_ptr<AsyncJob>> handed;
+  Settler settler(calls_, o);
+  Reports* reports = nullptr;
+  HandlerPool* pool_seen = nullptr;
+  HandlerPool pool(
+      calls_, o, nullptr, [&](std::shared_ptr<AsyncJob> j) { handed.push_back(std::move(j)); },
+      [&] {
+        for (auto& f : pool_seen->take_finished()) settler.settle(std::move(f));
+        settler.flush();
+      },
+      [&] { reports->arm(); });
+  pool_seen = &pool;
+  Reports gathered(calls_, pool);
+  reports = &gathered;
+  pool.add({reservation("a", 1, broker_.now_ms + 30000)}, broker_.now_ms);
+  poll();
+  ASSERT_EQ(handed.size(), 1u);
+  broker_.hold_reports = true;
+  handed[0]->log("one");
+  run_for(400ms);  // (gathered for 250 ms)
+  ASSERT_EQ(broker_.held_reports.size(), 1u);
+  // The job fails while its report is in flight: its verdict waits.
+  handed[0]->log("two");
+  handed[0]->fail("boom", false);
+  handed[0]->done();
+  run_for(50ms);
+  EXPECT_EQ(broker_.count("fail"), 0) << "not before the report in flight is back";
+  std::vector<RunningJob> running;
+  pool.snapshot(running);
+  EXPECT_TRUE(running.empty()) << "its handler has finished";
+  // That report could not be sent: its line goes with the next, before the fail.
+  broker_.hold_reports = false;
+  auto back = std::move(broker_.held_reports.front());
+  broker_.held_reports.clear();
+  back(Result<Outcome>(Error(Errc::connection, "down")));
+  ASSERT_TRUE(run_until([&] { return broker_.count("fail") == 1; }, 1000ms));
+  ASSERT_EQ(broker_.count("report"), 2);
+  const auto& last = broker_.calls[broker_.calls.size() - 2];
+  EXPECT_EQ(last.what, "report");
+  EXPECT_EQ(last.count, 2) << "the unsent line, then the one since";
+  EXPECT_EQ(broker_.calls.back().what, "fail");
   handed.clear();
   gathered.cancel();
   poll();
