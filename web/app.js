@@ -149,7 +149,7 @@ function addFeed(ev) {
 function route() {
   const hash = location.hash || '#/';
   const jm = hash.match(/^#\/topic\/([^/]+)\/job\/(.+)$/);
-  const m = hash.match(/^#\/topic\/([^/]+)$/);
+  const m = hash.match(/^#\/topic\/([^/]+)$/) || hash.match(/^#\/topic\/([^/]+)\/find\/(.*)$/);
   if (jm) {
     const topic = decodeURIComponent(jm[1]);
     // (another topic's list opens on its own first tab, as from the overview)
@@ -167,6 +167,8 @@ function route() {
     loadJobs();
     loadLimits();
     loadSchedules();
+    // #/topic/T/find/P: the ids that start with P (a deep link to a search).
+    findJobs(m[2] === undefined ? null : decodeURIComponent(m[2]));
   } else if (hash === '#/send') {
     connect();
     show('send');
@@ -459,6 +461,50 @@ function renderBulk() {
 // The list's requests in flight: only the latest one's answer is shown (a
 // tab clicked while the previous tab's list was on its way showed that one).
 let jobsAsked = 0;
+// The ids that start with a prefix (GET .../ids), FOUND_PAGE at a time:
+// pages that the scan left empty are followed at once, up to 20 calls.
+const FOUND_PAGE = 50;
+let found = { prefix: null, cursor: null, asked: 0 };
+async function findJobs(prefix, more) {
+  if (prefix === null) { found = { prefix: null, cursor: null, asked: found.asked + 1 }; $('found').hidden = true; return; }
+  if (!more) {
+    found = { prefix, cursor: null, asked: found.asked + 1 };
+    $('find-id').value = prefix;
+    $('found-list').replaceChildren();
+  }
+  const asked = found.asked;
+  $('found').hidden = false;
+  $('found-status').textContent = `looking for ids that start with "${prefix}"…`;
+  let shown = 0;
+  try {
+    for (let calls = 0; calls < 20 && shown < FOUND_PAGE; ++calls) {
+      const q = `ids?prefix=${encodeURIComponent(prefix)}&count=${FOUND_PAGE}` +
+        (found.cursor ? `&cursor=${encodeURIComponent(found.cursor)}` : '');
+      const page = await api('GET', topicPath(q));
+      if (asked !== found.asked) return;
+      for (const id of page.ids) {
+        const li = document.createElement('li');
+        const a = document.createElement('a');
+        a.href = jobHash(state.topic, id);
+        a.textContent = id;
+        li.append(a);
+        if (id === prefix) $('found-list').prepend(li); else $('found-list').append(li);
+        ++shown;
+      }
+      found.cursor = page.cursor;
+      if (!found.cursor) break;
+    }
+  } catch (e) {
+    if (asked === found.asked) $('found-status').textContent = e.message;
+    return;
+  }
+  const n = $('found-list').children.length;
+  $('found-status').textContent = found.cursor
+    ? `${n} jobs so far whose id starts with "${prefix}"`
+    : n ? `${n} ${n === 1 ? 'job' : 'jobs'} whose id starts with "${prefix}"` : `no job's id starts with "${prefix}"`;
+  $('found-more').hidden = !found.cursor;
+}
+
 async function loadJobs() {
   if (!state.topic) return;
   const asked = ++jobsAsked;
@@ -798,8 +844,9 @@ document.addEventListener('DOMContentLoaded', () => {
   });
   $('find').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    location.hash = jobHash(state.topic, $('find-id').value);
+    location.hash = `#/topic/${encodeURIComponent(state.topic)}/find/${encodeURIComponent($('find-id').value)}`;
   });
+  $('found-more').addEventListener('click', () => findJobs(found.prefix, true));
   $('job-change').addEventListener('input', () => { jobFormDirty = true; });
   $('job-change').addEventListener('submit', (ev) => {
     ev.preventDefault();

@@ -249,6 +249,15 @@ class Client {
   // Jobs of one state, in the order they leave it; count 1..1000.
   ListPage list(std::string_view topic, JobState state, std::int64_t offset, int count,
                 bool with_bodies = true);
+  // The ids of the topic's jobs, of any state, that start with prefix (""
+  // for all; the ids are compared byte by byte), a page at a time: cursor
+  // "" first, then the page's. A page holds about count (1..1000) ids: it
+  // holds fewer when its scan looked at 10 times as many jobs (1000 at
+  // least) first, and may hold more (a small topic answers whole). Each job there from the first
+  // page to the last is listed, once or more (HSCAN's guarantee); one put
+  // or deleted meanwhile may be or not. Reads the jobs hash only.
+  IdPage find_ids(std::string_view topic, std::string_view prefix, std::string_view cursor = "",
+                  int count = 100);
   // Dead jobs back to ready; returns how many were dead.
   int kick(std::string_view topic, std::span<const std::string> ids);
   int kick_all(std::string_view topic, int limit = limits::kBatchMax);
@@ -477,6 +486,11 @@ class Client {
   template <AnswerToken<ListPage> Token = use_future_t>
   auto list_async(std::string_view topic, JobState state, std::int64_t offset, int count,
                   bool with_bodies = true, Token&& completion = {});
+  void find_ids_async(std::string_view topic, std::string_view prefix, std::string_view cursor,
+                      int count, Callback<IdPage> done);
+  template <AnswerToken<IdPage> Token = use_future_t>
+  auto find_ids_async(std::string_view topic, std::string_view prefix, std::string_view cursor,
+                      int count, Token&& completion = {});
   void topics_async(Callback<std::vector<std::string>> done);
   template <AnswerToken<std::vector<std::string>> Token = use_future_t>
   auto topics_async(Token&& completion = {});

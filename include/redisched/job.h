@@ -316,6 +316,14 @@ struct ListPage {
   std::vector<Job> jobs;
 };
 
+// A page of the ids of a topic's jobs that start with a prefix
+// (Client::find_ids): cursor, given back, goes on; empty once every job
+// was seen.
+struct IdPage {
+  std::vector<std::string> ids;
+  std::string cursor;
+};
+
 // A Redis node that holds keys (Client::redis_nodes): the one node, or each
 // primary of a cluster, as it describes itself.
 struct RedisNode {

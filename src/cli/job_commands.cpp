@@ -140,6 +140,27 @@ int wait(Session& s, const std::string& topic, const std::string& id, std::int64
 
 // Every id's delete goes out at once on the pipeline (one round trip), and
 // each is reported.
+// Every id that starts with prefix, one a line (--json: one JSON string a
+// line), in no set order; at most limit (0: all). Exit status 1 when none.
+int find(Session& s, const std::string& topic, const std::string& prefix, std::int64_t limit) {
+  std::int64_t printed = 0;
+  std::string cursor;
+  do {
+    auto page = s.client().find_ids(topic, prefix, cursor, limits::kBatchMax);
+    for (const auto& id : page.ids) {
+      if (limit > 0 && printed == limit) return 0;
+      if (s.json()) {
+        print_json(json::value(id));
+      } else {
+        std::cout << id << "\n";  // (an id holds no control character)
+      }
+      ++printed;
+    }
+    cursor = std::move(page.cursor);
+  } while (!cursor.empty());
+  return printed > 0 ? 0 : 1;
+}
+
 int remove(Session& s, const std::string& topic, const std::vector<std::string>& ids) {
   std::vector<std::future<bool>> removals;
   removals.reserve(ids.size());
@@ -222,6 +243,22 @@ void add_job_commands(CLI::App& app, Action& selected) {
       ->capture_default_str();
   wait_cmd->callback([w, &selected] {
     selected = [w](Session& s) { return wait(s, w->topic, w->id, w->timeout); };
+  });
+
+  struct Found {
+    std::string topic, prefix;
+    std::int64_t limit = 0;
+  };
+  auto f = std::make_shared<Found>();
+  auto* find_cmd = app.add_subcommand(
+      "find", "the ids of a topic's jobs (any state) that start with a prefix, one a line");
+  find_cmd->add_option("topic", f->topic)->required();
+  find_cmd->add_option("prefix", f->prefix, "the ids' start (none: every id)");
+  find_cmd->add_option("--limit", f->limit, "at most this many (0: all)")
+      ->check(CLI::Range(std::int64_t{0}, limits::kOffsetMax))
+      ->capture_default_str();
+  find_cmd->callback([f, &selected] {
+    selected = [f](Session& s) { return find(s, f->topic, f->prefix, f->limit); };
   });
 
   auto d = std::make_shared<Named>();

@@ -573,6 +573,111 @@ void Client::topics_async(Callback<std::vector<std::string>> done) try {
 REDISCHED_WRAP(std::vector<std::string>, topics, (), (std::move(cb)))
 
 namespace {
+// HSCAN over a topic's jobs hash (each shard's in turn, for a spread topic)
+// for the ids that match a pattern, until a page holds count of them or
+// its scan took 10 steps (of COUNT count, at least 100).
+struct IdScan : std::enable_shared_from_this<IdScan> {
+  std::function<void(std::size_t, std::string_view, Callback<redis::Reply>)> scan_page;
+  std::size_t shards = 1;
+  std::size_t shard = 0;
+  std::string cursor = "0";
+  std::size_t count = 0;
+  int steps = 10;
+  IdPage out;
+  Callback<IdPage> done;
+
+  void next() {
+    scan_page(shard, cursor, [self = shared_from_this()](Result<redis::Reply> r) {
+      if (!r.ok()) return self->done(r.error());
+      const Reply& page = r.value();
+      if (page.type != Reply::Type::array || page.elements.size() != 2) {
+        return self->done(Error(Errc::protocol, "unexpected HSCAN reply"));
+      }
+      const auto& pairs = page.elements[1].elements;  // id, record, id, record, ...
+      for (std::size_t i = 0; i < pairs.size(); i += 2) self->out.ids.push_back(pairs[i].str);
+      self->cursor = page.elements[0].str;
+      if (self->cursor == "0" && ++self->shard < self->shards) self->cursor = "0";
+      if (self->shard == self->shards) return self->done(std::move(self->out));
+      if (self->out.ids.size() < self->count && --self->steps > 0) return self->next();
+      self->out.cursor = std::to_string(self->shard) + ':' + self->cursor;
+      self->done(std::move(self->out));
+    });
+  }
+};
+
+// "<shard>:<HSCAN cursor>", as IdScan gives it; "" is the start.
+std::pair<std::size_t, std::string> parse_id_cursor(std::string_view cursor) {
+  if (cursor.empty()) return {0, "0"};
+  const auto colon = cursor.find(':');
+  const auto digits = [](std::string_view d) {
+    return !d.empty() && d.size() <= 20 &&
+           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  };
+  if (colon == std::string_view::npos || colon > 3 || !digits(cursor.substr(0, colon)) ||
+      !digits(cursor.substr(colon + 1))) {
+    throw Error(Errc::invalid_argument,
+                "not a cursor of find_ids: '" + core::printable(cursor.substr(0, 40)) + "'");
+  }
+  return {std::stoul(std::string(cursor.substr(0, colon))), std::string(cursor.substr(colon + 1))};
+}
+
+// prefix as a MATCH pattern: itself, its glob characters escaped, then '*'.
+std::string prefix_pattern(std::string_view prefix) {
+  std::string pattern;
+  for (char c : prefix) {
+    if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\') pattern += '\\';
+    pattern += c;
+  }
+  return pattern + '*';
+}
+}  // namespace
+
+void Client::find_ids_async(std::string_view topic, std::string_view prefix,
+                            std::string_view cursor, int count, Callback<IdPage> done) try {
+  core::check_topic(topic);
+  if (prefix.size() > static_cast<std::size_t>(limits::kIdMax)) {
+    throw Error(Errc::invalid_argument,
+                "a prefix is an id's start: at most " + std::to_string(limits::kIdMax) + " bytes");
+  }
+  if (count < 1 || count > limits::kBatchMax) {
+    throw Error(Errc::invalid_argument, "count must be 1.." + std::to_string(limits::kBatchMax) +
+                                            ", got " + std::to_string(count));
+  }
+  auto scan = std::make_shared<IdScan>();
+  std::tie(scan->shard, scan->cursor) = parse_id_cursor(cursor);
+  scan->count = static_cast<std::size_t>(count);
+  impl_->with_layout<IdPage>(
+      topic, std::move(done),
+      [impl = impl_.get(), scan, pattern = prefix_pattern(prefix)](const core::LayoutPtr& l,
+                                                                   Callback<IdPage> then) {
+        const std::vector<std::string> where =
+            l->spread() ? l->shards : std::vector<std::string>{l->topic};
+        if (scan->shard >= where.size()) {
+          return then(Error(Errc::invalid_argument, "the cursor names a shard the topic lacks"));
+        }
+        scan->shards = where.size();
+        scan->done = std::move(then);
+        scan->scan_page = [impl, where, pattern, count = scan->count](
+                              std::size_t shard, std::string_view at, Callback<Reply> cb) {
+          core::Command cmd;
+          std::string key;
+          core::append_topic_key(key, impl->opts.prefix, where[shard], core::kKeyNames[0]);
+          cmd.add("HSCAN").add_owned(std::move(key)).add(at).add("MATCH").add(pattern);
+          cmd.add("COUNT").add_owned(std::to_string(std::max<std::size_t>(count, 100)));
+          impl->call<Reply>(
+              where[shard], cmd, [](const Reply& r) { return r; }, std::move(cb));
+        };
+        scan->next();
+      });
+} catch (const Error& e) {
+  impl_->refuse(done, e);
+}
+REDISCHED_WRAP(IdPage, find_ids,
+               (std::string_view topic, std::string_view prefix, std::string_view cursor,
+                int count),
+               (topic, prefix, cursor, count, std::move(cb)))
+
+namespace {
 // INFO, then CLIENT INFO (for the node's address), of each node in turn.
 struct NodeWalk : std::enable_shared_from_this<NodeWalk> {
   std::function<void(std::size_t, std::string_view, Callback<redis::Reply>)> ask;

@@ -145,6 +145,22 @@ awaitable<Response> delete_job(ApiContext& ctx, Request& req, const Params& p) {
   co_return ok_json(req, json::object{{"deleted", true}});
 }
 
+// GET .../ids?prefix=&cursor=&count=: the ids that start with prefix, a
+// page at a time (Client::find_ids); "cursor" goes on (null: the end).
+awaitable<Response> find_ids(ApiContext& ctx, Request& req, const Params& p) {
+  const auto count = static_cast<int>(query_int(p, "count", 100, 1, limits::kBatchMax));
+  // (Named, not temporaries in the co_await: GCC 12 mishandles those.)
+  const std::string prefix = p.find("prefix") ? *p.find("prefix") : std::string();
+  const std::string cursor = p.find("cursor") ? *p.find("cursor") : std::string();
+  auto page =
+      co_await ctx.client.find_ids_async(p.topic, prefix, cursor, count, asio::use_awaitable);
+  json::array ids;
+  for (auto& id : page.ids) ids.emplace_back(std::move(id));
+  json::value next = nullptr;
+  if (!page.cursor.empty()) next = page.cursor;
+  co_return ok_json(req, json::object{{"ids", std::move(ids)}, {"cursor", std::move(next)}});
+}
+
 awaitable<Response> list_jobs(ApiContext& ctx, Request& req, const Params& p) {
   const std::string* name = p.find("state");
   auto state = parse_job_state(name ? *name : "ready");
@@ -775,6 +791,7 @@ const std::vector<std::string_view> kListQuery{"state", "offset", "count"};
 const std::vector<std::string_view> kEventsQuery{"token", "topics"};
 const std::vector<std::string_view> kJobQuery{"wait_ms"};
 const std::vector<std::string_view> kTopicsQuery{"count", "prefix", "after"};
+const std::vector<std::string_view> kIdsQuery{"prefix", "cursor", "count"};
 
 const std::vector<Route>& table() {
   static const std::vector<Route> routes = {
@@ -793,6 +810,7 @@ const std::vector<Route>& table() {
        {{verb::get, list_jobs, Role::read}, {verb::post, add_job, Role::produce}},
        false,
        &kListQuery},
+      {"/v1/topics/{topic}/ids", {{verb::get, find_ids, Role::read}}, false, &kIdsQuery},
       {"/v1/topics/{topic}/jobs/{id}",
        {{verb::get, get_job, Role::read},
         {verb::put, put_job, Role::produce},

@@ -81,6 +81,11 @@ expect "promote one" "promoted 1" "$(r promote pp later1)"
 expect "promote --all" "promoted 1" "$(r promote pp --all)"
 expect "promote needs ids or --all" "redisched: give ids or --all" "$(r promote pp 2>&1)"
 expect "purge none old enough" "deleted 0" "$(r purge pp --older-than 3600000)"
+# find: the ids that start with a prefix, one a line.
+expect "find by prefix" "later1 later2" "$(r find pp later | sort | tr '\n' ' ' | sed 's/ $//')"
+expect "find --limit" "1" "$(r find pp later --limit 1 | wc -l)"
+expect "find none exits 1" "1" "$(r find pp nothing-like-it; echo $?)"
+expect "find --json" '"later1"' "$(r --json find pp later1)"
 # Results: a job put with --keep, acked with a result, waited for.
 r put res report-1 'count rows' --keep 60000 >/dev/null
 line=$(r --json reserve res)

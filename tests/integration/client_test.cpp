@@ -486,6 +486,48 @@ TEST_F(ClientTest, PullListStatsPauseAndTopics) {
   EXPECT_NE(std::find(topics.begin(), topics.end(), topic_), topics.end());
 }
 
+// Every id with the prefix, once, over pages; glob characters are plain.
+TEST_F(ClientTest, FindIdsByPrefixPageByPage) {
+  std::vector<JobSpec> jobs;
+  for (int i = 0; i < 2500; ++i) jobs.push_back(job("order_" + std::to_string(i)));
+  for (const char* id : {"other", "or*der", "or?x", "or[d]", "or\\d"}) jobs.push_back(job(id));
+  client_.put_many(topic_, jobs);
+  auto held = client_.reserve(topic_, 1);  // (any state: reserved too)
+  ASSERT_EQ(held.jobs.size(), 1u);
+
+  std::set<std::string> found;
+  std::string cursor;
+  int pages = 0;
+  do {
+    auto page = client_.find_ids(topic_, "order_1", cursor, 50);
+    EXPECT_LE(page.ids.size(), 500u) << "about count";
+    for (auto& id : page.ids) {
+      EXPECT_EQ(id.rfind("order_1", 0), 0u) << id;
+      found.insert(std::move(id));
+    }
+    cursor = page.cursor;
+    ASSERT_LT(++pages, 200);
+  } while (!cursor.empty());
+  EXPECT_EQ(found.size(), 1u + 10u + 100u + 1000u) << "order_1, _10.., _100.., _1000..";
+  EXPECT_GT(pages, 1);
+
+  for (const char* id : {"or*der", "or?x", "or[d]", "or\\d"}) {
+    auto page = client_.find_ids(topic_, id, "", 1000);
+    while (!page.cursor.empty() && page.ids.empty())
+      page = client_.find_ids(topic_, id, page.cursor, 1000);
+    EXPECT_EQ(page.ids, std::vector<std::string>{id}) << "a glob character is itself";
+  }
+  EXPECT_TRUE(client_.find_ids(test::unique_topic(), "x").ids.empty());
+  EXPECT_REDISCHED_ERROR(client_.find_ids(topic_, "o", "12"), Errc::invalid_argument,
+                         "not a cursor");
+  EXPECT_REDISCHED_ERROR(client_.find_ids(topic_, "o", "1:0"), Errc::invalid_argument,
+                         "a shard the topic lacks");
+  EXPECT_REDISCHED_ERROR(client_.find_ids(topic_, "o", "", 0), Errc::invalid_argument,
+                         "count must be");
+  EXPECT_REDISCHED_ERROR(client_.find_ids(topic_, std::string(2000, 'o')), Errc::invalid_argument,
+                         "at most");
+}
+
 TEST_F(ClientTest, RemoveInAnyState) {
   client_.put(topic_, job("a"));
   EXPECT_TRUE(client_.remove(topic_, "a"));

@@ -96,6 +96,16 @@ TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
   EXPECT_EQ(total, 610u);
   EXPECT_EQ(ports.size(), test::on_cluster() ? 3u : 1u);
 
+  // find_ids goes through every shard.
+  std::set<std::string> found;
+  std::string cursor;
+  do {
+    auto page = client_.find_ids(topic_, "j", cursor, 20);
+    found.insert(page.ids.begin(), page.ids.end());
+    cursor = page.cursor;
+  } while (!cursor.empty());
+  EXPECT_EQ(found.size(), 300u);
+
   auto st = client_.stats(topic_);
   EXPECT_EQ(st.ready, 610);
   EXPECT_EQ(st.shards, 3);

@@ -213,10 +213,20 @@ try {
     for (const j of r.json.jobs.filter((x) => x.id !== 'order_10')) {
       await serve.api('POST', `/v1/topics/orders/jobs/${j.id}/release`, { token: j.token });
     }
-    // (the find form takes you to a job's page)
+    // The find form lists the ids that start with what it was given (the
+    // exact one first), at a deep link of its own; each leads to its job.
     await page.goto(`${serve.base}/#/topic/orders`);
-    await page.fill('#find-id', 'order_10');
+    await page.fill('#find-id', 'order_1');
     await page.press('#find-id', 'Enter');
+    await page.waitForSelector('#found-status:has-text("whose id starts with")');
+    assert.match(page.url(), /#\/topic\/orders\/find\/order_1$/);
+    const listed = await page.$$eval('#found-list a', (as) => as.map((a) => a.textContent));
+    assert.ok(listed.includes('order_10'), listed.join());
+    assert.ok(listed.every((id) => id.startsWith('order_1')), listed.join());
+    await page.goto(`${serve.base}/#/topic/orders/find/nothing_like_it`);
+    await page.waitForSelector('#found-status:has-text("no job\'s id starts with")');
+    await page.goto(`${serve.base}/#/topic/orders/find/order_10`);
+    await page.click('#found-list li:first-child a:text-is("order_10")');
     await page.waitForSelector('#job-state:has-text("dead")');
     await page.click('#job-actions button:has-text("Retry")');
     await page.waitForSelector('#job-state:has-text("ready")');

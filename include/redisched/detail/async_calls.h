@@ -204,6 +204,15 @@ auto Client::list_async(std::string_view topic, JobState state, std::int64_t off
       });
 }
 
+template <AnswerToken<IdPage> Token>
+auto Client::find_ids_async(std::string_view topic, std::string_view prefix,
+                            std::string_view cursor, int count, Token&& completion) {
+  return detail::answer_to<IdPage>(std::forward<Token>(completion),
+                                   [this, topic, prefix, cursor, count](Callback<IdPage> done) {
+                                     find_ids_async(topic, prefix, cursor, count, std::move(done));
+                                   });
+}
+
 template <AnswerToken<std::vector<std::string>> Token>
 auto Client::topics_async(Token&& completion) {
   return detail::answer_to<std::vector<std::string>>(
