@@ -134,12 +134,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 192 of the 200 locals Lua allows a function
+Locals: the main chunk holds 193 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 32 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 33 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -2397,7 +2397,7 @@ end
 ---------------------------------------------------------------- read
 
 --[[ redisched_get: read one job.
-ARGV: id [NOW ms]
+ARGV: id [NOBODY] [NOW ms]   (NOBODY: version 33; the body is '')
 Output: nil when there is no such job; else a flat field/value array: id,
   state (delayed|ready|reserved|dead|done), body, priority, created, due,
   attempts, max_attempts, ttr, backoff, backoff_base, backoff_cap, and when
@@ -2410,7 +2410,7 @@ Output: nil when there is no such job; else a flat field/value array: id,
 local function get(keys, args)
   local k = check_keys(keys)
   local id = id_arg(args[1])
-  local o = options(args, 2, #args, OPT_NOW)
+  local o = options(args, 2, #args, OPT_NOBODY_NOW)
   now_arg(o)
   local rec = redis.call('HGET', k.jobs, id)
   if not rec then
@@ -2424,6 +2424,7 @@ local function get(keys, args)
   if state == 'delayed' and score <= clock(o) then
     state, j.due = 'ready', score
   end
+  if o.NOBODY then j.body = '' end
   return job_fields(id, j, state, score)
 end
 
@@ -3350,6 +3351,46 @@ local function purge(keys, args)
   return { #ids, redis.call('ZCOUNT', k.dead, '-inf', '(' .. before) }
 end
 
+--[[ redisched_reschedule: a waiting job's priority or due time, changed
+in place (version 33).
+ARGV: id [PRIORITY 0..1000] [DELAY ms | AT ms] [NOW ms]   (one of them at least)
+  A delayed or ready job takes the priority and due time given (DELAY: from
+  now; AT: a time, as put takes it; one in the past is due now) and a new
+  place: among the jobs of its priority due in the same millisecond it goes
+  last. Its attempts, error, history, progress and log stay (a put with
+  REPLACE would start them afresh). A reserved, dead or done job is left
+  alone.
+Output: a code as ack: 1 changed; 0 no such job; -2 the job is reserved,
+  dead or done (left alone).
+]]
+local function reschedule(keys, args)
+  local k = check_keys(keys)
+  local id = id_arg(args[1])
+  local o = options(args, 2, #args, { PRIORITY = 1, DELAY = 1, AT = 1, NOW = 1 })
+  if not (o.PRIORITY or o.DELAY or o.AT) then bad('give PRIORITY, DELAY or AT') end
+  if o.DELAY and o.AT then bad('give DELAY or AT, not both') end
+  local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX)
+  local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX)
+  local at = o.AT and int_arg(o.AT, 'AT', 0, MS_MAX)
+  local now = clock(o)
+  local rec = redis.call('HGET', k.jobs, id)
+  if not rec then
+    sharded(k)
+    return MISSING
+  end
+  local j = record.unpack(rec)
+  local w = locate(k, id, j)
+  if w[1] ~= 'delayed' and w[1] ~= 'ready' then return WRONG_STATE end
+  local seq = take_seq(k, 1)
+  take_out(k, id, w)
+  renew(j, seq)
+  if prio then j.priority = prio end
+  if delay then j.due = after(now, delay) end
+  if at then j.due = math.max(at, now) end
+  place.one(k, id, j, now)
+  return OK
+end
+
 --[[ redisched_limit: a topic's limits, for all its workers together.
 ARGV: [RATE n window-ms] [CONCURRENCY k] [AGING ms] [NOW ms]
   RATE: at most n jobs handed out (by reserve and pull) in each window of
@@ -4150,6 +4191,7 @@ register('kickall', kickall)
 register('promote', promote)
 register('promoteall', promoteall)
 register('purge', purge)
+register('reschedule', reschedule)
 register('limit', limit)
 register('retrywindow', retry_window)
 register('pause', pause)

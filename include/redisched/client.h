@@ -194,7 +194,9 @@ class Client {
   std::string add(std::string_view topic, const JobSpec& job);
   // Up to 1000 jobs per call to Redis; larger spans are split.
   std::vector<PutOutcome> put_many(std::string_view topic, std::span<const JobSpec> jobs);
-  std::optional<Job> get(std::string_view topic, std::string_view id);
+  // with_body false: the job with an empty body (library version 33), for
+  // a reader of its state, progress or log.
+  std::optional<Job> get(std::string_view topic, std::string_view id, bool with_body = true);
   // Removes a job in any state; false if there was none.
   bool remove(std::string_view topic, std::string_view id);
   // Removes jobs in any state, up to 1000 in one atomic call (more, or ids
@@ -258,6 +260,12 @@ class Client {
   // or deleted meanwhile may be or not. Reads the jobs hash only.
   IdPage find_ids(std::string_view topic, std::string_view prefix, std::string_view cursor = "",
                   int count = 100);
+  // A waiting (delayed or ready) job's priority and/or due time, changed
+  // in place: its attempts, last error, history, progress and log stay (a
+  // put with PutMode::replace starts them afresh). Outcome::ok, not_found,
+  // or wrong_state for a reserved, dead or done job (left alone). Library
+  // version 33.
+  Outcome reschedule(std::string_view topic, std::string_view id, const RescheduleOptions& change);
   // Dead jobs back to ready; returns how many were dead.
   int kick(std::string_view topic, std::span<const std::string> ids);
   int kick_all(std::string_view topic, int limit = limits::kBatchMax);
@@ -415,9 +423,16 @@ class Client {
   template <AnswerToken<std::vector<PutOutcome>> Token = use_future_t>
   auto put_many_async(std::string_view topic, std::span<const JobSpec> jobs,
                       Token&& completion = {});
-  void get_async(std::string_view topic, std::string_view id, Callback<std::optional<Job>> done);
+  void get_async(std::string_view topic, std::string_view id, bool with_body,
+                 Callback<std::optional<Job>> done);
+  void get_async(std::string_view topic, std::string_view id, Callback<std::optional<Job>> done) {
+    get_async(topic, id, true, std::move(done));
+  }
   template <AnswerToken<std::optional<Job>> Token = use_future_t>
   auto get_async(std::string_view topic, std::string_view id, Token&& completion = {});
+  template <AnswerToken<std::optional<Job>> Token = use_future_t>
+  auto get_async(std::string_view topic, std::string_view id, bool with_body,
+                 Token&& completion = {});
   void remove_async(std::string_view topic, std::string_view id, Callback<bool> done);
   template <AnswerToken<bool> Token = use_future_t>
   auto remove_async(std::string_view topic, std::string_view id, Token&& completion = {});
@@ -491,6 +506,11 @@ class Client {
   template <AnswerToken<IdPage> Token = use_future_t>
   auto find_ids_async(std::string_view topic, std::string_view prefix, std::string_view cursor,
                       int count, Token&& completion = {});
+  void reschedule_async(std::string_view topic, std::string_view id,
+                        const RescheduleOptions& change, Callback<Outcome> done);
+  template <AnswerToken<Outcome> Token = use_future_t>
+  auto reschedule_async(std::string_view topic, std::string_view id,
+                        const RescheduleOptions& change, Token&& completion = {});
   void topics_async(Callback<std::vector<std::string>> done);
   template <AnswerToken<std::vector<std::string>> Token = use_future_t>
   auto topics_async(Token&& completion = {});

@@ -161,6 +161,15 @@ struct Job {
 };
 
 // What reserve takes.
+// A waiting job's new priority and/or due time (Client::reschedule): the
+// ones given change, the others stay; one at least. A due time in the past
+// is now.
+struct RescheduleOptions {
+  std::optional<int> priority{};            // 0..1000
+  std::optional<Millis> delay{};            // due this long from now
+  std::optional<std::int64_t> due_at_ms{};  // or due at this time (Unix ms)
+};
+
 struct ReserveOptions {
   int count = 1;  // 1..1000 jobs
   Millis ttr{0};  // for jobs put without a time-to-run of their own; 0: the default

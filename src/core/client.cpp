@@ -302,12 +302,21 @@ REDISCHED_WRAP(std::vector<PutOutcome>, put_many,
 
 // ---------------------------------------------------------------- read
 
-void Client::get_async(std::string_view topic, std::string_view id,
+void Client::get_async(std::string_view topic, std::string_view id, bool with_body,
                        Callback<std::optional<Job>> done) {
-  impl_->run<op::Get>(topic, {std::string(id)}, std::move(done));
+  impl_->run<op::Get>(topic, {std::string(id), with_body}, std::move(done));
 }
-REDISCHED_WRAP(std::optional<Job>, get, (std::string_view topic, std::string_view id),
-               (topic, id, std::move(cb)))
+REDISCHED_WRAP(std::optional<Job>, get,
+               (std::string_view topic, std::string_view id, bool with_body),
+               (topic, id, with_body, std::move(cb)))
+
+void Client::reschedule_async(std::string_view topic, std::string_view id,
+                              const RescheduleOptions& change, Callback<Outcome> done) {
+  impl_->run<op::Reschedule>(topic, {std::string(id), change}, std::move(done));
+}
+REDISCHED_WRAP(Outcome, reschedule,
+               (std::string_view topic, std::string_view id, const RescheduleOptions& change),
+               (topic, id, change, std::move(cb)))
 
 void Client::stats_async(std::string_view topic, Callback<TopicStats> done) {
   impl_->run<op::Stats>(topic, {}, std::move(done));

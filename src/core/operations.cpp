@@ -108,7 +108,10 @@ std::vector<PutOutcome> PutMany::decode(const Reply& r, std::size_t n) {
 
 // ---------------------------------------------------------------- read
 
-void Get::encode(Command& cmd, const Args& a) { cmd.add(a.id); }
+void Get::encode(Command& cmd, const Args& a) {
+  cmd.add(a.id);
+  if (!a.with_body) cmd.add("NOBODY");
+}
 std::optional<Job> Get::decode(const Reply& r) { return parse_get(r); }
 
 TopicStats Stats::decode(const Reply& r) { return parse_stats(r); }
@@ -182,6 +185,14 @@ void Release::encode(Command& cmd, const Args& a) {
   if (a.priority) cmd.add("PRIORITY").add(std::int64_t{*a.priority});
 }
 Outcome Release::decode(const Reply& r) { return parse_outcome(r); }
+
+void Reschedule::encode(Command& cmd, const Args& a) {
+  cmd.add(a.id);
+  if (a.change.priority) cmd.add("PRIORITY").add(std::int64_t{*a.change.priority});
+  if (a.change.delay) cmd.add("DELAY").add(a.change.delay->count());
+  if (a.change.due_at_ms) cmd.add("AT").add(*a.change.due_at_ms);
+}
+Outcome Reschedule::decode(const Reply& r) { return parse_outcome(r); }
 
 void Fail::encode(Command& cmd, const Args& a) {
   add_held(cmd, a);

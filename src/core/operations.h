@@ -145,6 +145,7 @@ struct Get : Read {
   static constexpr Route route = Route::job;
   struct Args {
     std::string id;
+    bool with_body = true;
   };
   using Value = std::optional<Job>;
   static std::string_view id(const Args& a) { return a.id; }
@@ -270,6 +271,20 @@ struct Release : JobWrite {
   struct Args : Held {
     Millis delay{0};
     std::optional<int> priority;
+  };
+  using Value = Outcome;
+  static std::string_view id(const Args& a) { return a.id; }
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+};
+
+// A waiting job's priority and due time, in place (library version 33).
+struct Reschedule : JobWrite {
+  static constexpr std::string_view function = "reschedule";
+  static constexpr std::string_view calls = "reschedule";
+  struct Args {
+    std::string id;
+    RescheduleOptions change;
   };
   using Value = Outcome;
   static std::string_view id(const Args& a) { return a.id; }
@@ -648,7 +663,7 @@ struct Workers : RegistryCall {
 using All =
     std::tuple<Put, Add, PutMany, Get, Stats, List, Reserve, Pull, Ack, AckMany, Release, Fail,
                Touch, Report, Delete, Restore, Requeue, Kick, KickAll, Promote, PromoteAll, Purge,
-               Pause, Resume, Limit, RetryWindow, Migrate, Shards, Shard, Schedules, Schedule,
-               Unschedule, PauseSchedule, ResumeSchedule, Tick, Beat, Leave, Workers>;
+               Reschedule, Pause, Resume, Limit, RetryWindow, Migrate, Shards, Shard, Schedules,
+               Schedule, Unschedule, PauseSchedule, ResumeSchedule, Tick, Beat, Leave, Workers>;
 
 }  // namespace redisched::core::op

@@ -397,6 +397,32 @@ TEST_F(ClientTest, ReportsKeepProgressAndTheLatestLogLinesWithTheJob) {
 
 // Library version 32: delayed jobs due now in place (attempts and history
 // kept), and the dead older than a time removed, a batch a call.
+TEST_F(ClientTest, RescheduleChangesAWaitingJobInPlaceAndGetCanLeaveTheBodyOut) {
+  auto spec = job("r", "the body");
+  spec.backoff = Backoff{BackoffKind::fixed, Millis{0}, Millis{0}};
+  client_.put(topic_, spec);
+  auto taken = client_.reserve(topic_, 1);
+  ASSERT_EQ(taken.jobs.size(), 1u);
+  client_.fail(topic_, "r", taken.jobs[0].token, "boom");
+  EXPECT_EQ(client_.reschedule(topic_, "r", {.priority = 7, .delay = Millis{60000}}), Outcome::ok);
+  auto j = *client_.get(topic_, "r");
+  EXPECT_EQ(j.state, JobState::delayed);
+  EXPECT_EQ(j.priority, 7);
+  EXPECT_EQ(j.attempts, 1) << "its attempt stays";
+  EXPECT_EQ(j.history.size(), 1u);
+  EXPECT_EQ(client_.reschedule(topic_, "r", {.due_at_ms = 1}), Outcome::ok);
+  EXPECT_EQ(client_.get(topic_, "r")->state, JobState::ready) << "a time past is now";
+  EXPECT_EQ(client_.reschedule(topic_, "nope", {.priority = 1}), Outcome::not_found);
+  taken = client_.reserve(topic_, 1);
+  EXPECT_EQ(client_.reschedule(topic_, "r", {.priority = 1}), Outcome::wrong_state);
+  EXPECT_REDISCHED_ERROR(client_.reschedule(topic_, "r", {}), Errc::invalid_argument,
+                         "give PRIORITY, DELAY or AT");
+  const auto bare = *client_.get(topic_, "r", false);
+  EXPECT_EQ(bare.body, "");
+  EXPECT_EQ(bare.state, JobState::reserved);
+  EXPECT_EQ(client_.get(topic_, "r")->body, "the body");
+}
+
 TEST_F(ClientTest, PromoteKeepsAttemptsAndPurgeRemovesTheOldDead) {
   auto spec = job("p");
   spec.backoff = Backoff{BackoffKind::fixed, Millis{600000}, Millis{600000}};

@@ -581,7 +581,7 @@ class Topic:
 
     def op_get(self, args):
         id_ = id_arg(args[0] if args else None)
-        o = options(args[1:], {'NOW': 1})
+        o = options(args[1:], {'NOBODY': 0, 'NOW': 1})
         now = self.now_opt(o)
         j = self.jobs.get(id_)
         if j is None:
@@ -590,6 +590,8 @@ class Topic:
         state = j.state
         if state == 'delayed' and j.due <= now:
             state = 'ready'
+        if 'NOBODY' in o:  # (version 33)
+            return self.fields(dataclasses.replace(j, body=b''), state)
         return self.fields(j, state)
 
     def op_stats(self, args):
@@ -935,6 +937,33 @@ class Topic:
                 j.place, j.due = seq + i, now
                 self.place(j, now)
         return [len(jobs), len(self.in_state('delayed'))]
+
+    def op_reschedule(self, args):
+        """A waiting job's priority and/or due time changed in place (version
+        33): attempts and history kept, a new place."""
+        id_ = id_arg(args[0] if args else None)
+        o = options(args[1:], {'PRIORITY': 1, 'DELAY': 1, 'AT': 1, 'NOW': 1})
+        if not ('PRIORITY' in o or 'DELAY' in o or 'AT' in o) or ('DELAY' in o and 'AT' in o):
+            raise Refused()
+        prio = int_arg(o['PRIORITY'], 0, PRIO_MAX) if 'PRIORITY' in o else None
+        delay = int_arg(o['DELAY'], 0, DELAY_MAX) if 'DELAY' in o else None
+        at = int_arg(o['AT'], 0, MS_MAX) if 'AT' in o else None
+        now = self.now_opt(o)
+        j = self.jobs.get(id_)
+        if j is None:
+            self.sharded()
+            return 0
+        if j.state not in ('delayed', 'ready'):
+            return -2
+        j.place = self.take_seq(1)
+        if prio is not None:
+            j.prio = prio
+        if delay is not None:
+            j.due = min(now + delay, MS_MAX)
+        if at is not None:
+            j.due = max(at, now)
+        self.place(j, now)
+        return 1
 
     def op_purge(self, args):
         """The dead that died before a time removed, the oldest first (version 32)."""

@@ -169,6 +169,9 @@ BAD = [
     ('progress', lambda n, x: [x[0], x[1], '0', 'NOW', n]),
     ('promoteall', lambda n, x: ['LIMIT', '0', 'NOW', n]),
     ('purge', lambda n, x: ['soon']),
+    ('reschedule', lambda n, x: [x[0], 'NOW', n]),
+    ('reschedule', lambda n, x: [x[0], 'DELAY', '1', 'AT', n, 'NOW', n]),
+    ('reschedule', lambda n, x: [x[0], 'PRIORITY', '1001', 'NOW', n]),
     ('purge', lambda n, x: [n, 'LIMIT', '10001']),
     ('progress', lambda n, x: [x[0], x[1], '2', 'one', 'NOW', n]),
     ('progress', lambda n, x: [x[0], x[1], '101'] + ['l'] * 101 + ['NOW', n]),
@@ -235,6 +238,10 @@ OPS = st.one_of(
     st.tuples(st.just('kickall'), MAYBE(st.integers(1, 3))),
     st.tuples(st.just('promoteall'), MAYBE(st.integers(1, 3))),  # (version 32)
     st.tuples(st.just('purge'), st.integers(-5, 5), MAYBE(st.integers(1, 3))),
+    # A waiting job's priority and/or due time, in place (version 33): DELAY
+    # from now, AT a time (in the past too).
+    st.tuples(st.just('reschedule'), JOB, MAYBE(st.sampled_from([0, 3, 1000])),
+              MAYBE(st.tuples(st.sampled_from(['DELAY', 'AT']), st.integers(-10, 25)))),
     st.tuples(st.just('pause'), st.sampled_from([True, False, False])),
     # Spread over shards (the topic must be empty), ended, closed ("*"), or refused.
     st.tuples(st.just('shard'), st.sampled_from([[], [], ['1-0', '1-1'], ['a'], ['*'],
@@ -248,7 +255,7 @@ OPS = st.one_of(
     st.tuples(st.just('migrate'), MAYBE(st.sampled_from([1, 2, 1000]))),
     st.tuples(st.just('list'), st.sampled_from(STATES), st.integers(0, 3), st.integers(1, 4),
               st.booleans()),
-    st.tuples(st.just('get'), JOB),
+    st.tuples(st.just('get'), JOB, st.booleans()),  # (NOBODY: version 33)
     st.tuples(st.just('stats')),
     st.tuples(st.just('bad'), st.integers(0, len(BAD) - 1), st.integers(0, 5)),
     st.tuples(st.just('badkeys'), st.sampled_from(['put', 'reserve', 'ack', 'delete', 'stats']),
@@ -465,6 +472,11 @@ class TopicMachine(RuleBasedStateMachine):
             died = sorted({j.died for j in self.model.jobs.values() if j.state == 'dead'})
             before = died[op[1] % len(died)] if died and op[1] >= 0 else max(n + op[1], 0)
             return 'purge', [before] + (['LIMIT', op[2]] if op[2] is not None else [])
+        if kind == 'reschedule':
+            args = [self.pick(op[1])] + (['PRIORITY', op[2]] if op[2] is not None else [])
+            if op[3] is not None:
+                args += [op[3][0], max(op[3][1], 0) if op[3][0] == 'DELAY' else max(n + op[3][1], 0)]
+            return 'reschedule', args + ['NOW', n]
         if kind in ('requeue', 'kickall', 'promoteall'):
             return kind, (['LIMIT', op[1]] if op[1] is not None else []) + ['NOW', n]
         if kind == 'pause':
@@ -472,7 +484,7 @@ class TopicMachine(RuleBasedStateMachine):
         if kind == 'list':
             return 'list', [op[1], op[2], op[3]] + (['NOBODY'] if op[4] else []) + ['NOW', n]
         if kind == 'get':
-            return 'get', [self.pick(op[1]), 'NOW', n]
+            return 'get', [self.pick(op[1])] + (['NOBODY'] if op[2] else []) + ['NOW', n]
         if kind == 'stats':
             return 'stats', ['NOW', n]
         if kind == 'shard':
@@ -1004,6 +1016,13 @@ MUTANTS = [
      "local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit)",
      "local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit + 1)"),
     ('purge removes the dead that died at its time too', "'(' .. before, 'BYSCORE'", "before, 'BYSCORE'"),
+    # Version 33: reschedule in place, get NOBODY.
+    ('a rescheduled job starts its attempts again', "  renew(j, seq)\n  if prio then j.priority = prio end",
+     "  renew(j, seq)\n  j.attempts = nil\n  if prio then j.priority = prio end"),
+    ('reschedule moves a reserved job',
+     "if w[1] ~= 'delayed' and w[1] ~= 'ready' then return WRONG_STATE end",
+     "if w[1] == 'dead' or w[1] == 'done' then return WRONG_STATE end"),
+    ('get NOBODY sends the body', "  if o.NOBODY then j.body = '' end\n  return job_fields", "  return job_fields"),
     # (A single put appending its delayed job out of order: seeds 1 to 3
     # missed it within 30 s once puts with an update mode went to the set;
     # functions_test's DelayedListTest.JobsInDueOrderAreListed... catches

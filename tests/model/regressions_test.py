@@ -1005,6 +1005,49 @@ class Version32(Case):
             f('restore', 'd%d' % i, 'x', 'dead', 1000, 1, 'DIED', 1500)
         self.assertEqual(f('purge', 1600, 'LIMIT', 10000), [9000, 0])
 
+class Version33(Case):
+    """Issue 35, point 5: a waiting job's priority and due time changed in
+    place; get without the body."""
+
+    def test_v33_01_reschedule_keeps_attempts_and_moves_only_waiting_jobs(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'BACKOFF', 'fixed', 0, 0, 'NOW', 1000), 1)
+        token = f('reserve', 1, 'NOW', 1000)[3][2]
+        self.assertEqual(f('fail', 'a', token, 'boom', 'NOW', 1001), Status('ready'))
+        self.assertEqual(f('put', 'b', 'y', 'PRIORITY', 5, 'NOW', 1002), 1)
+        # a goes first by priority, then back to due in 5 s; its attempt stays.
+        self.assertEqual(f('reschedule', 'a', 'PRIORITY', 9, 'NOW', 1003), 1)
+        self.assertEqual(self.listed('ready', 1003)[:2], ['a', 'b'])
+        self.assertEqual(f('reschedule', 'a', 'DELAY', 5000, 'NOW', 1004), 1)
+        self.assertEqual(self.field('a', 'state', 1004), b'delayed')
+        self.assertEqual(self.field('a', 'due', 1004), 6004)
+        self.assertEqual(self.field('a', 'priority', 1004), 9)
+        self.assertEqual(self.field('a', 'attempts', 1004), 1)
+        self.assertEqual(len(self.field('a', 'history', 1004)), 1)
+        self.assertEqual(f('reschedule', 'a', 'AT', 2000, 'NOW', 1005), 1)
+        self.assertEqual(self.field('a', 'due', 1005), 2000)
+        self.assertEqual(f('reschedule', 'a', 'AT', 10, 'NOW', 1006), 1)  # (past: due now)
+        self.assertEqual(self.field('a', 'due', 1006), 1006)
+        self.assertEqual(self.field('a', 'state', 1006), b'ready')
+        # Reserved, dead or absent: left alone.
+        token = f('reserve', 1, 'NOW', 1007)[3][2]
+        self.assertEqual(self.unchanged(lambda: f('reschedule', 'a', 'PRIORITY', 1, 'NOW', 1008)), -2)
+        self.assertEqual(f('fail', 'a', token, 'boom', 'DEAD', 'NOW', 1009), Status('dead'))
+        self.assertEqual(self.unchanged(lambda: f('reschedule', 'a', 'DELAY', 1, 'NOW', 1010)), -2)
+        self.assertEqual(self.unchanged(lambda: f('reschedule', 'nope', 'DELAY', 1, 'NOW', 1010)), 0)
+        for bad in ([], ['DELAY', 1, 'AT', 5], ['PRIORITY', 1001], ['DELAY', -1], ['SOON', 1]):
+            self.assertEqual(self.unchanged(lambda: f('reschedule', 'b', *bad, 'NOW', 1011)),
+                             Error('BADARG'), bad)
+
+    def test_v33_02_get_nobody_leaves_the_body_out(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x' * 1000, 'NOW', 1000), 1)
+        whole, bare = f('get', 'a', 'NOW', 1000), f('get', 'a', 'NOBODY', 'NOW', 1000)
+        at = whole.index(b'body') + 1
+        self.assertEqual(whole[at], b'x' * 1000)
+        self.assertEqual(bare[:at] + [b'x' * 1000] + bare[at + 1:], whole)
+
+
 class Source(unittest.TestCase):
     """What the library's source says of itself."""
 
@@ -1092,7 +1135,7 @@ PROBE = {
     'put': ['a', 'b'], 'restore': ['a', 'b', 'ready', 1000, 0], 'get': ['a'],
     'list': ['ready', 0, 10], 'stats': [], 'reserve': [1], 'pull': [1], 'ack': ['a', 1],
     'ackmany': [1, 'a', 1], 'release': ['a', 1], 'fail': ['a', 1, 'e'], 'touch': ['a', 1],
-    'progress': ['a', 1, 0], 'promoteall': [], 'purge': [1000],
+    'progress': ['a', 1, 0], 'promoteall': [], 'purge': [1000], 'reschedule': ['a'],
     'requeue': [], 'kickall': [], 'limit': [], 'resume': [], 'schedules': [],
     'tick': ['n', 1000, 2000], 'schedule': ['n', 'b'], 'pauseschedule': ['n'],
     'resumeschedule': ['n'],

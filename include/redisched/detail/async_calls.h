@@ -79,6 +79,16 @@ auto Client::get_async(std::string_view topic, std::string_view id, Token&& comp
       });
 }
 
+template <AnswerToken<std::optional<Job>> Token>
+auto Client::get_async(std::string_view topic, std::string_view id, bool with_body,
+                       Token&& completion) {
+  return detail::answer_to<std::optional<Job>>(
+      std::forward<Token>(completion),
+      [this, topic, id, with_body](Callback<std::optional<Job>> done) {
+        get_async(topic, id, with_body, std::move(done));
+      });
+}
+
 template <AnswerToken<bool> Token>
 auto Client::remove_async(std::string_view topic, std::string_view id, Token&& completion) {
   return detail::answer_to<bool>(
@@ -202,6 +212,15 @@ auto Client::list_async(std::string_view topic, JobState state, std::int64_t off
       [this, topic, state, offset, count, with_bodies](Callback<ListPage> done) {
         list_async(topic, state, offset, count, with_bodies, std::move(done));
       });
+}
+
+template <AnswerToken<Outcome> Token>
+auto Client::reschedule_async(std::string_view topic, std::string_view id,
+                              const RescheduleOptions& change, Token&& completion) {
+  return detail::answer_to<Outcome>(std::forward<Token>(completion),
+                                    [this, topic, id, change](Callback<Outcome> done) {
+                                      reschedule_async(topic, id, change, std::move(done));
+                                    });
 }
 
 template <AnswerToken<IdPage> Token>
