@@ -524,16 +524,6 @@ async function loadJobs() {
   }
 }
 
-// The job as a put of it again (mode replace), its options as they are.
-function specOf(j) {
-  const spec = { mode: 'replace', priority: j.priority, attempts: j.max_attempts,
-    backoff: { kind: j.backoff.kind, base_ms: j.backoff.base, cap_ms: j.backoff.cap } };
-  if (j.own_ttr) spec.ttr_ms = j.ttr;
-  if (j.keep) spec.keep_ms = j.keep;
-  if ('body_base64' in j) spec.body_base64 = j.body_base64; else spec.body = j.body;
-  return spec;
-}
-
 // A delayed job due now, in place: its attempts, history and log stay.
 async function runNow(j) {
   const r = await api('POST', topicPath('promote'), { ids: [j.id] });
@@ -852,11 +842,14 @@ document.addEventListener('DOMContentLoaded', () => {
     ev.preventDefault();
     const j = shownJob;
     if (!j) return;
-    const spec = { ...specOf(j), priority: Number($('job-priority').value) };
-    const due = $('job-due').value ? new Date($('job-due').value).getTime() : 0;
-    if (due > Date.now()) spec.due_at_ms = due;
+    // In place (library 33's reschedule): its attempts and history stay.
+    // The due time goes only when changed (the field holds whole seconds;
+    // one in the past is now).
+    const change = { priority: Number($('job-priority').value) };
+    const due = $('job-due').value;
+    if (due && due !== localInput(j.due)) change.due_at_ms = new Date(due).getTime();
     jobFormDirty = false;
-    jobAct(() => api('PUT', jobPath(j.id), spec), `saved ${j.id}`);
+    jobAct(() => api('POST', `${jobPath(j.id)}/reschedule`, change), `saved ${j.id}`);
   });
   $('put-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();

@@ -261,6 +261,31 @@ void add_job_commands(CLI::App& app, Action& selected) {
     selected = [f](Session& s) { return find(s, f->topic, f->prefix, f->limit); };
   });
 
+  struct Moved {
+    std::string topic, id;
+    std::optional<int> priority;
+    std::optional<std::int64_t> delay, at;
+  };
+  auto mv = std::make_shared<Moved>();
+  auto* resched = app.add_subcommand(
+      "reschedule", "a waiting job's priority or due time, in place (its attempts stay)");
+  resched->add_option("topic", mv->topic)->required();
+  resched->add_option("id", mv->id)->required();
+  resched->add_option("--priority", mv->priority, "0..1000, higher first")
+      ->check(CLI::Range(0, static_cast<int>(limits::kPrioMax)));
+  auto* delay_opt = resched->add_option("--delay", mv->delay, "due this many ms from now")
+                        ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  resched->add_option("--at", mv->at, "due at this time, Unix ms (a time past is now)")
+      ->check(CLI::Range(std::int64_t{0}, limits::kMsMax))
+      ->excludes(delay_opt);
+  resched->callback([mv, &selected] {
+    selected = [mv](Session& s) {
+      RescheduleOptions change{.priority = mv->priority, .due_at_ms = mv->at};
+      if (mv->delay) change.delay = Millis{*mv->delay};
+      return report(s.client().reschedule(mv->topic, mv->id, change), "rescheduled", mv->id, s);
+    };
+  });
+
   auto d = std::make_shared<Named>();
   auto* del = app.add_subcommand("delete", "delete jobs in any state");
   del->add_option("topic", d->topic)->required();

@@ -302,6 +302,29 @@ awaitable<Response> touch(ApiContext& ctx, Request& req, const Params& p) {
 
 // A handler's report: {"token", "progress" (any JSON value), "log" (an
 // array of strings)}, one of the two at least.
+// A waiting job's priority and/or due time, in place: {"priority",
+// "delay_ms" | "due_at_ms"}; 409 for a job that is not waiting.
+awaitable<Response> reschedule(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"priority", "delay_ms", "due_at_ms"});
+  RescheduleOptions change;
+  if (auto v = int_field(body, "priority", 0, limits::kPrioMax)) {
+    change.priority = static_cast<int>(*v);
+  }
+  if (auto v = int_field(body, "delay_ms", 0, limits::kDelayMax)) change.delay = Millis{*v};
+  change.due_at_ms = int_field(body, "due_at_ms", 0, limits::kMsMax);
+  if (change.delay && change.due_at_ms) bad_request("give \"delay_ms\" or \"due_at_ms\", not both");
+  if (!change.priority && !change.delay && !change.due_at_ms) {
+    bad_request("give \"priority\", \"delay_ms\" or \"due_at_ms\"");
+  }
+  const auto o = co_await ctx.client.reschedule_async(p.topic, p.id, change, asio::use_awaitable);
+  if (o == Outcome::wrong_state) {
+    refuse(Status::conflict, "wrong_state",
+           "job " + p.id + " is not waiting (it is reserved, dead or done)");
+  }
+  co_return outcome_response(req, o, p.id);
+}
+
 awaitable<Response> report(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
   only_fields(body, {"token", "progress", "log"});
@@ -825,6 +848,10 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/jobs/{id}/fail", {{verb::post, fail, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/touch",
        {{verb::post, touch, Role::consume}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/jobs/{id}/reschedule",
+       {{verb::post, reschedule, Role::produce}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/report",

@@ -94,7 +94,7 @@ constexpr std::size_t kReportsPerMessage = 20;
 asio::awaitable<json::array> reports(ApiContext& ctx, Reported& reported) {
   const auto now = reported.take(kReportsPerMessage);
   auto got = co_await await_each<std::optional<Job>>(now, [&](const auto& job) {
-    return ctx.client.get_async(job.first, job.second, asio::deferred);
+    return ctx.client.get_async(job.first, job.second, false, asio::deferred);  // (no body)
   });
   json::array out;
   for (std::size_t i = 0; i < now.size(); ++i) {

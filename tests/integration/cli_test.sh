@@ -81,6 +81,12 @@ expect "promote one" "promoted 1" "$(r promote pp later1)"
 expect "promote --all" "promoted 1" "$(r promote pp --all)"
 expect "promote needs ids or --all" "redisched: give ids or --all" "$(r promote pp 2>&1)"
 expect "purge none old enough" "deleted 0" "$(r purge pp --older-than 3600000)"
+# reschedule: a waiting job's priority and due time, in place.
+expect "reschedule" "rescheduled later1" "$(r reschedule pp later1 --priority 7 --delay 600000)"
+expect "rescheduled priority" "7" "$(r --json get pp later1 | sed 's/.*"priority":\([0-9]*\).*/\1/')"
+expect "reschedule needs a change" "1" "$(r reschedule pp later1 >/dev/null 2>&1; echo $?)"
+expect "reschedule --delay and --at" "1" "$(r reschedule pp later1 --delay 1 --at 1 >/dev/null 2>&1; echo $?)"
+expect "reschedule no job" "redisched: nope: not found" "$(r reschedule pp nope --priority 1 2>&1)"
 # find: the ids that start with a prefix, one a line.
 expect "find by prefix" "later1 later2" "$(r find pp later | sort | tr '\n' ' ' | sed 's/ $//')"
 expect "find --limit" "1" "$(r find pp later --limit 1 | wc -l)"

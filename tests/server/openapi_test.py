@@ -155,6 +155,11 @@ class Answers(unittest.TestCase):
         self.assertEqual(found, {"ids": ["a/b c"], "cursor": None})
         self.assertEqual(self.call("GET", f"{t}/ids?cursor=nonsense")[0], 400)
         self.assertEqual(self.call("GET", f"{t}/ids?count=0")[0], 400)
+        self.assertEqual(self.call("POST", f"{t}/jobs/a%2Fb%20c/reschedule", {"priority": 9, "delay_ms": 60000})[1],
+                         {"ok": True})
+        self.assertEqual(self.call("GET", f"{t}/jobs/a%2Fb%20c")[1]["state"], "delayed")
+        self.assertEqual(self.call("POST", f"{t}/jobs/nope/reschedule", {"priority": 1})[0], 404)
+        self.assertEqual(self.call("POST", f"{t}/jobs/a%2Fb%20c/reschedule", {})[0], 400)
         self.assertEqual(self.call("DELETE", f"{t}/jobs/a")[0], 200)
         self.assertEqual(self.call("DELETE", f"{t}/jobs/a")[0], 404)
         self.assertEqual(self.call("GET", f"{t}/jobs/a", token=False)[0], 401)

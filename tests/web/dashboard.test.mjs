@@ -178,7 +178,10 @@ try {
     await page.fill('#job-priority', '9');
     await page.click('#job-change button[type=submit]');
     await page.waitForSelector('#job-message:has-text("saved order_9")');
-    assert.equal((await serve.api('GET', '/v1/topics/orders/jobs/order_9')).json.priority, 9);
+    const changed = (await serve.api('GET', '/v1/topics/orders/jobs/order_9')).json;
+    assert.equal(changed.priority, 9);
+    assert.equal(changed.attempts, 2, 'in place: its attempts stay');
+    assert.equal(changed.history.length, 2, 'and its history');
     await page.waitForSelector('#job-fields dd[data-field="Priority"]:has-text("9")');
     // A binary body, reached by its deep link: hex, with its size.
     await serve.api('PUT', '/v1/topics/orders/jobs/blob_1', { body_base64: 'AAEC/w==', delay_ms: 600000 });
