@@ -8,6 +8,7 @@
 #include "core/client_access.h"
 #include "core/client_impl.h"
 #include "core/keys.h"
+#include "core/text.h"
 #include "redisched/limits.h"
 
 namespace redisched {
