@@ -653,29 +653,33 @@ void Client::find_ids_async(std::string_view topic, std::string_view prefix,
     throw Error(Errc::invalid_argument, "count must be 1.." + std::to_string(limits::kBatchMax) +
                                             ", got " + std::to_string(count));
   }
-  auto scan = std::make_shared<IdScan>();
-  std::tie(scan->shard, scan->cursor) = parse_id_cursor(cursor);
-  scan->count = static_cast<std::size_t>(count);
+  const auto [shard, at] = parse_id_cursor(cursor);
+  // (The scan is made in the body: held by it, the scan would hold its own
+  // callback, which holds the body.)
   impl_->with_layout<IdPage>(
       topic, std::move(done),
-      [impl = impl_.get(), scan, pattern = prefix_pattern(prefix)](const core::LayoutPtr& l,
-                                                                   Callback<IdPage> then) {
+      [impl = impl_.get(), shard = shard, at = at, count = static_cast<std::size_t>(count),
+       pattern = prefix_pattern(prefix)](const core::LayoutPtr& l, Callback<IdPage> then) {
         const std::vector<std::string> where =
             l->spread() ? l->shards : std::vector<std::string>{l->topic};
-        if (scan->shard >= where.size()) {
+        if (shard >= where.size()) {
           return then(Error(Errc::invalid_argument, "the cursor names a shard the topic lacks"));
         }
+        auto scan = std::make_shared<IdScan>();
+        scan->shard = shard;
+        scan->cursor = at;
+        scan->count = count;
         scan->shards = where.size();
         scan->done = std::move(then);
-        scan->scan_page = [impl, where, pattern, count = scan->count](
-                              std::size_t shard, std::string_view at, Callback<Reply> cb) {
+        scan->scan_page = [impl, where, pattern, count](std::size_t i, std::string_view from,
+                                                        Callback<Reply> cb) {
           core::Command cmd;
           std::string key;
-          core::append_topic_key(key, impl->opts.prefix, where[shard], core::kKeyNames[0]);
-          cmd.add("HSCAN").add_owned(std::move(key)).add(at).add("MATCH").add(pattern);
+          core::append_topic_key(key, impl->opts.prefix, where[i], core::kKeyNames[0]);
+          cmd.add("HSCAN").add_owned(std::move(key)).add(from).add("MATCH").add(pattern);
           cmd.add("COUNT").add_owned(std::to_string(std::max<std::size_t>(count, 100)));
           impl->call<Reply>(
-              where[shard], cmd, [](const Reply& r) { return r; }, std::move(cb));
+              where[i], cmd, [](const Reply& r) { return r; }, std::move(cb));
         };
         scan->next();
       });
