@@ -330,8 +330,10 @@ export class Topic {
   // started, ended, worker, error, error_cut}], oldest first; its log
   // (library version 31): [{at, attempt, line, cut}], oldest first, beside
   // progress (JSON text), progress_attempt, progress_at and log_total.
-  async get(id) {
-    const reply = await this.routed(async () => (await this.at(id)).call('get', id));
+  // { body: false }: its body empty (NOBODY, library version 33).
+  async get(id, { body = true } = {}) {
+    const args = body ? [id] : [id, 'NOBODY'];
+    const reply = await this.routed(async () => (await this.at(id)).call('get', ...args));
     if (reply === null) return null;
     const job = fields(reply, 'body');
     if (job.history) job.history = job.history.map((e) => fields(e));
@@ -372,6 +374,17 @@ export class Topic {
       jobs: jobs.map(([id, body, token, attempt, maxAttempts, priority, created, due, deadline]) =>
         ({ id: id.toString(), body, token, attempt, maxAttempts, priority, created, due, deadline })),
     };
+  }
+
+  // A waiting job's priority and/or due time (delayMs from now, or atMs),
+  // changed in place: its attempts and history stay (library version 33).
+  // 1, 0 (no such job) or -2 (reserved, dead or done).
+  reschedule(id, { priority, delayMs, atMs } = {}) {
+    const args = [id];
+    for (const [word, value] of [['PRIORITY', priority], ['DELAY', delayMs], ['AT', atMs]]) {
+      if (value !== undefined) args.push(word, value);
+    }
+    return this.routed(async () => (await this.at(id)).change('reschedule', ...args));
   }
 
   async ack(job) { return (await this.at(job.id)).change('ack', job.id, job.token); }
@@ -465,7 +478,8 @@ class Registration {
 // connection lost (a failover), it subscribes again, then reserves: the
 // signals sent meanwhile are lost, not their jobs. It keeps an entry in
 // the worker registry (workers()) while it runs, and names its reserves
-// with the entry's id (the jobs' history shows it).
+// with the entry's id (the jobs' history shows it). The handler may report
+// its job's progress and log lines with topic.report(job, ...) while it runs.
 export async function work(topic, handler, { signal, batch = 10, ttrMs = 30000 } = {}) {
   let entry = null;
   const sub = topic.redis.duplicate({ autoResubscribe: false }); // this loop subscribes

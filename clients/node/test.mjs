@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import Redis from 'ioredis';
-import { Topic, loadLibrary, work, workers, VERSION, BEAT_MS, NotReplicated, OK, EXISTS, NOT_FOUND } from './redisched.mjs';
+import { Topic, loadLibrary, work, workers, VERSION, BEAT_MS, NotReplicated, OK, EXISTS, NOT_FOUND, WRONG_STATE } from './redisched.mjs';
 
 const [lua, cli] = process.argv.slice(2);
 const dir = mkdtempSync(join(tmpdir(), 'redisched-node-'));
@@ -81,6 +81,12 @@ try {
     assert.equal(await t.release(r.jobs[0], 60000), OK);
     const s = await t.stats();
     assert.deepEqual([s.dead, s.delayed, s.ready], [1, 1, 0]);
+    // In place (library version 33): a waiting job's priority and due time.
+    assert.equal(await t.reschedule('high', { priority: 3, atMs: 1 }), OK);
+    const high = await t.get('high', { body: false });
+    assert.deepEqual([high.state, high.priority, high.body.length], ['ready', 3, 0]);
+    assert.equal(await t.reschedule('low', { priority: 1 }), WRONG_STATE);
+    assert.equal(await t.reschedule('nope', { delayMs: 1 }), NOT_FOUND);
   });
 
   await test('the CLI reads what Node put, and the other way', async () => {

@@ -335,14 +335,16 @@ class Topic:
             args.append("REPLACE")
         return self._routed(lambda: self._at(job_id)._call("put", *args, changes_job=True))
 
-    def get(self, job_id):
+    def get(self, job_id, body=True):
         """The job's fields as a dict (state, body, ...), or None. Its
         "history" (library version 30), when it has one, is a list of dicts
         (attempt, outcome, started, ended, worker, error, error_cut), oldest
         first; its "log" (library version 31) a list of dicts (at, attempt,
         line, cut), oldest first, beside "progress" (JSON text),
-        "progress_attempt", "progress_at" and "log_total"."""
-        reply = self._routed(lambda: self._at(job_id)._call("get", job_id))
+        "progress_attempt", "progress_at" and "log_total". body=False: its
+        "body" empty (NOBODY, library version 33)."""
+        args = [job_id] if body else [job_id, "NOBODY"]
+        reply = self._routed(lambda: self._at(job_id)._call("get", *args))
         if reply is None:
             return None
         job = {_text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
@@ -351,6 +353,16 @@ class Topic:
                 job[name] = [{_text(e[i]): e[i + 1] for i in range(0, len(e), 2)}
                              for e in job[name]]
         return job
+
+    def reschedule(self, job_id, priority=None, delay_ms=None, at_ms=None):
+        """A waiting job's priority and/or due time (delay_ms from now, or
+        at_ms), changed in place: its attempts and history stay (library
+        version 33). 1, 0 (no such job) or -2 (reserved, dead or done)."""
+        args = [job_id]
+        for word, value in (("PRIORITY", priority), ("DELAY", delay_ms), ("AT", at_ms)):
+            if value is not None:
+                args += [word, value]
+        return self._routed(lambda: self._at(job_id)._call("reschedule", *args, changes_job=True))
 
     def reserve(self, count=1, ttr_ms=None, worker=None):
         """worker: who reserves (1..128 bytes without control characters),
@@ -544,7 +556,8 @@ def work(topic, handler, stop=lambda: False, batch=10, ttr_ms=30000):
     again (the signals sent meanwhile are lost; the reserve that follows
     finds their jobs). It keeps an entry in the worker registry (workers())
     while it runs, and names its reserves with the entry's id (the jobs'
-    history shows it)."""
+    history shows it). The handler may report its job's progress and log
+    lines with topic.report(job, ...) while it runs."""
     sub = None
     entry = _Registration(topic)
     try:

@@ -134,6 +134,12 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual(t.release(r.jobs[0], delay_ms=60000), redisched.OK)
         s = t.stats()
         self.assertEqual((s["dead"], s["delayed"], s["ready"]), (1, 1, 0))
+        # In place (library version 33): a waiting job's priority and due time.
+        self.assertEqual(t.reschedule("high", priority=3, at_ms=1), redisched.OK)
+        high = t.get("high", body=False)
+        self.assertEqual((high["state"], high["priority"], high["body"]), (b"ready", 3, b""))
+        self.assertEqual(t.reschedule("low", priority=1), redisched.WRONG_STATE)
+        self.assertEqual(t.reschedule("nope", delay_ms=1), redisched.NOT_FOUND)
 
     def test_the_cli_reads_what_python_put_and_the_other_way(self):
         t = self.topic("shared")
