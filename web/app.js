@@ -11,6 +11,9 @@ const state = {
   history: new Map(),  // topic -> [{put, acked, failed}] per snapshot, last 300
   filter: '',
   topicsPage: 0,
+  // The overview's page (GET /v1/topics?count=&contains=&after=): its
+  // topics' names, how many match the filter, and where each page starts.
+  overview: { names: [], total: 0, next: null, starts: [''] },
   topic: null,
   jobState: 'ready',
   jobId: null,         // the job page's
@@ -102,11 +105,19 @@ function connect(topic = '') {
   source.onerror = () => {
     setStatus('reconnecting…');
     // A refused token shows as an error too: ask the API which it is.
-    fetch('/v1/topics', { headers: state.token ? { Authorization: `Bearer ${state.token}` } : {} })
+    fetch('/v1/topics?count=1', { headers: state.token ? { Authorization: `Bearer ${state.token}` } : {} })
       .then((r) => { if (r.status === 401) { source.close(); showLogin(state.token ? 'The token was refused.' : ''); } })
       .catch(() => {});
   };
   source.onmessage = (m) => onSnapshot(JSON.parse(m.data));
+}
+
+// No feed: a page that reads what it shows on its own.
+function disconnect() {
+  if (state.source) state.source.close();
+  state.source = null;
+  state.following = null;
+  setStatus('');
 }
 
 function onSnapshot(snap) {
@@ -173,19 +184,57 @@ function route() {
     connect();
     show('send');
   } else if (hash === '#/workers') {
-    connect();
+    disconnect();  // (its page reads GET /v1/workers every 5 s: no feed)
     show('workers');
     loadWorkers();
   } else if (hash === '#/redis') {
-    connect();
+    disconnect();
     show('redis');
     loadRedis();
   } else {
     state.topic = null;
-    connect();
     show('overview');
+    loadOverview();
   }
   render(true);
+}
+
+// The overview follows one page of topics: their names and the count of
+// those that match come from GET /v1/topics (a SCAN of the names, the
+// counts of the page's topics only), their counts live from the feed of
+// those topics alone, so a server with 100,000 topics reads 50 of them a
+// second for it, not all. Read again every 5 s, for topics new or gone.
+let overviewTimer = null;
+let overviewAsked = 0;
+async function loadOverview() {
+  clearTimeout(overviewTimer);
+  if ($('overview').hidden) return;
+  const asked = ++overviewAsked;
+  const o = state.overview;
+  const q = new URLSearchParams({ count: String(PAGE), after: o.starts[state.topicsPage] || '' });
+  if (state.filter) q.set('contains', state.filter);
+  try {
+    const r = await api('GET', `/v1/topics?${q}`);
+    if (asked !== overviewAsked) return;
+    if (!r.topics.length && state.topicsPage > 0) {  // (its page is gone: the first)
+      state.topicsPage = 0;
+      o.starts = [''];
+      return loadOverview();
+    }
+    o.names = r.topics.map((t) => t.topic);
+    o.total = r.total;
+    o.next = r.next;
+    if (o.names.length) connect(o.names.join(','));
+    else disconnect();
+    // (until the feed's first message: the rows as the page read them)
+    for (const t of r.topics) if (!state.rows.has(t.topic)) state.rows.set(t.topic, t);
+    state.loaded = true;
+    $('filter-error').textContent = '';
+  } catch (e) {
+    if (asked === overviewAsked) $('filter-error').textContent = e.message;
+  }
+  renderOverview();
+  overviewTimer = setTimeout(loadOverview, 5000);
 }
 
 function show(id) {
@@ -242,11 +291,10 @@ function sparkline(topic) {
 }
 
 function renderOverview() {
-  const f = state.filter.toLowerCase();
-  const list = state.topics.filter((t) => t.topic.toLowerCase().includes(f));
-  const pages = Math.max(1, Math.ceil(list.length / PAGE));
-  state.topicsPage = Math.min(state.topicsPage, pages - 1);
-  const rows = list.slice(state.topicsPage * PAGE, (state.topicsPage + 1) * PAGE).map((t) =>
+  const o = state.overview;
+  const pages = Math.max(1, Math.ceil(o.total / PAGE));
+  const list = o.names.map((n) => state.rows.get(n)).filter(Boolean);
+  const rows = list.map((t) =>
     el('tr', { 'data-topic': t.topic },
       el('td', {}, el('a', { href: `#/topic/${encodeURIComponent(t.topic)}` }, t.topic)),
       el('td', { class: 'n' }, t.delayed), el('td', { class: 'n' }, t.ready),
@@ -256,8 +304,15 @@ function renderOverview() {
         limited(t) ? el('span', { class: 'tag limited', title: describeLimits(t.limits) }, 'limited') : '',
         t.shards > 0 ? el('span', { class: 'tag shards', title: `spread over ${t.shards} shards (one Redis Cluster slot each)` }, `${t.shards} shards`) : '')));
   $('topics').tBodies[0].replaceChildren(...rows);
-  $('topics-empty').hidden = state.topics.length > 0 || !state.loaded;
-  pager($('topics-pager'), state.topicsPage, pages, list.length, 'topics', (p) => { state.topicsPage = p; renderOverview(); });
+  $('topics-empty').hidden = o.total > 0 || state.filter !== '' || !state.loaded;
+  pager($('topics-pager'), state.topicsPage, pages, o.total, 'topics', (p) => {
+    if (p > state.topicsPage) {
+      if (!o.next) return;
+      o.starts[p] = o.next;
+    }
+    state.topicsPage = p;
+    loadOverview();
+  });
 }
 
 function pager(box, page, pages, total, what, go) {
@@ -767,12 +822,17 @@ document.addEventListener('DOMContentLoaded', () => {
     ev.preventDefault();
     state.token = $('token').value;
     sessionStorage.setItem('redisched-token', state.token);
-    fetch('/v1/topics', { headers: { Authorization: `Bearer ${state.token}` } }).then((r) => {
+    fetch('/v1/topics?count=1', { headers: { Authorization: `Bearer ${state.token}` } }).then((r) => {
       if (r.status === 401) { $('login-error').textContent = 'The token was refused.'; return; }
       route();  // (which opens the feed)
     });
   });
-  $('filter').addEventListener('input', (ev) => { state.filter = ev.target.value; state.topicsPage = 0; renderOverview(); });
+  $('filter').addEventListener('input', (ev) => {
+    state.filter = ev.target.value;
+    state.topicsPage = 0;
+    state.overview.starts = [''];
+    loadOverview();
+  });
   $('pause').addEventListener('click', () => act(() => api('POST', topicPath(current().paused ? 'resume' : 'pause')), current().paused ? 'resumed' : 'paused'));
   $('kick-all').addEventListener('click', () => {
     if (confirm(`Retry every dead job of ${state.topic} (up to 1000 at a time)?`)) {
@@ -873,7 +933,7 @@ document.addEventListener('DOMContentLoaded', () => {
     }
   });
   window.addEventListener('hashchange', route);
-  fetch('/v1/topics', { headers: state.token ? { Authorization: `Bearer ${state.token}` } : {} }).then((r) => {
+  fetch('/v1/topics?count=1', { headers: state.token ? { Authorization: `Bearer ${state.token}` } : {} }).then((r) => {
     if (r.status === 401) { showLogin(''); return; }
     route();  // (which opens the feed)
   });

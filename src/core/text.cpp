@@ -53,4 +53,11 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+std::string ascii_lower(std::string s) {
+  for (auto& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
 }  // namespace redisched::core

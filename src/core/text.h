@@ -15,4 +15,7 @@ bool valid_utf8(std::string_view s);
 // for text that must go into JSON (error messages echo what they refuse).
 std::string printable(std::string_view s);
 
+// s with A-Z as a-z (host names, the dashboard's filter of topic names).
+std::string ascii_lower(std::string s);
+
 }  // namespace redisched::core

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <boost/json/serialize.hpp>
+#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "core/checks.h"
 #include "core/shards.h"
+#include "core/text.h"
 #include "redisched/limits.h"
 #include "redisched/version.h"
 #include "server/async_util.h"
@@ -364,11 +366,11 @@ std::string topic_query(const Params& p, const std::string& name) {
 }
 
 // GET /v1/topics: every topic with its counts (the census's reading). With
-// count, prefix or after: a page of them in name order, the names read
-// (SCAN) and the counts of the page's topics only; "next" is the after of
-// the next page (null: none).
+// count, prefix, contains or after: a page of them in name order, the
+// names read (SCAN) and the counts of the page's topics only; "next" is the
+// after of the next page (null: none), "total" how many names match.
 awaitable<Response> list_topics(ApiContext& ctx, Request& req, const Params& p) {
-  if (!p.find("count") && !p.find("prefix") && !p.find("after")) {
+  if (!p.find("count") && !p.find("prefix") && !p.find("after") && !p.find("contains")) {
     const auto reading = co_await ctx.census.after(std::chrono::steady_clock::now());
     json::array out;
     for (const auto& [topic, st] : reading->topics) out.push_back(topic_row(topic, st));
@@ -376,17 +378,19 @@ awaitable<Response> list_topics(ApiContext& ctx, Request& req, const Params& p) 
   }
   const auto count = static_cast<std::size_t>(query_int(p, "count", 100, 1, limits::kBatchMax));
   const std::string prefix = topic_query(p, "prefix");
+  // contains: a part of the name, in any case (the dashboard's filter).
+  const std::string contains = core::ascii_lower(topic_query(p, "contains"));
   // after is only compared: any name next gave (one put by hand included).
   const std::string after = p.find("after") ? *p.find("after") : std::string();
   if (after.size() > 256) bad_request("query parameter after is longer than 256 bytes");
-  const auto names = co_await ctx.client.topics_async(asio::use_awaitable);  // sorted
-  auto it = std::lower_bound(names.begin(), names.end(), std::max(prefix, after));
-  if (it != names.end() && !after.empty() && *it == after) ++it;
+  auto names = co_await ctx.client.topics_async(asio::use_awaitable);  // sorted
+  std::erase_if(names, [&](const std::string& n) {
+    return !n.starts_with(prefix) || core::ascii_lower(n).find(contains) == std::string::npos;
+  });
+  auto it = std::upper_bound(names.begin(), names.end(), after);
   std::vector<std::string> page;
-  for (; it != names.end() && it->starts_with(prefix) && page.size() < count; ++it) {
-    page.push_back(*it);
-  }
-  const bool more = it != names.end() && it->starts_with(prefix);
+  for (; it != names.end() && page.size() < count; ++it) page.push_back(*it);
+  const bool more = it != names.end();
   auto stats = co_await await_each<TopicStats>(
       page, [&](const std::string& t) { return ctx.client.stats_async(t, asio::deferred); });
   json::array out;
@@ -399,7 +403,9 @@ awaitable<Response> list_topics(ApiContext& ctx, Request& req, const Params& p) 
   }
   json::value next = nullptr;
   if (more && !page.empty()) next = page.back();
-  co_return ok_json(req, json::object{{"topics", std::move(out)}, {"next", std::move(next)}});
+  co_return ok_json(
+      req,
+      json::object{{"topics", std::move(out)}, {"next", std::move(next)}, {"total", names.size()}});
 }
 
 awaitable<Response> list_workers(ApiContext& ctx, Request& req, const Params&) {
@@ -813,7 +819,7 @@ const std::vector<std::string_view> kNoQuery{};
 const std::vector<std::string_view> kListQuery{"state", "offset", "count"};
 const std::vector<std::string_view> kEventsQuery{"token", "topics"};
 const std::vector<std::string_view> kJobQuery{"wait_ms"};
-const std::vector<std::string_view> kTopicsQuery{"count", "prefix", "after"};
+const std::vector<std::string_view> kTopicsQuery{"count", "prefix", "contains", "after"};
 const std::vector<std::string_view> kIdsQuery{"prefix", "cursor", "count"};
 
 const std::vector<Route>& table() {

@@ -16,6 +16,7 @@
 #include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
+#include "core/text.h"
 #include "redisched/asio.h"
 #include "redisched/runtime.h"
 #include "server/api.h"
@@ -152,21 +153,12 @@ Pusher::Pusher(Client& client, Metrics& metrics, const std::string& ca_file)
   tls_->set_verify_mode(asio::ssl::verify_peer);
 }
 
-namespace {
-
-std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
-
-}  // namespace
-
 void Pusher::allow(const std::vector<std::string>& destinations) {
   for (const auto& d : destinations) {
     // HOST[:PORT]: a name, an IPv4 address, or an IPv6 one in brackets.
     Destination dest;
     const auto host_end = d.starts_with("[") ? d.find(']') + 1 : d.rfind(':');
-    dest.host = lower(d.substr(0, host_end));
+    dest.host = core::ascii_lower(d.substr(0, host_end));
     if (host_end < d.size()) {
       if (d[host_end] != ':') dest.host.clear();  // "[v6]junk": refused below
       dest.port = d.substr(host_end + 1);
@@ -188,7 +180,7 @@ void Pusher::allow(const std::vector<std::string>& destinations) {
 std::optional<std::string> Pusher::refusal(const std::string& url) const {
   const Target t = parse_target_url(url);
   if (allowed_.empty()) return std::nullopt;
-  const std::string host = lower(t.host);
+  const std::string host = core::ascii_lower(t.host);
   for (const auto& d : allowed_) {
     const bool host_ok =
         d.host.starts_with("*.") ? host.ends_with(d.host.substr(1)) : host == d.host;

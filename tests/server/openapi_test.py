@@ -226,7 +226,9 @@ class Answers(unittest.TestCase):
         redis = self.call("GET", "/v1/redis")[1]
         self.assertEqual((redis["mode"], len(redis["nodes"])), ("single", 1))
         page = self.call("GET", "/v1/topics?prefix=op&count=1")[1]
-        self.assertEqual(([x["topic"] for x in page["topics"]], page["next"]), (["ops"], None))
+        self.assertEqual(([x["topic"] for x in page["topics"]], page["next"], page["total"]),
+                         (["ops"], None, 1))
+        self.assertEqual(self.call("GET", "/v1/topics?contains=PS&count=5")[1]["total"], 1)
         self.assertEqual(self.call("GET", "/v1/topics?count=0")[0], 400)
         self.assertEqual(self.call("PUT", f"{t}/jobs/deb", {"body": "a", "delay_ms": 60000,
                                                              "mode": "debounce"})[0], 201)

@@ -8,6 +8,7 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -234,10 +235,24 @@ TEST_F(ServerTest, TopicsComeInPagesByNameWithAPrefix) {
   EXPECT_EQ(page("prefix=" + base + "-").first.size(), 5u);
   EXPECT_EQ(page("prefix=" + base + "x").first, std::vector<std::string>{base + "x"});
   EXPECT_EQ(page("prefix=" + base + "-zz").first, std::vector<std::string>{});
+  // contains, in any case, with how many match (the dashboard's overview).
+  const std::string upper_base = [&] {
+    std::string u = base;
+    for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return u;
+  }();
+  EXPECT_EQ(page("contains=" + upper_base + "-&count=2"),
+            (std::pair{std::vector<std::string>{base + "-a", base + "-b"}, base + "-b"}));
+  auto total = [&](const std::string& query) {
+    return parse(call("GET", "/v1/topics?" + query).body).at("total").as_int64();
+  };
+  EXPECT_EQ(total("contains=" + base + "&count=1"), 6);
+  EXPECT_EQ(total("prefix=" + base + "-&contains=D"), 1);
   // Bad queries: a clear 400.
   const std::string long_after = "after=" + std::string(257, 'a');
-  for (const std::string bad : {"count=0", "count=1001", "count=x", "prefix=a/b",
-                                "prefix=a&prefix=b", "cursor=1", long_after.c_str()}) {
+  for (const std::string bad :
+       {"count=0", "count=1001", "count=x", "prefix=a/b", "prefix=a&prefix=b", "cursor=1",
+        "contains=a%20b", long_after.c_str()}) {
     auto r = call("GET", "/v1/topics?" + bad);
     EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
   }

@@ -345,10 +345,19 @@ try {
 
   await test('overview lists every topic, filters, and pauses', async () => {
     for (let i = 0; i < 60; i++) await serve.api('PUT', `/v1/topics/bulk-${String(i).padStart(2, '0')}/jobs/j`, { body: 'x' });
+    // The overview follows its page's topics alone (GET /v1/topics pages
+    // their names): its feed names them, so no reading of every topic.
+    const feeds = [];
+    const seeFeed = (r) => { if (r.url().includes('/v1/events')) feeds.push(new URL(r.url())); };
+    page.on('request', seeFeed);
     await page.goto(`${serve.base}/#/`);
     // Sorted by name, 50 a page: billing and the bulk ones first, emails on page 2.
     await page.waitForSelector('#topics-pager:has-text("page 1 of 2")');
     await page.waitForSelector('#topics tr[data-topic="billing"]');
+    const followed = (feeds.at(-1)?.searchParams.get('topics') || '').split(',');
+    assert.equal(followed.length, 50, 'the feed follows the page\'s 50 topics');
+    assert.ok(followed.includes('billing') && !followed.includes('emails'), followed.join());
+    page.off('request', seeFeed);
     await page.click('#topics-pager button:has-text("Next")');
     await page.waitForSelector('#topics tr[data-topic="emails"]');
     await page.click('#topics-pager button:has-text("Previous")');
