@@ -619,9 +619,10 @@ struct IdScan : std::enable_shared_from_this<IdScan> {
 std::pair<std::size_t, std::string> parse_id_cursor(std::string_view cursor) {
   if (cursor.empty()) return {0, "0"};
   const auto colon = cursor.find(':');
-  const auto digits = [](std::string_view d) {
-    return !d.empty() && d.size() <= 20 &&
-           std::all_of(d.begin(), d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const auto digits = [](std::string_view d) {  // (a number that fits 64 bits)
+    std::uint64_t n = 0;
+    const auto [end, ec] = std::from_chars(d.data(), d.data() + d.size(), n);
+    return !d.empty() && ec == std::errc() && end == d.data() + d.size();
   };
   if (colon == std::string_view::npos || colon > 3 || !digits(cursor.substr(0, colon)) ||
       !digits(cursor.substr(colon + 1))) {
@@ -656,33 +657,41 @@ void Client::find_ids_async(std::string_view topic, std::string_view prefix,
   const auto [shard, at] = parse_id_cursor(cursor);
   // (The scan is made in the body: held by it, the scan would hold its own
   // callback, which holds the body.)
-  impl_->with_layout<IdPage>(
-      topic, std::move(done),
-      [impl = impl_.get(), shard = shard, at = at, count = static_cast<std::size_t>(count),
-       pattern = prefix_pattern(prefix)](const core::LayoutPtr& l, Callback<IdPage> then) {
-        const std::vector<std::string> where =
-            l->spread() ? l->shards : std::vector<std::string>{l->topic};
-        if (shard >= where.size()) {
-          return then(Error(Errc::invalid_argument, "the cursor names a shard the topic lacks"));
-        }
-        auto scan = std::make_shared<IdScan>();
-        scan->shard = shard;
-        scan->cursor = at;
-        scan->count = count;
-        scan->shards = where.size();
-        scan->done = std::move(then);
-        scan->scan_page = [impl, where, pattern, count](std::size_t i, std::string_view from,
-                                                        Callback<Reply> cb) {
-          core::Command cmd;
-          std::string key;
-          core::append_topic_key(key, impl->opts.prefix, where[i], core::kKeyNames[0]);
-          cmd.add("HSCAN").add_owned(std::move(key)).add(from).add("MATCH").add(pattern);
-          cmd.add("COUNT").add_owned(std::to_string(std::max<std::size_t>(count, 100)));
-          impl->call<Reply>(
-              where[i], cmd, [](const Reply& r) { return r; }, std::move(cb));
-        };
-        scan->next();
-      });
+  auto scan_in = [impl = impl_.get(), shard = shard, at = at,
+                  count = static_cast<std::size_t>(count), pattern = prefix_pattern(prefix)](
+                     const core::LayoutPtr& l, Callback<IdPage> then) {
+    const std::vector<std::string> where =
+        l->spread() ? l->shards : std::vector<std::string>{l->topic};
+    if (shard >= where.size()) {
+      return then(Error(Errc::invalid_argument, "the cursor names a shard the topic lacks"));
+    }
+    auto scan = std::make_shared<IdScan>();
+    scan->shard = shard;
+    scan->cursor = at;
+    scan->count = count;
+    scan->shards = where.size();
+    scan->done = std::move(then);
+    scan->scan_page = [impl, where, pattern, count](std::size_t i, std::string_view from,
+                                                    Callback<Reply> cb) {
+      core::Command cmd;
+      std::string key;
+      core::append_topic_key(key, impl->opts.prefix, where[i], core::kKeyNames[0]);
+      cmd.add("HSCAN").add_owned(std::move(key)).add(from).add("MATCH").add(pattern);
+      cmd.add("COUNT").add_owned(std::to_string(std::max<std::size_t>(count, 100)));
+      impl->call<Reply>(
+          where[i], cmd, [](const Reply& r) { return r; }, std::move(cb));
+    };
+    scan->next();
+  };
+  if (!cursor.empty()) return impl_->with_layout<IdPage>(topic, std::move(done), scan_in);
+  // The first page reads the topic's shards afresh: HSCAN, unlike the
+  // library's calls, cannot say SHARDED when the topic was spread (or
+  // spread again) since this client cached its layout.
+  impl_->read_layout(std::string(topic),
+                     [scan_in, done = std::move(done)](Result<core::LayoutPtr> l) mutable {
+                       if (!l.ok()) return done(l.error());
+                       scan_in(l.value(), std::move(done));
+                     });
 } catch (const Error& e) {
   impl_->refuse(done, e);
 }

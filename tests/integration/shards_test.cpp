@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <future>
 #include <set>
 
 #include "redisched/client.h"
@@ -173,6 +174,27 @@ TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
                          "spread over shards");
   EXPECT_REDISCHED_ERROR(client_.set_shards(topic_ + "~x", 2), Errc::invalid_argument, "topic");
   EXPECT_REDISCHED_ERROR(client_.set_shards(topic_, 0), Errc::invalid_argument, "from 1 to 256");
+}
+
+// HSCAN cannot answer SHARDED: find_ids' first page reads the shards afresh.
+// (A layout is cached on the Client's own thread: the calls start there,
+// each from an answer's callback.)
+TEST_F(ShardsTest, FindIdsFollowsATopicSpreadSinceItsLayoutWasRead) {
+  Client late{test::client_options()};
+  std::promise<void> seen;
+  late.now_ms_async([&](Result<std::int64_t>) {
+    late.stats_async(topic_, [&](Result<TopicStats>) { seen.set_value(); });  // unspread
+  });
+  seen.get_future().get();
+  client_.set_shards(topic_, 3);
+  for (int i = 0; i < 30; ++i) client_.put(topic_, job("f" + std::to_string(i)));
+  std::promise<Result<IdPage>> got;
+  late.now_ms_async([&](Result<std::int64_t>) {
+    late.find_ids_async(topic_, "f", "", 1000, [&](Result<IdPage> r) { got.set_value(r); });
+  });
+  auto page = got.get_future().get();
+  ASSERT_TRUE(page.ok()) << page.error().what();
+  EXPECT_EQ(page.value().ids.size(), 30u) << "every shard's, not the topic's own (empty) hash";
 }
 
 TEST_F(ShardsTest, TheShardsChangeOnlyWhileEmptyAndLateClientsFollow) {
