@@ -215,7 +215,8 @@ async function loadOverview() {
   if (state.filter) q.set('contains', state.filter);
   try {
     const r = await api('GET', `/v1/topics?${q}`);
-    if (asked !== overviewAsked) return;
+    // (an answer for a view left meanwhile must not take its feed over)
+    if (asked !== overviewAsked || $('overview').hidden) return;
     if (!r.topics.length && state.topicsPage > 0) {  // (its page is gone: the first)
       state.topicsPage = 0;
       o.starts = [''];
@@ -231,7 +232,8 @@ async function loadOverview() {
     state.loaded = true;
     $('filter-error').textContent = '';
   } catch (e) {
-    if (asked === overviewAsked) $('filter-error').textContent = e.message;
+    if (asked !== overviewAsked || $('overview').hidden) return;
+    $('filter-error').textContent = e.message;
   }
   renderOverview();
   overviewTimer = setTimeout(loadOverview, 5000);
@@ -529,6 +531,7 @@ async function findJobs(prefix, more) {
   }
   const asked = found.asked;
   $('found').hidden = false;
+  $('found-more').disabled = true;  // (one scan at a time)
   $('found-status').textContent = `looking for ids that start with "${prefix}"…`;
   let shown = 0;
   try {
@@ -550,7 +553,10 @@ async function findJobs(prefix, more) {
       if (!found.cursor) break;
     }
   } catch (e) {
-    if (asked === found.asked) $('found-status').textContent = e.message;
+    if (asked === found.asked) {
+      $('found-status').textContent = e.message;
+      $('found-more').hidden = true;
+    }
     return;
   }
   const n = $('found-list').children.length;
@@ -558,6 +564,7 @@ async function findJobs(prefix, more) {
     ? `${n} jobs so far whose id starts with "${prefix}"`
     : n ? `${n} ${n === 1 ? 'job' : 'jobs'} whose id starts with "${prefix}"` : `no job's id starts with "${prefix}"`;
   $('found-more').hidden = !found.cursor;
+  $('found-more').disabled = false;
 }
 
 async function loadJobs() {
@@ -894,7 +901,9 @@ document.addEventListener('DOMContentLoaded', () => {
   });
   $('find').addEventListener('submit', (ev) => {
     ev.preventDefault();
-    location.hash = `#/topic/${encodeURIComponent(state.topic)}/find/${encodeURIComponent($('find-id').value)}`;
+    const hash = `#/topic/${encodeURIComponent(state.topic)}/find/${encodeURIComponent($('find-id').value)}`;
+    if (location.hash === hash) findJobs($('find-id').value);  // (the same search: again)
+    else location.hash = hash;
   });
   $('found-more').addEventListener('click', () => findJobs(found.prefix, true));
   $('job-change').addEventListener('input', () => { jobFormDirty = true; });
@@ -905,10 +914,14 @@ document.addEventListener('DOMContentLoaded', () => {
     // In place (library 33's reschedule): its attempts and history stay.
     // The due time goes only when changed (the field holds whole seconds;
     // one in the past is now).
-    const change = { priority: Number($('job-priority').value) };
-    const due = $('job-due').value;
-    if (due && due !== localInput(j.due)) change.due_at_ms = new Date(due).getTime();
+    // (Compared as times: a browser may give "12:00" for "12:00:00".)
+    const change = {};
+    const priority = Number($('job-priority').value);
+    if (priority !== j.priority) change.priority = priority;
+    const due = $('job-due').value ? new Date($('job-due').value).getTime() : null;
+    if (due !== null && due !== Math.floor(j.due / 1000) * 1000) change.due_at_ms = due;
     jobFormDirty = false;
+    if (!Object.keys(change).length) { $('job-message').textContent = 'nothing changed'; return; }
     jobAct(() => api('POST', `${jobPath(j.id)}/reschedule`, change), `saved ${j.id}`);
   });
   $('put-form').addEventListener('submit', async (ev) => {
