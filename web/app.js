@@ -81,9 +81,10 @@ function setStatus(text) { $('status').textContent = text; }
 // The feed follows every topic on the overview and the live list, and
 // only the one shown on a topic's or a job's page (?topics=: the server
 // reads just that topic, and sends its row only when it changed).
-function connect(topic = '') {
+// counts false: the events alone (no topic's counts read for it).
+function connect(topic = '', { counts = true } = {}) {
   // (a feed closed by a refused token is opened again, with the new one)
-  const follows = `${topic}\n${state.token}`;
+  const follows = `${topic}\n${state.token}\n${counts}`;
   if (state.source && state.following === follows && state.source.readyState !== EventSource.CLOSED) return;
   if (state.source) state.source.close();
   // Another set of topics: what was kept of the last one goes (its rows,
@@ -98,6 +99,7 @@ function connect(topic = '') {
   const q = new URLSearchParams();
   if (state.token) q.set('token', state.token);
   if (topic) q.set('topics', topic);
+  if (!counts) q.set('counts', 'none');
   const query = q.toString();
   const source = new EventSource(`/v1/events${query ? `?${query}` : ''}`);
   state.source = source;
@@ -181,7 +183,7 @@ function route() {
     // #/topic/T/find/P: the ids that start with P (a deep link to a search).
     findJobs(m[2] === undefined ? null : decodeURIComponent(m[2]));
   } else if (hash === '#/send') {
-    connect();
+    connect('', { counts: false });  // (its list is the events of every topic)
     show('send');
   } else if (hash === '#/workers') {
     disconnect();  // (its page reads GET /v1/workers every 5 s: no feed)

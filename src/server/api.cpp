@@ -780,6 +780,9 @@ awaitable<Response> events_head(ApiContext&, Request& req, const Params& p) {
     bad_request("query parameter topics must be 1 to " + std::to_string(kEventsTopicsMax) +
                 " topic names, comma-separated");
   }
+  if (const std::string* counts = p.find("counts"); counts && *counts != "none") {
+    bad_request("query parameter counts may only be none (the events alone)");
+  }
   Response res{Status::ok, req.version()};
   res.set(http::field::content_type, "text/event-stream");
   res.keep_alive(req.keep_alive());
@@ -817,7 +820,7 @@ awaitable<Response> metrics(ApiContext& ctx, Request& req, const Params&) {
 using http::verb;
 const std::vector<std::string_view> kNoQuery{};
 const std::vector<std::string_view> kListQuery{"state", "offset", "count"};
-const std::vector<std::string_view> kEventsQuery{"token", "topics"};
+const std::vector<std::string_view> kEventsQuery{"token", "topics", "counts"};
 const std::vector<std::string_view> kJobQuery{"wait_ms"};
 const std::vector<std::string_view> kTopicsQuery{"count", "prefix", "contains", "after"};
 const std::vector<std::string_view> kIdsQuery{"prefix", "cursor", "count"};

@@ -541,6 +541,32 @@ TEST(ServerDashboard, AFeedOfNamedTopicsSendsTheirRowsOnlyWhenTheyChange) {
   ::close(fd);
 }
 
+// The Send page's feed (counts=none): the events of every topic, and no
+// topic's counts read for it.
+TEST(ServerDashboard, AFeedOfEventsAloneReadsNoTopic) {
+  ServeProcess serve({}, "", {"--prefix", "eventsfeed"});
+  HttpClient http(serve.port());
+  http.request("PUT", "/v1/topics/ev1/jobs/j", R"({"body":"x"})");
+  EXPECT_EQ(http.request("GET", "/v1/events?counts=some").status, 400);
+  Behind redis(serve);
+  const auto scans = calls_of(redis, "scan");
+  const int fd = connect_to(serve.port());
+  write_all(fd, "GET /v1/events?counts=none HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto first = feed_messages(fd, 1, 5000ms);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_TRUE(first[0].at("topics").as_array().empty()) << boost::json::serialize(first[0]);
+  http.request("PUT", "/v1/topics/ev2/jobs/k", R"({"body":"x"})");
+  bool seen = false;
+  for (const auto& m : feed_messages(fd, 3, 5000ms)) {
+    EXPECT_TRUE(m.at("topics").as_array().empty());
+    for (const auto& e : m.at("events").as_array()) seen = seen || e.at("topic") == "ev2";
+  }
+  EXPECT_TRUE(seen) << "ev2's put, an event of another topic than any named";
+  EXPECT_LE(calls_of(redis, "scan") - scans, static_cast<long long>(redis.nodes.size()))
+      << "no reading of every topic";
+  ::close(fd);
+}
+
 // A job page's feed (its topic named) carries the job's progress and log
 // lines as they are reported, by any client: here over HTTP.
 TEST(ServerDashboard, AFeedOfNamedTopicsCarriesTheirJobsReports) {
