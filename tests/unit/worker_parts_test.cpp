@@ -238,22 +238,31 @@ TEST_F(WorkerPartsTest, ARunningJobIsTouchedWhenAThirdOfItsTimeToRunIsUsed) {
 
 // ------------------------------------------------------------ Reports
 
-TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict) {
-  HandlerOptions o{.concurrency = 1};
+// A topic's handler pool, settler and reports wired as TopicRunner wires
+// them: verdicts settled as they come, a waiting report arms the timer.
+struct ReportingTopic {
+  ReportingTopic(TopicCalls& calls, const HandlerOptions& o)
+      : settler(calls, o),
+        pool(
+            calls, o, nullptr,
+            [this](std::shared_ptr<AsyncJob> j) { handed.push_back(std::move(j)); },
+            [this] {
+              for (auto& f : pool.take_finished()) settler.settle(std::move(f));
+              settler.flush();
+            },
+            [this] { reports.arm(); }),
+        reports(calls, pool) {}
   std::vector<std::shared_ptr<AsyncJob>> handed;
-  Settler settler(calls_, o);
-  Reports* reports = nullptr;
-  HandlerPool* pool_seen = nullptr;
-  HandlerPool pool(
-      calls_, o, nullptr, [&](std::shared_ptr<AsyncJob> j) { handed.push_back(std::move(j)); },
-      [&] {
-        for (auto& f : pool_seen->take_finished()) settler.settle(std::move(f));
-        settler.flush();
-      },
-      [&] { reports->arm(); });
-  pool_seen = &pool;
-  Reports gathered(calls_, pool);
-  reports = &gathered;
+  Settler settler;
+  HandlerPool pool;
+  Reports reports;
+};
+
+TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict) {
+  ReportingTopic t(calls_, {.concurrency = 1});
+  auto& handed = t.handed;
+  auto& pool = t.pool;
+  auto& gathered = t.reports;
   pool.add(
       {reservation("a", 1, broker_.now_ms + 30000), reservation("b", 2, broker_.now_ms + 30000)},
       broker_.now_ms);
@@ -310,21 +319,10 @@ TEST_F(WorkerPartsTest, ReportsAreGatheredPerJobAndTheLastGoesBeforeAKeptVerdict
 }
 
 TEST_F(WorkerPartsTest, AVerdictWaitsForTheReportInFlightAndTakesWhatItCouldNotSend) {
-  HandlerOptions o{.concurrency = 1};
-  std::vector<std::shared_ptr<AsyncJob>> handed;
-  Settler settler(calls_, o);
-  Reports* reports = nullptr;
-  HandlerPool* pool_seen = nullptr;
-  HandlerPool pool(
-      calls_, o, nullptr, [&](std::shared_ptr<AsyncJob> j) { handed.push_back(std::move(j)); },
-      [&] {
-        for (auto& f : pool_seen->take_finished()) settler.settle(std::move(f));
-        settler.flush();
-      },
-      [&] { reports->arm(); });
-  pool_seen = &pool;
-  Reports gathered(calls_, pool);
-  reports = &gathered;
+  ReportingTopic t(calls_, {.concurrency = 1});
+  auto& handed = t.handed;
+  auto& pool = t.pool;
+  auto& gathered = t.reports;
   pool.add({reservation("a", 1, broker_.now_ms + 30000)}, broker_.now_ms);
   poll();
   ASSERT_EQ(handed.size(), 1u);
