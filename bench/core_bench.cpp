@@ -92,6 +92,10 @@ int run(int argc, char** argv) {
                "also measure the Worker runtime (redisched_worker_bench's figures) in this run");
   redisched::bench::WorkerRun worker_run;
   redisched::bench::add_worker_options(app, worker_run);
+  bool no_history = false;
+  app.add_flag("--no-history", no_history,
+               "calls name the topic's eleven keys and count nothing in its history "
+               "(ClientOptions::history off): the history's cost, by a run with and one without");
   bool all = false;
   app.add_flag("--all", all,
                "every figure of issue 14 in one run: --peers --worker, and --backlogs "
@@ -115,6 +119,7 @@ int run(int argc, char** argv) {
   redisched::ClientOptions options;
   options.redis_url = target.url();
   options.replicas = replicas;
+  options.history = !no_history;
   // The prefills put a million jobs at once: their replication takes a while.
   options.replica_timeout = redisched::Millis{20000};
   options.command_timeout = redisched::Millis{60000};

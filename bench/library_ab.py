@@ -11,6 +11,7 @@ the client sees it, median and quartiles.
     python3 bench/library_ab.py OLD.lua NEW.lua --layout list        # ready list
     python3 bench/library_ab.py OLD.lua NEW.lua --layout delayed --count 100
     python3 bench/library_ab.py NEW.lua NEW.lua --worker-b host:4711:9f3a01bc  # WORKER's cost
+    python3 bench/library_ab.py OLD.lua NEW.lua --keys-a 11 --keys-b 12       # the history's
 
 Layouts: set (priorities mixed, so the jobs go to the ready set), list
 (plain putmany: the ready list), delayed (due in order an hour on, made
@@ -50,7 +51,7 @@ def fill(r, lib, keys, jobs, layout):
                 args += ["j%d" % i, body, 2, "PRIORITY", (i * 7919) % 1000]
             else:
                 args += ["j%d" % i, body, 0]
-        r.execute_command("FCALL", lib + "_putmany", 8, *keys, end - start, *args, "NOW", 1000)
+        r.execute_command("FCALL", lib + "_putmany", len(keys), *keys, end - start, *args, "NOW", 1000)
 
 
 def main():
@@ -61,8 +62,10 @@ def main():
     ap.add_argument("--jobs", type=int, default=20000, help="jobs per library")
     ap.add_argument("--count", type=int, default=1, help="jobs per reserve")
     ap.add_argument("--worker-b", help="b's reserves name this worker (WORKER, library 30)")
+    ap.add_argument("--keys-a", type=int, default=8, help="keys a's calls name (12: its history)")
+    ap.add_argument("--keys-b", type=int, default=8, help="keys b's calls name")
     a = ap.parse_args()
-    libs = [("a", topic_keys("a")), ("b", topic_keys("b"))]
+    libs = [("a", topic_keys("a", a.keys_a)), ("b", topic_keys("b", a.keys_b))]
     with scratch_redis() as r:
         load_as(r, a.a, "a")
         load_as(r, a.b, "b")
@@ -74,11 +77,11 @@ def main():
         for n in range(a.jobs // a.count):
             for lib, keys in (libs if n % 2 else libs[::-1]):
                 t0 = time.perf_counter_ns()
-                rep = r.execute_command("FCALL", lib + "_reserve", 8, *keys, a.count, *extra[lib],
+                rep = r.execute_command("FCALL", lib + "_reserve", len(keys), *keys, a.count, *extra[lib],
                                         "NOW", now)
                 times[lib].append(time.perf_counter_ns() - t0)
                 pairs = [x for j in rep[3:] for x in (j[0], j[2])]
-                r.execute_command("FCALL", lib + "_ackmany", 8, *keys, len(pairs) // 2, *pairs, "NOW", now)
+                r.execute_command("FCALL", lib + "_ackmany", len(keys), *keys, len(pairs) // 2, *pairs, "NOW", now)
     print("reserve of %d, %s layout, %d calls each: round trip, us" % (a.count, a.layout, len(times["a"])))
     for lib, path in (("a", a.a), ("b", a.b)):
         t = sorted(times[lib])

@@ -7,6 +7,7 @@ puts, plain, with DELAY and with options, alternate between the two, the
 order flipped every round; the figure is each kind's median over rounds.
 
     python3 bench/put_ab.py OLD.lua lua/redisched.lua [--rounds 10] [--block 4000] [--many N]
+    python3 bench/put_ab.py OLD.lua NEW.lua --keys-a 11 --keys-b 12   # the history's cost
 
 With --many N the puts go N to a putmany, and the figure is per job.
 
@@ -31,6 +32,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--block", type=int, default=4000, help="puts of each kind a block")
     ap.add_argument("--many", type=int, default=1, help="jobs a putmany (1: single puts)")
+    ap.add_argument("--keys-a", type=int, default=8, help="keys a's calls name (12: its history)")
+    ap.add_argument("--keys-b", type=int, default=8, help="keys b's calls name")
     a = ap.parse_args()
     with scratch_redis() as r:
         load_as(r, a.a, "a")
@@ -39,7 +42,7 @@ def main():
         for rnd in range(a.rounds):
             for lib in (("a", "b") if rnd % 2 else ("b", "a")):
                 for kind, opts in KINDS.items():
-                    keys = topic_keys(lib + kind)
+                    keys = topic_keys(lib + kind, a.keys_a if lib == "a" else a.keys_b)
                     p = r.pipeline(transaction=False)
                     if a.many == 1:
                         for i in range(a.block):

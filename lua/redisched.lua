@@ -3,9 +3,9 @@
 redisched: a delayed/priority job queue as one Redis Functions library.
 
 Load it as it is:   redis-cli FUNCTION LOAD REPLACE "$(cat lua/redisched.lua)"
-Call it:            FCALL redisched_<op> 11 <the topic's eleven keys> <arguments...>
+Call it:            FCALL redisched_<op> 12 <the topic's twelve keys> <arguments...>
 
-Every function takes the same eleven keys of one topic T, in this order
+Every function takes the same keys of one topic T, in this order
 (P is a prefix, "redisched" by default; {T} is the Redis Cluster hash tag):
   KEYS[1]  P:{T}:jobs      hash  id -> packed job record (body and metadata)
   KEYS[2]  P:{T}:delayed   zset  M -> due time (ms)
@@ -26,13 +26,20 @@ Every function takes the same eleven keys of one topic T, in this order
                                  delayed, in put order, beside the delayed set
   KEYS[11] P:{T}:gone      zset  id -> the end of its retry window (ms)
                                  (version 20): jobs finished without a trace
+  KEYS[12] P:{T}:history   hash  the topic's counts per minute, per hour and
+                                 in total (version 34; "The topic's history"
+                                 below): optional, a call that names it is
+                                 counted there (about once a second, from
+                                 the library's memory), one that passes 11
+                                 keys is not
 where M, a job's member in delayed and ready, is its put sequence (7 bytes,
 big-endian), its priority (2 bytes) and its id: jobs due in the same
 millisecond sort by put order, and due jobs move to ready without reading
 their records. The names are checked (BADKEYS): the same P:{T} before each
 suffix, with a non-empty hash tag. A caller written for version 22 or older
-passes the first eight keys, and the library names the last three from
-them (same slot; docs/redis-api.md, "Keyspace"). The ready and delayed
+passes the first eight keys, and the library names the next three from
+them (same slot; docs/redis-api.md, "Keyspace"); the history is never
+named for a caller, only counted when the caller names it. The ready and delayed
 lists ("The ready list", "The delayed list" below) hold the jobs puts make
 in order; the retry window ("The retry window" below) keeps the ids of jobs
 finished without a trace (acked without KEEP, or taken for good) for a
@@ -108,7 +115,8 @@ has rewritten the topic (version 25; the clients migrate and call again).
              and checked before a call's first write
   moves      what the calls share: the signals (wake, finished), the retry
              window (gone), reservations (lease_*, reservations: the
-             reserved set's reads), and the storage module: waiting and
+             reserved set's reads), the history (history.count, after a
+             call's last write; history.read), and the storage module: waiting and
              place, the only code that knows how waiting jobs are kept
              (the delayed and ready sets and lists, their pins and
              marks): place (the one path by which jobs come to wait:
@@ -134,12 +142,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 193 of the 200 locals Lua allows a function
+Locals: the main chunk holds 194 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
-(record, known, gone, reservations, waiting, place), its constants and
+(record, known, gone, history, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 33 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 34 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -204,7 +212,7 @@ local WORKERS_READ_MAX = 10000   -- entries one read returns
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
 local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases',
-                    'queue', 'later', 'gone' }
+                    'queue', 'later', 'gone', 'history' }
 
 -- The leases hash holds one more field, never an id (ids hold no control
 -- characters), whose value is longer than Redis packs into a listpack
@@ -299,12 +307,13 @@ local function check_keys(keys)
   if seen and n == seen.n and keys[2] == seen.delayed and keys[3] == seen.ready
       and keys[4] == seen.reserved and keys[5] == seen.dead and keys[6] == seen.done
       and keys[7] == seen.meta and keys[8] == seen.leases
-      and (n == 8 or (keys[9] == seen.queue and keys[10] == seen.later and keys[11] == seen.gone)) then
+      and (n == 8 or (keys[9] == seen.queue and keys[10] == seen.later and keys[11] == seen.gone))
+      and keys[12] == seen.history then
     return seen
   end
-  if n ~= 11 and n ~= 8 then
-    error({ bad = 'BADKEYS expected the topic\'s 11 keys (' .. table.concat(KEY_NAMES, ' ') ..
-                  '), got ' .. n })
+  if n ~= 12 and n ~= 11 and n ~= 8 then
+    error({ bad = 'BADKEYS expected the topic\'s 11 keys (' .. table.concat(KEY_NAMES, ' ', 1, 11) ..
+                  ') and maybe its 12th (history), got ' .. n })
   end
   local base = keys[1]:sub(1, -6)
   local open = base:find('{', 1, true)
@@ -321,7 +330,7 @@ local function check_keys(keys)
   local k = { n = n, jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
               dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8],
               queue = keys[9] or base .. ':queue', later = keys[10] or base .. ':later',
-              gone = keys[11] or base .. ':gone',
+              gone = keys[11] or base .. ':gone', history = keys[12], base = base,
               tag = base:sub(open + 1, close - 1), sweep = base:sub(1, open - 1) .. 'sweep' }
   if n_checked >= 1000 then checked, n_checked = {}, 0 end
   checked[keys[1]], n_checked = k, n_checked + 1
@@ -993,6 +1002,257 @@ end
 function gone.holds(k, id, now)
   local s = redis.call('ZSCORE', k.gone, id)
   return s and tonumber(s) > now
+end
+
+--[[ The topic's history (version 34), in the optional twelfth key P:{T}:history
+(a hash): per minute for a day, per hour for 30 days, and in total since it
+began, how many jobs were put, started, done, failed, died and lapsed, and
+the wait of the jobs started (ms from due to start, summed). Only a call
+that names the key counts: one that passes 11 or 8 keys counts nothing.
+Its fields:
+  <kind><minute>  the live minute's counts, one HINCRBY per kind a call
+                  counts (kind: a letter of KINDS; minute: ms / 60000)
+  at              the live minute
+  m<hour>         the minutes of an hour: 60 slots of SLOT (hour: ms / 3600000)
+  h<day>          the hours of a day: 24 slots of SLOT (day: ms / 86400000)
+  all             the totals, one slot of ALL
+A call adds its counts to its topic's entry in the library's memory,
+written about once a second (pending, flush, below). The first write of a
+later minute (its HINCRBY answers its own increment: a new field) folds the
+live minute into m, h and all; the first of a later hour also drops the m
+fields older than a day and the h fields older than 30 days. The counts
+are a record of what the calls did, not of the jobs: a write that fails
+(the key holds another type) is skipped, and the call stands. ]]
+local history = {}
+do
+  local KINDS = { 'p', 's', 'd', 'f', 'x', 'l', 'w' } -- put started done failed dead lapsed wait
+  local SLOT = '<I4I4I4I4I4I4d'   -- a minute's or an hour's counts, and the wait (ms)
+  local SLOT_SIZE = 32
+  local ALL = '<ddddddd'
+  local MINUTES_KEPT, DAYS_KEPT = 24 * 60, 30
+
+  -- counts {n, ...} (in KINDS order) added to slot i (0-based) of a packed
+  -- field v of slots slots (missing or short: zeros).
+  local function add_slot(v, slots, i, counts)
+    v = v or ''
+    if #v < slots * SLOT_SIZE then v = v .. string.rep('\0', slots * SLOT_SIZE - #v) end
+    local at = i * SLOT_SIZE
+    local c = { struct.unpack(SLOT, v, at + 1) }
+    for j = 1, 7 do c[j] = c[j] + counts[j] end
+    return v:sub(1, at) .. struct.pack(SLOT, unpack(c, 1, 7)) .. v:sub(at + SLOT_SIZE + 1)
+  end
+
+  function history.live(key, minute)
+    local f = {}
+    for j, kind in ipairs(KINDS) do f[j] = kind .. fmt(minute) end
+    local v = redis.call('HMGET', key, unpack(f))
+    local c = {}
+    for j = 1, 7 do c[j] = tonumber(v[j] or 0) end
+    return c, f
+  end
+
+  -- Folds the live fields of minute into m, h and all, and deletes them.
+  local function fold(key, minute)
+    local c, f = history.live(key, minute)
+    local hour, day = math.floor(minute / 60), math.floor(minute / 1440)
+    local mf, hf = 'm' .. fmt(hour), 'h' .. fmt(day)
+    local v = redis.call('HMGET', key, mf, hf, 'all')
+    local all = v[3] and { struct.unpack(ALL, v[3]) } or { 0, 0, 0, 0, 0, 0, 0 }
+    for j = 1, 7 do all[j] = all[j] + c[j] end
+    redis.call('HSET', key, mf, add_slot(v[1], 60, minute % 60, c),
+               hf, add_slot(v[2], 24, hour % 24, c), 'all', struct.pack(ALL, unpack(all, 1, 7)))
+    redis.call('HDEL', key, unpack(f))
+  end
+
+  -- Drops the m fields older than a day and the h older than 30 days.
+  local function trim(key, minute)
+    local hour, day = math.floor(minute / 60), math.floor(minute / 1440)
+    local old = {}
+    for _, f in ipairs(redis.call('HKEYS', key)) do
+      local kind, n = f:sub(1, 1), tonumber(f:sub(2))
+      if n and ((kind == 'm' and n <= hour - MINUTES_KEPT / 60)
+                or (kind == 'h' and n <= day - DAYS_KEPT)) then
+        old[#old + 1] = f
+      end
+    end
+    if #old > 0 then redis.call('HDEL', key, unpack(old)) end
+  end
+
+  -- A new minute's first count (of this kind) came: fold the live minute
+  -- if it is older; fold this one at once if it is the older (a call that
+  -- names an earlier NOW).
+  local function roll(key, minute)
+    local at = tonumber(redis.call('HGET', key, 'at'))
+    if at == minute then return end
+    if not at or at < minute then
+      if at then fold(key, at) end
+      redis.call('HSET', key, 'at', minute)
+      if not at or math.floor(at / 60) < math.floor(minute / 60) then trim(key, minute) end
+    else
+      fold(key, minute)
+    end
+  end
+
+  -- Counts not written yet, by history key: {minute, since, n...} (n in
+  -- KINDS order). A call adds its counts to its topic's entry, and writes
+  -- them (flush) when the entry holds another minute's, or its first
+  -- count is a second old: a busy topic's calls write their history about
+  -- once a second, not each call (a call's own cost is a few table
+  -- updates). Reads add the entry. It lives in the library's Lua state,
+  -- which neither persistence nor replication keeps: a restart or
+  -- failover of Redis, or a FUNCTION LOAD, loses it (the counts of a
+  -- topic's last second before it went idle, at most).
+  local pending = {}
+  local SLOT_OF = { p = 1, s = 2, d = 3, f = 4, x = 5, l = 6, w = 7 }
+  local FLUSH_MS = 1000
+
+  local function flush(key, e)
+    local m, new = fmt(e.minute), false
+    for j, kind in ipairs(KINDS) do
+      local n = e[j]
+      if n > 0 then
+        local ok, v = pcall(redis.call, 'HINCRBY', key, kind .. m, n)
+        if ok and v == n then new = true end
+      end
+    end
+    if new then pcall(roll, key, e.minute) end
+  end
+
+  -- Adds n of kind (a letter of KINDS; 'w': ms of wait) to now's minute,
+  -- and n2 of kind2, n3 of kind3 when given. After the call's last write;
+  -- no write of it can fail the call (one that fails, say the key holds
+  -- another type, is skipped).
+  function history.count(k, now, kind, n, kind2, n2, kind3, n3)
+    local key = k.history
+    if not key then return end
+    local minute = math.floor(now / 60000)
+    local e = pending[key]
+    if e and e.minute ~= minute then
+      flush(key, e)
+      e = nil
+    end
+    if not e then
+      e = { 0, 0, 0, 0, 0, 0, 0, minute = minute, since = now }
+      pending[key] = e
+    end
+    local j = SLOT_OF[kind]
+    e[j] = e[j] + n
+    if kind2 then j = SLOT_OF[kind2]; e[j] = e[j] + n2 end
+    if kind3 then j = SLOT_OF[kind3]; e[j] = e[j] + n3 end
+    if now - e.since >= FLUSH_MS or now < e.since then
+      flush(key, e)
+      pending[key] = nil
+    end
+  end
+
+  -- What is not folded yet: {{minute, counts}...}, the live minute's
+  -- fields and the counts not written (pending), in KINDS order.
+  local function unfolded(key)
+    local out = {}
+    local at = tonumber(redis.call('HGET', key, 'at'))
+    if at then out[1] = { at, history.live(key, at) } end
+    local e = pending[key]
+    if e then out[#out + 1] = { e.minute, e } end
+    return out
+  end
+
+  -- Every count since the history began: all and what is not folded
+  -- (unfolded's, or read here).
+  function history.totals(key, live)
+    local all = redis.call('HGET', key, 'all')
+    local row = all and { struct.unpack(ALL, all) } or { 0, 0, 0, 0, 0, 0, 0 }
+    for _, u in ipairs(live or unfolded(key)) do
+      for j = 1, 7 do row[j] = row[j] + u[2][j] end
+    end
+    return row
+  end
+
+  -- Counts reserve's or pull's jobs out[4..] (due: the index of a job's
+  -- due time) as started, their wait, and done of them taken for good.
+  function history.started(k, out, due, done)
+    local now, wait = out[1], 0
+    for i = 4, #out do
+      local w = now - out[i][due]
+      if w > 0 then wait = wait + w end
+    end
+    history.count(k, now, 's', #out - 3, 'w', wait, 'd', done)
+  end
+
+  -- The rows of a read: {t, put, started, done, failed, dead, lapsed, wait}
+  -- for each of n units (of size minutes, from unit first) that counted
+  -- anything: slots of the packed fields (packed[g], per slots each), plus
+  -- what is not folded (unfolded's) in its unit.
+  local function rows(out, first, n, size, packed, per, live)
+    for u = first, first + n - 1 do
+      local f = packed[math.floor(u / per)]
+      local row = { 0, 0, 0, 0, 0, 0, 0 }
+      if f and #f >= ((u % per) + 1) * SLOT_SIZE then
+        row = { struct.unpack(SLOT, f, (u % per) * SLOT_SIZE + 1) }
+      end
+      for _, l in ipairs(live) do
+        if math.floor(l[1] / size) == u then
+          for j = 1, 7 do row[j] = row[j] + l[2][j] end
+        end
+      end
+      local any = false
+      for j = 1, 7 do if row[j] ~= 0 then any = true end end
+      if any then out[#out + 1] = { u * size * 60000, unpack(row, 1, 7) } end
+    end
+  end
+
+--[[ redisched_history: the topic's history (read-only; version 34). Needs
+the twelfth key, P:{T}:history.
+ARGV: minute from to | hour from to | total   [NOW ms]
+  from, to: times (ms), both included: the minutes (at most 1441) or the
+  hours (at most 745) that hold them and lie between.
+Output: {now, row...}: row {t, put, started, done, failed, dead, lapsed,
+  wait} for each minute or hour from t (ms) that counted anything, in time
+  order (wait: ms from due to start, summed over the jobs started); total:
+  one row, t 0, of every count since the history began.
+]]
+  function history.read(keys, args)
+    local k = check_keys(keys)
+    local key = k.history
+    if not key then
+      error({ bad = 'BADKEYS redisched_history needs the topic\'s 12th key (' ..
+                    k.base .. ':history), got ' .. k.n .. ' keys' })
+    end
+    local what = (args[1] or ''):lower()
+    if what ~= 'minute' and what ~= 'hour' and what ~= 'total' then
+      bad('expected minute, hour or total, got ' .. show(args[1]))
+    end
+    local last = what == 'total' and 1 or 3
+    local from, to
+    if what ~= 'total' then
+      from, to = int_arg(args[2], 'from', 0, MS_MAX), int_arg(args[3], 'to', 0, MS_MAX)
+      if to < from then bad('to must not be before from') end
+    end
+    local size = what == 'minute' and 1 or 60
+    local per = what == 'minute' and 60 or 24
+    local first, final
+    if from then
+      first, final = math.floor(from / 60000 / size), math.floor(to / 60000 / size)
+      local max = what == 'minute' and MINUTES_KEPT or DAYS_KEPT * 24 + 24
+      if final - first >= max + 1 then
+        bad(what .. 's from ' .. fmt(from) .. ' to ' .. fmt(to) .. ' are more than ' .. (max + 1))
+      end
+    end
+    local now = clock(options(args, last + 1, #args, OPT_NOW))
+    local live = unfolded(key)
+    local out = { now }
+    if what == 'total' then
+      out[2] = { 0, unpack(history.totals(key, live), 1, 7) }
+      return out
+    end
+    local names, packed = {}, {}
+    for g = math.floor(first / per), math.floor(final / per) do
+      names[#names + 1] = (what == 'minute' and 'm' or 'h') .. fmt(g)
+    end
+    local v = redis.call('HMGET', key, unpack(names))
+    for i, name in ipairs(names) do packed[tonumber(name:sub(2))] = v[i] end
+    rows(out, first, final - first + 1, size, packed, per, live)
+    return out
+  end
 end
 
 -- Reservations. The reserved set's member is id NUL token (ids hold no
@@ -1948,6 +2208,7 @@ local function requeue_members(k, members, now, kn)
     redis.call('HINCRBY', k.meta, 'dead_total', buried)
   end
   if back + buried > 0 then redis.call('HINCRBY', k.meta, 'lapsed_total', back + buried) end
+  history.count(k, now, 'l', back + buried, 'x', buried)
   return back, buried
 end
 
@@ -2144,6 +2405,7 @@ local function put(keys, args)
     redis.call('HINCRBY', k.meta, 'seq', last - cur)
     place.job(pl, id, new_job(p, seq, now), true)
     place.write(pl)
+    history.count(k, now, 'p', 1)
     return id
   end
   if create then
@@ -2168,6 +2430,7 @@ local function put(keys, args)
   if where then take_out(k, id, where) end
   place.job(pl, id, j, create)
   place.write(pl)
+  history.count(k, now, 'p', 1)
   return old and UPDATED or OK
 end
 
@@ -2391,6 +2654,11 @@ local function putmany(keys, args)
     end
   end
   place.write(pl)
+  if k.history then
+    local n = 0
+    for _, c in ipairs(codes) do if type(c) ~= 'number' or c > 0 then n = n + 1 end end
+    history.count(k, now, 'p', n)
+  end
   return codes
 end
 
@@ -2531,7 +2799,9 @@ Output: flat field/value array: delayed, ready, reserved, dead, done, paused
   none), and the totals kept since the topic began: failed_total, dead_total,
   lapsed_total; the limits (redisched_limit) and limit_used; schedules (how
   many, redisched_schedule). Delayed jobs whose due time has come count as
-  ready.
+  ready. With the 12th key (version 34), also the history's totals
+  (redisched_history): put_total, started_total, done_total, and wait_total
+  (ms from due to start, summed over the jobs started).
 ]]
 local function stats(keys, args)
   local k = check_keys(keys)
@@ -2548,7 +2818,7 @@ local function stats(keys, args)
     if tonumber(meta[7] or -1) == now - now % window then used = tonumber(meta[8] or 0) end
   end
   local due, due_in_list = waiting.due(k, now)
-  return {
+  local out = {
     'delayed', waiting.size(delayed) - due,
     'ready', waiting.size(ready) + due,
     'reserved', reservations.count(k), 'dead', redis.call('ZCARD', k.dead),
@@ -2562,6 +2832,14 @@ local function stats(keys, args)
     'schedules', tonumber(meta[10] or 0),
     'shards', meta[11] == '*' and -1 or (meta[11] and select(2, meta[11]:gsub('%S+', ''))) or 0,
   }
+  if k.history then
+    local t = history.totals(k.history)
+    for j, name in ipairs({ 'put_total', 'started_total', 'done_total' }) do
+      out[#out + 1], out[#out + 2] = name, t[j]
+    end
+    out[#out + 1], out[#out + 2] = 'wait_total', t[7]
+  end
+  return out
 end
 
 ---------------------------------------------------------------- take
@@ -2785,6 +3063,7 @@ local function reserve(keys, args)
       redis.call('HDEL', k.jobs, unpack(once))
       gone.remember(k, once, gone.window(k), now)
     end
+    if k.history then history.started(k, out, 8, once and #once or 0) end
   end
   started(k, lim, #out - 3)
   out[2] = next_time(k, now, #out - 3, count, backlog, true, lim)
@@ -2820,6 +3099,7 @@ local function pull(keys, args)
     if taken.taken then waiting.take(k, taken) end
     redis.call('HDEL', k.jobs, unpack(ids))
     gone.remember(k, ids, gone.window(k), now)
+    if k.history then history.started(k, out, 7, #out - 3) end
   end
   started(k, lim, #out - 3)
   out[2] = next_time(k, now, #out - 3, count, backlog, false, lim)
@@ -2919,6 +3199,7 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
     redis.call('HDEL', k.jobs, unpack(gone_ids))
     gone.remember(k, gone_ids, window, now)
   end
+  history.count(k, now, 'd', #gone_ids)
   return codes
 end
 
@@ -2951,10 +3232,12 @@ local function ack(keys, args)
   if keep == 0 then
     -- The common case: the ZREM checks and ends the lease.
     local window, now = gone.prepare(k, o)
+    if k.history and not now then now = clock(o) end
     if redis.call('ZREM', k.reserved, lease_member(id, text)) == 1 then
       redis.call('HDEL', k.jobs, id)
       redis.call('HDEL', k.leases, id)
       gone.remember(k, { id }, window, now)
+      history.count(k, now, 'd', 1)
       return OK
     end
     return not_held(k, id)
@@ -2990,11 +3273,13 @@ local function ackmany(keys, args)
     end
     if plain then
       window, now = gone.prepare(k, NO_OPTIONS)
+      if k.history and not now then now = clock(NO_OPTIONS) end
       removed = redis.call('ZREM', k.reserved, unpack(members))
       if removed == count then
         redis.call('HDEL', k.leases, unpack(ids))
         redis.call('HDEL', k.jobs, unpack(ids))
         gone.remember(k, ids, window, now)
+        history.count(k, now, 'd', count)
         local codes = {}
         for i = 1, count do codes[i] = OK end
         return codes
@@ -3014,6 +3299,7 @@ local function ackmany(keys, args)
   elseif not window then
     window, now = gone.prepare(k, o)
   end
+  if k.history and not now then now = clock(o) end
   return settle_acks(k, pairs_, keep, now, nil, removed, window)
 end
 
@@ -3083,6 +3369,7 @@ local function fail_job(keys, args)
     redis.call('HINCRBY', k.meta, 'dead_total', 1)
     finished(id) -- dead, kept or not: its waiter has its outcome
   end
+  history.count(k, now, 'f', 1, 'x', to == 'dead' and 1 or 0)
   return { ok = to }
 end
 
@@ -3829,6 +4116,7 @@ local function tick(keys, args)
       for w, v in pairs(options(sc.words, 1, #sc.words, PUT_OPTIONS)) do jo[w] = v end
       local p = parse_job(id, sc.body, jo, now, BODY_MAX_LIMIT)
       place.one(k, id, new_job(p, take_seq(k, 1), now), now)
+      history.count(k, now, 'p', 1)
       made = true
     end
     sc.last = run
@@ -4209,3 +4497,4 @@ register('version', version, RO)
 register('beat', registry.beat)
 register('leave', registry.leave)
 register('workers', registry.workers, RO)
+register('history', history.read, RO)

@@ -74,6 +74,12 @@ struct ClientOptions {
   // getting its own answer, in order. Nothing waits to be coalesced: a call
   // queued alone goes alone. Off: every call as itself.
   bool coalesce = true;
+  // Count this client's puts, starts, acks, failures and lapses in each
+  // topic's history (Client::history; library version 34): a call names
+  // the topic's history key and adds one HINCRBY per kind it counts. Off:
+  // calls name the eleven keys of version 33 and count nothing (history
+  // and stats still read what others counted).
+  bool history = true;
   // How long the constructor waits for the first connection.
   Millis connect_timeout{5000};
   // A call unanswered this long fails with Errc::timeout and the connection
@@ -266,6 +272,14 @@ class Client {
   // or wrong_state for a reserved, dead or done job (left alone). Library
   // version 33.
   Outcome reschedule(std::string_view topic, std::string_view id, const RescheduleOptions& change);
+  // The topic's history (library version 34): the minutes (at most 1441)
+  // or hours (at most 745) from from_ms to to_ms, both included, that
+  // counted anything, in time order; or HistoryStep::total, one row of the
+  // totals since it began (from_ms and to_ms unused). A spread topic's rows
+  // are the sums of its shards'. Counts what this Client and every caller
+  // that names the history key did (docs/redis-api.md, redisched_history).
+  std::vector<HistoryRow> history(std::string_view topic, HistoryStep step,
+                                  std::int64_t from_ms = 0, std::int64_t to_ms = 0);
   // Dead jobs back to ready; returns how many were dead.
   int kick(std::string_view topic, std::span<const std::string> ids);
   int kick_all(std::string_view topic, int limit = limits::kBatchMax);
@@ -511,6 +525,11 @@ class Client {
   template <AnswerToken<Outcome> Token = use_future_t>
   auto reschedule_async(std::string_view topic, std::string_view id,
                         const RescheduleOptions& change, Token&& completion = {});
+  void history_async(std::string_view topic, HistoryStep step, std::int64_t from_ms,
+                     std::int64_t to_ms, Callback<std::vector<HistoryRow>> done);
+  template <AnswerToken<std::vector<HistoryRow>> Token = use_future_t>
+  auto history_async(std::string_view topic, HistoryStep step, std::int64_t from_ms,
+                     std::int64_t to_ms, Token&& completion = {});
   void topics_async(Callback<std::vector<std::string>> done);
   template <AnswerToken<std::vector<std::string>> Token = use_future_t>
   auto topics_async(Token&& completion = {});

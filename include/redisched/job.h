@@ -273,6 +273,21 @@ struct TopicStats {
   std::int64_t limit_used = 0;  // jobs handed out in the rate's current window
   std::int64_t schedules = 0;   // recurring jobs (Client::set_schedule)
   std::int64_t shards = 0;      // 0, or the shards it is spread over (Client::set_shards)
+  // The history's totals (Client::history; library version 34): jobs put,
+  // started and done, and their wait from due to start, summed, since the
+  // topic's history began (counted by callers that name its history key).
+  std::int64_t put_total = 0, started_total = 0, done_total = 0, wait_total_ms = 0;
+};
+
+// A topic's history (Client::history): minutes for a day, hours for 30
+// days, or the totals since it began.
+enum class HistoryStep { minute, hour, total };
+
+// What one minute or hour of a topic's history counted.
+struct HistoryRow {
+  std::int64_t at_ms = 0;  // the minute's or hour's start (0 for the totals)
+  std::int64_t put = 0, started = 0, done = 0, failed = 0, dead = 0, lapsed = 0;
+  std::int64_t wait_ms = 0;  // from due to start, summed over the jobs started
 };
 
 // What the scheduler does with ticks missed while none ran (a downtime).

@@ -319,6 +319,14 @@ REDISCHED_WRAP(Outcome, reschedule,
                (std::string_view topic, std::string_view id, const RescheduleOptions& change),
                (topic, id, change, std::move(cb)))
 
+void Client::history_async(std::string_view topic, HistoryStep step, std::int64_t from_ms,
+                           std::int64_t to_ms, Callback<std::vector<HistoryRow>> done) {
+  impl_->run<op::History>(topic, {step, from_ms, to_ms}, std::move(done));
+}
+REDISCHED_WRAP(std::vector<HistoryRow>, history,
+               (std::string_view topic, HistoryStep step, std::int64_t from_ms, std::int64_t to_ms),
+               (topic, step, from_ms, to_ms, std::move(cb)))
+
 void Client::stats_async(std::string_view topic, Callback<TopicStats> done) {
   impl_->run<op::Stats>(topic, {}, std::move(done));
 }

@@ -361,7 +361,7 @@ class Client::Impl {
   // FCALL redisched_<function> on a topic (or shard topic) already checked.
   core::Command fcall_at(std::string_view function, std::string_view where) const {
     core::Command cmd;
-    cmd.fcall(function, opts.prefix, where);
+    cmd.fcall(function, opts.prefix, where, opts.history);
     return cmd;
   }
 
@@ -483,7 +483,8 @@ class Client::Impl {
     if constexpr (Op::route == op::Route::registry) {
       cmd.fcall_registry(Op::function, opts.prefix);
     } else {
-      cmd.fcall(Op::function, opts.prefix, where);
+      // (history reads the key whether or not this client counts)
+      cmd.fcall(Op::function, opts.prefix, where, opts.history || Op::function == "history");
     }
     Op::encode(cmd, a);
     const bool bounded = bounds_body<Op>(a);
@@ -507,9 +508,9 @@ class Client::Impl {
         Op::tail(tail, a);
         if (bounded) add_max_body(tail);
         [[maybe_unused]] const Sending sending;
-        link(where).send_batchable(where,
-                                   core::batchable(Op::kind(), opts.prefix, where, cmd, part, tail),
-                                   counted(answer<V>(std::move(decode), std::move(done))));
+        link(where).send_batchable(
+            where, core::batchable(Op::kind(), opts.prefix, where, opts.history, cmd, part, tail),
+            counted(answer<V>(std::move(decode), std::move(done))));
         return;
       }
     }

@@ -102,13 +102,13 @@ bool ack_takes(std::string_view id, std::uint64_t token) {
 }
 
 redis::Batchable batchable(const redis::BatchKind& kind, std::string_view prefix,
-                           std::string_view topic, const Command& single, const Command& part,
-                           const Command& tail) {
+                           std::string_view topic, bool history, const Command& single,
+                           const Command& part, const Command& tail) {
   redis::Batchable b;
   b.kind = &kind;
   single.encode(b.single);
   Command head;
-  head.add_keys(prefix, topic);
+  head.add_keys(prefix, topic, history);
   head.encode_words(b.head);
   b.head_words = head.size();
   part.encode_words(b.part);

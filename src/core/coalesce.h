@@ -22,11 +22,11 @@ const redis::BatchKind& reserve_kind();
 bool put_takes(std::string_view id, const JobSpec& job);
 bool ack_takes(std::string_view id, std::uint64_t token);
 
-// A call of kind on topic's keys. single: the call alone; part: its words
-// in the batched call; tail: the words after the parts, which every call of
-// one batch shares (the call-wide options).
+// A call of kind on topic's keys (its history key with history). single:
+// the call alone; part: its words in the batched call; tail: the words after
+// the parts, which every call of one batch shares (the call-wide options).
 redis::Batchable batchable(const redis::BatchKind& kind, std::string_view prefix,
-                           std::string_view topic, const Command& single, const Command& part,
-                           const Command& tail);
+                           std::string_view topic, bool history, const Command& single,
+                           const Command& part, const Command& tail);
 
 }  // namespace redisched::core

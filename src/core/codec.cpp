@@ -178,10 +178,11 @@ PutOutcome to_put_outcome(std::int64_t code) {
 
 }  // namespace
 
-Command& Command::fcall(std::string_view op, std::string_view prefix, std::string_view topic) {
+Command& Command::fcall(std::string_view op, std::string_view prefix, std::string_view topic,
+                        bool history) {
   add("FCALL");
   add_owned("redisched_" + std::string(op));
-  return add_keys(prefix, topic);
+  return add_keys(prefix, topic, history);
 }
 
 Command& Command::fcall_registry(std::string_view op, std::string_view prefix) {
@@ -192,24 +193,26 @@ Command& Command::fcall_registry(std::string_view op, std::string_view prefix) {
   return *this;
 }
 
-Command& Command::add_keys(std::string_view prefix, std::string_view topic) {
-  add(static_cast<std::int64_t>(kKeyNames.size()));
-  // The eleven keys in one owned buffer, each word a view into it: one
+Command& Command::add_keys(std::string_view prefix, std::string_view topic, bool history) {
+  // (the history key is the last)
+  const std::size_t n = history ? kKeyNames.size() : kKeyNames.size() - 1;
+  add(static_cast<std::int64_t>(n));
+  // The keys in one owned buffer, each word a view into it: one
   // allocation a call instead of one a key (a coalesced call builds them
   // twice, and the client is what bounds those calls).
   std::size_t size = 0;
-  for (auto name : kKeyNames) size += topic_key_size(prefix, topic, name);
+  for (std::size_t i = 0; i < n; ++i) size += topic_key_size(prefix, topic, kKeyNames[i]);
   std::string all;
   all.reserve(size);
   std::array<std::size_t, kKeyNames.size() + 1> at{};
-  for (std::size_t i = 0; i < kKeyNames.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     at[i] = all.size();
     append_topic_key(all, prefix, topic, kKeyNames[i]);
   }
-  at[kKeyNames.size()] = all.size();
+  at[n] = all.size();
   owned_.push_back(std::move(all));
   const std::string& keys = owned_.back();
-  for (std::size_t i = 0; i < kKeyNames.size(); ++i) {
+  for (std::size_t i = 0; i < n; ++i) {
     words_.emplace_back(keys.data() + at[i], at[i + 1] - at[i]);
   }
   return *this;
@@ -389,6 +392,20 @@ MigrateStep parse_migrate_step(const Reply& r) {
                      to_int(r.elements[0]) == 1};
 }
 
+std::vector<HistoryRow> parse_history(const Reply& r) {
+  if (r.type != Reply::Type::array || r.elements.empty()) unexpected("history");
+  std::vector<HistoryRow> rows;
+  rows.reserve(r.elements.size() - 1);
+  for (std::size_t i = 1; i < r.elements.size(); ++i) {
+    const Reply& e = r.elements[i];
+    as_array(e, 8, "history");
+    rows.push_back(HistoryRow{to_int(e.elements[0]), to_int(e.elements[1]), to_int(e.elements[2]),
+                              to_int(e.elements[3]), to_int(e.elements[4]), to_int(e.elements[5]),
+                              to_int(e.elements[6]), to_int(e.elements[7])});
+  }
+  return rows;
+}
+
 TopicStats parse_stats(const Reply& r) {
   if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("stats");
   TopicStats s;
@@ -429,6 +446,14 @@ TopicStats parse_stats(const Reply& r) {
       s.dead_total = v;
     else if (f == "lapsed_total")
       s.lapsed_total = v;
+    else if (f == "put_total")
+      s.put_total = v;
+    else if (f == "started_total")
+      s.started_total = v;
+    else if (f == "done_total")
+      s.done_total = v;
+    else if (f == "wait_total")
+      s.wait_total_ms = v;
   }
   return s;
 }

@@ -40,12 +40,14 @@ class Command {
     return *this;
   }
   Command& add(std::int64_t n) { return add_owned(std::to_string(n)); }
-  // FCALL redisched_<op> <number of keys> <the topic's keys>
-  Command& fcall(std::string_view op, std::string_view prefix, std::string_view topic);
+  // FCALL redisched_<op> <number of keys> <the topic's keys> (without its
+  // history key unless history)
+  Command& fcall(std::string_view op, std::string_view prefix, std::string_view topic,
+                 bool history = true);
   // FCALL redisched_<op> 2 <the worker registry's keys>
   Command& fcall_registry(std::string_view op, std::string_view prefix);
-  // <number of keys> <the topic's keys>
-  Command& add_keys(std::string_view prefix, std::string_view topic);
+  // <number of keys> <the topic's keys> (without its history key unless history)
+  Command& add_keys(std::string_view prefix, std::string_view topic, bool history = true);
   // Appends the RESP encoding to out.
   void encode(std::string& out) const;
   // The same, of words that are part of a command (no array header).
@@ -143,6 +145,9 @@ std::vector<Outcome> parse_outcomes(const redis::Reply& r);
 FailResult parse_fail(const redis::Reply& r);
 TouchResult parse_touch(const redis::Reply& r);
 TopicStats parse_stats(const redis::Reply& r);
+// redisched_history's answer: {now, {t, put, started, done, failed, dead,
+// lapsed, wait}...}.
+std::vector<HistoryRow> parse_history(const redis::Reply& r);
 TopicLimits parse_limits(const redis::Reply& r);
 RetryWindow parse_retry_window(const redis::Reply& r);
 // One redisched_migrate call's reply, {done, rewritten, read}.

@@ -10,10 +10,12 @@ namespace redisched::core {
 
 // The names, in the order every function of lua/redisched.lua takes them
 // (all eleven since library version 23: every key a call touches is one of
-// its KEYS, as ACL key checks and proxies that route by KEYS expect).
-inline constexpr std::array<std::string_view, 11> kKeyNames = {
+// its KEYS, as ACL key checks and proxies that route by KEYS expect; the
+// twelfth, history, since version 34: the library counts the calls that
+// name it in the topic's history).
+inline constexpr std::array<std::string_view, 12> kKeyNames = {
     "jobs", "delayed", "ready", "reserved", "dead", "done",
-    "meta", "leases",  "queue", "later",    "gone"};
+    "meta", "leases",  "queue", "later",    "gone", "history"};
 using TopicKeys = std::array<std::string, kKeyNames.size()>;
 
 // "<prefix>:{<topic>}:<name>" for each name: the hash tag keeps a topic's

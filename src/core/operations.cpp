@@ -117,6 +117,25 @@ std::optional<Job> Get::decode(const Reply& r) { return parse_get(r); }
 TopicStats Stats::decode(const Reply& r) { return parse_stats(r); }
 TopicStats Stats::merge(std::vector<Value> parts) { return merge_stats(parts, parts.size()); }
 
+void History::check(const Args& a, const ClientOptions& /*o*/) {
+  if (a.step == HistoryStep::total) return;
+  if (a.from_ms < 0 || a.to_ms < a.from_ms) {
+    throw Error(Errc::invalid_argument, "history: from " + std::to_string(a.from_ms) + " to " +
+                                            std::to_string(a.to_ms) + " is not a range of times");
+  }
+}
+void History::encode(Command& cmd, const Args& a) {
+  if (a.step == HistoryStep::total) {
+    cmd.add("total");
+    return;
+  }
+  cmd.add(a.step == HistoryStep::minute ? "minute" : "hour").add(a.from_ms).add(a.to_ms);
+}
+std::vector<HistoryRow> History::decode(const Reply& r) { return parse_history(r); }
+std::vector<HistoryRow> History::merge(std::vector<Value> parts) {
+  return merge_history(std::move(parts));
+}
+
 void List::encode(Command& cmd, const Args& a) {
   cmd.add(to_string(a.state)).add(a.offset).add(std::int64_t{a.count});
   if (!a.with_bodies) cmd.add("NOBODY");

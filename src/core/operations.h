@@ -169,6 +169,22 @@ struct Stats : Read {
   }
 };
 
+struct History : Read {
+  static constexpr std::string_view function = "history";
+  static constexpr std::string_view calls = "history";
+  static constexpr Route route = Route::every_shard;
+  struct Args {
+    HistoryStep step = HistoryStep::total;
+    std::int64_t from_ms = 0, to_ms = 0;
+  };
+  using Value = std::vector<HistoryRow>;
+  static void check(const Args& a, const ClientOptions& o);
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+  static Value merge(std::vector<Value> parts);
+  static bool stale(const Value& /*v*/, const Layout& /*l*/) { return false; }
+};
+
 struct List : Read {
   static constexpr std::string_view function = "list";
   static constexpr std::string_view calls = "list";

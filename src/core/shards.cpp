@@ -3,6 +3,7 @@
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <set>
 
@@ -72,8 +73,33 @@ TopicStats merge_stats(const std::vector<TopicStats>& parts, std::size_t n) {
     all.failed_total += p.failed_total;
     all.dead_total += p.dead_total;
     all.lapsed_total += p.lapsed_total;
+    all.put_total += p.put_total;
+    all.started_total += p.started_total;
+    all.done_total += p.done_total;
+    all.wait_total_ms += p.wait_total_ms;
   }
   return all;
+}
+
+std::vector<HistoryRow> merge_history(std::vector<std::vector<HistoryRow>> parts) {
+  std::map<std::int64_t, HistoryRow> by_time;
+  for (const auto& part : parts) {
+    for (const auto& r : part) {
+      HistoryRow& a = by_time[r.at_ms];
+      a.at_ms = r.at_ms;
+      a.put += r.put;
+      a.started += r.started;
+      a.done += r.done;
+      a.failed += r.failed;
+      a.dead += r.dead;
+      a.lapsed += r.lapsed;
+      a.wait_ms += r.wait_ms;
+    }
+  }
+  std::vector<HistoryRow> rows;
+  rows.reserve(by_time.size());
+  for (auto& [t, r] : by_time) rows.push_back(r);
+  return rows;
 }
 
 std::string random_job_id() {

@@ -57,6 +57,8 @@ using LayoutPtr = std::shared_ptr<const Layout>;
 
 // A spread topic's stats: the sums of its shards' (n of them).
 TopicStats merge_stats(const std::vector<TopicStats>& parts, std::size_t n);
+// A spread topic's history: its shards' rows summed by time, in time order.
+std::vector<HistoryRow> merge_history(std::vector<std::vector<HistoryRow>> parts);
 // The earlier of two times where -1 is "none" (a reserve's next, a
 // requeue's deadline); 0 ("now") is the earliest.
 inline std::int64_t earlier_time(std::int64_t a, std::int64_t b) {

@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <map>
 #include <mutex>
-#include <future>
 #include <set>
+#include <tuple>
 
 #include "redisched/client.h"
 #include "testutil/expect_error.h"
@@ -63,6 +65,42 @@ TEST_F(ShardsTest, AJobsOwnReplicasWithoutAReplicaTimeoutAreRefusedBeforeAnyPart
   EXPECT_EQ(c.stats(topic_).ready, 0) << "no part was put";
   many[3].replicas.reset();
   EXPECT_EQ(c.put_many(topic_, many).size(), 8u);
+}
+
+// The history (library version 34): each shard counts its own calls, and
+// Client::history sums them by minute; a Client with history off counts
+// nothing but reads what others counted.
+TEST_F(ShardsTest, HistoryCountsEveryShardAndSumsThem) {
+  client_.set_shards(topic_, 3);
+  std::vector<JobSpec> many;
+  for (int i = 0; i < 30; ++i) many.push_back(job("h" + std::to_string(i)));
+  client_.put_many(topic_, many);
+  auto r = client_.reserve(topic_, 10);
+  ASSERT_EQ(r.jobs.size(), 10u);
+  for (const auto& j : r.jobs) EXPECT_EQ(client_.ack(topic_, j.id, j.token), Outcome::ok);
+  ClientOptions quiet_options = test::client_options();
+  quiet_options.history = false;
+  Client quiet(quiet_options);
+  quiet.put(topic_, job("uncounted"));
+  const auto total = quiet.history(topic_, HistoryStep::total);
+  ASSERT_EQ(total.size(), 1u);
+  EXPECT_EQ(std::tie(total[0].put, total[0].started, total[0].done),
+            std::make_tuple(std::int64_t{30}, std::int64_t{10}, std::int64_t{10}));
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  const auto minutes = client_.history(topic_, HistoryStep::minute, now - 3600000, now + 60000);
+  std::int64_t put = 0;
+  for (const auto& row : minutes) put += row.put;
+  EXPECT_EQ(put, 30) << "the minutes hold what the total holds";
+  EXPECT_LE(minutes.size(), 2u) << "one row a minute, the shards' summed";
+  const auto s = client_.stats(topic_);
+  EXPECT_EQ(std::tie(s.put_total, s.started_total, s.done_total),
+            std::tie(total[0].put, total[0].started, total[0].done));
+  EXPECT_REDISCHED_ERROR(client_.history(topic_, HistoryStep::minute, 10, 5),
+                         Errc::invalid_argument, "not a range of times");
+  EXPECT_REDISCHED_ERROR(client_.history(topic_, HistoryStep::minute, 0, now),
+                         Errc::invalid_argument, "more than 1441");
 }
 
 TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {

@@ -110,8 +110,9 @@ TEST_P(UpgradeTest, WorkersRunWhileTheTopicIsMigratedAndNoJobIsLost) {
   std::atomic<std::int64_t> rewritten{0};
   auto migrate = [&] {
     RawRedis own(server.port());
-    std::vector<std::string> call = {"FCALL", "redisched_migrate", "11"};
-    for (const auto& k : core::topic_keys("redisched", kUpgradeTopic)) call.push_back(k);
+    const auto keys = core::topic_keys("redisched", kUpgradeTopic);
+    std::vector<std::string> call = {"FCALL", "redisched_migrate", std::to_string(keys.size())};
+    for (const auto& k : keys) call.push_back(k);
     call.insert(call.end(), {"LIMIT", "10"});
     for (;;) {
       auto r = own.call(call);

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/keys.h"
 #include "testutil/raw_redis.h"
 #include "testutil/redis_server.h"
 
@@ -1665,6 +1666,172 @@ TEST_F(FunctionsTest, BinaryBodiesAndIdsSurviveIntact) {
   ASSERT_EQ(r.jobs.size(), 1u);
   EXPECT_EQ(r.jobs[0].id, id);
   EXPECT_EQ(r.jobs[0].body, body);
+}
+
+// ---- the topic's history (library version 34)
+
+class HistoryTest : public FunctionsTest {
+ protected:
+  static constexpr long long kT0 = 1800000000000;  // a minute's start
+  static constexpr long long kMinute = 60000, kHour = 60 * kMinute, kDay = 24 * kHour;
+  using Row = std::array<long long, 8>;  // at put started done failed dead lapsed wait
+
+  std::vector<Row> rows(Args args) {
+    auto r = call("history", std::move(args));
+    std::vector<Row> out;
+    EXPECT_EQ(r->type, REDIS_REPLY_ARRAY) << (r->str ? r->str : "");
+    if (r->type != REDIS_REPLY_ARRAY) return out;
+    for (size_t i = 1; i < r->elements; ++i) {
+      Row row{};
+      for (size_t j = 0; j < 8; ++j) row[j] = r->element[i]->element[j]->integer;
+      out.push_back(row);
+    }
+    return out;
+  }
+  std::vector<Row> minutes(long long from, long long to) {
+    return rows({"minute", std::to_string(from), std::to_string(to)});
+  }
+  Row total() {
+    auto all = rows({"total"});
+    EXPECT_EQ(all.size(), 1u);
+    return all.empty() ? Row{} : all[0];
+  }
+  std::string history_key() const { return "redisched:{" + topic_ + "}:history"; }
+  long long ack(const Taken& j, long long now) {
+    return integer("ack", {j.id, std::to_string(j.token), "NOW", std::to_string(now)});
+  }
+};
+
+TEST_F(HistoryTest, CountsEachKindInItsMinute) {
+  put("a", kT0);
+  put("b", kT0 + 1000);
+  auto r = reserve(2, kT0 + 5000);
+  ASSERT_EQ(r.jobs.size(), 2u);
+  EXPECT_EQ(ack(r.jobs[0], kT0 + 6000), 1);
+  EXPECT_EQ(ack(r.jobs[0], kT0 + 6001), 0) << "a refused ack counts nothing";
+  auto f = call("fail", {r.jobs[1].id, std::to_string(r.jobs[1].token), "boom", "DEAD", "NOW",
+                         std::to_string(kT0 + 7000)});
+  ASSERT_EQ(f->type, REDIS_REPLY_STATUS);
+  // wait: a waited 5 s, b 4 s
+  EXPECT_EQ(minutes(kT0, kT0 + kHour), (std::vector<Row>{{kT0, 2, 2, 1, 1, 1, 0, 9000}}));
+  EXPECT_EQ(total(), (Row{0, 2, 2, 1, 1, 1, 0, 9000}));
+  EXPECT_EQ(stat("put_total"), 2);
+  EXPECT_EQ(stat("started_total"), 2);
+  EXPECT_EQ(stat("done_total"), 1);
+  EXPECT_EQ(stat("wait_total"), 9000);
+}
+
+TEST_F(HistoryTest, CountsLapsesRetriesAndPutsOfEveryKind) {
+  put("c", kT0, {"ATTEMPTS", "1"});
+  put("d", kT0);
+  auto r = reserve(2, kT0, {"TTR", "1000"});
+  ASSERT_EQ(r.jobs.size(), 2u);
+  auto q = call("requeue", {"NOW", std::to_string(kT0 + 2000)});
+  ASSERT_EQ(q->type, REDIS_REPLY_ARRAY);
+  // c went dead (its one attempt lapsed), d back to ready; then a failure
+  // that retries, and a putmany of two plus one refused.
+  auto again = reserve(1, kT0 + 3000);
+  ASSERT_EQ(ids(again), Args{"d"});
+  auto f = call("fail", {"d", std::to_string(again.jobs[0].token), "try again", "NOW",
+                         std::to_string(kT0 + 4000)});
+  ASSERT_EQ(f->type, REDIS_REPLY_STATUS);
+  auto many = call("putmany", {"3", "e", "x", "0", "f", "x", "0", "c", "x", "0", "NOW",
+                               std::to_string(kT0 + 5000)});
+  ASSERT_EQ(many->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(many->element[2]->integer, -1);
+  // put 2+2, started 3 (waits 0, 0, 1000), failed 1, dead 1 (c), lapsed 2
+  EXPECT_EQ(total(), (Row{0, 4, 3, 0, 1, 1, 2, 1000}));
+}
+
+TEST_F(HistoryTest, FoldsMinutesIntoHoursAndKeepsTotals) {
+  put("a", kT0 + 10);
+  put("b", kT0 + kMinute + 10);  // the next minute folds the first
+  put("c", kT0 + kMinute + 20);
+  put("d", kT0 + kHour + 5 * kMinute);  // the next hour
+  EXPECT_EQ(minutes(kT0, kT0 + 2 * kHour),
+            (std::vector<Row>{{kT0, 1, 0, 0, 0, 0, 0, 0},
+                              {kT0 + kMinute, 2, 0, 0, 0, 0, 0, 0},
+                              {kT0 + kHour + 5 * kMinute, 1, 0, 0, 0, 0, 0, 0}}));
+  EXPECT_EQ(rows({"hour", std::to_string(kT0), std::to_string(kT0 + kDay)}),
+            (std::vector<Row>{{kT0, 3, 0, 0, 0, 0, 0, 0}, {kT0 + kHour, 1, 0, 0, 0, 0, 0, 0}}));
+  EXPECT_EQ(total()[1], 4);
+  EXPECT_TRUE(minutes(kT0 + 2 * kMinute, kT0 + kHour).empty()) << "idle minutes have no rows";
+}
+
+TEST_F(HistoryTest, KeepsMinutesForADayAndHoursForThirtyDays) {
+  put("a", kT0);
+  put("b", kT0 + kHour);  // folds a's minute
+  put("c", kT0 + 2 * kDay);
+  put("c2", kT0 + 2 * kDay + kMinute);  // writes c's minute (a call of a later one)
+  EXPECT_TRUE(minutes(kT0, kT0 + kDay - kMinute).empty()) << "minutes older than a day are dropped";
+  EXPECT_EQ(rows({"hour", std::to_string(kT0), std::to_string(kT0 + kDay)}).size(), 2u)
+      << "hours stay";
+  put("d", kT0 + 40 * kDay);
+  put("d2", kT0 + 40 * kDay + kMinute);
+  EXPECT_TRUE(rows({"hour", std::to_string(kT0), std::to_string(kT0 + 30 * kDay)}).empty())
+      << "hours older than 30 days are dropped";
+  EXPECT_EQ(total()[1], 6) << "the totals keep everything";
+  auto fields = redis_.call({"HLEN", history_key()});
+  EXPECT_LE(fields->integer, 12) << "live fields, at, all, and the m and h fields of recent times";
+}
+
+TEST_F(HistoryTest, AnEarlierMinuteIsFoldedAtOnce) {
+  put("a", kT0 + 5 * kMinute);
+  put("b", kT0 + kMinute);  // a call that names an earlier NOW
+  EXPECT_EQ(minutes(kT0, kT0 + kHour),
+            (std::vector<Row>{{kT0 + kMinute, 1, 0, 0, 0, 0, 0, 0},
+                              {kT0 + 5 * kMinute, 1, 0, 0, 0, 0, 0, 0}}));
+  auto fields =
+      redis_.call({"HEXISTS", history_key(), "p" + std::to_string((kT0 + kMinute) / kMinute)});
+  EXPECT_EQ(fields->integer, 0) << "no live field is left behind for the earlier minute";
+}
+
+TEST_F(HistoryTest, ElevenKeysCountNothingAndCannotRead) {
+  auto keys = core::topic_keys("redisched", topic_);
+  Args eleven = {"FCALL", "redisched_put", "11"};
+  eleven.insert(eleven.end(), keys.begin(), keys.end() - 1);
+  eleven.insert(eleven.end(), {"x", "body", "NOW", std::to_string(kT0)});
+  EXPECT_EQ(redis_.call(eleven)->integer, 1);
+  EXPECT_EQ(redis_.call({"EXISTS", history_key()})->integer, 0);
+  eleven[1] = "redisched_history";
+  eleven.resize(14);
+  eleven.push_back("total");
+  auto r = redis_.call(eleven);
+  ASSERT_EQ(r->type, REDIS_REPLY_ERROR);
+  EXPECT_EQ(std::string(r->str).rfind("BADKEYS redisched_history needs the topic's 12th key", 0),
+            0u)
+      << r->str;
+}
+
+TEST_F(HistoryTest, CallsWriteTheirCountsAboutOnceASecond) {
+  for (int i = 0; i < 50; ++i) put("j" + std::to_string(i), kT0 + 10 * i);
+  EXPECT_EQ(redis_.call({"EXISTS", history_key()})->integer, 0)
+      << "a second's counts wait in the library's memory";
+  EXPECT_EQ(total()[1], 50) << "reads include them";
+  put("late", kT0 + 1000);
+  auto written = redis_.call({"HGET", history_key(), "p" + std::to_string(kT0 / kMinute)});
+  ASSERT_EQ(written->type, REDIS_REPLY_STRING);
+  EXPECT_EQ(std::string(written->str), "51") << "a call a second after the first writes them";
+  EXPECT_EQ(total()[1], 51);
+}
+
+TEST_F(HistoryTest, RefusesBadRanges) {
+  EXPECT_EQ(error("history", {"week", "0", "1"}).rfind("BADARG expected minute, hour or total", 0),
+            0u);
+  EXPECT_EQ(error("history", {"minute", "2000", "1000"}), "BADARG to must not be before from");
+  EXPECT_NE(error("history", {"minute", "0", std::to_string(2 * kDay)}).find("more than 1441"),
+            std::string::npos);
+  EXPECT_NE(error("history", {"hour", "0", std::to_string(40 * kDay)}).find("more than 745"),
+            std::string::npos);
+  EXPECT_EQ(error("history", {"minute", "x", "1"}).rfind("BADARG from must be an integer", 0), 0u);
+  EXPECT_EQ(error("history", {"minute"}), "BADARG from is missing");
+}
+
+TEST_F(HistoryTest, AWrongTypedKeyLeavesTheCallDone) {
+  redis_.call({"SET", history_key(), "not a hash"});
+  put("a", kT0);
+  EXPECT_EQ(state("a"), "ready") << "the put stands; its count is skipped";
+  redis_.call({"DEL", history_key()});
 }
 
 }  // namespace

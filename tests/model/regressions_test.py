@@ -1138,8 +1138,10 @@ PROBE = {
     'progress': ['a', 1, 0], 'promoteall': [], 'purge': [1000], 'reschedule': ['a'],
     'requeue': [], 'kickall': [], 'limit': [], 'resume': [], 'schedules': [],
     'tick': ['n', 1000, 2000], 'schedule': ['n', 'b'], 'pauseschedule': ['n'],
-    'resumeschedule': ['n'],
+    'resumeschedule': ['n'], 'history': ['total'],
 }
+# (history reads the twelfth key, which the others leave out)
+PROBE_KEYS = {'history': 12}
 
 
 class Headers(Case):
@@ -1163,7 +1165,7 @@ class Headers(Case):
             taken = set()
             for word in sorted(every):
                 self.c.check('FLUSHALL')
-                r = self.f(name, *args, word)
+                r = self.f(name, *args, word, keys=topic_keys('t', count=PROBE_KEYS.get(name, 11)))
                 unknown = isinstance(r, Error) and 'unknown option' in r.message
                 if not unknown:
                     taken.add(word)
@@ -1364,6 +1366,34 @@ def with_own_ttr(job, own=None):
     return job + [b'own_ttr', int(has)]
 
 
+class Version34(Case):
+    """The topic's history, a twelfth key a call may name (issue 35): it
+    changes nothing else."""
+
+    def test_v34_01_a_call_that_names_the_history_changes_the_same_as_one_that_does_not(self):
+        K11, K12 = topic_keys('t'), topic_keys('u', count=12)
+        outcomes = []
+        for keys in (K11, K12):
+            def f(op, *args):
+                return self.f(op, *args, keys=keys)
+            out = [f('put', 'a', 'x', 'NOW', 1000), f('put', 'b', 'x', 'PRIORITY', 5, 'NOW', 1000),
+                   f('put', 'c', 'x', 'DELAY', 50, 'NOW', 1000),
+                   f('putmany', 2, 'd', 'x', 0, 'a', 'x', 0, 'NOW', 1001)]
+            r = f('reserve', 3, 'TTR', 100, 'NOW', 61000)
+            jobs = r[3:]
+            out += [[j[0] for j in jobs],
+                    f('ack', jobs[0][0], jobs[0][2], 'NOW', 61010),
+                    f('fail', jobs[1][0], jobs[1][2], 'e', 'NOW', 61020),
+                    f('requeue', 'NOW', 200000), f('stats', 'NOW', 200000)[:22]]
+            outcomes.append(out)
+        self.assertEqual(outcomes[0], outcomes[1])
+        self.assertEqual(dump(self.c, K11), dump(self.c, K12[:11]))
+        self.assertEqual(self.c.call('EXISTS', b'redisched:{t}:history'), 0)
+        total = self.f('history', 'total', keys=K12)[1]
+        # put 4 (d, and a again: exists), started 3, done 1, failed 1, lapsed 1
+        self.assertEqual(total[1:7], [4, 3, 1, 1, 0, 1])
+
+
 class Version23(Case):
     """Every key a call touches is one of its KEYS: the eleven keys, and
     the eight of older callers still accepted (issue 33)."""
@@ -1377,11 +1407,14 @@ class Version23(Case):
             r = self.unchanged(lambda: self.f('put', 'c', 'b', 'NOW', 1000, keys=wrong))
             self.assertIsInstance(r, Error)
             self.assertIn('BADKEYS key %d must be' % (i + 1), r.message)
-        for n in (7, 9, 10, 12):
-            keys = (K + [K[0] + b'x'])[:n]
+        # (12: the history's, version 34, checked by name as the others)
+        for n in (7, 9, 10, 13):
+            keys = (topic_keys('t', count=12) + [K[0] + b'x'])[:n]
             r = self.unchanged(lambda: self.f('put', 'c', 'b', 'NOW', 1000, keys=keys))
             self.assertIsInstance(r, Error)
             self.assertIn("expected the topic's 11 keys", r.message)
+        r = self.unchanged(lambda: self.f('put', 'c', 'b', 'NOW', 1000, keys=K + [K[0] + b'x']))
+        self.assertIn('BADKEYS key 12 must be', r.message)
 
     def test_v23_02_eight_and_eleven_keys_reach_the_same_topic(self):
         # Calls of both forms, one after another (the library remembers the

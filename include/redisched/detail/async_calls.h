@@ -223,6 +223,16 @@ auto Client::reschedule_async(std::string_view topic, std::string_view id,
                                     });
 }
 
+template <AnswerToken<std::vector<HistoryRow>> Token>
+auto Client::history_async(std::string_view topic, HistoryStep step, std::int64_t from_ms,
+                           std::int64_t to_ms, Token&& completion) {
+  return detail::answer_to<std::vector<HistoryRow>>(
+      std::forward<Token>(completion),
+      [this, topic, step, from_ms, to_ms](Callback<std::vector<HistoryRow>> done) {
+        history_async(topic, step, from_ms, to_ms, std::move(done));
+      });
+}
+
 template <AnswerToken<IdPage> Token>
 auto Client::find_ids_async(std::string_view topic, std::string_view prefix,
                             std::string_view cursor, int count, Token&& completion) {
