@@ -1,6 +1,10 @@
-// What concerns a topic as a whole: stats, topics, list, kick, promote, purge, pause,
-// resume, limit, requeue, migrate.
+// What concerns a topic as a whole: stats, history, topics, list, kick, promote, purge,
+// pause, resume, limit, requeue, migrate.
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
 #include <boost/json/object.hpp>
+#include <chrono>
 #include <future>
 #include <iostream>
 #include <memory>
@@ -45,6 +49,39 @@ int stats(Session& s, const TopicArgs& a) {
                 << "\t" << st.dead << "\t" << st.done << "\t" << (st.paused ? "yes" : "no") << "\n";
     }
   }
+  return 0;
+}
+
+// The minutes (1h, 24h) or hours (30d) that counted anything, to now, and
+// the totals since the history began.
+int history(Session& s, const std::string& topic, const std::string& range) {
+  constexpr std::int64_t kMinute = 60000, kHour = 60 * kMinute;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  const bool hours = range == "30d";
+  const std::int64_t units = range == "1h" ? 60 : range == "24h" ? 1440 : 720;
+  const std::int64_t unit = hours ? kHour : kMinute;
+  const auto rows = s.client().history(topic, hours ? HistoryStep::hour : HistoryStep::minute,
+                                       now - now % unit - (units - 1) * unit, now);
+  const auto total = s.client().history(topic, HistoryStep::total);
+  if (s.json()) {
+    for (const auto& r : rows) print_json(wire::history_row_json(r));
+    for (const auto& r : total) print_json(wire::history_row_json(r));
+    return 0;
+  }
+  const auto line = [](const std::string& when, const HistoryRow& r) {
+    std::cout << when << "\t" << r.put << "\t" << r.started << "\t" << r.done << "\t" << r.failed
+              << "\t" << r.dead << "\t" << r.lapsed << "\t"
+              << (r.started > 0 ? r.wait_ms / r.started : 0) << "\n";
+  };
+  std::cout << (hours ? "hour" : "minute")
+            << " (UTC)\tput\tstarted\tdone\tfailed\tdead\tlapsed\tmean wait ms\n";
+  for (const auto& r : rows) {
+    const std::chrono::sys_time<std::chrono::milliseconds> t{std::chrono::milliseconds{r.at_ms}};
+    line(fmt::format("{:%Y-%m-%d %H:%M}", std::chrono::floor<std::chrono::minutes>(t)), r);
+  }
+  for (const auto& r : total) line("total", r);
   return 0;
 }
 
@@ -219,6 +256,19 @@ void add_topic_commands(CLI::App& app, Action& selected) {
   auto* stats_cmd = app.add_subcommand("stats", "counts per state of topics (all when none named)");
   stats_cmd->add_option("topics", st->names);
   stats_cmd->callback([st, &selected] { selected = [st](Session& s) { return stats(s, *st); }; });
+
+  struct HistoryArgs {
+    std::string topic, range = "1h";
+  };
+  auto h = std::make_shared<HistoryArgs>();
+  auto* history_cmd = app.add_subcommand(
+      "history", "a topic's jobs put, started, done, failed, dead and lapsed, per minute or hour");
+  history_cmd->add_option("topic", h->topic)->required();
+  history_cmd->add_option("--range", h->range, "1h or 24h (by the minute), 30d (by the hour)")
+      ->check(CLI::IsMember({"1h", "24h", "30d"}))
+      ->capture_default_str();
+  history_cmd->callback(
+      [h, &selected] { selected = [h](Session& s) { return history(s, h->topic, h->range); }; });
 
   auto* topics = app.add_subcommand("topics", "list topics");
   topics->callback([&selected] {

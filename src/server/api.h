@@ -5,6 +5,9 @@
 
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <map>
+#include <mutex>
 #include <span>
 #include <string>
 
@@ -34,6 +37,14 @@ struct ApiContext {
   std::int64_t max_wait_ms = 60000;   // the longest long-poll
   std::atomic<bool> stopping{false};  // draining: long-polls answer at once, nothing is handed out
   Broadcast stopped{};                // fired with stopping: wakes the event streams
+  // GET /v1/history's answers (one call a topic), by range, served again
+  // for 10 s: when each was read, and its body.
+  struct HistoryCache {
+    std::mutex mu;
+    std::map<std::string, std::pair<std::chrono::steady_clock::time_point, std::string>,
+             std::less<>>
+        answers;  // GUARDED_BY(mu)
+  } history_cache{};
 
   // Starts the drain: nothing more is handed out, and each answer but those
   // that hand out or settle reservations closes its connection; long-polls

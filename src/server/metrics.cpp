@@ -118,20 +118,35 @@ std::string Metrics::render(const std::vector<std::pair<std::string, TopicStats>
       out += fmt::format("{}{{topic=\"{}\"}} {}\n", limit_gauges[g].first, label(topic), v);
     }
   }
-  const std::pair<const char*, std::int64_t TopicStats::*> totals[] = {
-      {"failed", &TopicStats::failed_total},
-      {"dead", &TopicStats::dead_total},
-      {"lapsed", &TopicStats::lapsed_total}};
-  for (const auto& [what, member] : totals) {
+  struct Total {
+    const char* what;
+    std::int64_t TopicStats::*member;
+    const char* help;
+  };
+  const Total totals[] = {
+      {"failed", &TopicStats::failed_total, "Jobs whose attempt failed per topic since it began"},
+      {"dead", &TopicStats::dead_total, "Jobs that died per topic since it began"},
+      {"lapsed", &TopicStats::lapsed_total,
+       "Jobs whose reservation lapsed per topic since it began"},
+      // the history's (library version 34): what callers that name it counted
+      {"put", &TopicStats::put_total, "Jobs put per topic since its history began"},
+      {"started", &TopicStats::started_total,
+       "Jobs handed out (reserved or pulled) per topic since its history began"},
+      {"done", &TopicStats::done_total,
+       "Jobs done (acked, or pulled) per topic since its history began"}};
+  for (const auto& [what, member, help] : totals) {
     const std::string name = fmt::format("redisched_topic_{}_total", what);
-    family(out, name, "counter",
-           fmt::format("Jobs {} per topic since it began, by every process (from Redis).",
-                       std::string_view(what) == "failed" ? "whose attempt failed"
-                       : std::string_view(what) == "dead" ? "that died"
-                                                          : "whose reservation lapsed"));
+    family(out, name, "counter", fmt::format("{}, by every process (from Redis).", help));
     for (const auto& [topic, s] : topics) {
       out += fmt::format("{}{{topic=\"{}\"}} {}\n", name, label(topic), s.*member);
     }
+  }
+  family(out, "redisched_topic_wait_seconds_total", "counter",
+         "The wait of the jobs started, from due to start, summed per topic since its history "
+         "began (divided by redisched_topic_started_total: the mean wait).");
+  for (const auto& [topic, s] : topics) {
+    out += fmt::format("redisched_topic_wait_seconds_total{{topic=\"{}\"}} {}\n", label(topic),
+                       static_cast<double>(s.wait_total_ms) / 1000);
   }
   std::lock_guard lock(mu_);
   family(out, "redisched_events_total", "counter",

@@ -358,6 +358,12 @@ json::object worker_json(const WorkerEntry& w) {
                       {"running", std::move(running)}};
 }
 
+json::object history_row_json(const HistoryRow& r) {
+  return json::object{{"at", r.at_ms},      {"put", r.put},        {"started", r.started},
+                      {"done", r.done},     {"failed", r.failed},  {"dead", r.dead},
+                      {"lapsed", r.lapsed}, {"wait_ms", r.wait_ms}};
+}
+
 json::object stats_json(std::string_view topic, const TopicStats& s) {
   return json::object{{"topic", topic},
                       {"delayed", s.delayed},
@@ -370,6 +376,10 @@ json::object stats_json(std::string_view topic, const TopicStats& s) {
                       {"failed_total", s.failed_total},
                       {"dead_total", s.dead_total},
                       {"lapsed_total", s.lapsed_total},
+                      {"put_total", s.put_total},
+                      {"started_total", s.started_total},
+                      {"done_total", s.done_total},
+                      {"wait_total_ms", s.wait_total_ms},
                       {"limits", limits_json(s.limits)},
                       {"limit_used", s.limit_used},
                       {"shards", s.shards}};

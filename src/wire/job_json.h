@@ -36,6 +36,9 @@ boost::json::array log_json(const std::vector<LogLine>& log);
 Job job_from_json(const boost::json::object& o);
 
 // A topic's counts, as the CLI's stats --json and GET /v1/topics/{t} give them.
+// One minute's or hour's counts of a topic's history (Client::history):
+// {at, put, started, done, failed, dead, lapsed, wait_ms}.
+boost::json::object history_row_json(const HistoryRow& r);
 boost::json::object stats_json(std::string_view topic, const TopicStats& s);
 // A worker of the registry (GET /v1/workers, `redisched workers --json`).
 boost::json::object worker_json(const WorkerEntry& w);

@@ -223,6 +223,29 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", "/v1/topics/bad%20topic")[0], 400)
         topics = self.call("GET", "/v1/topics")[1]["topics"]
         self.assertIn("ops", [x["topic"] for x in topics])
+        # The history (library version 34): counted by the library's calls.
+        h = "/v1/topics/hist"
+        self.call("PUT", f"{h}/jobs/a", {"body": "a"})
+        self.call("PUT", f"{h}/jobs/b", {"body": "b"})
+        self.assertEqual(self.call("PUT", f"{h}/jobs/b", {"body": "b"})[0], 409)  # (not counted)
+        time.sleep(0.05)  # (a wait to count)
+        job = self.call("POST", f"{h}/reserve", {"count": 1})[1]["jobs"][0]
+        self.call("POST", f"{h}/jobs/{job['id']}/ack", {"token": job["token"]})
+        kinds = ("put", "started", "done", "failed", "dead", "lapsed")
+        for r in ("1h", "24h", "30d"):
+            status, got = self.call("GET", f"{h}/history?range={r}")
+            self.assertEqual((status, got["range"], got["step"], got["topic"]),
+                             (200, r, "hour" if r == "30d" else "minute", "hist"))
+            self.assertEqual([sum(row[k] for row in got["rows"]) for k in kinds], [2, 1, 1, 0, 0, 0], r)
+            self.assertGreaterEqual(sum(row["wait_ms"] for row in got["rows"]), 50)
+        stats = self.call("GET", h)[1]
+        self.assertEqual((stats["put_total"], stats["started_total"], stats["done_total"]), (2, 1, 1))
+        self.assertEqual(self.call("GET", f"{h}/history?range=1w")[0], 400)
+        self.assertEqual(self.call("GET", f"{h}/history?since=1")[0], 400)
+        status, every = self.call("GET", "/v1/history?range=24h")
+        self.assertEqual(status, 200)
+        self.assertGreaterEqual(every["topics"], 3)
+        self.assertGreaterEqual(sum(row["put"] for row in every["rows"]), 3)
         redis = self.call("GET", "/v1/redis")[1]
         self.assertEqual((redis["mode"], len(redis["nodes"])), ("single", 1))
         page = self.call("GET", "/v1/topics?prefix=op&count=1")[1]
@@ -302,7 +325,8 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("PUT", f"{t}/webhook", {"url": "ftp://x"})[0], 400)
         self.assertEqual(self.call("GET", "/healthz", token=False)[1]["status"], "ok")
         self.assertIn("redisched_build_info", self.call("GET", "/metrics")[1])
-        for page in ("/", "/index.html", "/app.js", "/style.css"):
+        for page in ("/", "/index.html", "/app.js", "/style.css", "/vendor/dygraph.min.js",
+                     "/vendor/dygraph.min.css"):
             self.assertEqual(self.call("GET", page, token=False)[0], 200)
 
     def test_4_the_original_interfaces(self):

@@ -586,8 +586,15 @@ TEST_F(ServerTest, HealthzAndMetrics) {
     return m.body.find("redisched_jobs{topic=\"" + topic_ + "\",state=\"ready\"} 1") !=
                std::string::npos &&
            m.body.find("redisched_topic_limit_concurrency{topic=\"" + topic_ + "\"} 6") !=
+               std::string::npos &&
+           // the history's totals (library version 34): the put above
+           m.body.find("redisched_topic_put_total{topic=\"" + topic_ + "\"} 1") !=
                std::string::npos;
   })) << m.body;
+  EXPECT_NE(m.body.find("redisched_topic_done_total{topic=\"" + topic_ + "\"} 0"),
+            std::string::npos);
+  EXPECT_NE(m.body.find("redisched_topic_wait_seconds_total{topic=\"" + topic_ + "\"} 0"),
+            std::string::npos);
   EXPECT_NE(m.body.find("redisched_topic_limit_rate{topic=\"" + topic_ + "\"} 0"),
             std::string::npos);
   EXPECT_EQ(m.status, 200);
