@@ -90,6 +90,20 @@ expect "reschedule no job" "redisched: nope: not found" "$(r reschedule pp nope 
 # find: the ids that start with a prefix, one a line.
 expect "find by prefix" "later1 later2" "$(r find pp later | sort | tr '\n' ' ' | sed 's/ $//')"
 expect "find --limit" "1" "$(r find pp later --limit 1 | wc -l)"
+# history (library version 34): what the calls did, per minute, and in total.
+r put hist h1 a >/dev/null
+r put hist h2 b >/dev/null
+r put hist h2 b >/dev/null 2>&1 || true  # (refused: not counted)
+line=$(r --json reserve hist)
+r ack hist "$(echo "$line" | sed 's/.*"id":"\([^"]*\)".*/\1/')" \
+  "$(echo "$line" | sed 's/.*"token":\([0-9]*\).*/\1/')" >/dev/null
+expect "history header" "minute (UTC)	put	started	done	failed	dead	lapsed	mean wait ms" \
+  "$(r history hist | head -1)"
+expect "history total" "total	2	1	1	0	0	0" "$(r history hist | tail -1 | cut -f1-7)"
+expect "history minutes" "2" "$(r history hist | sed '1d;$d' | awk -F'\t' '{s += $2} END {print s}')"
+expect "history --range 30d" "hour (UTC)" "$(r history hist --range 30d | head -1 | cut -f1)"
+expect "history --json" '"put":2' "$(r --json history hist | tail -1 | grep -o '"put":2')"
+expect "history bad range" "1" "$(r history hist --range 1w >/dev/null 2>&1; echo $?)"
 expect "find none exits 1" "1" "$(r find pp nothing-like-it; echo $?)"
 expect "find --json" '"later1"' "$(r --json find pp later1)"
 # Results: a job put with --keep, acked with a result, waited for.
