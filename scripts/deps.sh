@@ -16,6 +16,8 @@ packages=(
   libcli11-dev libspdlog-dev libfmt-dev
   # recurring jobs: cron times in a time zone (Debian's tz database)
   libhowardhinnant-date-dev tzdata
+  # the dashboard's history charts, built into serve
+  libjs-dygraphs
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools openssl
   # the man page, written from --help, for the Debian package

@@ -182,6 +182,7 @@ function route() {
     loadSchedules();
     // #/topic/T/find/P: the ids that start with P (a deep link to a search).
     findJobs(m[2] === undefined ? null : decodeURIComponent(m[2]));
+    showHistory();
   } else if (hash === '#/send') {
     connect('', { counts: false });  // (its list is the events of every topic)
     show('send');
@@ -197,6 +198,7 @@ function route() {
     state.topic = null;
     show('overview');
     loadOverview();
+    showHistory();
   }
   render(true);
 }
@@ -324,6 +326,84 @@ function pager(box, page, pages, total, what, go) {
     el('button', { type: 'button', class: 'secondary', disabled: page <= 0, onclick: () => go(page - 1) }, 'Previous'),
     el('span', { class: 'muted' }, `page ${page + 1} of ${pages} · ${total} ${what}`),
     el('button', { type: 'button', class: 'secondary', disabled: page >= pages - 1, onclick: () => go(page + 1) }, 'Next'));
+}
+
+// ---- history charts: GET /v1/history (every topic, on the overview) or
+// /v1/topics/T/history (the topic's page), by the minute over 1 h or 24 h,
+// by the hour over 30 d; drawn with dygraphs (Debian's libjs-dygraphs,
+// built into serve) and read again every minute while shown.
+
+const HISTORY_SERIES = [['put', '#2456d6'], ['done', '#1f7a4d'], ['failed', '#a15c00'],
+  ['dead', '#b3261e'], ['lapsed', '#6b4fbb']];
+const RANGE_NAMES = { '1h': 'hour', '24h': '24 hours', '30d': '30 days' };
+const historyView = {
+  range: RANGE_NAMES[sessionStorage.getItem('redisched-range')] ? sessionStorage.getItem('redisched-range') : '1h',
+  timer: null, asked: 0, charts: new Map(),
+};
+
+// Every minute or hour of the answer's range, zeros where nothing counted.
+function historyUnits(r) {
+  const unit = r.step === 'minute' ? 60000 : 3600000;
+  const by = new Map(r.rows.map((row) => [row.at, row]));
+  const out = [];
+  for (let t = r.from - (r.from % unit); t <= r.to; t += unit) {
+    out.push(by.get(t) || { at: t, put: 0, started: 0, done: 0, failed: 0, dead: 0, lapsed: 0, wait_ms: 0 });
+  }
+  return out;
+}
+
+function drawChart(box, name, data, options) {
+  // (Without dygraphs' legend plugin: it writes HTML with inline styles,
+  // which the page's Content-Security-Policy refuses. The page has its own
+  // legend, and the summary says the figures in words.)
+  if (Dygraph.PLUGINS) Dygraph.PLUGINS = Dygraph.PLUGINS.filter((p) => p !== Dygraph.Plugins?.Legend);
+  const key = `${box.id}/${name}`;
+  const g = historyView.charts.get(key);
+  if (g) { g.updateOptions({ file: data, ...options }); return; }
+  historyView.charts.set(key, new Dygraph(box.querySelector(`[data-chart="${name}"]`), data,
+    { height: 200, includeZero: true, strokeWidth: 1.5, legend: 'never', ...options }));
+}
+
+function drawHistory(box, r) {
+  const units = historyUnits(r);
+  const sum = Object.fromEntries(['put', 'started', 'done', 'failed', 'dead', 'lapsed', 'wait_ms']
+    .map((k) => [k, units.reduce((a, u) => a + u[k], 0)]));
+  const wait = sum.started ? Math.round(sum.wait_ms / sum.started) : 0;
+  const summary = `Over the last ${RANGE_NAMES[r.range]}: put ${sum.put}, started ${sum.started}, done ${sum.done}, ` +
+    `failed ${sum.failed}, dead ${sum.dead}, lapsed ${sum.lapsed}; mean wait ${duration(wait)}.`;
+  box.querySelector('[data-summary]').textContent = summary;
+  if (typeof Dygraph === 'undefined') return;  // (the summary stands alone)
+  const jobs = box.querySelector('[data-chart="jobs"]');
+  jobs.setAttribute('aria-label', `Jobs per ${r.step}. ${summary}`);
+  drawChart(box, 'jobs', units.map((u) => [new Date(u.at), ...HISTORY_SERIES.map(([k]) => u[k])]),
+    { labels: ['time', ...HISTORY_SERIES.map(([k]) => k)], colors: HISTORY_SERIES.map(([, c]) => c), ylabel: `jobs per ${r.step}` });
+  box.querySelector('[data-chart="wait"]').setAttribute('aria-label', `Mean wait from due to start per ${r.step}: ${duration(wait)} over the range.`);
+  drawChart(box, 'wait', units.map((u) => [new Date(u.at), u.started ? u.wait_ms / u.started : null]),
+    // (points too: a minute alone among idle ones is a point, no line)
+    { labels: ['time', 'mean wait (ms)'], colors: ['#3d4a5c'], ylabel: 'mean wait, ms', drawPoints: true, pointSize: 2 });
+}
+
+// The history of the view that shows (view: its section's id), now and
+// then every minute until that view is left.
+async function loadHistory(view, box, path) {
+  clearTimeout(historyView.timer);
+  if ($(view).hidden) return;
+  const asked = ++historyView.asked;
+  for (const b of box.querySelectorAll('[data-range]')) b.setAttribute('aria-pressed', String(b.dataset.range === historyView.range));
+  try {
+    const r = await api('GET', `${path}?range=${historyView.range}`);
+    if (asked !== historyView.asked || $(view).hidden) return;
+    drawHistory(box, r);
+  } catch (e) {
+    if (asked !== historyView.asked) return;
+    box.querySelector('[data-summary]').textContent = e.message;
+  }
+  historyView.timer = setTimeout(() => loadHistory(view, box, path), 60000);
+}
+
+function showHistory() {
+  if (!$('overview').hidden) loadHistory('overview', $('overview-history'), '/v1/history');
+  else if (!$('topic').hidden) loadHistory('topic', $('topic-history'), topicPath('history'));
 }
 
 // ---- the workers page: GET /v1/workers, again every 5 s while it shows
@@ -908,6 +988,21 @@ document.addEventListener('DOMContentLoaded', () => {
     else location.hash = hash;
   });
   $('found-more').addEventListener('click', () => findJobs(found.prefix, true));
+  // Each history panel from the page's one template, its heading its own.
+  for (const box of document.querySelectorAll('section.history')) {
+    box.append($('history-template').content.cloneNode(true));
+    const h2 = box.querySelector('h2');
+    h2.id = `${box.id}-title`;
+    h2.textContent = box.dataset.title;
+    box.setAttribute('aria-labelledby', h2.id);
+  }
+  for (const b of document.querySelectorAll('.history [data-range]')) {
+    b.addEventListener('click', () => {
+      historyView.range = b.dataset.range;
+      sessionStorage.setItem('redisched-range', historyView.range);
+      showHistory();
+    });
+  }
   $('job-change').addEventListener('input', () => { jobFormDirty = true; });
   $('job-change').addEventListener('submit', (ev) => {
     ev.preventDefault();

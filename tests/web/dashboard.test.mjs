@@ -481,6 +481,40 @@ try {
     await page.screenshot({ path: join(artifacts, 'redis.png'), fullPage: true });
   });
 
+  await test('history: charts of a topic on its page and of every topic on the overview, over 1 h, 24 h, 30 d', async () => {
+    const csp = [];
+    const seeConsole = (m) => { if (/Content Security Policy|Refused/.test(m.text())) csp.push(m.text()); };
+    page.on('console', seeConsole);
+    for (const id of ['h1', 'h2', 'h3']) await serve.api('PUT', `/v1/topics/charted/jobs/${id}`, { body: id });
+    await new Promise((res) => setTimeout(res, 30));
+    const r = await serve.api('POST', '/v1/topics/charted/reserve', { count: 2 });
+    await serve.api('POST', `/v1/topics/charted/jobs/${r.json.jobs[0].id}/ack`, { token: r.json.jobs[0].token });
+    await serve.api('POST', `/v1/topics/charted/jobs/${r.json.jobs[1].id}/fail`, { token: r.json.jobs[1].token, error: 'no', dead: true });
+    await page.goto(`${serve.base}/#/topic/charted`);
+    const summary = '#topic-history [data-summary]';
+    await page.waitForSelector(`${summary}:has-text("Over the last hour: put 3, started 2, done 1, failed 1, dead 1, lapsed 0")`);
+    // dygraphs drew both charts (a canvas each), labelled for a screen reader.
+    await page.waitForSelector('#topic-history [data-chart="jobs"] canvas');
+    await page.waitForSelector('#topic-history [data-chart="wait"] canvas');
+    assert.match(await page.getAttribute('#topic-history [data-chart="jobs"]', 'aria-label'), /^Jobs per minute\. Over the last hour: put 3/);
+    await page.click('#topic-history button[data-range="24h"]');
+    await page.waitForSelector(`${summary}:has-text("Over the last 24 hours: put 3")`);
+    assert.equal(await page.getAttribute('#topic-history button[data-range="24h"]', 'aria-pressed'), 'true');
+    await page.click('#topic-history button[data-range="30d"]');
+    await page.waitForSelector(`${summary}:has-text("Over the last 30 days: put 3")`);
+    assert.match(await page.getAttribute('#topic-history [data-chart="jobs"]', 'aria-label'), /^Jobs per hour/);
+    await page.screenshot({ path: join(artifacts, 'history.png'), fullPage: true });
+    // The overview: every topic's, summed (the range chosen stays).
+    await page.click('#topic-history button[data-range="1h"]');
+    await page.goto(`${serve.base}/#/`);
+    await page.waitForSelector('#overview-history [data-chart="jobs"] canvas');
+    const every = await page.textContent('#overview-history [data-summary]');
+    const put = Number(every.match(/put (\d+)/)[1]);
+    assert.ok(put >= 3, every);
+    page.off('console', seeConsole);
+    assert.deepEqual(csp, [], 'the charts keep to the page\'s Content-Security-Policy');
+  });
+
   await test('keyboard: tab to the form and put with Enter; phone width', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${serve.base}/#/send`);
