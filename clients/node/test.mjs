@@ -37,6 +37,10 @@ try {
     assert.equal(r.jobs[0].body.toString(), 'Hello');
     assert.equal(await t.ack(r.jobs[0]), OK);
     assert.equal(await t.ack(r.jobs[0]), NOT_FOUND);
+    // Counted in the topic's history (library version 34): the refusals not.
+    const [total] = await t.history();
+    assert.deepEqual([total.put, total.started, total.done], [1, 1, 1]);
+    assert.equal((await t.stats()).done_total, 1);
   });
 
   await test('a topic of version 8 is migrated by the first call that meets it', async () => {

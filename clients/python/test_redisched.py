@@ -104,6 +104,10 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual(t.ack(r.jobs[0]), redisched.OK)
         self.assertEqual(t.ack(r.jobs[0]), redisched.NOT_FOUND)
         self.assertIsNone(t.get("welcome_42"))
+        # Counted in the topic's history (library version 34): the refusals not.
+        total = t.history()[0]
+        self.assertEqual((total["put"], total["started"], total["done"]), (1, 1, 1))
+        self.assertEqual(t.stats()["done_total"], 1)
 
     def test_a_write_no_replica_had_raises_but_a_refusal_is_answered(self):
         # No replica here: WAIT 1 counts 0.
