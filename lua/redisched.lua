@@ -1064,14 +1064,16 @@ do
     redis.call('HDEL', key, unpack(f))
   end
 
-  -- Drops the m fields older than a day and the h older than 30 days.
+  -- Drops the m fields older than a day and the h older than 30 days:
+  -- it keeps 25 m and 31 h, since a read of the last 1441 minutes or 745
+  -- hours starts inside the oldest.
   local function trim(key, minute)
     local hour, day = math.floor(minute / 60), math.floor(minute / 1440)
     local old = {}
     for _, f in ipairs(redis.call('HKEYS', key)) do
       local kind, n = f:sub(1, 1), tonumber(f:sub(2))
-      if n and ((kind == 'm' and n <= hour - MINUTES_KEPT / 60)
-                or (kind == 'h' and n <= day - DAYS_KEPT)) then
+      if n and ((kind == 'm' and n < hour - MINUTES_KEPT / 60)
+                or (kind == 'h' and n < day - DAYS_KEPT)) then
         old[#old + 1] = f
       end
     end

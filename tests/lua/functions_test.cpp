@@ -1775,6 +1775,16 @@ TEST_F(HistoryTest, KeepsMinutesForADayAndHoursForThirtyDays) {
   EXPECT_LE(fields->integer, 12) << "live fields, at, all, and the m and h fields of recent times";
 }
 
+TEST_F(HistoryTest, ALastDayReadStartsInsideTheOldestHourKept) {
+  put("a", kT0 + 45 * kMinute);
+  put("b", kT0 + kDay + 10 * kMinute);  // writes a's minute
+  put("c", kT0 + kDay + 11 * kMinute);  // writes b's: a new hour, the trim
+  const long long now = kT0 + kDay + 11 * kMinute;
+  auto last_day = minutes(now - now % kMinute - 1439 * kMinute, now);
+  ASSERT_FALSE(last_day.empty());
+  EXPECT_EQ(last_day.front()[0], kT0 + 45 * kMinute) << "a's minute, 23 h 26 min ago, is kept";
+}
+
 TEST_F(HistoryTest, AnEarlierMinuteIsFoldedAtOnce) {
   put("a", kT0 + 5 * kMinute);
   put("b", kT0 + kMinute);  // a call that names an earlier NOW
