@@ -210,7 +210,7 @@ export async function loadLibrary(redis, path) {
   return redis.call('FUNCTION', 'LOAD', 'REPLACE', await readFile(path, 'utf8'));
 }
 
-// One topic: its eleven keys, in the order every function takes them.
+// One topic: its twelve keys, in the order every function takes them.
 //   new Topic(redis, name[, prefix][, { prefix, replicas, replicaTimeoutMs, failoverMs }])
 // replicas: put, ack, release and fail answer once that many replicas have
 // the write (WAIT, up to replicaTimeoutMs), else reject with NotReplicated;
@@ -405,6 +405,24 @@ export class Topic {
   async fail(job, error) {
     const r = await (await this.at(job.id)).change('fail', job.id, job.token, error);
     return Buffer.isBuffer(r) ? r.toString() : r;
+  }
+
+  // The ids of the topic's jobs, of any state, that start with prefix
+  // (compared byte by byte; glob characters are themselves), one by one: an
+  // HSCAN MATCH of the jobs hash, a spread topic's shards in turn, count a
+  // step. Each job there from the first id to the last is listed once or
+  // more (HSCAN's guarantee); one put or deleted meanwhile may be or not.
+  async *findIds(prefix = '', count = 100) {
+    const pattern = Buffer.concat([Buffer.from(String(prefix).replace(/[*?[\]\\]/g, '\\$&')), Buffer.from('*')]);
+    const shards = await this.shards(true);
+    for (const t of shards.length ? shards : [this]) {
+      let cursor = '0';
+      do {
+        const [next, pairs] = await this.redis.hscanBuffer(t.keys[0], cursor, 'MATCH', pattern, 'COUNT', count);
+        cursor = next.toString();
+        for (let i = 0; i < pairs.length; i += 2) yield pairs[i].toString();
+      } while (cursor !== '0');
+    }
   }
 
   // The topic's history (library version 34): objects of HISTORY_FIELDS,

@@ -37,10 +37,16 @@ try {
     assert.equal(r.jobs[0].body.toString(), 'Hello');
     assert.equal(await t.ack(r.jobs[0]), OK);
     assert.equal(await t.ack(r.jobs[0]), NOT_FOUND);
+    // Found by id prefix (below, after the history's check: they are puts).
     // Counted in the topic's history (library version 34): the refusals not.
     const [total] = await t.history();
     assert.deepEqual([total.put, total.started, total.done], [1, 1, 1]);
     assert.equal((await t.stats()).done_total, 1);
+    for (const id of ['order_1', 'order_2', 'or*der']) await t.put(id, 'x');
+    const ids = async (prefix) => { const out = []; for await (const id of t.findIds(prefix)) out.push(id); return out.sort(); };
+    assert.deepEqual(await ids('order_'), ['order_1', 'order_2']);
+    assert.deepEqual(await ids('or*'), ['or*der']);
+    assert.deepEqual(await ids(), ['or*der', 'order_1', 'order_2']);
   });
 
   await test('a topic of version 8 is migrated by the first call that meets it', async () => {
@@ -116,6 +122,9 @@ try {
     assert.equal(held.reduce((a, b) => a + b, 0), 31);
     assert.ok(held.every((n) => n > 0), String(held));
     assert.equal((await t.stats()).ready, 31);
+    const found = [];
+    for await (const id of t.findIds('n1')) found.push(id);
+    assert.deepEqual(found.sort(), ['n1', ...Array.from({ length: 10 }, (_, i) => `n1${i}`)].sort());
     const got = [];
     for (;;) {
       const r = await t.reserve(4, 30000);

@@ -32,6 +32,7 @@ a replica is lost with it: replicas=N has each call that changes a job wait
 
 import binascii
 import os
+import re
 import socket
 import threading
 import time
@@ -227,7 +228,7 @@ class Reserved:
 
 
 class Topic:
-    """One topic: its eleven keys, in the order every function takes them.
+    """One topic: its twelve keys, in the order every function takes them.
 
     replicas: put, ack, release and fail return once that many replicas
     have the write (WAIT, up to replica_timeout_ms), else raise
@@ -451,6 +452,19 @@ class Topic:
     def fail(self, job, error):
         """"delayed" or "ready" (it runs again), "dead"; or a code (0, -2, -3)."""
         return _text(self._at(job.id)._call("fail", job.id, job.token, error, changes_job=True))
+
+    def find_ids(self, prefix="", count=100):
+        """The ids of the topic's jobs, of any state, that start with prefix
+        (compared byte by byte; glob characters are themselves), one by one:
+        an HSCAN MATCH of the jobs hash, a spread topic's shards in turn,
+        count a step. Each job there from the first id to the last is
+        listed once or more (HSCAN's guarantee); one put or deleted meanwhile
+        may be or not."""
+        data = prefix.encode() if isinstance(prefix, str) else prefix
+        pattern = re.sub(rb"([*?\[\]\\])", rb"\\\1", data) + b"*"
+        for t in self.shards(fresh=True) or [self]:
+            for job_id, _ in t.redis.hscan_iter(t.keys[0], match=pattern, count=count):
+                yield _text(job_id)
 
     def history(self, step="total", from_ms=0, to_ms=0):
         """The topic's history (library version 34): dicts of HISTORY_FIELDS,

@@ -81,6 +81,7 @@ class RedischedFromPython(unittest.TestCase):
         self.assertTrue(all(n > 0 for n in held), held)
         self.assertEqual(t.stats()["ready"], 31)
         self.assertEqual(t.stats()["shards"], 3)
+        self.assertEqual(sorted(t.find_ids("p1")), ["p1"] + [f"p1{i}" for i in range(10)])
         got = []
         while True:
             r = t.reserve(4, ttr_ms=30000)
@@ -108,6 +109,12 @@ class RedischedFromPython(unittest.TestCase):
         total = t.history()[0]
         self.assertEqual((total["put"], total["started"], total["done"]), (1, 1, 1))
         self.assertEqual(t.stats()["done_total"], 1)
+        # Found by id prefix; glob characters are themselves.
+        for job_id in ("order_1", "order_2", "or*der"):
+            t.put(job_id, b"x")
+        self.assertEqual(sorted(t.find_ids("order_")), ["order_1", "order_2"])
+        self.assertEqual(list(t.find_ids("or*")), ["or*der"])
+        self.assertEqual(sorted(t.find_ids()), ["or*der", "order_1", "order_2"])
 
     def test_a_write_no_replica_had_raises_but_a_refusal_is_answered(self):
         # No replica here: WAIT 1 counts 0.
