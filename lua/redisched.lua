@@ -1185,20 +1185,33 @@ do
   -- anything: slots of the packed fields (packed[g], per slots each), plus
   -- what is not folded (unfolded's) in its unit.
   local function rows(out, first, n, size, packed, per, live)
-    for u = first, first + n - 1 do
-      local f = packed[math.floor(u / per)]
-      local row = { 0, 0, 0, 0, 0, 0, 0 }
-      if f and #f >= ((u % per) + 1) * SLOT_SIZE then
-        row = { struct.unpack(SLOT, f, (u % per) * SLOT_SIZE + 1) }
-      end
+    local last = first + n - 1
+    -- (group by group: one without a packed field or an unfolded unit
+    -- counted nothing, and is skipped whole)
+    for g = math.floor(first / per), math.floor(last / per) do
+      local f = packed[g]
+      local lo, hi = math.max(first, g * per), math.min(last, g * per + per - 1)
+      local here = {}
       for _, l in ipairs(live) do
-        if math.floor(l[1] / size) == u then
-          for j = 1, 7 do row[j] = row[j] + l[2][j] end
+        local u = math.floor(l[1] / size)
+        if u >= lo and u <= hi then here[#here + 1] = { u, l[2] } end
+      end
+      if f or #here > 0 then
+        for u = lo, hi do
+          local row = { 0, 0, 0, 0, 0, 0, 0 }
+          if f and #f >= ((u % per) + 1) * SLOT_SIZE then
+            row = { struct.unpack(SLOT, f, (u % per) * SLOT_SIZE + 1) }
+          end
+          for _, l in ipairs(here) do
+            if l[1] == u then
+              for j = 1, 7 do row[j] = row[j] + l[2][j] end
+            end
+          end
+          local any = false
+          for j = 1, 7 do if row[j] ~= 0 then any = true end end
+          if any then out[#out + 1] = { u * size * 60000, unpack(row, 1, 7) } end
         end
       end
-      local any = false
-      for j = 1, 7 do if row[j] ~= 0 then any = true end end
-      if any then out[#out + 1] = { u * size * 60000, unpack(row, 1, 7) } end
     end
   end
 
