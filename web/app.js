@@ -160,7 +160,15 @@ function addFeed(ev) {
 // ---- views
 
 function route() {
-  const hash = location.hash || '#/';
+  let hash = location.hash || '#/';
+  // #/history/R and #/topic/T/history/R: the view with its charts over
+  // range R (a deep link; without one, the range last chosen).
+  const ranged = hash.match(/^(#\/(?:topic\/[^/]+)?)\/?history\/(1h|24h|30d)$/);
+  if (ranged) {
+    hash = ranged[1];
+    historyView.range = ranged[2];
+    sessionStorage.setItem('redisched-range', historyView.range);
+  }
   const jm = hash.match(/^#\/topic\/([^/]+)\/job\/(.+)$/);
   const m = hash.match(/^#\/topic\/([^/]+)$/) || hash.match(/^#\/topic\/([^/]+)\/find\/(.*)$/);
   if (jm) {
@@ -997,10 +1005,10 @@ document.addEventListener('DOMContentLoaded', () => {
     box.setAttribute('aria-labelledby', h2.id);
   }
   for (const b of document.querySelectorAll('.history [data-range]')) {
+    // (to the view's link with the range: route() draws it)
     b.addEventListener('click', () => {
-      historyView.range = b.dataset.range;
-      sessionStorage.setItem('redisched-range', historyView.range);
-      showHistory();
+      const view = $('topic').hidden ? '#/' : `#/topic/${encodeURIComponent(state.topic)}/`;
+      location.hash = `${view}history/${b.dataset.range}`;
     });
   }
   $('job-change').addEventListener('input', () => { jobFormDirty = true; });

@@ -499,6 +499,7 @@ try {
     assert.match(await page.getAttribute('#topic-history [data-chart="jobs"]', 'aria-label'), /^Jobs per minute\. Over the last hour: put 3/);
     await page.click('#topic-history button[data-range="24h"]');
     await page.waitForSelector(`${summary}:has-text("Over the last 24 hours: put 3")`);
+    assert.equal(new URL(page.url()).hash, '#/topic/charted/history/24h', 'a deep link of the range');
     assert.equal(await page.getAttribute('#topic-history button[data-range="24h"]', 'aria-pressed'), 'true');
     await page.click('#topic-history button[data-range="30d"]');
     await page.waitForSelector(`${summary}:has-text("Over the last 30 days: put 3")`);
@@ -511,6 +512,12 @@ try {
     const every = await page.textContent('#overview-history [data-summary]');
     const put = Number(every.match(/put (\d+)/)[1]);
     assert.ok(put >= 3, every);
+    // A link to a range opens the view with it.
+    await page.goto(`${serve.base}/#/history/30d`);
+    await page.waitForSelector('#overview-history [data-summary]:has-text("Over the last 30 days")');
+    assert.equal(await page.getAttribute('#overview-history button[data-range="30d"]', 'aria-pressed'), 'true');
+    await page.goto(`${serve.base}/#/topic/charted/history/24h`);
+    await page.waitForSelector(`${summary}:has-text("Over the last 24 hours: put 3")`);
     page.off('console', seeConsole);
     assert.deepEqual(csp, [], 'the charts keep to the page\'s Content-Security-Policy');
   });
