@@ -676,10 +676,10 @@ struct Workers : RegistryCall {
 
 // Every operation, for what goes over them all (tests/unit/operations_test
 // checks docs/redis-api.md's table of names against it).
-using All =
-    std::tuple<Put, Add, PutMany, Get, Stats, List, Reserve, Pull, Ack, AckMany, Release, Fail,
-               Touch, Report, Delete, Restore, Requeue, Kick, KickAll, Promote, PromoteAll, Purge,
-               Reschedule, Pause, Resume, Limit, RetryWindow, Migrate, Shards, Shard, Schedules,
-               Schedule, Unschedule, PauseSchedule, ResumeSchedule, Tick, Beat, Leave, Workers>;
+using All = std::tuple<Put, Add, PutMany, Get, Stats, History, List, Reserve, Pull, Ack, AckMany,
+                       Release, Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll,
+                       Promote, PromoteAll, Purge, Reschedule, Pause, Resume, Limit, RetryWindow,
+                       Migrate, Shards, Shard, Schedules, Schedule, Unschedule, PauseSchedule,
+                       ResumeSchedule, Tick, Beat, Leave, Workers>;
 
 }  // namespace redisched::core::op
