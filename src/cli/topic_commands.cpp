@@ -55,15 +55,12 @@ int stats(Session& s, const TopicArgs& a) {
 // The minutes (1h, 24h) or hours (30d) that counted anything, to now, and
 // the totals since the history began.
 int history(Session& s, const std::string& topic, const std::string& range) {
-  constexpr std::int64_t kMinute = 60000, kHour = 60 * kMinute;
   const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-  const bool hours = range == "30d";
-  const std::int64_t units = range == "1h" ? 60 : range == "24h" ? 1440 : 720;
-  const std::int64_t unit = hours ? kHour : kMinute;
-  const auto rows = s.client().history(topic, hours ? HistoryStep::hour : HistoryStep::minute,
-                                       now - now % unit - (units - 1) * unit, now);
+  const auto span = wire::history_range(range, now);  // (CLI11 checked the name)
+  const bool hours = span->step == HistoryStep::hour;
+  const auto rows = s.client().history(topic, span->step, span->from_ms, span->to_ms);
   const auto total = s.client().history(topic, HistoryStep::total);
   if (s.json()) {
     for (const auto& r : rows) print_json(wire::history_row_json(r));

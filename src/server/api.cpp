@@ -495,26 +495,17 @@ awaitable<Response> redis_info(ApiContext& ctx, Request& req, const Params&) {
 
 // ---- history
 
-// A range of the history the dashboard draws: 1h and 24h by the minute,
-// 30d by the hour, to the current minute.
-struct HistoryRange {
-  std::string name;
-  HistoryStep step;
-  std::int64_t from_ms, to_ms;
-};
+using wire::HistoryRange;
 
+// ?range= (1h by default), now by this server's clock.
 HistoryRange history_range(const Params& p) {
   const std::string* given = p.find("range");
-  std::string name = given ? *given : "1h";
   const std::int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
-  constexpr std::int64_t kMinute = 60000, kHour = 60 * kMinute;
-  const std::int64_t minute = now - now % kMinute, hour = now - now % kHour;
-  if (name == "1h") return {name, HistoryStep::minute, minute - 59 * kMinute, now};
-  if (name == "24h") return {name, HistoryStep::minute, minute - 1439 * kMinute, now};
-  if (name == "30d") return {name, HistoryStep::hour, hour - 719 * kHour, now};
-  bad_request("query parameter range must be 1h, 24h or 30d");
+  auto r = wire::history_range(given ? *given : "1h", now);
+  if (!r) bad_request("query parameter range must be 1h, 24h or 30d");
+  return *r;
 }
 
 json::object history_json(const HistoryRange& r, const std::vector<HistoryRow>& rows) {

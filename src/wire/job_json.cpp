@@ -364,6 +364,18 @@ json::object history_row_json(const HistoryRow& r) {
                       {"lapsed", r.lapsed}, {"wait_ms", r.wait_ms}};
 }
 
+std::optional<HistoryRange> history_range(std::string_view name, std::int64_t now_ms) {
+  constexpr std::int64_t kMinute = 60000, kHour = 60 * kMinute;
+  const auto back = [&](HistoryStep step, std::int64_t unit, std::int64_t units) {
+    return HistoryRange{std::string(name), step, now_ms - now_ms % unit - (units - 1) * unit,
+                        now_ms};
+  };
+  if (name == "1h") return back(HistoryStep::minute, kMinute, 60);
+  if (name == "24h") return back(HistoryStep::minute, kMinute, 1440);
+  if (name == "30d") return back(HistoryStep::hour, kHour, 720);
+  return std::nullopt;
+}
+
 json::object stats_json(std::string_view topic, const TopicStats& s) {
   return json::object{{"topic", topic},
                       {"delayed", s.delayed},

@@ -39,6 +39,16 @@ Job job_from_json(const boost::json::object& o);
 // One minute's or hour's counts of a topic's history (Client::history):
 // {at, put, started, done, failed, dead, lapsed, wait_ms}.
 boost::json::object history_row_json(const HistoryRow& r);
+// The history's ranges, as the dashboard, GET .../history?range= and
+// `redisched history --range` name them: 1h and 24h by the minute, 30d by
+// the hour, from the start of the unit (now's included) that many back, to
+// now_ms. Empty for another name.
+struct HistoryRange {
+  std::string name;
+  HistoryStep step;
+  std::int64_t from_ms, to_ms;
+};
+std::optional<HistoryRange> history_range(std::string_view name, std::int64_t now_ms);
 boost::json::object stats_json(std::string_view topic, const TopicStats& s);
 // A worker of the registry (GET /v1/workers, `redisched workers --json`).
 boost::json::object worker_json(const WorkerEntry& w);
