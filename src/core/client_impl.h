@@ -483,8 +483,7 @@ class Client::Impl {
     if constexpr (Op::route == op::Route::registry) {
       cmd.fcall_registry(Op::function, opts.prefix);
     } else {
-      // (history reads the key whether or not this client counts)
-      cmd.fcall(Op::function, opts.prefix, where, opts.history || Op::function == "history");
+      cmd.fcall(Op::function, opts.prefix, where, opts.history || Op::reads_history);
     }
     Op::encode(cmd, a);
     const bool bounded = bounds_body<Op>(a);

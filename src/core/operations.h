@@ -16,6 +16,8 @@
 //   route          Route (below)
 //   job_write      waits for ClientOptions::replicas (or the job's, the
 //                  topic's) when they are asked for
+//   reads_history  names the topic's history key even when
+//                  ClientOptions::history is off
 //   max_body       ends in MAXBODY when ClientOptions::max_body is not the
 //                  library's default (or max_body(a): when a says so)
 //   Args, Value    what the caller gives, what the caller gets
@@ -76,6 +78,7 @@ enum class Route {
 // Defaults: a read of one topic that goes as itself.
 struct Read {
   static constexpr Route route = Route::topic;
+  static constexpr bool reads_history = false;
   static constexpr bool job_write = false;
   static constexpr bool max_body = false;
   static constexpr bool coalesces = false;
@@ -173,6 +176,7 @@ struct History : Read {
   static constexpr std::string_view function = "history";
   static constexpr std::string_view calls = "history";
   static constexpr Route route = Route::every_shard;
+  static constexpr bool reads_history = true;
   struct Args {
     HistoryStep step = HistoryStep::total;
     std::int64_t from_ms = 0, to_ms = 0;
