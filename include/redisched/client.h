@@ -378,8 +378,8 @@ class Client {
 
   // Listens for reports of a topic's jobs (report(), a Worker's
   // JobContext::log and progress): on_report(id) once each is stored,
-  // on_ready as watch()'s. The topic's own jobs: a spread topic's shards
-  // are not followed. Any thread.
+  // on_ready as watch()'s. A spread topic's shards are followed as
+  // watch()'s are. Any thread.
   Subscription watch_reports(std::string_view topic,
                              std::function<void(const std::string& id)> on_report,
                              std::function<void()> on_ready = {});

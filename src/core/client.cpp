@@ -121,15 +121,23 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
 // anew, and on_ready runs (signals may have been missed: look again). It
 // lives on one runtime shard, the one its link answers on; only cancel
 // comes from any thread, and hands the unsubscribing to that shard.
+// One of a topic's channels (its wake or its reports channel), followed on
+// each of its shards while it is spread: the layout is read again when the
+// topic announces a change of shards, and on each reconnection.
 struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
-  TopicWatch(Client::Impl& owner, std::size_t on_shard, std::string name)
-      : impl(owner), state(owner.shard_state), shard(on_shard), topic(std::move(name)) {}
+  TopicWatch(Client::Impl& owner, std::size_t on_shard, std::string name, TopicWatchChannel of)
+      : impl(owner),
+        state(owner.shard_state),
+        shard(on_shard),
+        topic(std::move(name)),
+        channel_of(of) {}
 
   Client::Impl& impl;
   std::shared_ptr<ShardState> state;
   std::size_t shard;
   std::string topic;
-  std::function<void(std::int64_t)> on_signal;
+  TopicWatchChannel channel_of;
+  std::function<void(const std::string& payload)> on_message;
   std::function<void()> on_ready;
 
   std::atomic<bool> cancelled{false};  // cancel's: no callback starts after it
@@ -175,12 +183,9 @@ struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
     std::weak_ptr<TopicWatch> weak = shared_from_this();
     for (const auto& t : watching) {
       subscriptions.push_back(link.subscribe(
-          core::wake_channel(impl.opts.prefix, t),
+          channel_of(impl.opts.prefix, t),
           [weak](const std::string& payload) {
-            std::int64_t due = 0;
-            auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), due);
-            if (ec != std::errc() || end != payload.data() + payload.size()) return;
-            if (auto self = weak.lock(); self && !self->cancelled.load()) self->on_signal(due);
+            if (auto self = weak.lock(); self && !self->cancelled.load()) self->on_message(payload);
           },
           [weak] {
             if (auto self = weak.lock(); self && self->on_ready && !self->cancelled.load()) {
@@ -769,11 +774,24 @@ REDISCHED_WRAP(std::vector<RedisNode>, redis_nodes, (), (std::move(cb)))
 Subscription Client::watch(std::string_view topic,
                            std::function<void(std::int64_t due_ms)> on_signal,
                            std::function<void()> on_ready) {
+  return impl_->watch_topic(
+      topic, &core::wake_channel,
+      [on_signal = std::move(on_signal)](const std::string& payload) {
+        std::int64_t due = 0;
+        auto [end, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), due);
+        if (ec == std::errc() && end == payload.data() + payload.size()) on_signal(due);
+      },
+      std::move(on_ready));
+}
+
+Subscription Client::Impl::watch_topic(std::string_view topic, TopicWatchChannel channel_of,
+                                       std::function<void(const std::string&)> on_message,
+                                       std::function<void()> on_ready) {
   core::check_topic(topic);
-  auto w = std::make_shared<Impl::TopicWatch>(*impl_, impl_->shard_for(topic), std::string(topic));
-  w->on_signal = std::move(on_signal);
+  auto w = std::make_shared<TopicWatch>(*this, shard_for(topic), std::string(topic), channel_of);
+  w->on_message = std::move(on_message);
   w->on_ready = std::move(on_ready);
-  asio::dispatch(shard_io(*impl_->runtime, w->shard), [w] { w->start(); });
+  asio::dispatch(shard_io(*runtime, w->shard), [w] { w->start(); });
   return Subscription([w] { w->cancel(); });
 }
 
@@ -820,11 +838,8 @@ Subscription Client::watch_sweep(std::function<void(const SweepSignal&)> on_sign
 Subscription Client::watch_reports(std::string_view topic,
                                    std::function<void(const std::string& id)> on_report,
                                    std::function<void()> on_ready) {
-  core::check_topic(topic);
-  auto& link = impl_->link(topic);
-  const std::uint64_t id = link.subscribe(core::reports_channel(impl_->opts.prefix, topic),
-                                          std::move(on_report), std::move(on_ready));
-  return Subscription([&link, id] { link.unsubscribe(id); });
+  return impl_->watch_topic(topic, &core::reports_channel, std::move(on_report),
+                            std::move(on_ready));
 }
 
 void Client::library_version_async(Callback<int> done) try {

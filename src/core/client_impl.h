@@ -314,7 +314,13 @@ using namespace client_detail;  // NOLINT(google-build-using-namespace)
 class Client::Impl {
  public:
   struct Waiter;      // client.cpp: one Client::wait
-  struct TopicWatch;  // client.cpp: one Client::watch
+  struct TopicWatch;  // client.cpp: one Client::watch or watch_reports
+  using TopicWatchChannel = std::string (*)(std::string_view prefix, std::string_view topic);
+  // Follows topic's channel (channel_of names it for a topic or a shard) on
+  // each of its shards; on_ready after each subscription is in place.
+  Subscription watch_topic(std::string_view topic, TopicWatchChannel channel_of,
+                           std::function<void(const std::string&)> on_message,
+                           std::function<void()> on_ready);
 
   // link: where commands go; nullptr: connections to opts.redis_url, one
   // set per shard of the runtime.

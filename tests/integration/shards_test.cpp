@@ -336,5 +336,34 @@ TEST_F(ShardsTest, WatchAndWaitHearEveryShard) {
   EXPECT_EQ(done->result, "answer");
 }
 
+// A job page follows a spread topic's reports: each shard's channel is
+// taken, as watch()'s are.
+TEST_F(ShardsTest, WatchReportsHearsEveryShard) {
+  std::mutex m;
+  std::set<std::string> heard;
+  std::atomic<int> ready{0};
+  client_.set_shards(topic_, 3);
+  auto sub = client_.watch_reports(
+      topic_,
+      [&](const std::string& id) {
+        const std::lock_guard lock(m);
+        heard.insert(id);
+      },
+      [&] { ++ready; });
+  ASSERT_TRUE(test::wait_until([&] { return ready.load() >= 3; })) << "a subscription a shard";
+  for (int i = 0; i < 12; ++i) client_.put(topic_, job("r" + std::to_string(i)));
+  auto r = client_.reserve(topic_, 12);
+  ASSERT_EQ(r.jobs.size(), 12u);
+  for (const auto& j : r.jobs) {
+    JobReport rep;
+    rep.progress = "0.5";
+    EXPECT_EQ(client_.report(topic_, j.id, j.token, rep), Outcome::ok);
+  }
+  EXPECT_TRUE(test::wait_until([&] {
+    const std::lock_guard lock(m);
+    return heard.size() == 12;
+  })) << "every shard's jobs heard";
+}
+
 }  // namespace
 }  // namespace redisched
