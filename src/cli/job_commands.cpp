@@ -110,7 +110,7 @@ int get(Session& s, const std::string& topic, const std::string& id) {
     return 1;
   }
   if (s.json()) {
-    print_json(wire::job_json(*job));
+    std::cout << wire::job_text(*job) << "\n";
   } else {
     print_job_text(*job);
   }
@@ -127,7 +127,7 @@ int wait(Session& s, const std::string& topic, const std::string& id, std::int64
     return 1;
   }
   if (s.json()) {
-    print_json(wire::job_json(*job));
+    std::cout << wire::job_text(*job) << "\n";
   } else {
     print_job_text(*job);
   }

@@ -3,15 +3,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <boost/json/serialize.hpp>
 #include <iostream>
 
 #include "cli/session.h"
 #include "wire/job_json.h"
+#include "wire/json_text.h"
 
 namespace redisched::cli {
 
-void print_json(const boost::json::value& v) { std::cout << boost::json::serialize(v) << "\n"; }
+void print_json(const boost::json::value& v) { std::cout << wire::to_text(v) << "\n"; }
 
 std::string printable(std::string_view body) {
   if (wire::valid_utf8(body)) return std::string(body);

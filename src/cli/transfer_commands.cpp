@@ -2,7 +2,6 @@
 // and migrations.
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -38,7 +37,7 @@ int export_topic(Session& s, const TransferArgs& a) {
        {JobState::delayed, JobState::ready, JobState::reserved, JobState::dead, JobState::done}) {
     for (std::int64_t offset = 0;; offset += 1000) {
       auto page = client.list(a.topic, state, offset, 1000);
-      for (const auto& j : page.jobs) out << json::serialize(wire::job_json(j)) << "\n";
+      for (const auto& j : page.jobs) out << wire::job_text(j) << "\n";
       progress.add(static_cast<std::int64_t>(page.jobs.size()));
       if (page.jobs.size() < 1000) break;
     }
@@ -61,7 +60,7 @@ std::vector<Job> read_jobs(std::istream& in) {
       boost::system::error_code ec;
       auto value = json::parse(line, ec);
       if (ec || !value.is_object()) throw std::runtime_error("not a JSON object");
-      jobs.push_back(wire::job_from_json(value.as_object()));
+      jobs.push_back(wire::job_from_json(value.as_object(), line));
     } catch (const std::exception& e) {
       throw Error(Errc::invalid_argument,
                   "line " + std::to_string(line_no) + ": " + e.what() + " (nothing was imported)");

@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <boost/json/serialize.hpp>
 #include <cctype>
 #include <charconv>
 #include <chrono>
@@ -23,6 +22,7 @@
 #include "server/sweeper.h"
 #include "server/wake_hub.h"
 #include "wire/job_json.h"
+#include "wire/json_text.h"
 
 namespace redisched::server {
 namespace {
@@ -37,7 +37,7 @@ using Status = http::status;
 }
 
 Response ok_json(const Request& req, const json::value& v, Status status = Status::ok) {
-  return json_response(req, status, json::serialize(v));
+  return json_response(req, status, wire::to_text(v));
 }
 
 std::uint64_t token_field(const json::object& o) {
@@ -137,7 +137,7 @@ awaitable<Response> get_job(ApiContext& ctx, Request& req, const Params& p) {
     j = co_await ctx.client.get_async(p.topic, p.id, asio::use_awaitable);
   }
   if (!j) refuse(Status::not_found, "not_found", "no job " + p.id + " in topic " + p.topic);
-  co_return ok_json(req, wire::job_json(*j));
+  co_return json_response(req, Status::ok, wire::job_text(*j));
 }
 
 awaitable<Response> delete_job(ApiContext& ctx, Request& req, const Params& p) {
@@ -332,7 +332,8 @@ awaitable<Response> report(ApiContext& ctx, Request& req, const Params& p) {
   only_fields(body, {"token", "progress", "log"});
   const auto token = token_field(body);
   JobReport r;
-  if (auto it = body.find("progress"); it != body.end()) r.progress = json::serialize(it->value());
+  // As the body spells it: Boost.JSON's value would write 0.1 as 1E-1.
+  if (body.contains("progress")) r.progress = wire::scan_json(req.body(), "progress").member;
   if (auto it = body.find("log"); it != body.end()) {
     if (!it->value().is_array()) bad_request("\"log\" must be an array of strings");
     for (const auto& line : it->value().as_array()) {
@@ -558,7 +559,7 @@ awaitable<Response> all_history(ApiContext& ctx, Request& req, const Params& p) 
   }
   json::object out = history_json(r, core::merge_history(std::move(ok)));
   out["topics"] = names.size();
-  std::string body = json::serialize(out);
+  std::string body = wire::to_text(out);
   {
     std::lock_guard lock(cache.mu);
     cache.answers[r.name] = {now, body};

@@ -7,7 +7,6 @@
 //  - the Redis delay queue: POST /push, GET /pop?topic=, GET /finish?job_id=,
 //    always HTTP 200 with {code, message, data}: code 200 and message ""
 //    on success, code 500 and the error's text on failure.
-#include <boost/json/serialize.hpp>
 #include <charconv>
 
 #include "core/checks.h"
@@ -16,6 +15,7 @@
 #include "server/metrics.h"
 #include "server/sweeper.h"
 #include "wire/job_json.h"
+#include "wire/json_text.h"
 
 namespace redisched::server {
 namespace {
@@ -29,7 +29,7 @@ using Status = http::status;
 constexpr int kDelayQueueAttempts = static_cast<int>(limits::kAttemptsMax);
 
 Response ok(const Request& req, const json::value& v, Status status = Status::ok) {
-  return json_response(req, status, json::serialize(v));
+  return json_response(req, status, wire::to_text(v));
 }
 
 // ---- the original redisched
@@ -68,7 +68,9 @@ awaitable<Response> schedule_route(ApiContext& ctx, Request& req, const Params& 
     JobSpec s;
     s.id = original_id(o);
     auto contents = o.find("contents");
-    s.body = contents == o.end() ? "null" : json::serialize(contents->value());
+    // As the request spells it: Boost.JSON's value would write 0.1 as 1E-1.
+    s.body = contents == o.end() ? "null"
+                                 : wire::scan_json(req.body(), "contents").member.value_or("null");
     s.delay = Millis{seconds_field(o, "delay", Seconds::lenient, limits::kDelayMax).value_or(0)};
     s.mode = PutMode::upsert;  // scheduling an id again reschedules it
     co_await ctx.client.put_async(p.topic, s, asio::use_awaitable);

@@ -4,7 +4,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 #include <deque>
 #include <map>
@@ -20,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/web_assets.h"
 #include "wire/job_json.h"
+#include "wire/json_text.h"
 
 namespace redisched::server {
 namespace {
@@ -140,7 +140,7 @@ asio::awaitable<std::string> snapshot(ApiContext& ctx, const std::vector<std::st
       if (key.second == t) events[key.first] = n;
     }
     o["events"] = std::move(events);
-    std::string row = json::serialize(o);
+    std::string row = wire::to_text(o);
     auto it = sent.find(t);
     if (it != sent.end() && it->second == row) continue;
     if (it == sent.end()) it = sent.emplace(t, std::string()).first;
@@ -185,7 +185,7 @@ asio::awaitable<std::string> snapshot(ApiContext& ctx, const std::vector<std::st
                        {"gone", std::move(gone)},
                        {"events", std::move(moved)}};
   if (!named.empty()) message["reports"] = co_await reports(ctx, reported);
-  co_return json::serialize(message);
+  co_return wire::to_text(message);
 }
 
 // Subscribes a named stream to its topics' reports (into watching); the

@@ -1,6 +1,5 @@
 #include "server/fields.h"
 
-#include <boost/json/basic_parser_impl.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <charconv>
@@ -12,6 +11,7 @@
 #include "core/text.h"
 #include "redisched/limits.h"
 #include "wire/job_json.h"
+#include "wire/json_text.h"
 
 namespace redisched::server {
 
@@ -47,64 +47,13 @@ std::string quoted(std::string_view name) { return "\"" + std::string(name) + "\
 
 // What a refused value was, briefly (for the message).
 std::string shown(const json::value& v) {
-  std::string s = json::serialize(v);
+  std::string s = wire::to_text(v);
   if (s.size() > 40) s = s.substr(0, 40) + "...";
   return s;
 }
 
 // Doubles hold integers exactly up to 2^53.
 constexpr double kExactDouble = 9007199254740992.0;
-
-// A basic_parser handler that only looks for an object with a key given
-// twice (Boost.JSON keeps the last; a body that says two things is refused).
-struct DuplicateKeys {
-  static constexpr std::size_t max_array_size = -1;
-  static constexpr std::size_t max_object_size = -1;
-  static constexpr std::size_t max_string_size = -1;
-  static constexpr std::size_t max_key_size = -1;
-
-  std::vector<std::set<std::string>> open;  // the keys of each object being read
-  std::string key;
-  std::string duplicate;
-
-  using ec_t = boost::system::error_code;
-  bool on_document_begin(ec_t&) { return true; }
-  bool on_document_end(ec_t&) { return true; }
-  bool on_array_begin(ec_t&) { return true; }
-  bool on_array_end(std::size_t, ec_t&) { return true; }
-  bool on_object_begin(ec_t&) {
-    open.emplace_back();
-    return true;
-  }
-  bool on_object_end(std::size_t, ec_t&) {
-    open.pop_back();
-    return true;
-  }
-  bool on_string_part(json::string_view, std::size_t, ec_t&) { return true; }
-  bool on_string(json::string_view, std::size_t, ec_t&) { return true; }
-  bool on_key_part(json::string_view s, std::size_t, ec_t&) {
-    key.append(s.data(), s.size());
-    return true;
-  }
-  bool on_key(json::string_view s, std::size_t, ec_t& ec) {
-    key.append(s.data(), s.size());
-    if (!open.back().insert(key).second) {
-      duplicate = key;
-      ec = json::error::syntax;
-      return false;
-    }
-    key.clear();
-    return true;
-  }
-  bool on_number_part(json::string_view, ec_t&) { return true; }
-  bool on_int64(std::int64_t, json::string_view, ec_t&) { return true; }
-  bool on_uint64(std::uint64_t, json::string_view, ec_t&) { return true; }
-  bool on_double(double, json::string_view, ec_t&) { return true; }
-  bool on_bool(bool, ec_t&) { return true; }
-  bool on_null(ec_t&) { return true; }
-  bool on_comment_part(json::string_view, ec_t&) { return true; }
-  bool on_comment(json::string_view, ec_t&) { return true; }
-};
 
 }  // namespace
 
@@ -115,11 +64,13 @@ json::object json_object(std::string_view body) {
   // commas and depth over 32 by default.
   json::value v = json::parse(body, ec);
   if (ec) bad_request("malformed JSON: " + ec.message());
-  json::basic_parser<DuplicateKeys> keys{json::parse_options{}};
-  keys.write_some(false, body.data(), body.size(), ec);
-  if (!keys.handler().duplicate.empty()) {
-    bad_request("the key \"" + core::printable(keys.handler().duplicate) + "\" is given twice");
+  // A key given twice (Boost.JSON keeps the last) says two things, and a
+  // number past a double's range (1E400) reads as infinity: both refused.
+  const auto scan = wire::scan_json(body);
+  if (!scan.duplicate.empty()) {
+    bad_request("the key \"" + core::printable(scan.duplicate) + "\" is given twice");
   }
+  if (scan.out_of_range) bad_request("a number is past a double's range");
   if (!v.is_object()) bad_request("the body must be a JSON object");
   return std::move(v.as_object());
 }

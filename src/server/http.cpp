@@ -16,7 +16,6 @@
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-#include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <mutex>
 #include <set>
@@ -24,6 +23,7 @@
 #include "redisched/asio.h"
 #include "redisched/runtime.h"
 #include "wire/job_json.h"
+#include "wire/json_text.h"
 
 namespace redisched::server {
 
@@ -45,7 +45,7 @@ Response json_response(const Request& req, http::status status, std::string body
 Response error_response(const Request& req, http::status status, std::string_view code,
                         std::string_view message) {
   boost::json::value v = {{"error", {{"code", code}, {"message", wire::printable(message)}}}};
-  return json_response(req, status, boost::json::serialize(v));
+  return json_response(req, status, wire::to_text(v));
 }
 
 namespace {

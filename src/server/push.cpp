@@ -13,7 +13,6 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 #include <boost/url/parse.hpp>
 
 #include "core/text.h"
@@ -22,6 +21,7 @@
 #include "server/api.h"
 #include "server/metrics.h"
 #include "wire/job_json.h"
+#include "wire/json_text.h"
 
 namespace redisched::server {
 namespace {
@@ -54,15 +54,14 @@ Target parse_target_url(const std::string& url) {
 // body as such and the attempt.
 std::string payload(const std::string& topic, const Reservation& j) {
   json::object o{{"topic", topic}, {"id", j.id}};
-  boost::system::error_code ec;
-  json::value contents = json::parse(j.body, ec);
-  o["contents"] = ec ? json::value(wire::valid_utf8(j.body) ? j.body : wire::base64_encode(j.body))
-                     : std::move(contents);
   wire::put_body(o, j.body);
   o["attempt"] = j.attempt;
   o["priority"] = j.priority;
   o["due"] = j.due_ms;
-  return json::serialize(o);
+  // A JSON body goes as the JSON it is, its numbers as spelled.
+  if (auto spelled = wire::compact_json(j.body)) return wire::to_text_with(o, "contents", *spelled);
+  o["contents"] = wire::valid_utf8(j.body) ? j.body : wire::base64_encode(j.body);
+  return wire::to_text(o);
 }
 
 // Connects the stream's TCP layer to the target (an address needs no

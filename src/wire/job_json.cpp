@@ -3,11 +3,11 @@
 #include <openssl/evp.h>
 
 #include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 #include <stdexcept>
 
 #include "core/checks.h"
 #include "redisched/limits.h"
+#include "wire/json_text.h"
 
 namespace redisched::wire {
 
@@ -110,6 +110,17 @@ json::object job_json(const Job& j) {
     o["log_total"] = j.log_total;
   }
   return o;
+}
+
+std::string job_text(const Job& j) {
+  auto o = job_json(j);
+  if (j.progress) {
+    if (auto spelled = compact_json(j.progress->value)) {
+      o.erase("progress");
+      return to_text_with(o, "progress", *spelled);
+    }
+  }
+  return to_text(o);
 }
 
 json::array log_json(const std::vector<LogLine>& log) {
@@ -247,7 +258,12 @@ std::vector<T> entries_from_json(const json::object& o, std::string_view name, s
 
 }  // namespace
 
-Job job_from_json(const json::object& o) {
+Job job_from_json(const json::object& o, std::string_view text) {
+  auto scan = scan_json(text, "progress");
+  if (!scan.duplicate.empty()) {
+    throw std::runtime_error("the key \"" + printable(scan.duplicate) + "\" is given twice");
+  }
+  if (scan.out_of_range) throw std::runtime_error("a number is past a double's range");
   auto field = [&](std::string_view name) -> const json::value& {
     auto it = o.find(name);
     if (it == o.end()) throw std::runtime_error("the job has no \"" + std::string(name) + "\"");
@@ -332,7 +348,7 @@ Job job_from_json(const json::object& o) {
   if (o.contains("log_total")) j.log_total = integer("log_total", 0, 4294967295);
   if (auto it = o.find("progress"); it != o.end()) {
     j.progress.emplace();
-    j.progress->value = json::serialize(it->value());
+    j.progress->value = std::move(scan.member).value_or("");
     j.progress->attempt = small("progress_attempt", 1, limits::kAttemptsMax);
     j.progress->at_ms = integer("progress_at", 0, limits::kMsMax);
   }

@@ -26,14 +26,19 @@ void put_body(boost::json::object& o, std::string_view body);
 void put_bytes(boost::json::object& o, std::string_view name, std::string_view bytes);
 
 boost::json::object job_json(const Job& j);
+// job_json(j) as JSON text (wire::to_text), with the progress's numbers
+// spelled as they were stored: a job on its own (get, export). In a list,
+// job_json's progress holds its numbers as a double or a 64-bit integer.
+std::string job_text(const Job& j);
 // A job's attempt history (Job::history): [{"attempt", "outcome", "started",
 // "ended", "worker" (when named), "error", "error_cut" (when true)}].
 boost::json::array history_json(const std::vector<Attempt>& history);
 // A job's log (Job::log): [{"at", "attempt", "line", "cut" (when true)}].
 boost::json::array log_json(const std::vector<LogLine>& log);
-// The inverse of job_json (for import); throws std::runtime_error naming
-// the field at fault.
-Job job_from_json(const boost::json::object& o);
+// The inverse of job_json (for import): o parsed from text, whose progress
+// is kept as text spells it. Throws std::runtime_error naming the field at
+// fault.
+Job job_from_json(const boost::json::object& o, std::string_view text);
 
 // A topic's counts, as the CLI's stats --json and GET /v1/topics/{t} give them.
 // One minute's or hour's counts of a topic's history (Client::history):

@@ -62,6 +62,7 @@ def malformed_cases():
             ("nan", with_num("NaN")),
             ("infinity", with_num("Infinity")),
             ("minus-infinity", with_num("-Infinity")),
+            ("exponent-overflow", with_num("1E400")),
             ("block-comment", "/* c */" + b),
             ("line-comment", b[:-1] + "//c\n}"),
             ("single-quotes", b.replace('"', "'") if base else "{'a':1}"),

@@ -195,14 +195,16 @@ class Answers(unittest.TestCase):
         self.assertEqual((status, r["deleted"], r["left"]), (200, 0, 0))
         self.assertEqual(self.call("POST", "/v1/topics/promo/purge", {"before": 1, "older_than_ms": 1})[0], 400)
         # A report (library version 31): progress and log, on the job.
-        report = {"token": token, "progress": {"percent": 40}, "log": ["one", "two"]}
+        # Its numbers come back as sent (a decimal, an integer past 2^64).
+        report = {"token": token, "progress": {"percent": 40, "f": 0.1, "big": 2**80 + 1},
+                  "log": ["one", "two"]}
         self.assertEqual(self.call("POST", f"{j}/report", report)[0], 200)
         self.assertEqual(self.call("POST", f"{j}/report", {"token": token, "log": [1]})[0], 400)
         self.assertEqual(self.call("POST", f"{j}/report", {"token": token})[0], 400)
         self.assertEqual(self.call("POST", f"{j}/report", {"token": token + 1, "progress": 1})[0], 409)
         got = self.call("GET", j)[1]
         self.assertEqual((got["progress"], [line["line"] for line in got["log"]], got["log_total"]),
-                         ({"percent": 40}, ["one", "two"], 2))
+                         ({"percent": 40, "f": 0.1, "big": 2**80 + 1}, ["one", "two"], 2))
         self.assertEqual(self.call("POST", f"{j}/ack", {"token": token, "keep_ms": 60000})[0], 200)
         self.assertEqual(self.call("GET", j)[1]["state"], "done")
         self.assertEqual(self.call("POST", f"{t}/jobs/none/ack", {"token": 1})[0], 404)
