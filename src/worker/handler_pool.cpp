@@ -89,12 +89,12 @@ class HandlerPool::Context final : public AsyncJob {
       }
     }
     const bool heartbeat = use([&](HandlerPool& pool) {
-                             pool.add_report(key_, [&](JobReport& r) { r.progress = value; });
-                             std::lock_guard lock(pool.mu_);
-                             if (auto it = pool.running_.find(key_); it != pool.running_.end()) {
-                               it->second.progress = percent;
-                               it->second.note.assign(note);
-                             }
+                             pool.add_report(
+                                 key_, [&](JobReport& r) { r.progress = value; },
+                                 [&](Running& running) {
+                                   running.progress = percent;
+                                   running.note.assign(note);
+                                 });
                              return pool.opts_.overrun == Overrun::heartbeat;
                            }).value_or(false);
     if (heartbeat) touch(Millis{0});
@@ -377,15 +377,17 @@ void HandlerPool::touched(const std::string& id, std::uint64_t token,
   }
 }
 
-template <class Fill>
-void HandlerPool::add_report(std::uint64_t key, Fill&& fill) {
+template <class Fill, class Note>
+void HandlerPool::add_report(std::uint64_t key, Fill&& fill, Note&& note) {
   bool first = false;
   {
     std::lock_guard lock(mu_);
     auto it = running_.find(key);
+    if (it == running_.end()) return;
+    note(it->second);
     // (A job handed out for good, ttr 0, has no reservation to report on.)
     // (Nor a job whose handler has finished.)
-    if (it == running_.end() || it->second.job.token == 0 || it->second.verdict) return;
+    if (it->second.job.token == 0 || it->second.verdict) return;
     fill(it->second.report);
     first = !reports_waiting_;
     reports_waiting_ = true;

@@ -117,9 +117,14 @@ class HandlerPool {
   void finish(Finished f);
   bool job_cancelled(std::uint64_t key) const;
   // Adds to a running job's report (fill(report)); tells reporting_ when
-  // it is the first report waiting.
+  // it is the first report waiting. note(running), under the same lock,
+  // whether or not the job can report (Worker::running() shows it).
+  template <class Fill, class Note>
+  void add_report(std::uint64_t key, Fill&& fill, Note&& note);
   template <class Fill>
-  void add_report(std::uint64_t key, Fill&& fill);
+  void add_report(std::uint64_t key, Fill&& fill) {
+    add_report(key, std::forward<Fill>(fill), [](Running&) {});
+  }
 
   TopicCalls& calls_;
   const HandlerOptions opts_;
