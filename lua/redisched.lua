@@ -1027,6 +1027,7 @@ local history = {}
 do
   local KINDS = { 'p', 's', 'd', 'f', 'x', 'l', 'w' } -- put started done failed dead lapsed wait
   local SLOT = '<I4I4I4I4I4I4d'   -- a minute's or an hour's counts, and the wait (ms)
+  local READ_OPTIONS = { SPREAD = 0, NOW = 1 }
   local SLOT_SIZE = 32
   local ALL = '<ddddddd'
   local MINUTES_KEPT, DAYS_KEPT = 24 * 60, 30
@@ -1217,9 +1218,14 @@ do
 
 --[[ redisched_history: the topic's history (read-only; version 34). Needs
 the twelfth key, P:{T}:history.
-ARGV: minute from to | hour from to | total   [NOW ms]
+ARGV: minute from to | hour from to | total   [SPREAD] [NOW ms]
   from, to: times (ms), both included: the minutes (at most 1441) or the
   hours (at most 745) that hold them and lie between.
+  A spread topic's calls count in its shards' histories; it keeps what it
+  counted before it was spread. Without SPREAD it answers SHARDED, as its
+  job calls do, so that a caller that did not know reads its shards; with
+  SPREAD (a caller that reads the shards too), its own. A former shard
+  answers "SHARDED *" either way.
 Output: {now, row...}: row {t, put, started, done, failed, dead, lapsed,
   wait} for each minute or hour from t (ms) that counted anything, in time
   order (wait: ms from due to start, summed over the jobs started); total:
@@ -1252,7 +1258,10 @@ Output: {now, row...}: row {t, put, started, done, failed, dead, lapsed,
         bad(what .. 's from ' .. fmt(from) .. ' to ' .. fmt(to) .. ' are more than ' .. (max + 1))
       end
     end
-    local now = clock(options(args, last + 1, #args, OPT_NOW))
+    local o = options(args, last + 1, #args, READ_OPTIONS)
+    local spread = redis.call('HGET', k.meta, 'shards')
+    if spread and (spread == '*' or not o.SPREAD) then error({ bad = 'SHARDED ' .. spread }) end
+    local now = clock(o)
     local live = unfolded(key)
     local out = { now }
     if what == 'total' then

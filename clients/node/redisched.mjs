@@ -432,9 +432,14 @@ export class Topic {
   async history(step = 'total', fromMs = 0, toMs = 0) {
     const args = step === 'total' ? ['total'] : [step, fromMs, toMs];
     const shards = await this.shards(true);
+    // A spread topic: its shards, and itself for what it counted before
+    // it was spread (SPREAD; without, it answers SHARDED).
+    const parts = shards.length
+      ? [...shards.map((t) => [t, args]), [this, [...args, 'SPREAD']]]
+      : [[this, args]];
     const rows = new Map();
-    for (const t of shards.length ? shards : [this]) {
-      for (const row of (await t.call('history', ...args)).slice(1)) {
+    for (const [t, a] of parts) {
+      for (const row of (await t.call('history', ...a)).slice(1)) {
         const have = rows.get(row[0]) || [row[0], 0, 0, 0, 0, 0, 0, 0];
         for (let i = 1; i < 8; i++) have[i] += row[i];
         rows.set(row[0], have);

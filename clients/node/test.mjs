@@ -112,6 +112,8 @@ try {
     // XMODEM of the id mod n) and finds every job where the CLI does.
     const t = new Topic(redis, 'hot');
     await t.stats(); // it has seen the topic unspread: SHARDED tells it otherwise
+    runCli('put', 'hot', 'before', 'x'); // counted in the topic's own history
+    runCli('delete', 'hot', 'before');
     assert.match(runCli('shards', 'hot', '3'), /3 shards/);
     for (let i = 0; i < 30; i++) assert.equal(await t.put(`n${i}`, 'from node'), OK);
     assert.equal((await t.shards()).length, 3);
@@ -122,6 +124,7 @@ try {
     assert.equal(held.reduce((a, b) => a + b, 0), 31);
     assert.ok(held.every((n) => n > 0), String(held));
     assert.equal((await t.stats()).ready, 31);
+    assert.equal((await t.history())[0].put, 32, "the shards' and the topic's own");
     const found = [];
     for await (const id of t.findIds('n1')) found.push(id);
     assert.deepEqual(found.sort(), ['n1', ...Array.from({ length: 10 }, (_, i) => `n1${i}`)].sort());

@@ -473,9 +473,13 @@ class Topic:
         everything since it began. Of a spread topic, summed over its
         shards."""
         args = ["total"] if step == "total" else [step, from_ms, to_ms]
+        shards = self.shards(fresh=True)
+        # A spread topic: its shards, and itself for what it counted before
+        # it was spread (SPREAD; without, it answers SHARDED).
+        parts = [(t, args) for t in shards] + [(self, args + ["SPREAD"])] if shards else [(self, args)]
         rows = {}
-        for t in self.shards(fresh=True) or [self]:
-            for row in t._call("history", *args)[1:]:
+        for t, a in parts:
+            for row in t._call("history", *a)[1:]:
                 have = rows.setdefault(row[0], [row[0]] + [0] * 7)
                 for i in range(1, 8):
                     have[i] += row[i]

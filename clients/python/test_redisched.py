@@ -69,6 +69,8 @@ class RedischedFromPython(unittest.TestCase):
         # XMODEM of the id mod n) and finds every job where the CLI does.
         t = self.topic("hot")
         t.stats()  # it has seen the topic unspread: SHARDED tells it otherwise
+        self.cli("put", "hot", "before", "x")  # counted in the topic's own history
+        self.cli("delete", "hot", "before")
         self.assertIn("3 shards", self.cli("shards", "hot", "3"))
         for i in range(30):
             self.assertEqual(t.put(f"p{i}", b"from python"), redisched.OK)
@@ -81,6 +83,7 @@ class RedischedFromPython(unittest.TestCase):
         self.assertTrue(all(n > 0 for n in held), held)
         self.assertEqual(t.stats()["ready"], 31)
         self.assertEqual(t.stats()["shards"], 3)
+        self.assertEqual(t.history()[0]["put"], 32, "the shards' and the topic's own")
         self.assertEqual(sorted(t.find_ids("p1")), ["p1"] + [f"p1{i}" for i in range(10)])
         got = []
         while True:

@@ -449,12 +449,20 @@ class Client::Impl {
         }
       };
       if (!l->spread()) return send<Op>(l->topic, a, checked(std::move(done)));
+      constexpr bool with_base = requires(typename Op::Args b) { Op::spread_base(b); };
       each_shard<V>(
           l, std::move(done),
-          [this, &a, checked](const std::string& where, Callback<V> part) {
+          [this, &a, checked, l](const std::string& where, Callback<V> part) {
+            if constexpr (with_base) {
+              if (where == l->topic) {
+                auto own = a;
+                Op::spread_base(own);
+                return send<Op>(where, own, checked(std::move(part)));
+              }
+            }
             send<Op>(where, a, checked(std::move(part)));
           },
-          [](std::vector<V> parts) { return Op::merge(std::move(parts)); });
+          [](std::vector<V> parts) { return Op::merge(std::move(parts)); }, with_base);
     } else if constexpr (Op::route == Route::take) {
       if (!l->spread()) return send<Op>(l->topic, a, std::move(done));
       take_spread(
@@ -693,12 +701,16 @@ class Client::Impl {
     });
   }
 
-  // A call on every shard at once, send(where, done) each; merge makes one
-  // answer of theirs (in the shards' order). Not for an unspread topic.
+  // A call on every shard at once, send(where, done) each (and on the
+  // topic itself, last, with_base); merge makes one answer of theirs (in
+  // the shards' order). Not for an unspread topic.
   template <class P, class T, class Send, class Merge>
-  void each_shard(const core::LayoutPtr& l, Callback<T> done, Send send, Merge merge) {
-    auto g = FanIn<P, T>::make(l->shards.size(), std::move(merge), std::move(done));
-    for (std::size_t i = 0; i < l->shards.size(); ++i) send(l->shards[i], g->part(i, g));
+  void each_shard(const core::LayoutPtr& l, Callback<T> done, Send send, Merge merge,
+                  bool with_base = false) {
+    const std::size_t n = l->shards.size();
+    auto g = FanIn<P, T>::make(n + (with_base ? 1 : 0), std::move(merge), std::move(done));
+    for (std::size_t i = 0; i < n; ++i) send(l->shards[i], g->part(i, g));
+    if (with_base) send(l->topic, g->part(n, g));
   }
 
   // A call on many jobs: send(where, items, done) for the items each topic

@@ -127,9 +127,10 @@ void History::check(const Args& a, const ClientOptions& /*o*/) {
 void History::encode(Command& cmd, const Args& a) {
   if (a.step == HistoryStep::total) {
     cmd.add("total");
-    return;
+  } else {
+    cmd.add(a.step == HistoryStep::minute ? "minute" : "hour").add(a.from_ms).add(a.to_ms);
   }
-  cmd.add(a.step == HistoryStep::minute ? "minute" : "hour").add(a.from_ms).add(a.to_ms);
+  if (a.spread) cmd.add("SPREAD");
 }
 std::vector<HistoryRow> History::decode(const Reply& r) { return parse_history(r); }
 std::vector<HistoryRow> History::merge(std::vector<Value> parts) {

@@ -180,13 +180,17 @@ struct History : Read {
   struct Args {
     HistoryStep step = HistoryStep::total;
     std::int64_t from_ms = 0, to_ms = 0;
+    bool spread = false;  // SPREAD: the spread topic's own, beside its shards'
   };
   using Value = std::vector<HistoryRow>;
   static void check(const Args& a, const ClientOptions& o);
   static void encode(Command& cmd, const Args& a);
   static Value decode(const Reply& r);
   static Value merge(std::vector<Value> parts);
-  static bool stale(const Value& /*v*/, const Layout& /*l*/) { return false; }
+  // A spread topic is read on its shards and on itself, for what it
+  // counted before it was spread (the library answers SHARDED to a read
+  // of it alone, so a stale layout is read again).
+  static void spread_base(Args& a) { a.spread = true; }
 };
 
 struct List : Read {

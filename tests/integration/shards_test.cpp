@@ -103,6 +103,21 @@ TEST_F(ShardsTest, HistoryCountsEveryShardAndSumsThem) {
                          Errc::invalid_argument, "more than 1441");
 }
 
+// What a topic counted before it was spread stays in its history; a
+// Client that read the history before the spread (its layout cached)
+// meets SHARDED and follows.
+TEST_F(ShardsTest, HistoryKeepsWhatTheTopicCountedBeforeItWasSpread) {
+  Client early(test::client_options());
+  for (int i = 0; i < 4; ++i) client_.put(topic_, job("b" + std::to_string(i)));
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(client_.remove(topic_, "b" + std::to_string(i)));
+  ASSERT_EQ(early.history(topic_, HistoryStep::total).at(0).put, 4);
+  client_.set_shards(topic_, 3);
+  for (int i = 0; i < 6; ++i) client_.put(topic_, job("a" + std::to_string(i)));
+  EXPECT_EQ(client_.history(topic_, HistoryStep::total).at(0).put, 10) << "before and after";
+  EXPECT_EQ(early.history(topic_, HistoryStep::total).at(0).put, 10)
+      << "a stale layout, read again";
+}
+
 TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
   const auto shards = client_.set_shards(topic_, 3);
   ASSERT_EQ(shards.size(), 3u);

@@ -1837,6 +1837,24 @@ TEST_F(HistoryTest, RefusesBadRanges) {
   EXPECT_EQ(error("history", {"minute"}), "BADARG from is missing");
 }
 
+// A spread topic's calls count in its shards; what it counted before it
+// was spread stays its own, read with SPREAD by a caller that reads the
+// shards too. Without, SHARDED: a caller that did not know reads the list.
+TEST_F(HistoryTest, ASpreadTopicKeepsWhatItCountedBeforeAndSaysItIsSpread) {
+  put("a", kT0);
+  EXPECT_EQ(integer("delete", {"a"}), 1);
+  EXPECT_EQ(integer("shard", {"1-0", "1-1"}), 2);
+  EXPECT_EQ(error("history", {"total"}), "SHARDED 1-0 1-1");
+  EXPECT_EQ(error("history", {"minute", std::to_string(kT0), std::to_string(kT0)}),
+            "SHARDED 1-0 1-1");
+  EXPECT_EQ(rows({"total", "SPREAD"}), (std::vector<Row>{{0, 1, 0, 0, 0, 0, 0, 0}}));
+  EXPECT_EQ(rows({"minute", std::to_string(kT0), std::to_string(kT0 + kMinute), "SPREAD", "NOW",
+                  std::to_string(kT0 + kMinute)}),
+            (std::vector<Row>{{kT0, 1, 0, 0, 0, 0, 0, 0}}));
+  redis_.call({"HSET", "redisched:{" + topic_ + "}:meta", "shards", "*"});
+  EXPECT_EQ(error("history", {"total", "SPREAD"}), "SHARDED *") << "a former shard";
+}
+
 TEST_F(HistoryTest, AWrongTypedKeyLeavesTheCallDone) {
   redis_.call({"SET", history_key(), "not a hash"});
   put("a", kT0);
