@@ -220,7 +220,7 @@ end
 WRITE_ORDER_API = (
     "    local ok, res = pcall(fn, keys, args)\n",
     "    PIN.wrote, PIN.declared = nil, nil\n"
-    "    if #keys == 11 then\n"
+    "    if #keys >= 11 then\n"
     "      PIN.declared = {}\n"
     "      for _, name in ipairs(keys) do PIN.declared[name] = true end\n"
     "    end\n"

@@ -245,8 +245,12 @@ def parse_job(id_, body, o, now, body_max):
 
 # ---------------------------------------------------------------- the topic
 
+# The history's kinds (version 34), in its rows' order.
+HISTORY_KINDS = ('put', 'started', 'done', 'failed', 'dead', 'lapsed', 'wait')
+
+
 class Topic:
-    def __init__(self, promote_batch=1000, requeue_inline=100, trim_batch=100):
+    def __init__(self, promote_batch=1000, requeue_inline=100, trim_batch=100, history=False):
         self.promote_batch = promote_batch
         self.requeue_inline = requeue_inline
         self.trim_batch = trim_batch
@@ -265,6 +269,12 @@ class Topic:
         self.migrated = False     # redisched_migrate has marked the topic done (version 24)
         self.migrating = False    # a migrate call left a cursor
         self.migrate_seen = None  # (the library's reply, its meta key existed) (set by the test)
+        # The history (version 34, "The topic's history"), when the calls
+        # name its key: minute -> the counts of HISTORY_KINDS.
+        self.history = history
+        self.minutes = {}
+        self.counted = None   # the last call's counts, until it succeeds
+        self.call_now = None  # the last call's NOW
 
     # ------------------------------------------------------------ helpers
 
@@ -429,7 +439,20 @@ class Topic:
     def now_opt(self, o):
         if 'NOW' not in o:
             raise AssertionError('the model needs NOW')
-        return int_arg(o['NOW'], 0, MS_MAX)
+        self.call_now = int_arg(o['NOW'], 0, MS_MAX)
+        return self.call_now
+
+    def count(self, kind, n):
+        """n of a kind of HISTORY_KINDS, counted by this call once it succeeds."""
+        self.counted[HISTORY_KINDS.index(kind)] += n
+
+    def history_rows(self, first, last):
+        """redisched_history minute's rows from minute first to last."""
+        return [[m * 60000] + c for m, c in sorted(self.minutes.items())
+                if first <= m <= last and any(c)]
+
+    def history_total(self):
+        return [sum(c[i] for c in self.minutes.values()) for i in range(len(HISTORY_KINDS))]
 
     # ------------------------------------------------------------ calls
 
@@ -441,8 +464,19 @@ class Topic:
         snapshot = (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
                     {k: dataclasses.replace(v) for k, v in self.jobs.items()}, self.retry_window,
                     dict(self.gone))
+        self.counted, self.call_now = [0] * len(HISTORY_KINDS), None
         try:
-            return getattr(self, 'op_' + op)([b(a) for a in args])
+            reply = getattr(self, 'op_' + op)([b(a) for a in args])
+            # failed, dead and lapsed: as the totals count them
+            self.count('failed', self.failed_total - snapshot[1])
+            self.count('dead', self.dead_total - snapshot[2])
+            self.count('lapsed', self.lapsed_total - snapshot[3])
+            if self.history and any(self.counted):
+                assert self.call_now is not None, 'a count without NOW'
+                have = self.minutes.setdefault(self.call_now // 60000, [0] * len(HISTORY_KINDS))
+                for i, n in enumerate(self.counted):
+                    have[i] += n
+            return reply
         except Refused as e:
             (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
              self.jobs, self.retry_window, self.gone) = snapshot
@@ -464,6 +498,7 @@ class Topic:
                 seq = self.take_seq(1)
                 gid = f'{now}-{seq}'.encode()
             self.place(self.new_job(p, gid, seq, now), now)
+            self.count('put', 1)
             return gid
         old = self.jobs.get(p.id)
         if p.mode == 'create' and (old is not None or self.in_window(p.id, now)):
@@ -475,6 +510,7 @@ class Topic:
             return -1
         seq = self.take_seq(1)
         self.place(self.new_job(p, p.id, seq, old.created if old else now), now)
+        self.count('put', 1)
         return 2 if old else 1
 
     def new_job(self, p, id_, seq, created):
@@ -545,6 +581,7 @@ class Topic:
         for i in stored:
             if latest[ids[i]] == i:
                 self.place(self.new_job(parsed[i], ids[i], seqs[i], created.get(ids[i], now)), now)
+        self.count('put', len(stored))  # (an id given twice: two puts)
         return codes
 
     def op_restore(self, args):
@@ -597,6 +634,7 @@ class Topic:
     def op_stats(self, args):
         o = options(args, {'NOW': 1})
         now = self.now_opt(o)
+        total = self.history_total()
         delayed = self.in_state('delayed')
         due = [j for j in delayed if j.due <= now]
         later = [j.due for j in delayed if j.due > now]
@@ -610,7 +648,9 @@ class Topic:
                 # redisched_limit is not modelled: no topic here has limits.
                 b'limit_rate', 0, b'limit_window', 0, b'limit_concurrency', 0, b'limit_used', 0,
                 b'limit_aging', 0, b'schedules', 0,
-                b'shards', -1 if self.shards == [b'*'] else len(self.shards or [])]
+                b'shards', -1 if self.shards == [b'*'] else len(self.shards or [])] + (
+                    [b'put_total', total[0], b'started_total', total[1], b'done_total', total[2],
+                     b'wait_total', total[6]] if self.history else [])
 
     def op_list(self, args):
         state = s(args[0]).lower() if args else None
@@ -685,6 +725,7 @@ class Topic:
         if handed is None:
             return [now, -1, 1]
         out, once = [now, 0, 0], []
+        self.started(handed, now)
         for j in handed:
             if j.ttr == 0:
                 # At most once: gone as pull takes it; token 0, deadline 0.
@@ -703,6 +744,7 @@ class Topic:
                         j.created, j.due, j.deadline, j.keep or 0])
         if once:
             self.remember(once, now)
+        self.count('done', len(once))
         out[1] = self.next_time(now, len(handed), count, backlog, True)
         return out
 
@@ -714,6 +756,8 @@ class Topic:
         if handed is None:
             return [now, -1, 1]
         out = [now, 0, 0]
+        self.started(handed, now)
+        self.count('done', len(handed))
         for j in handed:
             del self.jobs[j.id]
             if j.keep:
@@ -724,6 +768,11 @@ class Topic:
             self.remember([j.id for j in handed], now)
         out[1] = self.next_time(now, len(handed), count, backlog, False)
         return out
+
+    def started(self, handed, now):
+        """Jobs handed out: started, and their wait from due."""
+        self.count('started', len(handed))
+        self.count('wait', sum(max(0, now - j.due) for j in handed))
 
     def settle(self, pairs, keep, now, result=None):
         codes, acked = [], []
@@ -748,6 +797,7 @@ class Topic:
             self.trim_done(now)
         elif acked:
             self.remember(acked, now)
+        self.count('done', len(acked))
         return codes
 
     def op_ack(self, args):

@@ -46,12 +46,14 @@ from model import Error, Status, Topic, is_refusal
 # Bounds lowered so that a few jobs make a backlog (harness.BOUNDS).
 SMALL = {'PROMOTE_BATCH': 3, 'REQUEUE_INLINE': 2, 'TRIM_BATCH': 2}
 REAL = {'PROMOTE_BATCH': 1000, 'REQUEUE_INLINE': 100, 'TRIM_BATCH': 100}
-T0 = 1_000_000  # the model's clock starts here (NOW), far from the server's
+# The model's clock starts here (NOW), far from the server's, and a second
+# before a minute begins: most runs count their history in two minutes.
+T0 = 1_019_000
 
 
 class Env:
     """What the machine runs against (set up once per process)."""
-    conn = sub = keys = bounds = None
+    conn = sub = keys = bounds = code = None
     calls = 0
     outcomes = collections.Counter()  # (op, outcome) -> calls, for --verbose
 
@@ -318,10 +320,14 @@ class TopicMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
         Env.conn.check('FLUSHALL')
+        # The library keeps a topic's history counts in its Lua state for up
+        # to a second before it writes them: a fresh copy forgets the last
+        # run's.
+        harness.load(Env.conn, Env.code)
         Env.messages()
         self.model = Topic(promote_batch=Env.bounds['PROMOTE_BATCH'],
                            requeue_inline=Env.bounds['REQUEUE_INLINE'],
-                           trim_batch=Env.bounds['TRIM_BATCH'])
+                           trim_batch=Env.bounds['TRIM_BATCH'], history=True)
         self.now = T0
         self.log = []
         self.issued = {}  # id -> tokens handed out, in order
@@ -500,8 +506,8 @@ class TopicMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ running
 
     def fail(self, what):
-        raise AssertionError('%s\n-- the calls (K = the topic\'s 11 keys, fresh topic):\n%s'
-                             % (what, '\n'.join(self.log)))
+        raise AssertionError('%s\n-- the calls (K = the topic\'s %d keys, fresh topic):\n%s'
+                             % (what, len(Env.keys), '\n'.join(self.log)))
 
     def expect(self, ok, what):
         if not ok:
@@ -514,7 +520,7 @@ class TopicMachine(RuleBasedStateMachine):
         meta_before = Env.conn.call('EXISTS', keys[6]) if op == 'migrate' else None
         real = Env.conn.call('FCALL', 'redisched_' + op, len(keys), *keys, *args)
         Env.calls += 1
-        self.log.append('FCALL redisched_%s 11 $K %s' % (op, show(args)))
+        self.log.append('FCALL redisched_%s %d $K %s' % (op, len(keys), show(args)))
         if op == 'migrate':
             # How many records a migrate reads is its HSCAN's to say: the
             # model checks the reply against what it holds instead.
@@ -586,6 +592,13 @@ class TopicMachine(RuleBasedStateMachine):
         ids = sorted(set(IDS) | set(m.jobs))
         cmds = [('FCALL', 'redisched_get', len(keys), *keys, i, 'NOW', n) for i in ids]
         cmds.append(('FCALL', 'redisched_stats', len(keys), *keys, 'NOW', n))
+        # The history (version 34): every minute since the run began (a
+        # spread topic's own with SPREAD), and the total (SHARDED when
+        # spread: its calls count in its shards).
+        spread = ['SPREAD'] if m.shards else []
+        cmds.append(('FCALL', 'redisched_history', len(keys), *keys, 'minute', T0, n, *spread,
+                     'NOW', n))
+        cmds.append(('FCALL', 'redisched_history', len(keys), *keys, 'total', 'NOW', n))
         # list writes only when a delayed job is due: then it is an op, not a look.
         lists = not m.due_delayed(n)
         if lists:
@@ -600,9 +613,16 @@ class TopicMachine(RuleBasedStateMachine):
         want = m.op_stats([b'NOW', b(n)])
         self.expect(replies[len(ids)] == want, 'stats\n   library: %r\n   model:   %r'
                     % (replies[len(ids)], want))
+        minutes, total = replies[len(ids) + 1], replies[len(ids) + 2]
+        want = ([n] + m.history_rows(T0 // 60000, n // 60000) if m.shards != [b'*']
+                else Error('SHARDED'))
+        self.expect(minutes == want, 'history by the minute\n   library: %r\n   model:   %r'
+                    % (minutes, want))
+        want = [n, [0] + m.history_total()] if not m.shards else Error('SHARDED')
+        self.expect(total == want, 'history total\n   library: %r\n   model:   %r' % (total, want))
         if lists:
             looks = [[s, 0, 1000] for s in STATES] + [['ready', 1, 2, 'NOBODY']]
-            for r, args in zip(replies[len(ids) + 1:], looks):
+            for r, args in zip(replies[len(ids) + 3:], looks):
                 want = m.op_list([b(a) for a in args] + [b'NOW', b(n)])
                 self.expect(r == want, 'list %s\n   library: %r\n   model:   %r' % (args, r, want))
 
@@ -665,8 +685,8 @@ def run_sequential(budget, seed, examples, steps, shrink, verbose=False, stop_on
     phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
     while chunk < max_chunks if max_chunks is not None else time.time() < deadline:
         Env.bounds = SMALL if chunk % 3 != 2 else REAL
-        harness.load(Env.conn, harness.library_source(Env.lua, Env.bounds, Env.mutation,
-                                                       write_order=True))
+        Env.code = harness.library_source(Env.lua, Env.bounds, Env.mutation, write_order=True)
+        harness.load(Env.conn, Env.code)
         hypothesis.core.global_force_seed = seed + chunk
         s = settings(max_examples=examples, stateful_step_count=steps, deadline=None,
                      database=None, phases=phases, suppress_health_check=list(HealthCheck),
@@ -1023,6 +1043,17 @@ MUTANTS = [
      "if w[1] ~= 'delayed' and w[1] ~= 'ready' then return WRONG_STATE end",
      "if w[1] == 'dead' or w[1] == 'done' then return WRONG_STATE end"),
     ('get NOBODY sends the body', "  if o.NOBODY then j.body = '' end\n  return job_fields", "  return job_fields"),
+    # Version 34: the topic's history.
+    ('a job started before its due time counts a negative wait',
+     'if w > 0 then wait = wait + w end', 'wait = wait + w'),
+    ('acks count no done', "history.count(k, now, 'd', #gone_ids)", "history.count(k, now, 'd', 0)"),
+    ('putmany counts its refused jobs as put',
+     "if type(c) ~= 'number' or c > 0 then n = n + 1 end", "n = n + 1"),
+    ('a lapse that buries counts as lapsed only',
+     "history.count(k, now, 'l', back + buried, 'x', buried)", "history.count(k, now, 'l', back + buried)"),
+    ('counts of an earlier minute are added to the next',
+     "    if e and e.minute ~= minute then\n      flush(key, e)\n      e = nil\n    end\n",
+     "    if e and e.minute ~= minute then e.minute = minute end\n"),
     # (A single put appending its delayed job out of order: seeds 1 to 3
     # missed it within 30 s once puts with an update mode went to the set;
     # functions_test's DelayedListTest.JobsInDueOrderAreListed... catches
@@ -1095,7 +1126,7 @@ def main():
     try:
         Env.port = server.port
         Env.conn = Conn(server.port)
-        Env.keys = topic_keys('model')
+        Env.keys = topic_keys('model', count=12)  # the history's key too (version 34)
         Env.sub = subscribe(server.port, Env.keys)
         Env.lua = a.lua
         Env.mutation = None
