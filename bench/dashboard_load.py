@@ -6,6 +6,7 @@ bench/idle_cost.py).
 
     python3 bench/dashboard_load.py                  # 1000 and 10000 topics
     python3 bench/dashboard_load.py --topics 100000 --window 20
+    python3 bench/dashboard_load.py --topics 10000 --jobs 1000000
 
 For each count, three windows on one serve:
   - nothing open;
@@ -15,6 +16,13 @@ For each count, three windows on one serve:
   - the whole feed: one GET /v1/events without topics= (what the overview
     followed before it paged: the server's census, every topic's counts
     each second).
+With --jobs N, one more topic, "big", holds N jobs (half ready, half
+delayed an hour), and a fourth window opens its page as web/app.js does:
+its feed (topics=big), the first page of its ready jobs each second (the
+page reloads it whenever the counts change: here, as if they changed every
+second), its last page once, its 24 h history once, and a find by id prefix
+(up to 20 calls of 50). "slowest" is the longest Redis command in the
+window (its SLOWLOG, over 1 ms).
 "feed, KB" is what the feed sent, from its opening (3 s before the window).
 Commands are Redis's total_commands_processed (a function's commands
 counted too). Run it with /usr/bin/python3 (Debian's python3-redis).
@@ -32,7 +40,7 @@ import time
 import urllib.parse
 
 from idle_cost import ROOT, fill, measure, redis_pid, startup, wait_for_library
-from scratch_redis import scratch_redis
+from scratch_redis import KEY_NAMES, scratch_redis, topic_keys
 
 
 def free_port():
@@ -115,16 +123,73 @@ class Overview:
         self.feed.close()
 
 
+class TopicPage:
+    """A topic's page, as web/app.js follows it (see the module's text)."""
+
+    def __init__(self, serve, topic, jobs):
+        self.serve, self.topic, self.stopping = serve, topic, threading.Event()
+        self.feed = Feed(serve.port, "topics=" + topic)
+        base = f"/v1/topics/{topic}"
+        serve.get(f"{base}/jobs?state=ready&offset={max(0, jobs // 2 - 50)}&count=50")
+        serve.get(f"{base}/history?range=24h")
+        cursor = ""
+        for _ in range(20):
+            page = serve.get(f"{base}/ids?prefix=j12&count=50" + (f"&cursor={cursor}" if cursor else ""))
+            cursor = page.get("cursor") if page else None
+            if not cursor:
+                break
+        self.thread = threading.Thread(target=self.poll, daemon=True)
+        self.thread.start()
+
+    def poll(self):
+        while not self.stopping.wait(1):
+            self.serve.get(f"/v1/topics/{self.topic}")
+            self.serve.get(f"/v1/topics/{self.topic}/jobs?state=ready&offset=0&count=50")
+
+    def close(self):
+        self.stopping.set()
+        self.thread.join(timeout=30)
+        self.feed.close()
+
+
+def fill_big(r, topic, jobs):
+    """jobs jobs in topic, the even ones ready and the odd ones delayed an
+    hour, 1000 a call."""
+    keys = topic_keys(topic, len(KEY_NAMES))
+    pipe = r.pipeline(transaction=False)
+    for first in range(0, jobs, 1000):
+        n = min(1000, jobs - first)
+        args = [n]
+        for i in range(first, first + n):
+            args += [f"j{i}", "x" * 100] + ([0] if i % 2 == 0 else [2, "DELAY", 3600000])
+        pipe.execute_command("FCALL", "redisched_putmany", len(keys), *keys, *args)
+        if first % 50000 == 49000:
+            pipe.execute()
+    pipe.execute()
+
+
+def slowest(r):
+    """The longest command (µs, name) SLOWLOG kept since its reset, or (0, "")."""
+    entries = r.slowlog_get(1024)
+    if not entries:
+        return 0, ""
+    e = max(entries, key=lambda e: e["duration"])
+    name = e["command"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    return e["duration"], " ".join(name.split()[:2])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--redisched", default=os.path.join(ROOT, "build", "redisched"))
     ap.add_argument("--topics", default="1000,10000")
     ap.add_argument("--window", type=float, default=10, help="seconds of each measure")
+    ap.add_argument("--jobs", type=int, default=0, help="jobs in one more topic, and its page")
     a = ap.parse_args()
 
     print(f"serve: {a.redisched}")
-    print("| topics | open | commands/s | Redis CPU | serve CPU | feed, KB |")
-    print("|---:|---|---:|---:|---:|---:|")
+    print("| topics | open | commands/s | Redis CPU | serve CPU | feed, KB | slowest, ms |")
+    print("|---:|---|---:|---:|---:|---:|---|")
     with tempfile.TemporaryFile() as log:
         for topics in (int(t) for t in a.topics.split(",")):
             with scratch_redis() as r:
@@ -132,23 +197,32 @@ def main():
                 serve = Serve(a.redisched, port, log)
                 wait_for_library(r)
                 fill(r, topics)
+                if a.jobs:
+                    fill_big(r, "big", a.jobs)
                 startup(r)
                 pids = [redis_pid(r), serve.proc.pid]
+                r.config_set("slowlog-log-slower-than", 1000)
+                r.config_set("slowlog-max-len", 1024)
 
                 def row(what, opened):
                     if opened is not None:
                         time.sleep(3)  # (its start: the first reading)
+                    r.slowlog_reset()
                     cmds, (rcpu, scpu) = measure(r, pids, a.window)
+                    us, name = slowest(r)
                     feed = getattr(opened, "feed", opened)
                     got = f"{feed.bytes / 1024:,.0f}" if feed is not None else ""
-                    print(f"| {topics:,} | {what} | {cmds:,.0f} | {rcpu:.1f} % | {scpu:.1f} % "
-                          f"| {got} |", flush=True)
+                    slow = f"{us / 1000:.1f} ({name})" if us else "< 1"
+                    print(f"| {topics:,}{f' + {a.jobs:,} jobs' if a.jobs else ''} | {what} "
+                          f"| {cmds:,.0f} | {rcpu:.1f} % | {scpu:.1f} % | {got} | {slow} |", flush=True)
                     if opened is not None:
                         opened.close()
 
                 row("nothing", None)
                 # (the page first: a census reading of many topics outlasts its feed)
                 row("the overview's page", Overview(serve))
+                if a.jobs:
+                    row(f"the page of a topic of {a.jobs:,} jobs", TopicPage(serve, "big", a.jobs))
                 row("the whole feed (before)", Feed(serve.port))
                 serve.stop()
 
