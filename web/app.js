@@ -450,6 +450,17 @@ function persistence(p) {
   return parts.join('; ');
 }
 
+// A node's replicas (a Sentinel's or a cluster's: those a failover
+// promotes), each with how far behind its primary it is.
+function replicasCell(n) {
+  const list = n.replica_nodes || [];
+  if (!list.length) return el('td', { class: 'n' }, n.replicas ?? '');
+  return el('td', {}, el('ul', { class: 'plain' }, list.map((r) => el('li', { 'data-replica': r.address },
+    el('code', {}, r.address), ` ${r.state}`,
+    r.offset !== null && n.replication_offset !== null ? `, ${size(Math.max(0, n.replication_offset - r.offset))} behind` : '',
+    r.lag_s !== null ? `, heard ${r.lag_s} s ago` : ''))));
+}
+
 let redisTimer = null;
 async function loadRedis() {
   clearTimeout(redisTimer);
@@ -465,7 +476,7 @@ async function loadRedis() {
       el('td', { class: 'n' }, `${n.clients.connected ?? '?'}${n.clients.blocked ? ` (${n.clients.blocked} blocked)` : ''}`),
       el('td', { class: 'n' }, n.ops_per_sec ?? ''),
       el('td', { class: 'n' }, n.keys),
-      el('td', { class: 'n' }, n.replicas ?? ''),
+      replicasCell(n),
       el('td', {}, persistence(n.persistence)))));
     $('redis-message').textContent = '';
   } catch (e) {

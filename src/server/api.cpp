@@ -431,6 +431,40 @@ std::map<std::string, std::string, std::less<>> info_fields(std::string_view tex
   return out;
 }
 
+// A number of INFO's text, or null.
+json::value info_number(std::string_view v) {
+  std::int64_t n = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size()) return nullptr;
+  return n;
+}
+
+// The replicas a primary's INFO lists, "slave0:ip=10.0.0.2,port=6380,
+// state=online,offset=1234,lag=0" and on: how far each is (Sentinel's and a
+// cluster's replicas are the ones a failover promotes).
+json::array replica_nodes_json(const std::map<std::string, std::string, std::less<>>& f) {
+  json::array out;
+  for (int i = 0;; ++i) {
+    auto it = f.find("slave" + std::to_string(i));
+    if (it == f.end()) break;
+    std::map<std::string_view, std::string_view> kv;
+    for (std::string_view rest = it->second; !rest.empty();) {
+      const auto comma = std::min(rest.find(','), rest.size());
+      const auto part = rest.substr(0, comma);
+      if (const auto eq = part.find('='); eq != std::string_view::npos) {
+        kv.emplace(part.substr(0, eq), part.substr(eq + 1));
+      }
+      rest = comma < rest.size() ? rest.substr(comma + 1) : std::string_view{};
+    }
+    out.push_back(json::object{
+        {"address", wire::printable(std::string(kv["ip"]) + ":" + std::string(kv["port"]))},
+        {"state", wire::printable(kv["state"])},
+        {"offset", info_number(kv["offset"])},
+        {"lag_s", info_number(kv["lag"])}});
+  }
+  return out;
+}
+
 // One node of GET /v1/redis: what an operator watches, from its INFO.
 json::object redis_node_json(const RedisNode& n) {
   const auto f = info_fields(n.info);
@@ -441,11 +475,7 @@ json::object redis_node_json(const RedisNode& n) {
   };
   auto number = [&](std::string_view k) -> json::value {
     auto it = f.find(k);
-    std::int64_t v = 0;
-    if (it == f.end()) return nullptr;
-    auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-    if (ec != std::errc()) return nullptr;
-    return v;
+    return it == f.end() ? json::value(nullptr) : info_number(it->second);
   };
   // "db0:keys=12,expires=0,avg_ttl=0": the keys of database 0 (the only one
   // a cluster has; a single node's Client may use another: all are summed).
@@ -471,6 +501,8 @@ json::object redis_node_json(const RedisNode& n) {
       {"commands_total", number("total_commands_processed")},
       {"keys", keys},
       {"replicas", number("connected_slaves")},
+      {"replication_offset", number("master_repl_offset")},
+      {"replica_nodes", replica_nodes_json(f)},
       {"persistence",
        json::object{{"rdb_last_save", number("rdb_last_save_time")},
                     {"rdb_changes_since_save", number("rdb_changes_since_last_save")},

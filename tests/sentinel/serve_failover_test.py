@@ -197,6 +197,16 @@ def main():
             for t in threads:
                 t.join()
         after = cli(a.binary, url, "--json", "stats", TOPIC)
+        # GET /v1/redis: the mode, the new primary, and its replicas as it
+        # lists them (one online at least, within 15 s).
+        redis_page, deadline = None, time.monotonic() + 15
+        while time.monotonic() < deadline:
+            status, payload = request(port, "GET", "/v1/redis")
+            redis_page = json.loads(payload) if status == 200 else None
+            if redis_page and any(r["state"] == "online"
+                                  for r in redis_page["nodes"][0]["replica_nodes"]):
+                break
+            time.sleep(0.2)
         # Where each lost job is now, for the report.
         missing = sorted(ledger.accepted - ledger.handled - worker_handled())[:5]
         where = {job: cli(a.binary, url, "--json", "get",
@@ -219,6 +229,15 @@ def main():
     failures = []
     if after.returncode != 0:
         failures.append("the CLI after the failover: " + after.stderr)
+    print("GET /v1/redis: %s" % json.dumps(redis_page)[:600])
+    if not redis_page or redis_page["mode"] != "sentinel" or len(redis_page["nodes"]) != 1:
+        failures.append("GET /v1/redis did not show one node in mode sentinel")
+    else:
+        node = redis_page["nodes"][0]
+        if not node["address"].endswith(":%d" % new[1]) or node["role"] != "master":
+            failures.append("GET /v1/redis showed %s, not the new primary" % node["address"])
+        if not any(r["state"] == "online" for r in node["replica_nodes"]):
+            failures.append("GET /v1/redis listed no replica online")
     if code != 0:
         failures.append("serve exited %d on SIGTERM" % code)
     if worker_code != 0:

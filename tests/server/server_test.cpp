@@ -288,6 +288,8 @@ TEST_F(ServerTest, RedisSaysItsModeAndEachNodeWithMemoryClientsAndPersistence) {
     EXPECT_GE(n.at("clients").at("connected").as_int64(), 1);
     EXPECT_GE(n.at("commands_total").as_int64(), 1);
     EXPECT_TRUE(n.at("persistence").at("aof_enabled").is_int64());
+    // (Replicas: ServerRedis.RedisListsThePrimarysReplicas.)
+    EXPECT_EQ(n.at("replicas"), static_cast<std::int64_t>(n.at("replica_nodes").as_array().size()));
     keys += n.at("keys").as_int64();
   }
   EXPECT_EQ(addresses.size(), nodes.size()) << "each node once";
@@ -301,6 +303,35 @@ TEST_F(ServerTest, RedisSaysItsModeAndEachNodeWithMemoryClientsAndPersistence) {
   const auto again = parse(call("GET", "/v1/redis").body);
   for (const auto& v : again.at("nodes").as_array()) after += v.at("keys").as_int64();
   EXPECT_GT(after, keys);
+}
+
+// A primary's replicas (Sentinel's and a cluster's are the ones a failover
+// promotes), as its INFO lists them, with how far behind each is.
+TEST(ServerRedis, RedisListsThePrimarysReplicas) {
+  test::RedisServer primary, replica;
+  test::RawRedis to_replica(replica.port());
+  to_replica.call({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())});
+  test::RawRedis to_primary(primary.port());
+  ASSERT_TRUE(wait_until(
+      [&] {
+        auto r = to_primary.call({"INFO", "replication"});
+        return std::string(r->str, r->len).find("state=online") != std::string::npos;
+      },
+      20s))
+      << "the replica did not come online";
+  ServeProcess serve({}, "", {"--redis", primary.url()});
+  HttpClient http(serve.port());
+  const auto o = parse(http.request("GET", "/v1/redis").body).as_object();
+  EXPECT_EQ(o.at("mode"), "single");
+  const auto& node = o.at("nodes").at(0).as_object();
+  EXPECT_EQ(node.at("replicas"), 1);
+  const auto& replicas = node.at("replica_nodes").as_array();
+  ASSERT_EQ(replicas.size(), 1u) << node;
+  const auto& r = replicas[0].as_object();
+  EXPECT_EQ(r.at("address").as_string(), "127.0.0.1:" + std::to_string(replica.port()));
+  EXPECT_EQ(r.at("state"), "online");
+  EXPECT_LE(r.at("offset").as_int64(), node.at("replication_offset").as_int64());
+  EXPECT_GE(r.at("lag_s").as_int64(), 0);
 }
 
 TEST_F(ServerTest, WorkersListsAWebhooksWorker) {

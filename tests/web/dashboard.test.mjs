@@ -4,6 +4,7 @@
 // Saves screenshots of the overview and a topic view into the artifacts dir.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import assert from 'node:assert/strict';
@@ -23,9 +24,10 @@ function redisOf(dir) {
   return url ? ['--redis', url, '--prefix', `dash${serves}`] : ['--data-dir', join(dir, 'data')];
 }
 
-async function startServe(args = []) {
+// args after "serve"; target: the Redis (--redis URL), else redisOf's.
+async function startServe(args = [], target = null) {
   const dir = mkdtempSync(join(tmpdir(), 'redisched-web-'));
-  const target = redisOf(dir);
+  target = target || redisOf(dir);
   const proc = spawn(binary, [...target, 'serve', '--listen', '127.0.0.1:0', ...args]);
   const port = await new Promise((resolve, reject) => {
     let out = '';
@@ -52,6 +54,14 @@ async function startServe(args = []) {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
 }
 
 const results = [];
@@ -477,8 +487,49 @@ try {
       const text = await row.textContent();
       assert.ok(text.includes(n.version) && text.includes('master'), text);
       assert.match(text, /AOF (on|off)/);
+      assert.equal(n.replica_nodes.length, n.replicas);
     }
     await page.screenshot({ path: join(artifacts, 'redis.png'), fullPage: true });
+  });
+
+  await test('redis: a primary\'s replicas, each with how far behind it is', async () => {
+    // A primary and its replica of our own, and a serve on them.
+    const dir = mkdtempSync(join(tmpdir(), 'redisched-web-replica-'));
+    const started = [];
+    const redis = (port, ...more) => {
+      const p = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
+        '--appendonly', 'no', '--dir', dir, '--dbfilename', `${port}.rdb`, ...more], { stdio: 'ignore' });
+      started.push(p);
+    };
+    const [base, second] = [await freePort(), await freePort()];
+    redis(base);
+    redis(second, '--replicaof', '127.0.0.1', String(base));
+    let other = null;
+    try {
+      for (let i = 0; i < 100; i++) {
+        await new Promise((res) => setTimeout(res, 100));
+        try {
+          other = await startServe([], ['--redis', `redis://127.0.0.1:${base}`]);
+          break;
+        } catch { /* (Redis not up yet) */ }
+      }
+      assert.ok(other, 'serve on the primary did not start');
+      let node = null;
+      for (let i = 0; i < 100 && !(node && node.replica_nodes.some((r) => r.state === 'online')); i++) {
+        await new Promise((res) => setTimeout(res, 100));
+        node = (await other.api('GET', '/v1/redis')).json.nodes[0];
+      }
+      const replica = `127.0.0.1:${second}`;
+      assert.deepEqual(node.replica_nodes.map((r) => [r.address, r.state]), [[replica, 'online']]);
+      await page.goto(`${other.base}/#/redis`);
+      const item = page.locator(`#redis-table li[data-replica="${replica}"]`);
+      await item.waitFor();
+      assert.match(await item.textContent(), /^127\.0\.0\.1:\d+ online, \d+(\.\d+)? (bytes|KiB|MiB|GiB) behind, heard \d+ s ago$/);
+    } finally {
+      if (other) await other.stop();
+      for (const p of started) p.kill('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   await test('history: charts of a topic on its page and of every topic on the overview, over 1 h, 24 h, 30 d', async () => {
