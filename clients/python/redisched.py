@@ -459,12 +459,26 @@ class Topic:
         an HSCAN MATCH of the jobs hash, a spread topic's shards in turn,
         count a step. Each job there from the first id to the last is
         listed once or more (HSCAN's guarantee); one put or deleted meanwhile
-        may be or not."""
+        may be or not. A step that meets a failover starts that topic's scan
+        again on the new primary, whose cursors are not the old one's (it
+        hashes with a seed of its own): ids already given may come again."""
         data = prefix.encode() if isinstance(prefix, str) else prefix
         pattern = re.sub(rb"([*?\[\]\\])", rb"\\\1", data) + b"*"
         for t in self.shards(fresh=True) or [self]:
-            for job_id, _ in t.redis.hscan_iter(t.keys[0], match=pattern, count=count):
-                yield _text(job_id)
+            def step(c, t=t):
+                return t.redis.hscan(t.keys[0], c, match=pattern, count=count)
+            cursor = 0
+            while True:
+                try:
+                    cursor, page = step(cursor)
+                except _FAILOVER_ERRORS as e:
+                    if isinstance(e, _redis.AuthenticationError):
+                        raise
+                    cursor, page = _surviving(t.redis, lambda: step(0), t.failover_s)
+                for job_id in page:
+                    yield _text(job_id)
+                if cursor == 0:
+                    break
 
     def history(self, step="total", from_ms=0, to_ms=0):
         """The topic's history (library version 34): dicts of HISTORY_FIELDS,

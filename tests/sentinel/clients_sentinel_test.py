@@ -85,6 +85,12 @@ def python_through_failover(env, lua):
     putter = Putter(topic)
     for i in range(FIRST_JOBS):
         putter.put(f"j{i}")
+    # A find by id prefix begun before the kill and read to its end after.
+    found_topic = redisched.Topic(r, "py-find", replicas=1, replica_timeout_ms=1000)
+    for i in range(200):
+        found_topic.put(f"f{i}", b"x", delay_ms=3600000)
+    finding = found_topic.find_ids("f", count=10)
+    found = {next(finding) for _ in range(5)}
 
     handled = collections.Counter()
     lock = threading.Lock()
@@ -138,6 +144,9 @@ def python_through_failover(env, lua):
         old = env.kill_primary()
         new = env.wait_failover(old)
         agreed_s = time.monotonic() - killed_at
+        found |= set(finding)
+        check(found == {f"f{i}" for i in range(200)},
+              f"python: find_ids through the failover found {len(found)} of 200")
         time.sleep(PUT_AFTER_S)  # puts go on against the new primary
         stop_putting.set()
         threads[1].join()
