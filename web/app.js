@@ -41,6 +41,30 @@ function el(tag, attrs, ...children) {
   }
   return e;
 }
+
+// Replaces box's children. When the focus was inside, it goes to the same
+// control among the new ones (the same keyed row, the same place in it):
+// the page's live updates rebuild rows every second or so, and a keyboard
+// user's place must survive them.
+const FOCUSABLE = 'a[href], button, input, select, textarea, [tabindex]';
+const KEYED = '[data-topic], [data-id], [data-worker], [data-node], [data-schedule]';
+function replaceKeepingFocus(box, ...children) {
+  const a = document.activeElement;
+  let place = null;
+  if (a && a !== box && box.contains(a)) {
+    const row = a.closest(KEYED);
+    const scope = row && box.contains(row) ? row : box;
+    const key = scope === box ? null : [...scope.attributes].find((x) => x.name.startsWith('data-'));
+    place = { key: key && [key.name, key.value], index: [...scope.querySelectorAll(FOCUSABLE)].indexOf(a) };
+  }
+  box.replaceChildren(...children);
+  if (!place) return;
+  const scope = place.key
+    ? [...box.querySelectorAll(`[${place.key[0]}]`)].find((r) => r.getAttribute(place.key[0]) === place.key[1])
+    : box;
+  const target = scope && scope.querySelectorAll(FOCUSABLE)[place.index];
+  if (target) target.focus({ preventScroll: true });
+}
 const $ = (id) => document.getElementById(id);
 
 function ago(ms) {
@@ -317,7 +341,7 @@ function renderOverview() {
       el('td', {}, el('span', { class: t.paused ? 'tag paused' : 'tag' }, t.paused ? 'paused' : 'running'),
         limited(t) ? el('span', { class: 'tag limited', title: describeLimits(t.limits) }, 'limited') : '',
         t.shards > 0 ? el('span', { class: 'tag shards', title: `spread over ${t.shards} shards (one Redis Cluster slot each)` }, `${t.shards} shards`) : '')));
-  $('topics').tBodies[0].replaceChildren(...rows);
+  replaceKeepingFocus($('topics').tBodies[0], ...rows);
   $('topics-empty').hidden = o.total > 0 || state.filter !== '' || !state.loaded;
   pager($('topics-pager'), state.topicsPage, pages, o.total, 'topics', (p) => {
     if (p > state.topicsPage) {
@@ -330,7 +354,7 @@ function renderOverview() {
 }
 
 function pager(box, page, pages, total, what, go) {
-  box.replaceChildren(
+  replaceKeepingFocus(box,
     el('button', { type: 'button', class: 'secondary', disabled: page <= 0, onclick: () => go(page - 1) }, 'Previous'),
     el('span', { class: 'muted' }, `page ${page + 1} of ${pages} · ${total} ${what}`),
     el('button', { type: 'button', class: 'secondary', disabled: page >= pages - 1, onclick: () => go(page + 1) }, 'Next'));
@@ -433,7 +457,7 @@ async function loadWorkers() {
           el('a', { href: `#/topic/${encodeURIComponent(r.topic)}` }, r.topic), ' / ', el('code', {}, r.id),
           el('span', { class: 'muted', title: when(r.started) }, ` since ${past(r.started)}`))))),
       el('td', { title: when(w.beat) }, past(w.beat))));
-    $('workers-table').tBodies[0].replaceChildren(...rows);
+    replaceKeepingFocus($('workers-table').tBodies[0], ...rows);
     $('workers-empty').hidden = workers.length > 0;
   } catch (e) {
     setStatus(e.message);
@@ -468,7 +492,7 @@ async function loadRedis() {
   try {
     const r = await api('GET', '/v1/redis');
     $('redis-mode').textContent = r.mode;
-    $('redis-table').tBodies[0].replaceChildren(...r.nodes.map((n) => el('tr', { 'data-node': n.address },
+    replaceKeepingFocus($('redis-table').tBodies[0], ...r.nodes.map((n) => el('tr', { 'data-node': n.address },
       el('td', {}, el('code', {}, n.address)),
       el('td', {}, `${n.version ?? '?'} · ${n.role ?? '?'}`),
       el('td', {}, n.uptime_s === null ? '' : duration(n.uptime_s * 1000)),
@@ -495,7 +519,7 @@ function renderTopicHead() {
   $('kick-all').disabled = !t.dead;
   $('promote-all').disabled = !t.delayed;
   $('purge').hidden = state.jobState !== 'dead';
-  $('states').replaceChildren(...STATES.map((s) =>
+  replaceKeepingFocus($('states'), ...STATES.map((s) =>
     el('button', { type: 'button', role: 'tab', 'aria-selected': s === state.jobState ? 'true' : 'false',
       onclick: () => { state.jobState = s; state.jobsOffset = 0; state.selected.clear(); renderTopicHead(); loadJobs(); } },
     `${s} (${t[s]})`)));
@@ -583,7 +607,7 @@ async function loadSchedules() {
   if (!state.topic) return;
   try {
     const list = await api('GET', topicPath('schedules'));
-    $('schedules').tBodies[0].replaceChildren(...list.schedules.map(scheduleRow));
+    replaceKeepingFocus($('schedules').tBodies[0], ...list.schedules.map(scheduleRow));
     $('schedules-count').textContent = `(${list.schedules.length})`;
     if (list.schedules.length) $('schedules-box').open = true;
   } catch (e) {
@@ -677,7 +701,7 @@ async function loadJobs() {
     // A selection holds only jobs still listed here.
     const listed = new Set(page.jobs.map((j) => j.id));
     for (const id of [...state.selected]) if (!listed.has(id)) state.selected.delete(id);
-    $('jobs').tBodies[0].replaceChildren(...page.jobs.map(jobRow));
+    replaceKeepingFocus($('jobs').tBodies[0], ...page.jobs.map(jobRow));
     renderBulk();
     const pages = Math.max(1, Math.ceil(page.total / JOBS_PAGE));
     pager($('jobs-pager'), state.jobsOffset / JOBS_PAGE, pages, page.total, `${state.jobState} jobs`,
@@ -881,7 +905,7 @@ async function loadJob(keepMessage) {
   $('job-history').tBodies[0].replaceChildren(...history.map(historyRow));
   $('job-history-count').textContent = history.length ? `(the last ${history.length})` : '';
   $('job-history-empty').hidden = history.length > 0;
-  $('job-actions').replaceChildren(...jobActions(j));
+  replaceKeepingFocus($('job-actions'), ...jobActions(j));
   // Priority and due time change while the job waits (a put of it again).
   // A refresh leaves what the user is typing alone (jobFormDirty).
   $('job-change').hidden = j.state !== 'delayed' && j.state !== 'ready';

@@ -573,6 +573,112 @@ try {
     assert.deepEqual(csp, [], 'the charts keep to the page\'s Content-Security-Policy');
   });
 
+  await test('keyboard: from the overview to a topic, a selection, and a job page, with Tab, Space and Enter', async () => {
+    await serve.api('PUT', '/v1/topics/keyed/jobs/k_1', { body: 'by keyboard' });
+    await page.goto(`${serve.base}/#/`);
+    await page.waitForSelector('#topics tr[data-topic]');
+    // Tab until the focus is on selector (at most max presses); fails if never.
+    const tabTo = async (selector, max = 200) => {
+      for (let i = 0; i < max; i++) {
+        await page.keyboard.press('Tab');
+        if (await page.evaluate((s) => document.activeElement?.matches(s), selector)) return;
+      }
+      throw new Error(`Tab never reached ${selector}`);
+    };
+    // The overview may page: filter to the topic by typing, as a user would.
+    await tabTo('#filter');
+    await page.keyboard.type('keyed');
+    await page.waitForSelector('#topics a[href="#/topic/keyed"]');
+    await tabTo('#topics a[href="#/topic/keyed"]');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#topic-name:has-text("keyed")');
+    await tabTo('#jobs tr[data-id="k_1"] input[type=checkbox]');
+    await page.keyboard.press('Space');
+    await page.waitForSelector('#bulk-count:has-text("1 selected")');
+    await tabTo('#jobs tr[data-id="k_1"] a');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('#job:not([hidden])');
+    assert.match(await page.textContent('#job'), /by keyboard/);
+    // Where the focus is shows (an outline, :focus-visible).
+    await tabTo('#job button');
+    const outline = await page.evaluate(() => getComputedStyle(document.activeElement).outlineStyle);
+    assert.equal(outline, 'solid');
+  });
+
+  await test('contrast: every text of every view reads at 4.5:1 at least (3:1 large), as WCAG AA asks', async () => {
+    await serve.api('PUT', '/v1/topics/contrast/jobs/c_1', { body: '{"a":1}', delay_ms: 600000 });
+    const views = ['#/', '#/topic/contrast', '#/topic/contrast/job/c_1', '#/workers', '#/redis', '#/send',
+      '#/history/24h'];
+    const low = [];
+    for (const view of views) {
+      await page.goto(`${serve.base}/${view}`);
+      await page.waitForLoadState('networkidle');
+      await new Promise((res) => setTimeout(res, 300));
+      // On the first view, a probe the check must flag (#bbb on white: 1.9:1).
+      const probe = view === views[0];
+      const found = await page.evaluate((withProbe) => {
+        if (withProbe) {
+          const p = document.createElement('p');
+          p.id = 'contrast-probe';
+          p.textContent = 'probe';
+          p.style.color = '#bbb';
+          p.style.background = '#fff';
+          document.querySelector('main').append(p);
+        }
+        const rgba = (c) => {
+          const m = c.match(/rgba?\(([^)]+)\)/);
+          if (!m) return null;
+          const p = m[1].split(',').map(Number);
+          return { r: p[0], g: p[1], b: p[2], a: p.length > 3 ? p[3] : 1 };
+        };
+        const over = (top, under) => ({
+          r: top.r * top.a + under.r * (1 - top.a), g: top.g * top.a + under.g * (1 - top.a),
+          b: top.b * top.a + under.b * (1 - top.a), a: 1 });
+        // The colour behind e: its backgrounds blended upwards, over white.
+        const behind = (e) => {
+          const layers = [];
+          for (let x = e; x; x = x.parentElement) {
+            const c = rgba(getComputedStyle(x).backgroundColor);
+            if (c && c.a > 0) layers.push(c);
+            if (c && c.a === 1) break;
+          }
+          return layers.reverse().reduce((under, c) => over(c, under), { r: 255, g: 255, b: 255, a: 1 });
+        };
+        const lum = ({ r, g, b }) => {
+          const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+          return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+        };
+        const out = [];
+        for (const e of document.querySelectorAll('body *')) {
+          if (![...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;
+          if (e.closest('.sr, [hidden], canvas') || e.matches(':disabled') || !e.getClientRects().length) continue;
+          const s = getComputedStyle(e);
+          if (s.visibility !== 'visible') continue;
+          let opacity = 1;
+          for (let x = e; x; x = x.parentElement) opacity *= Number(getComputedStyle(x).opacity);
+          const bg = behind(e);
+          const fg = rgba(s.color);
+          const text = over({ ...fg, a: fg.a * opacity }, bg);
+          const [hi, lo] = [lum(text), lum(bg)].sort((x, y) => y - x);
+          const ratio = (hi + 0.05) / (lo + 0.05);
+          const size = parseFloat(s.fontSize);
+          const large = size >= 24 || (size >= 18.66 && Number(s.fontWeight) >= 700);
+          if (ratio < (large ? 3 : 4.5)) {
+            out.push(`${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}.${[...e.classList].join('.')} ` +
+              `"${e.textContent.trim().slice(0, 30)}" ${ratio.toFixed(2)}:1`);
+          }
+        }
+        document.getElementById('contrast-probe')?.remove();
+        return out;
+      }, probe);
+      if (probe) {
+        assert.ok(found.some((f) => f.startsWith('p#contrast-probe')), `the probe went unseen: ${found}`);
+      }
+      for (const f of found.filter((x) => !x.startsWith('p#contrast-probe'))) low.push(`${view}: ${f}`);
+    }
+    assert.deepEqual(low, [], `text below the contrast WCAG AA asks:\n${low.join('\n')}`);
+  });
+
   await test('keyboard: tab to the form and put with Enter; phone width', async () => {
     await page.setViewportSize({ width: 390, height: 844 });
     await page.goto(`${serve.base}/#/send`);
