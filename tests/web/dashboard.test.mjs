@@ -341,6 +341,39 @@ try {
     assert.equal((await serve.api('GET', '/v1/topics/bulk/jobs/d2')).json.state, 'ready');
   });
 
+  await test('a spread topic: its page lists every shard\'s jobs; find, a live report, bulk delete, its history', async () => {
+    assert.equal((await serve.api('PUT', '/v1/topics/wide/shards', { count: 3 })).json.count, 3);
+    for (let i = 0; i < 9; i++) await serve.api('PUT', `/v1/topics/wide/jobs/w${i}`, { body: `wide ${i}` });
+    await page.goto(`${serve.base}/#/topic/wide`);
+    for (let i = 0; i < 9; i++) await page.waitForSelector(`#jobs tr[data-id="w${i}"]`);
+    await page.waitForSelector('#states button:has-text("ready (9)")');
+    // Find by id prefix: every shard is looked in.
+    await page.fill('#find-id', 'w');
+    await page.click('#find button[type=submit]');
+    await page.waitForSelector('#found-status:has-text("9 jobs whose id starts with")');
+    // A report of a job in some shard comes live to its page.
+    const r = await serve.api('POST', '/v1/topics/wide/reserve', { count: 1 });
+    const { id, token } = r.json.jobs[0];
+    await page.goto(`${serve.base}/#/topic/wide/job/${id}`);
+    await page.waitForSelector('#job-state:has-text("reserved")');
+    await serve.api('POST', `/v1/topics/wide/jobs/${id}/report`, { token, progress: { percent: 70 }, log: ['from a shard'] });
+    await page.waitForSelector('#job-log:has-text("from a shard")', { timeout: 10000 });
+    assert.equal(await page.getAttribute('#job-progress-bar', 'value'), '70');
+    // Bulk: a page's selection spans shards.
+    await page.goto(`${serve.base}/#/topic/wide`);
+    await page.click('#states button:has-text("ready")');
+    await page.waitForSelector('#jobs tr[data-id]');
+    await page.check('#select-page');
+    const n = await page.locator('#jobs tbody tr').count();
+    await page.waitForSelector(`#bulk-count:has-text("${n} selected")`);
+    page.once('dialog', (d) => d.accept());
+    await page.click('#bulk-delete');
+    await page.waitForSelector(`#topic-message:has-text("deleted ${n} of ${n}")`);
+    assert.equal((await serve.api('GET', '/v1/topics/wide')).json.ready, 8 - n);
+    // Its history: the shards' puts, summed.
+    await page.waitForSelector('#topic-history [data-summary]:has-text("put 9, started 1")');
+  });
+
   await test('a body or id with HTML renders as text', async () => {
     const nasty = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2"><b>bold</b>';
     await serve.api('PUT', `/v1/topics/web/jobs/${encodeURIComponent('<i>id</i>')}`, { body: nasty });
