@@ -1,10 +1,8 @@
 #include "server/fields.h"
 
 #include <boost/json/parse.hpp>
-#include <boost/json/serialize.hpp>
 #include <charconv>
 #include <cmath>
-#include <set>
 #include <vector>
 
 #include "core/checks.h"

@@ -60,7 +60,15 @@ std::string payload(const std::string& topic, const Reservation& j) {
   o["due"] = j.due_ms;
   // A JSON body goes as the JSON it is, its numbers as spelled.
   if (auto spelled = wire::compact_json(j.body)) return wire::to_text_with(o, "contents", *spelled);
-  o["contents"] = wire::valid_utf8(j.body) ? j.body : wire::base64_encode(j.body);
+  // One with a key given twice, as Boost.JSON reads it (the last), as
+  // before; one with a number past a double's range, or not JSON, as text.
+  boost::system::error_code ec;
+  json::value contents = json::parse(j.body, ec);
+  if (!ec && !wire::scan_json(j.body).out_of_range) {
+    o["contents"] = std::move(contents);
+  } else {
+    o["contents"] = wire::valid_utf8(j.body) ? j.body : wire::base64_encode(j.body);
+  }
   return wire::to_text(o);
 }
 

@@ -348,7 +348,8 @@ Job job_from_json(const json::object& o, std::string_view text) {
   if (o.contains("log_total")) j.log_total = integer("log_total", 0, 4294967295);
   if (auto it = o.find("progress"); it != o.end()) {
     j.progress.emplace();
-    j.progress->value = std::move(scan.member).value_or("");
+    if (!scan.member) throw std::runtime_error("\"progress\" could not be read");
+    j.progress->value = std::move(*scan.member);
     j.progress->attempt = small("progress_attempt", 1, limits::kAttemptsMax);
     j.progress->at_ms = integer("progress_at", 0, limits::kMsMax);
   }

@@ -40,9 +40,11 @@ class Scanner {
     keys_.pop_back();
     return close('}');
   }
-  bool on_string_part(json::string_view s, std::size_t, ec_t&) { return append(text_, s); }
+  bool on_string_part(json::string_view s, std::size_t, ec_t&) {
+    return !kept() || append(text_, s);
+  }
   bool on_string(json::string_view s, std::size_t, ec_t&) {
-    append(text_, s);
+    if (kept()) append(text_, s);
     begin_value();
     if (capturing_) out_ += json::serialize(json::string_view(text_));
     end_value();
@@ -68,7 +70,7 @@ class Scanner {
     text_.clear();
     return true;
   }
-  bool on_number_part(json::string_view s, ec_t&) { return append(text_, s); }
+  bool on_number_part(json::string_view s, ec_t&) { return !kept() || append(text_, s); }
   bool on_int64(std::int64_t, json::string_view s, ec_t&) { return number(s); }
   bool on_uint64(std::uint64_t, json::string_view s, ec_t&) { return number(s); }
   bool on_double(double d, json::string_view s, ec_t& ec) {
@@ -85,6 +87,9 @@ class Scanner {
   bool on_comment(json::string_view, ec_t&) { return true; }
 
  private:
+  // Whether the value being read is written out (a string's or number's
+  // text is kept only then: a put's body may be a MiB).
+  bool kept() const { return capturing_ || (take_ && depth_ == 1) || (whole_ && depth_ == 0); }
   static bool append(std::string& to, json::string_view s) {
     to.append(s.data(), s.size());
     return true;
@@ -144,7 +149,7 @@ class Scanner {
     return true;
   }
   bool number(json::string_view s) {
-    append(text_, s);
+    if (kept()) append(text_, s);
     return scalar(text_);
   }
 
@@ -177,6 +182,11 @@ void append_double(std::string& out, double d) {
   char buf[32];
   const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d);
   out.append(buf, end);
+  // 5.0 as "5.0", not "5": read back, it stays a double.
+  if (std::string_view(buf, static_cast<std::size_t>(end - buf)).find_first_of(".e") ==
+      std::string_view::npos) {
+    out += ".0";
+  }
 }
 
 template <class N>

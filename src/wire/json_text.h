@@ -31,8 +31,9 @@ JsonScan scan_json(std::string_view text, std::string_view member = {});
 std::optional<std::string> compact_json(std::string_view text);
 
 // v as compact JSON: as boost::json::serialize, but a double is written in
-// its shortest form that reads back the same (0.1, 1e+30), and a
-// non-finite one (which no JSON text holds) as null.
+// its shortest form that reads back the same (0.1, 1e+30; 5.0, not 5, so
+// that it reads back as a double), and a non-finite one (which no JSON
+// text holds) as null.
 std::string to_text(const boost::json::value& v);
 
 // o as to_text writes it, with a last member name whose value is raw, a

@@ -46,6 +46,8 @@ TEST(JsonText, DoublesAreWrittenShortAndAsJson) {
       to_text(boost::json::parse(R"({"a":[0.1,1.5,-2,18446744073709551615,1e30,true,null,"é"]})")),
       R"({"a":[0.1,1.5,-2,18446744073709551615,1e+30,true,null,"é"]})");
   EXPECT_EQ(to_text(boost::json::value(std::numeric_limits<double>::infinity())), "null");
+  EXPECT_EQ(to_text(boost::json::parse("[5.0,-0.0,1e2]")), "[5.0,-0.0,100.0]")
+      << "doubles stay doubles";
   EXPECT_EQ(to_text(boost::json::parse(R"({"s":"a\nb"})")), R"({"s":"a\nb"})");
 }
 
