@@ -1027,7 +1027,7 @@ local history = {}
 do
   local KINDS = { 'p', 's', 'd', 'f', 'x', 'l', 'w' } -- put started done failed dead lapsed wait
   local SLOT = '<I4I4I4I4I4I4d'   -- a minute's or an hour's counts, and the wait (ms)
-  local READ_OPTIONS = { SPREAD = 0, NOW = 1 }
+  local OPT_HISTORY = { SPREAD = 0, NOW = 1 }  -- (redisched_history's)
   local SLOT_SIZE = 32
   local ALL = '<ddddddd'
   local MINUTES_KEPT, DAYS_KEPT = 24 * 60, 30
@@ -1258,7 +1258,7 @@ Output: {now, row...}: row {t, put, started, done, failed, dead, lapsed,
         bad(what .. 's from ' .. fmt(from) .. ' to ' .. fmt(to) .. ' are more than ' .. (max + 1))
       end
     end
-    local o = options(args, last + 1, #args, READ_OPTIONS)
+    local o = options(args, last + 1, #args, OPT_HISTORY)
     local spread = redis.call('HGET', k.meta, 'shards')
     if spread and (spread == '*' or not o.SPREAD) then error({ bad = 'SHARDED ' .. spread }) end
     local now = clock(o)

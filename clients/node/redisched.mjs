@@ -428,7 +428,8 @@ export class Topic {
   // The topic's history (library version 34): objects of HISTORY_FIELDS,
   // one per minute or hour (step 'minute' or 'hour') from fromMs to toMs
   // that counted anything, in time order; step 'total': one, of everything
-  // since it began. Of a spread topic, summed over its shards.
+  // since it began. Of a spread topic, summed over its shards and what it
+  // counted itself before it was spread.
   async history(step = 'total', fromMs = 0, toMs = 0) {
     const args = step === 'total' ? ['total'] : [step, fromMs, toMs];
     const shards = await this.shards(true);
@@ -449,7 +450,8 @@ export class Topic {
       .map((at) => Object.fromEntries(HISTORY_FIELDS.map((f, i) => [f, rows.get(at)[i]])));
   }
 
-  // The counts; of a spread topic, summed over its shards.
+  // The counts; of a spread topic, summed over its shards, with the totals
+  // it counted itself before it was spread.
   async stats() {
     const shards = await this.shards(true);
     const s = {};
@@ -463,7 +465,15 @@ export class Topic {
         else s[name] += value;
       }
     }
-    if (shards.length) s.shards = shards.length;
+    if (shards.length) {
+      s.shards = shards.length;
+      // The totals it counted itself before it was spread.
+      const own = await this.call('stats');
+      for (let i = 0; i < own.length; i += 2) {
+        const name = own[i].toString();
+        if (name.endsWith('_total')) s[name] = (s[name] || 0) + own[i + 1];
+      }
+    }
     return s;
   }
 }

@@ -125,6 +125,7 @@ try {
     assert.ok(held.every((n) => n > 0), String(held));
     assert.equal((await t.stats()).ready, 31);
     assert.equal((await t.history())[0].put, 32, "the shards' and the topic's own");
+    assert.equal((await t.stats()).put_total, 32, "stats' totals are the history's");
     const found = [];
     for await (const id of t.findIds('n1')) found.push(id);
     assert.deepEqual(found.sort(), ['n1', ...Array.from({ length: 10 }, (_, i) => `n1${i}`)].sort());

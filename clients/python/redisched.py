@@ -485,7 +485,7 @@ class Topic:
         one per minute or hour (step "minute" or "hour") from from_ms to
         to_ms that counted anything, in time order; step "total": one, of
         everything since it began. Of a spread topic, summed over its
-        shards."""
+        shards and what it counted itself before it was spread."""
         args = ["total"] if step == "total" else [step, from_ms, to_ms]
         shards = self.shards(fresh=True)
         # A spread topic: its shards, and itself for what it counted before
@@ -500,7 +500,8 @@ class Topic:
         return [dict(zip(HISTORY_FIELDS, rows[t])) for t in sorted(rows)]
 
     def stats(self):
-        """The counts; of a spread topic, summed over its shards."""
+        """The counts; of a spread topic, summed over its shards, with the
+        totals it counted itself before it was spread."""
         shards = self.shards(fresh=True)
         parts = [t._call("stats") for t in shards or [self]]
         out = {}
@@ -518,6 +519,11 @@ class Topic:
                     out[name] += value
         if shards:
             out["shards"] = len(shards)
+            own = self._call("stats")
+            for i in range(0, len(own), 2):
+                name = _text(own[i])
+                if name.endswith("_total"):
+                    out[name] = out.get(name, 0) + own[i + 1]
         return out
 
 

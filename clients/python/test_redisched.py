@@ -84,6 +84,7 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual(t.stats()["ready"], 31)
         self.assertEqual(t.stats()["shards"], 3)
         self.assertEqual(t.history()[0]["put"], 32, "the shards' and the topic's own")
+        self.assertEqual(t.stats()["put_total"], 32, "stats' totals are the history's")
         self.assertEqual(sorted(t.find_ids("p1")), ["p1"] + [f"p1{i}" for i in range(10)])
         got = []
         while True:

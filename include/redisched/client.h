@@ -253,6 +253,8 @@ class Client {
   ReserveResult pull(std::string_view topic, int count = 1);
   // Lapsed reservations back to ready or dead; at most limit of them.
   RequeueResult requeue(std::string_view topic, int limit = limits::kBatchMax);
+  // A spread topic's counts are its shards' summed, with the totals it
+  // counted itself before it was spread.
   TopicStats stats(std::string_view topic);
   // Jobs of one state, in the order they leave it; count 1..1000.
   ListPage list(std::string_view topic, JobState state, std::int64_t offset, int count,
@@ -276,7 +278,8 @@ class Client {
   // or hours (at most 745) from from_ms to to_ms, both included, that
   // counted anything, in time order; or HistoryStep::total, one row of the
   // totals since it began (from_ms and to_ms unused). A spread topic's rows
-  // are the sums of its shards'. Counts what this Client and every caller
+  // are the sums of its shards' and of what it counted itself before it
+  // was spread. Counts what this Client and every caller
   // that names the history key did (docs/redis-api.md, redisched_history).
   std::vector<HistoryRow> history(std::string_view topic, HistoryStep step,
                                   std::int64_t from_ms = 0, std::int64_t to_ms = 0);
@@ -370,7 +373,8 @@ class Client {
   // Listens to a topic's wake-up signal (docs/redis-api.md, "Wake-up
   // signal"): on_signal(due_ms) each time a call made a job of the topic
   // ready or scheduled one (due_ms: when it is due, maybe already past), and
-  // on_ready() once the subscription is in place and again after every
+  // on_ready() once the subscription is in place (a spread topic's: every
+  // shard's, and again when its shards change) and again after every
   // reconnection (signals sent meanwhile were lost: look again). Callbacks
   // run on a thread of the runtime and must not block. Any thread.
   Subscription watch(std::string_view topic, std::function<void(std::int64_t due_ms)> on_signal,

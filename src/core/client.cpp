@@ -115,15 +115,14 @@ struct Client::Impl::Waiter : std::enable_shared_from_this<Waiter> {
   }
 };
 
-// One Client::watch: the wake-up channel of the topic, or those of its
-// shards, and its meta channel, where a change of its shards is announced
-// ("~shards"): then the list is read again, the shards' channels taken
-// anew, and on_ready runs (signals may have been missed: look again). It
-// lives on one runtime shard, the one its link answers on; only cancel
-// comes from any thread, and hands the unsubscribing to that shard.
-// One of a topic's channels (its wake or its reports channel), followed on
-// each of its shards while it is spread: the layout is read again when the
-// topic announces a change of shards, and on each reconnection.
+// One Client::watch or watch_reports: one of a topic's channels (its wake
+// or its reports channel), or those of its shards while it is spread, and
+// its meta channel, where a change of its shards is announced ("~shards"):
+// then the list is read again (as on each reconnection of the meta
+// channel), the shards' channels taken anew, and on_ready runs once all
+// are in place (messages may have been missed: look again). It lives on
+// one runtime shard, the one its link answers on; only cancel comes from
+// any thread, and hands the unsubscribing to that shard.
 struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
   TopicWatch(Client::Impl& owner, std::size_t on_shard, std::string name, TopicWatchChannel of)
       : impl(owner),
@@ -158,8 +157,9 @@ struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
         [weak] {  // (a change announced while the link was down was missed)
           if (auto self = weak.lock(); self) self->refresh();
         });
-    auto known = impl.cached_layout(topic);
-    follow(known ? known : std::make_shared<const core::Layout>(topic, std::vector<std::string>{}));
+    // (A layout not read yet is read once the meta channel is taken: no
+    // channel is followed on a guess.)
+    if (auto known = impl.cached_layout(topic)) follow(known);
   }
 
   void refresh() {
@@ -181,13 +181,17 @@ struct Client::Impl::TopicWatch : std::enable_shared_from_this<TopicWatch> {
     subscriptions.clear();
     watching = std::move(want);
     std::weak_ptr<TopicWatch> weak = shared_from_this();
+    // on_ready once every channel of this list is taken; after that, on
+    // each reconnection of one. (Callbacks run on this shard's thread.)
+    auto waiting = std::make_shared<std::size_t>(watching.size());
     for (const auto& t : watching) {
       subscriptions.push_back(link.subscribe(
           channel_of(impl.opts.prefix, t),
           [weak](const std::string& payload) {
             if (auto self = weak.lock(); self && !self->cancelled.load()) self->on_message(payload);
           },
-          [weak] {
+          [weak, waiting, first = std::make_shared<bool>(true)] {
+            if (std::exchange(*first, false) && --*waiting > 0) return;
             if (auto self = weak.lock(); self && self->on_ready && !self->cancelled.load()) {
               self->on_ready();
             }

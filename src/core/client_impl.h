@@ -462,7 +462,19 @@ class Client::Impl {
             }
             send<Op>(where, a, checked(std::move(part)));
           },
-          [](std::vector<V> parts) { return Op::merge(std::move(parts)); }, with_base);
+          [](std::vector<V> parts) {
+            if constexpr (requires(V & v) { Op::add_base(v, v); }) {
+              // (the topic's own part is the last)
+              V base = std::move(parts.back());
+              parts.pop_back();
+              V all = Op::merge(std::move(parts));
+              Op::add_base(all, base);
+              return all;
+            } else {
+              return Op::merge(std::move(parts));
+            }
+          },
+          with_base);
     } else if constexpr (Op::route == Route::take) {
       if (!l->spread()) return send<Op>(l->topic, a, std::move(done));
       take_spread(

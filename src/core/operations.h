@@ -170,6 +170,11 @@ struct Stats : Read {
   static bool stale(const Value& v, const Layout& l) {
     return v.shards < 0 || (!l.spread() && v.shards > 0);
   }
+  // A spread topic is read on itself too: the totals it counted before it
+  // was spread (failed, dead, lapsed, its history's) are added to its
+  // shards'. (It holds no jobs of its own.)
+  static void spread_base(Args& /*a*/) {}
+  static void add_base(Value& all, const Value& base);
 };
 
 struct History : Read {
@@ -189,7 +194,8 @@ struct History : Read {
   static Value merge(std::vector<Value> parts);
   // A spread topic is read on its shards and on itself, for what it
   // counted before it was spread (the library answers SHARDED to a read
-  // of it alone, so a stale layout is read again).
+  // of it alone, so a stale layout is read again); its rows are summed
+  // with theirs.
   static void spread_base(Args& a) { a.spread = true; }
 };
 

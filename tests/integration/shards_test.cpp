@@ -116,6 +116,8 @@ TEST_F(ShardsTest, HistoryKeepsWhatTheTopicCountedBeforeItWasSpread) {
   EXPECT_EQ(client_.history(topic_, HistoryStep::total).at(0).put, 10) << "before and after";
   EXPECT_EQ(early.history(topic_, HistoryStep::total).at(0).put, 10)
       << "a stale layout, read again";
+  EXPECT_EQ(client_.stats(topic_).put_total, 10) << "stats' totals are the history's";
+  EXPECT_EQ(client_.stats(topic_).ready, 6);
 }
 
 TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
@@ -325,8 +327,8 @@ TEST_F(ShardsTest, WatchAndWaitHearEveryShard) {
   // Spread after the watch began: it follows, and says so (on_ready).
   const int before = ready.load();
   client_.set_shards(topic_, 3);
-  ASSERT_TRUE(test::wait_until([&] { return ready.load() >= before + 3; }))
-      << "on_ready once each shard's channel is taken";
+  ASSERT_TRUE(test::wait_until([&] { return ready.load() >= before + 1; }))
+      << "on_ready once every shard's channel is taken";
   for (int i = 0; i < 30; ++i) {
     auto s = job("w" + std::to_string(i));
     s.delay = Millis(60000);
@@ -365,7 +367,7 @@ TEST_F(ShardsTest, WatchReportsHearsEveryShard) {
         heard.insert(id);
       },
       [&] { ++ready; });
-  ASSERT_TRUE(test::wait_until([&] { return ready.load() >= 3; })) << "a subscription a shard";
+  ASSERT_TRUE(test::wait_until([&] { return ready.load() >= 1; })) << "every shard's channel taken";
   for (int i = 0; i < 12; ++i) client_.put(topic_, job("r" + std::to_string(i)));
   auto r = client_.reserve(topic_, 12);
   ASSERT_EQ(r.jobs.size(), 12u);
