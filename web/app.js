@@ -43,11 +43,13 @@ function el(tag, attrs, ...children) {
 }
 
 // Replaces box's children. When the focus was inside, it goes to the same
-// control among the new ones (the same keyed row, the same place in it):
-// the page's live updates rebuild rows every second or so, and a keyboard
-// user's place must survive them.
+// control among the new ones: in the same keyed row, the one of the same
+// kind and label (else the one at the same place, else the row's first),
+// never a disabled one. The page's live updates rebuild rows every second
+// or so, and a keyboard user's place must survive them.
 const FOCUSABLE = 'a[href], button, input, select, textarea, [tabindex]';
 const KEYED = '[data-topic], [data-id], [data-worker], [data-node], [data-schedule]';
+function controlLabel(e) { return `${e.tagName} ${e.getAttribute('aria-label') || e.textContent.trim()}`; }
 function replaceKeepingFocus(box, ...children) {
   const a = document.activeElement;
   let place = null;
@@ -55,14 +57,19 @@ function replaceKeepingFocus(box, ...children) {
     const row = a.closest(KEYED);
     const scope = row && box.contains(row) ? row : box;
     const key = scope === box ? null : [...scope.attributes].find((x) => x.name.startsWith('data-'));
-    place = { key: key && [key.name, key.value], index: [...scope.querySelectorAll(FOCUSABLE)].indexOf(a) };
+    place = { key: key && [key.name, key.value], label: controlLabel(a),
+      index: [...scope.querySelectorAll(FOCUSABLE)].indexOf(a) };
   }
   box.replaceChildren(...children);
   if (!place) return;
   const scope = place.key
     ? [...box.querySelectorAll(`[${place.key[0]}]`)].find((r) => r.getAttribute(place.key[0]) === place.key[1])
     : box;
-  const target = scope && scope.querySelectorAll(FOCUSABLE)[place.index];
+  if (!scope) return;
+  const all = [...scope.querySelectorAll(FOCUSABLE)];
+  const usable = all.filter((e) => !e.disabled);
+  const target = usable.find((e) => controlLabel(e) === place.label)
+    || (all[place.index] && !all[place.index].disabled ? all[place.index] : usable[0]);
   if (target) target.focus({ preventScroll: true });
 }
 const $ = (id) => document.getElementById(id);

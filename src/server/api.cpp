@@ -456,11 +456,13 @@ json::array replica_nodes_json(const std::map<std::string, std::string, std::les
       }
       rest = comma < rest.size() ? rest.substr(comma + 1) : std::string_view{};
     }
-    out.push_back(json::object{
-        {"address", wire::printable(std::string(kv["ip"]) + ":" + std::string(kv["port"]))},
-        {"state", wire::printable(kv["state"])},
-        {"offset", info_number(kv["offset"])},
-        {"lag_s", info_number(kv["lag"])}});
+    // (An IPv6 address in brackets, so that its port stays apart.)
+    const std::string ip(kv["ip"]);
+    const std::string host = ip.find(':') == std::string::npos ? ip : "[" + ip + "]";
+    out.push_back(json::object{{"address", wire::printable(host + ":" + std::string(kv["port"]))},
+                               {"state", wire::printable(kv["state"])},
+                               {"offset", info_number(kv["offset"])},
+                               {"lag_s", info_number(kv["lag"])}});
   }
   return out;
 }

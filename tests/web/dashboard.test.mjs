@@ -623,6 +623,11 @@ try {
     await page.keyboard.type('keyed');
     await page.waitForSelector('#topics a[href="#/topic/keyed"]');
     await tabTo('#topics a[href="#/topic/keyed"]');
+    // The feed rebuilds the rows as the counts move: the focus stays put.
+    await serve.api('PUT', '/v1/topics/keyed/jobs/k_2', { body: 'moves the counts' });
+    await page.waitForSelector('#topics tr[data-topic="keyed"] td:nth-child(3):has-text("2")');
+    assert.ok(await page.evaluate(() => document.activeElement.matches('#topics a[href="#/topic/keyed"]')),
+      'the focus survived the overview\'s update');
     await page.keyboard.press('Enter');
     await page.waitForSelector('#topic-name:has-text("keyed")');
     await tabTo('#jobs tr[data-id="k_1"] input[type=checkbox]');
