@@ -197,14 +197,17 @@ def main():
             for t in threads:
                 t.join()
         after = cli(a.binary, url, "--json", "stats", TOPIC)
-        # GET /v1/redis: the mode, the new primary, and its replicas as it
-        # lists them (one online at least, within 15 s).
+        # GET /v1/redis: the mode, the primary the sentinels name now (the
+        # failover's, or a later one's: the old primary, back, may trigger
+        # another), and its replicas as it lists them (one online at least,
+        # within 15 s).
         redis_page, deadline = None, time.monotonic() + 15
         while time.monotonic() < deadline:
             status, payload = request(port, "GET", "/v1/redis")
             redis_page = json.loads(payload) if status == 200 else None
-            if redis_page and any(r["state"] == "online"
-                                  for r in redis_page["nodes"][0]["replica_nodes"]):
+            named = env.primary()
+            if redis_page and redis_page["nodes"][0]["address"].endswith(":%d" % named[1]) and any(
+                    r["state"] == "online" for r in redis_page["nodes"][0]["replica_nodes"]):
                 break
             time.sleep(0.2)
         # Where each lost job is now, for the report.
@@ -234,8 +237,9 @@ def main():
         failures.append("GET /v1/redis did not show one node in mode sentinel")
     else:
         node = redis_page["nodes"][0]
-        if not node["address"].endswith(":%d" % new[1]) or node["role"] != "master":
-            failures.append("GET /v1/redis showed %s, not the new primary" % node["address"])
+        if not node["address"].endswith(":%d" % named[1]) or node["role"] != "master":
+            failures.append("GET /v1/redis showed %s, not the primary the sentinels name (%s:%d)"
+                            % (node["address"], named[0], named[1]))
         if not any(r["state"] == "online" for r in node["replica_nodes"]):
             failures.append("GET /v1/redis listed no replica online")
     if code != 0:
