@@ -116,15 +116,7 @@ std::optional<Job> Get::decode(const Reply& r) { return parse_get(r); }
 
 TopicStats Stats::decode(const Reply& r) { return parse_stats(r); }
 TopicStats Stats::merge(std::vector<Value> parts) { return merge_stats(parts, parts.size()); }
-void Stats::add_base(Value& all, const Value& base) {
-  all.failed_total += base.failed_total;
-  all.dead_total += base.dead_total;
-  all.lapsed_total += base.lapsed_total;
-  all.put_total += base.put_total;
-  all.started_total += base.started_total;
-  all.done_total += base.done_total;
-  all.wait_total_ms += base.wait_total_ms;
-}
+void Stats::add_base(Value& all, const Value& base) { add_totals(all, base); }
 
 void History::check(const Args& a, const ClientOptions& /*o*/) {
   if (a.step == HistoryStep::total) return;

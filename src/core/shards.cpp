@@ -70,15 +70,19 @@ TopicStats merge_stats(const std::vector<TopicStats>& parts, std::size_t n) {
     all.done += p.done;
     all.paused = all.paused && p.paused;
     all.next_due_ms = earlier_time(all.next_due_ms, p.next_due_ms);
-    all.failed_total += p.failed_total;
-    all.dead_total += p.dead_total;
-    all.lapsed_total += p.lapsed_total;
-    all.put_total += p.put_total;
-    all.started_total += p.started_total;
-    all.done_total += p.done_total;
-    all.wait_total_ms += p.wait_total_ms;
+    add_totals(all, p);
   }
   return all;
+}
+
+void add_totals(TopicStats& to, const TopicStats& from) {
+  to.failed_total += from.failed_total;
+  to.dead_total += from.dead_total;
+  to.lapsed_total += from.lapsed_total;
+  to.put_total += from.put_total;
+  to.started_total += from.started_total;
+  to.done_total += from.done_total;
+  to.wait_total_ms += from.wait_total_ms;
 }
 
 std::vector<HistoryRow> merge_history(std::vector<std::vector<HistoryRow>> parts) {

@@ -57,6 +57,8 @@ using LayoutPtr = std::shared_ptr<const Layout>;
 
 // A spread topic's stats: the sums of its shards' (n of them).
 TopicStats merge_stats(const std::vector<TopicStats>& parts, std::size_t n);
+// Adds from's totals (failed, dead, lapsed; its history's) to to's.
+void add_totals(TopicStats& to, const TopicStats& from);
 // A spread topic's history: its shards' rows summed by time, in time order.
 std::vector<HistoryRow> merge_history(std::vector<std::vector<HistoryRow>> parts);
 // The earlier of two times where -1 is "none" (a reserve's next, a
