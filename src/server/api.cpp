@@ -439,6 +439,21 @@ json::value info_number(std::string_view v) {
   return n;
 }
 
+// An INFO value of the form "k=v,k=v" ("db0:keys=12,expires=0,...",
+// "slave0:ip=...,port=..."), by key.
+std::map<std::string_view, std::string_view> info_pairs(std::string_view value) {
+  std::map<std::string_view, std::string_view> kv;
+  for (std::string_view rest = value; !rest.empty();) {
+    const auto comma = std::min(rest.find(','), rest.size());
+    const auto part = rest.substr(0, comma);
+    if (const auto eq = part.find('='); eq != std::string_view::npos) {
+      kv.emplace(part.substr(0, eq), part.substr(eq + 1));
+    }
+    rest = comma < rest.size() ? rest.substr(comma + 1) : std::string_view{};
+  }
+  return kv;
+}
+
 // The replicas a primary's INFO lists, "slave0:ip=10.0.0.2,port=6380,
 // state=online,offset=1234,lag=0" and on: how far each is (Sentinel's and a
 // cluster's replicas are the ones a failover promotes).
@@ -447,15 +462,7 @@ json::array replica_nodes_json(const std::map<std::string, std::string, std::les
   for (int i = 0;; ++i) {
     auto it = f.find("slave" + std::to_string(i));
     if (it == f.end()) break;
-    std::map<std::string_view, std::string_view> kv;
-    for (std::string_view rest = it->second; !rest.empty();) {
-      const auto comma = std::min(rest.find(','), rest.size());
-      const auto part = rest.substr(0, comma);
-      if (const auto eq = part.find('='); eq != std::string_view::npos) {
-        kv.emplace(part.substr(0, eq), part.substr(eq + 1));
-      }
-      rest = comma < rest.size() ? rest.substr(comma + 1) : std::string_view{};
-    }
+    auto kv = info_pairs(it->second);
     // (An IPv6 address in brackets, so that its port stays apart.)
     const std::string ip(kv["ip"]);
     const std::string host = ip.find(':') == std::string::npos ? ip : "[" + ip + "]";
@@ -483,10 +490,10 @@ json::object redis_node_json(const RedisNode& n) {
   // a cluster has; a single node's Client may use another: all are summed).
   std::int64_t keys = 0;
   for (const auto& [k, v] : f) {
-    if (!k.starts_with("db") || !v.starts_with("keys=")) continue;
-    std::int64_t n_keys = 0;
-    std::from_chars(v.data() + 5, v.data() + v.size(), n_keys);
-    keys += n_keys;
+    if (!k.starts_with("db")) continue;
+    if (auto n_keys = info_number(info_pairs(v)["keys"]); n_keys.is_int64()) {
+      keys += n_keys.as_int64();
+    }
   }
   return json::object{
       {"address", wire::printable(n.address)},
