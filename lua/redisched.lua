@@ -3,7 +3,7 @@
 redisched: a delayed/priority job queue as one Redis Functions library.
 
 Load it as it is:   redis-cli FUNCTION LOAD REPLACE "$(cat lua/redisched.lua)"
-Call it:            FCALL redisched_<op> 12 <the topic's twelve keys> <arguments...>
+Call it:            FCALL redisched_<op> 15 <the topic's fifteen keys> <arguments...>
 
 Every function takes the same keys of one topic T, in this order
 (P is a prefix, "redisched" by default; {T} is the Redis Cluster hash tag):
@@ -32,6 +32,14 @@ Every function takes the same keys of one topic T, in this order
                                  counted there (about once a second, from
                                  the library's memory), one that passes 11
                                  keys is not
+  KEYS[13] P:{T}:blocked   zset  id -> when it was put (ms): jobs waiting for
+                                 others (version 35, "Flows" below)
+  KEYS[14] P:{T}:flow      hash  the flows' state: what blocked jobs wait for,
+                                 and who waits for this topic's jobs
+  KEYS[15] P:{T}:outbox    stream  calls for a mover to make on other topics
+                                 (optional, the last three: a caller that
+                                 passes 8, 11 or 12 keys has them named from
+                                 the first, in the same slot)
 where M, a job's member in delayed and ready, is its put sequence (7 bytes,
 big-endian), its priority (2 bytes) and its id: jobs due in the same
 millisecond sort by put order, and due jobs move to ready without reading
@@ -46,7 +54,7 @@ finished without a trace (acked without KEEP, or taken for good) for a
 while, so that a put retried after an unsure answer does not make the job
 again.
 
-A job is in exactly one of delayed, ready, reserved, dead, done: its state
+A job is in exactly one of delayed, ready, reserved, dead, done, blocked: its state
 is the set (or list) that holds it (docs/lifecycle.md draws the transitions), except
 that a delayed job whose due time has come counts as ready for every read
 (get, list, stats) until a reserve, pull or list moves it.
@@ -142,12 +150,12 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 194 of the 200 locals Lua allows a function
+Locals: the main chunk holds 196 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, history, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 34 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 35 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -172,6 +180,7 @@ local DELAY_MAX = 315576000000   -- ten years
 local TTR_MAX = 86400000 * 7     -- a week
 local ATTEMPTS_MAX = 1000
 local BATCH_MAX = 1000           -- jobs in one call
+local DEPS_MAX = 10000           -- jobs one job waits for (put's AFTER, version 35)
 local LIMIT_MAX = 10000          -- LIMIT of requeue and kickall
 local OFFSET_MAX = 1099511627776 -- 2^40: list's offset
 -- Housekeeping bounds (the model test lowers them in a copy to reach them).
@@ -212,7 +221,7 @@ local WORKERS_READ_MAX = 10000   -- entries one read returns
 local BACKOFF_KINDS = { fixed = 1, exponential = 2 }
 local BACKOFF_NAMES = { 'fixed', 'exponential' }
 local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases',
-                    'queue', 'later', 'gone', 'history' }
+                    'queue', 'later', 'gone', 'history', 'blocked', 'flow', 'outbox' }
 
 -- The leases hash holds one more field, never an id (ids hold no control
 -- characters), whose value is longer than Redis packs into a listpack
@@ -234,6 +243,9 @@ local KEY_NAMES = { 'jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'met
 -- read as a member's priority, make 25956). Counts, pages and takes of
 -- ready step around it (the storage module's unpinned).
 -- (One table: the main chunk is at Lua's limit of 200 locals.)
+-- Flows: jobs that wait for other jobs (the flows section, below).
+local flows = {}
+
 local PIN = {
   lease = '\0unpacked',
   lease_value = 'a value longer than hash-max-listpack-value keeps this hash a hash table',
@@ -295,6 +307,8 @@ end
 -- slot). A caller written for version 22 or older passes the first
 -- eight: the last three are then named from the base (same slot, but no
 -- key of the call, which a proxy that routes or checks by KEYS cannot see).
+-- The flows' three (13..15, version 35) likewise, for callers that pass 8,
+-- 11 or 12.
 -- String compares only, no Redis calls; before anything is read or written.
 -- Keys checked before, by their first key: a call with the same keys
 -- skips the string work (Lua interns strings, so comparing them is a
@@ -308,12 +322,14 @@ local function check_keys(keys)
       and keys[4] == seen.reserved and keys[5] == seen.dead and keys[6] == seen.done
       and keys[7] == seen.meta and keys[8] == seen.leases
       and (n == 8 or (keys[9] == seen.queue and keys[10] == seen.later and keys[11] == seen.gone))
-      and keys[12] == seen.history then
+      and keys[12] == seen.history
+      and (n < 13 or keys[13] == seen.blocked and keys[14] == seen.flow and keys[15] == seen.outbox) then
     return seen
   end
-  if n ~= 12 and n ~= 11 and n ~= 8 then
+  if n ~= 15 and n ~= 12 and n ~= 11 and n ~= 8 then
     error({ bad = 'BADKEYS expected the topic\'s 11 keys (' .. table.concat(KEY_NAMES, ' ', 1, 11) ..
-                  ') and maybe its 12th (history), got ' .. n })
+                  '), maybe its 12th (history), or 15 (then also ' .. table.concat(KEY_NAMES, ' ', 13, 15) ..
+                  '), got ' .. n })
   end
   local base = keys[1]:sub(1, -6)
   local open = base:find('{', 1, true)
@@ -330,7 +346,9 @@ local function check_keys(keys)
   local k = { n = n, jobs = keys[1], delayed = keys[2], ready = keys[3], reserved = keys[4],
               dead = keys[5], done = keys[6], meta = keys[7], leases = keys[8],
               queue = keys[9] or base .. ':queue', later = keys[10] or base .. ':later',
-              gone = keys[11] or base .. ':gone', history = keys[12], base = base,
+              gone = keys[11] or base .. ':gone', history = keys[12],
+              blocked = keys[13] or base .. ':blocked', flow = keys[14] or base .. ':flow',
+              outbox = keys[15] or base .. ':outbox', base = base,
               tag = base:sub(open + 1, close - 1), sweep = base:sub(1, open - 1) .. 'sweep' }
   if n_checked >= 1000 then checked, n_checked = {}, 0 end
   checked[keys[1]], n_checked = k, n_checked + 1
@@ -352,6 +370,10 @@ local function options(args, from, to, spec, more)
     if n == nil and more then n = more[word] end
     if n == nil then bad('unknown option ' .. show(args[i])) end
     if o[word] ~= nil then bad(word .. ' given twice') end
+    if n < 0 then -- a count, then that many groups of -n values (put's AFTER)
+      local c = int_arg(args[i + 1], word .. ' count', 1, DEPS_MAX)
+      n = 1 - n * c
+    end
     if i + n > to then bad(word .. ' needs ' .. n .. ' value(s)') end
     if n == 0 then o[word] = true
     elseif n == 1 then o[word] = args[i + 1]
@@ -431,7 +453,11 @@ worker (nil: not named), error, cut (true: error holds its first
 HISTORY_ERROR_MAX bytes)}; nil: none), progress (version 31: {attempt, at,
 value}, the latest a handler reported; nil: none), log (version 31:
 {total (lines ever logged), lines = {{at, attempt, text, cut}...}, oldest
-first}; nil: none), body.
+first}; nil: none), deps (version 35: the jobs it waits for, in the order
+put named them, each {topic, id, policy ('fail', 'ignore' or 'drop'),
+outcome ('pending', 'done', 'failed' or 'dropped'), value (the result of
+one done, the error of one failed or dropped; '' while pending)}: filled in
+once, when the job is released; nil: none, flows below), body.
   record.attempt(j, outcome, started, ended, worker)
                           counts an attempt that ended without success
                           (j.error already says why): attempts + 1, and an
@@ -474,7 +500,11 @@ do
   local X_TTR, X_MAX, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_MORE =
     1, 2, 4, 8, 16, 32, 64, 128
   -- The third flags byte (version 30), present when the second has X_MORE.
-  local Y_HISTORY, Y_PROGRESS, Y_LOG, Y_UNKNOWN = 1, 2, 4, 248
+  local Y_HISTORY, Y_PROGRESS, Y_LOG, Y_DEPS, Y_UNKNOWN = 1, 2, 4, 8, 240
+  -- A dependency's failure policy and outcome (version 35, flows).
+  local POLICY_CODES, POLICY_NAMES = { fail = 1, ignore = 2, drop = 3 }, { 'fail', 'ignore', 'drop' }
+  local DEP_CODES = { pending = 0, done = 1, failed = 2, dropped = 3 }
+  local DEP_NAMES = { [0] = 'pending', 'done', 'failed', 'dropped' }
   local OUTCOMES = { 'failed', 'lapsed' }
   local OUTCOME_CODES = { failed = 1, lapsed = 2 }
   local CUT = 128 -- an entry's outcome byte: its error was cut
@@ -563,6 +593,18 @@ do
       j.progress = p
     end
     if band(more, Y_LOG) ~= 0 then j.log, pos = record.read_log(rec, pos) end
+    if band(more, Y_DEPS) ~= 0 then
+      local n
+      n, pos = struct.unpack('>I2', rec, pos)
+      local deps = {}
+      for i = 1, n do
+        local d, policy, outcome = {}, nil, nil
+        policy, outcome, d.topic, d.id, d.value, pos = struct.unpack('>BBBc0I2c0I4c0', rec, pos)
+        d.policy, d.outcome = POLICY_NAMES[policy], DEP_NAMES[outcome]
+        deps[i] = d
+      end
+      j.deps = deps
+    end
     if band(ext, X_LATER) ~= 0 then j.later = true end
     j.due = j.due or j.created
     j.body = rec:sub(pos)
@@ -591,7 +633,8 @@ do
     local place = j.place ~= j.seq and j.place
     if j.priority == 0 and not j.attempts and not place and not j.ttr and not j.max_attempts
         and not j.backoff and not j.finished and not j.error and not j.keep and not j.result
-        and not j.history and not j.progress and not j.log and (store_due or not j.later) then
+        and not j.history and not j.progress and not j.log and not j.deps
+        and (store_due or not j.later) then
       return record.plain(j.created, j.seq, j.due, j.later, j.body) -- the common cases, kept fast
     end
     local flags, ext, opt = V2, 0, {}
@@ -634,6 +677,15 @@ do
       opt[#opt + 1] = struct.pack('>I4I2', j.log.total, #lines)
       for _, l in ipairs(lines) do
         opt[#opt + 1] = struct.pack('>I6I2BI2', l.at, l.attempt, l.cut and 1 or 0, #l.text) .. l.text
+      end
+    end
+    if j.deps then
+      more = more + Y_DEPS
+      local deps = j.deps
+      opt[#opt + 1] = struct.pack('>I2', #deps)
+      for _, d in ipairs(deps) do
+        opt[#opt + 1] = struct.pack('>BBB', POLICY_CODES[d.policy], DEP_CODES[d.outcome], #d.topic) .. d.topic
+                        .. struct.pack('>I2', #d.id) .. d.id .. struct.pack('>I4', #d.value) .. d.value
       end
     end
     if more ~= 0 then ext = ext + X_MORE end
@@ -2146,7 +2198,7 @@ do
 end
 
 -- Where job j (id) is, read only: {state, key, member, score[, token,
--- reserved_at, worker]}; {'unknown'} when nowhere.
+-- reserved_at, worker]} ({..., j} when blocked); {'unknown'} when nowhere.
 local function locate(k, id, j)
   local where = waiting.in_set(k, id, j)
   if where then return where end
@@ -2160,6 +2212,8 @@ local function locate(k, id, j)
     local lm = lease_member(id, token)
     return { 'reserved', k.reserved, lm, tonumber(redis.call('ZSCORE', k.reserved, lm)), token, at, worker }
   end
+  score = flows.blocked(k, id, j)
+  if score then return { 'blocked', k.blocked, id, score, j } end
   return waiting.in_list(k, id, j)
 end
 
@@ -2169,6 +2223,8 @@ local function take_out(k, id, where)
   if state == 'unknown' then return end
   if state == 'ready' or state == 'delayed' then
     waiting.remove(k, where)
+  elseif state == 'blocked' then
+    flows.unblock(k, id, where[5])
   else
     redis.call('ZREM', where[2], where[3])
   end
@@ -2210,7 +2266,7 @@ local function requeue_members(k, members, now, kn)
   local seq = back > 0 and take_seq(k, back)
   redis.call('ZREM', k.reserved, unpack(members))
   redis.call('HDEL', k.leases, unpack(ids))
-  local buried, dead, pl = 0, {}, place.begin(k, now)
+  local buried, dead, dead_ids, pl = 0, {}, {}, place.begin(k, now)
   for i, id in ipairs(ids) do
     local j = jobs[i]
     if j and j.dead then
@@ -2218,6 +2274,7 @@ local function requeue_members(k, members, now, kn)
       redis.call('HSET', k.jobs, id, record.pack(j))
       dead[#dead + 1], dead[#dead + 2] = now, id
       buried = buried + 1
+      dead_ids[buried] = id
       finished(id) -- dead, kept or not: its waiter has its outcome
     elseif j then
       renew(j, seq)
@@ -2230,6 +2287,7 @@ local function requeue_members(k, members, now, kn)
   if buried > 0 then
     redis.call('ZADD', k.dead, unpack(dead))
     redis.call('HINCRBY', k.meta, 'dead_total', buried)
+    flows.notify(k, dead_ids, 'failed', 'time-to-run lapsed')
   end
   if back + buried > 0 then redis.call('HINCRBY', k.meta, 'lapsed_total', back + buried) end
   history.count(k, now, 'l', back + buried, 'x', buried)
@@ -2304,6 +2362,428 @@ local function job_fields(id, j, state, score)
     f[#f + 1] = 'log_total'; f[#f + 1] = j.log.total
   end
   return f
+end
+
+---------------------------------------------------------------- flows
+
+--[[ Flows (version 35): jobs that wait for other jobs, in any topic, and
+so in any slot of a Redis Cluster. No call touches two topics, so a
+dependency and the job waiting for it (its dependent) meet through the
+outbox, P:{T}:outbox (a stream): a call that must tell another topic
+something adds an entry there, a mover (any client: redisched_outbox,
+then the call each entry names, then redisched_moved) makes that call on
+the other topic and only then deletes the entry. Every such call is
+idempotent, so an entry made twice (a mover stopped between the call and
+the delete) changes nothing the second time: exactly once in effect.
+  A job put with AFTER is blocked: its record in jobs, its id in
+  P:{T}:blocked (score: when it was put), and in P:{T}:flow (a hash) the
+  field NUL1 id -> how many of its dependencies are still pending, and per
+  dependency the field NUL2 id NUL gen NUL topic NUL dep-id -> its state:
+  'f', 'i' or 'r' while pending (its policy: fail, ignore, drop), then 'D'
+  result (done), 'X' error (failed, ignored) or 'R' error (failed, dropped).
+  gen is the job's put sequence, so that news for an earlier job of the
+  same id finds nothing. The put adds one entry per dependency topic
+  (in parts of BATCH_MAX ids): depend there.
+  depend (on the dependency's topic) records the dependent under the
+  dependency's id, in its topic's flow hash (field id -> the dependents,
+  packed), or, when the dependency has finished already (done, dead, or in
+  the retry window), adds an entry: resolve, with its outcome.
+  A job leaving for good (acked, taken for good, dead, deleted) with
+  dependents adds an entry per dependent: resolve on its topic, with the
+  outcome (done with its result, or failed with its error).
+  resolve (on the dependent's topic) sets each pending dependency's state
+  (once), and when the last is settled releases the job: its deps, with
+  their outcomes, go into its record, and it waits in delayed or ready by
+  its own due time. A failure of a dependency whose policy is fail kills
+  the dependent at once (dead, with the failure as its error); ignore
+  settles it as failed; drop settles it as dropped.
+A dependency that never comes (never put, or finished before depend and
+out of the retry window) keeps its dependent blocked: get's deps show it
+pending, and redisched_get of the dependency finds nothing. ]]
+do
+  local LEFT, DEP, SEP = '\1', '\2', '\0'
+  local PENDING = { f = 'fail', i = 'ignore', r = 'drop' }
+  local POLICY_LETTERS = { fail = 'f', ignore = 'i', drop = 'r' }
+  local SETTLED = { D = 'done', X = 'failed', R = 'dropped' }
+  local OUTCOMES = { done = true, failed = true }
+  flows.PUT_MORE = { MAXBODY = 1, NOW = 1, AFTER = -3 }
+  flows.GET_OPTIONS = { NOBODY = 0, DEPS = 0, NOW = 1 }
+
+  -- The topic as its users name it: a shard's (T~suffix) is T's.
+  function flows.topic(k)
+    local t = k.user_topic
+    if not t then
+      t = k.tag:match('^[^~]*')
+      k.user_topic = t
+    end
+    return t
+  end
+
+  local function topic_arg(v, what)
+    if v == nil or v == '' then bad(what .. ' is empty') end
+    if #v > 128 or v:find('[^%w_%-%.]') then
+      bad(what .. ' ' .. show(v) .. " must be 1..128 letters, digits, '_', '-' or '.'")
+    end
+    return v
+  end
+
+  local function left_field(id) return LEFT .. id end
+  local function dep_field(id, gen, topic, dep)
+    return DEP .. id .. SEP .. gen .. SEP .. topic .. SEP .. dep
+  end
+
+  -- put's AFTER: {count, topic, id, policy, ...} checked; the deps of job
+  -- id of topic own (a job cannot wait for itself, or for one job twice).
+  function flows.parse(after, own, id)
+    local deps, seen = {}, {}
+    for i = 2, #after, 3 do
+      local topic = topic_arg(after[i], 'AFTER topic')
+      local dep = id_arg(after[i + 1])
+      local policy = after[i + 2]:lower()
+      if not POLICY_LETTERS[policy] then
+        bad('AFTER policy must be fail, ignore or drop, got ' .. show(after[i + 2]))
+      end
+      local key = topic .. SEP .. dep
+      if seen[key] then bad('AFTER names ' .. topic .. '/' .. dep .. ' twice') end
+      if topic == own and dep == id then bad('a job cannot wait for itself') end
+      seen[key] = true
+      deps[#deps + 1] = { topic = topic, id = dep, policy = policy, outcome = 'pending', value = '' }
+    end
+    return deps
+  end
+
+  -- Adds an entry to the outbox: call fn on topic with args. The first of
+  -- a call into an empty outbox has api() publish "outbox <T>" on the
+  -- sweep channel, for movers.
+  function flows.send(k, fn, topic, args)
+    if not flows.notice and redis.call('XLEN', k.outbox) == 0 then
+      flows.notice = { k.sweep, 'outbox ' .. k.tag }
+    end
+    local cmd = { 'XADD', k.outbox, '*', 'fn', fn, 'topic', topic }
+    for _, a in ipairs(args) do cmd[#cmd + 1], cmd[#cmd + 2] = 'a', a end
+    redis.call(unpack(cmd))
+  end
+
+  -- Sends resolve entries for job id (gen) of topic: the settlements in
+  -- a[from..] (topic id outcome value each), in parts of SETTLE_PART (a
+  -- stream entry's values are unpacked once: Lua unpacks about 8000).
+  local SETTLE_PART = 250
+  function flows.send_settled(k, topic, id, gen, a, from)
+    for at = from, #a, 4 * SETTLE_PART do
+      local part = { id, gen, 0 }
+      for x = at, math.min(at + 4 * SETTLE_PART - 1, #a) do part[#part + 1] = a[x] end
+      part[3] = fmt((#part - 3) / 4)
+      flows.send(k, 'resolve', topic, part)
+    end
+  end
+
+  -- Stores job j (id, its deps all pending) blocked, and asks each
+  -- dependency's topic to record it (depend).
+  function flows.block(k, id, j)
+    local gen, own = fmt(j.seq), flows.topic(k)
+    redis.call('HSET', k.jobs, id, record.pack(j))
+    redis.call('ZADD', k.blocked, j.created, id)
+    local fields, by_topic, order = { left_field(id), #j.deps }, {}, {}
+    for _, d in ipairs(j.deps) do
+      fields[#fields + 1], fields[#fields + 2] = dep_field(id, gen, d.topic, d.id), POLICY_LETTERS[d.policy]
+      local ids = by_topic[d.topic]
+      if not ids then
+        ids = {}
+        by_topic[d.topic], order[#order + 1] = ids, d.topic
+      end
+      ids[#ids + 1] = d.id
+    end
+    for i = 1, #fields, 1000 do redis.call('HSET', k.flow, unpack(fields, i, math.min(i + 999, #fields))) end
+    for _, topic in ipairs(order) do
+      local ids = by_topic[topic]
+      for i = 1, #ids, BATCH_MAX do
+        local part = { own, id, gen, 0 }
+        for x = i, math.min(i + BATCH_MAX - 1, #ids) do part[#part + 1] = ids[x] end
+        part[4] = fmt(#part - 4)
+        flows.send(k, 'depend', topic, part)
+      end
+    end
+  end
+
+  -- Takes blocked job j (id) out of the flow: its place in blocked, its
+  -- count and its dependencies' states.
+  function flows.unblock(k, id, j)
+    redis.call('ZREM', k.blocked, id)
+    local gen, fields = fmt(j.seq), { left_field(id) }
+    for _, d in ipairs(j.deps) do fields[#fields + 1] = dep_field(id, gen, d.topic, d.id) end
+    for i = 1, #fields, 1000 do redis.call('HDEL', k.flow, unpack(fields, i, math.min(i + 999, #fields))) end
+  end
+
+  -- Whether job j (id) is blocked, and since when (read only).
+  function flows.blocked(k, id, j)
+    if not j.deps then return nil end
+    local s = redis.call('ZSCORE', k.blocked, id)
+    return s and tonumber(s)
+  end
+
+  -- The dependents of ids, packed (HGET/HMGET of flow: false for none).
+  local function dependents_of(k, ids)
+    if #ids == 1 then return { redis.call('HGET', k.flow, ids[1]) } end
+    if redis.call('EXISTS', k.flow) == 0 then return {} end
+    local out = {}
+    for i = 1, #ids, 1000 do
+      local got = redis.call('HMGET', k.flow, unpack(ids, i, math.min(i + 999, #ids)))
+      for x, v in ipairs(got) do out[i + x - 1] = v end
+    end
+    return out
+  end
+
+  local function each_dependent(packed, fn)
+    local pos = 1
+    while pos <= #packed do
+      local topic, id, gen
+      topic, id, gen, pos = struct.unpack('>Bc0I2c0I7', packed, pos)
+      fn(topic, id, gen)
+    end
+  end
+
+  -- Jobs ids of this topic left for good with outcome ('done' or 'failed';
+  -- values: their results or errors, a table by position or one text for
+  -- all): each of their dependents is sent a resolve, one entry per
+  -- dependent. Writes only; after the call's decisions.
+  function flows.notify(k, ids, outcome, values)
+    local packed = dependents_of(k, ids)
+    local groups, order, had, own = {}, {}, {}, flows.topic(k)
+    for i = 1, #ids do
+      local p = packed[i]
+      if p then
+        had[#had + 1] = ids[i]
+        local v = type(values) == 'table' and (values[i] or '') or values or ''
+        each_dependent(p, function(topic, id, gen)
+          local key = topic .. SEP .. id .. SEP .. gen
+          local g = groups[key]
+          if not g then
+            g = { topic, { id, fmt(gen), 0 } }
+            groups[key], order[#order + 1] = g, key
+          end
+          local a = g[2]
+          a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = own, ids[i], outcome, v
+        end)
+      end
+    end
+    if #had == 0 then return end
+    redis.call('HDEL', k.flow, unpack(had))
+    for _, key in ipairs(order) do
+      local g = groups[key]
+      local a = g[2]
+      flows.send_settled(k, g[1], a[1], a[2], a, 4)
+    end
+  end
+
+  -- get's and list's fields of a job with deps: deps_total, deps_left;
+  -- with full (get's DEPS), deps: each {topic, id, policy, outcome, value}
+  -- as it now is.
+  function flows.fields(k, id, j, state, f, full)
+    local deps = j.deps
+    local blocked = state == 'blocked'
+    local states
+    if blocked and full then
+      local gen, names = fmt(j.seq), {}
+      for i, d in ipairs(deps) do names[i] = dep_field(id, gen, d.topic, d.id) end
+      states = {}
+      for i = 1, #names, 1000 do
+        local got = redis.call('HMGET', k.flow, unpack(names, i, math.min(i + 999, #names)))
+        for x, v in ipairs(got) do states[i + x - 1] = v end
+      end
+    end
+    local left = blocked and tonumber(redis.call('HGET', k.flow, left_field(id)) or 0) or 0
+    f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'deps_total', #deps, 'deps_left', left
+    if not full then return end
+    local out = {}
+    for i, d in ipairs(deps) do
+      local outcome, value = d.outcome, d.value
+      local s = states and states[i]
+      if s and not PENDING[s] then outcome, value = SETTLED[s:sub(1, 1)], s:sub(2) end
+      out[i] = { 'topic', d.topic, 'id', d.id, 'policy', d.policy, 'outcome', outcome, 'value', value }
+    end
+    f[#f + 1], f[#f + 2] = 'deps', out
+  end
+
+--[[ redisched_depend: job pid of topic ptopic (put sequence gen) waits for
+jobs of this topic (version 35; a mover calls it, from the dependent's
+outbox).
+ARGV: ptopic pid gen count id... [NOW ms]        (count: 1..1000)
+  Each id still to finish (waiting, reserved, blocked, or not put yet)
+  records the dependent, once however often this is called; each already
+  finished (done, dead, or in the retry window) sends the dependent its
+  outcome at once (a resolve in this topic's outbox).
+Output: per id, in order: 1 recorded (now or before), 2 finished already
+  (its outcome sent).
+]]
+  function flows.depend(keys, args)
+    local k = check_keys(keys)
+    local ptopic = topic_arg(args[1], 'dependent topic')
+    local pid = id_arg(args[2])
+    local gen = int_arg(args[3], 'gen', 1, SEQ_MAX)
+    local count = int_arg(args[4], 'count', 1, BATCH_MAX)
+    if #args < 4 + count then bad('expected ' .. count .. ' ids') end
+    local ids = {}
+    for i = 1, count do ids[i] = id_arg(args[4 + i]) end
+    local now = clock(options(args, 5 + count, #args, OPT_NOW))
+    local recs = redis.call('HMGET', k.jobs, unpack(ids))
+    local entry = struct.pack('>Bc0I2c0I7', #ptopic, ptopic, #pid, pid, gen)
+    local done, failed, wait, codes = {}, {}, {}, {}
+    local done_values, failed_values, missing = {}, {}, false
+    for i, id in ipairs(ids) do
+      local rec = recs[i]
+      local state
+      codes[i] = 2
+      if rec then
+        local j = record.unpack(rec)
+        state = locate(k, id, j)[1]
+        if state == 'done' then done[#done + 1], done_values[#done_values + 1] = id, j.result or ''
+        elseif state == 'dead' then failed[#failed + 1], failed_values[#failed_values + 1] = id, j.error or 'dead'
+        else wait[#wait + 1], codes[i] = id, 1 end
+      elseif gone.holds(k, id, now) then
+        done[#done + 1], done_values[#done_values + 1] = id, ''
+      else
+        missing = true
+        wait[#wait + 1], codes[i] = id, 1
+      end
+    end
+    if missing then sharded(k) end -- (a spread topic's jobs are in its shards)
+    if #wait > 0 then
+      local cur, set = dependents_of(k, wait), {}
+      for i, id in ipairs(wait) do
+        local c = cur[i] or ''
+        if not c:find(entry, 1, true) then set[#set + 1], set[#set + 2] = id, c .. entry end
+      end
+      if #set > 0 then redis.call('HSET', k.flow, unpack(set)) end
+    end
+    -- (finished ones: as if they finished now, to this dependent alone)
+    local own = flows.topic(k)
+    for _, batch in ipairs({ { done, done_values, 'done' }, { failed, failed_values, 'failed' } }) do
+      local list = batch[1]
+      if #list > 0 then
+        local a = {}
+        for i, id in ipairs(list) do
+          a[#a + 1], a[#a + 2], a[#a + 3], a[#a + 4] = own, id, batch[3], batch[2][i]
+        end
+        flows.send_settled(k, ptopic, pid, fmt(gen), a, 1)
+      end
+    end
+    return codes
+  end
+
+--[[ redisched_resolve: dependencies of job pid of this topic have settled
+(version 35; a mover calls it, from the dependency's outbox).
+ARGV: pid gen count (topic id outcome value)... [NOW ms]   (count: 1..1000)
+  outcome: done (value: its result) or failed (value: its error). Each
+  dependency still pending in job pid of put sequence gen settles by its
+  policy; one settled before, or a job that is no longer blocked, or
+  another job of that id (another gen), is left as it is. When the last
+  dependency settles, the job is released: it waits in delayed or ready
+  by its due time, and its deps, with outcomes, are in its record. A
+  dependency of policy fail that failed kills it instead (dead, its error
+  naming the dependency), and its own dependents hear it failed.
+Output: 0 nothing settled (or only what had settled before); 1 settled,
+  still blocked; 2 released; 3 dead.
+]]
+  function flows.resolve(keys, args)
+    local k = check_keys(keys)
+    local pid = id_arg(args[1])
+    local gen = fmt(int_arg(args[2], 'gen', 1, SEQ_MAX))
+    local count = int_arg(args[3], 'count', 1, BATCH_MAX)
+    if #args < 3 + 4 * count then bad('expected ' .. count .. ' topic id outcome value groups') end
+    local fields, settled = {}, {}
+    for i = 1, count do
+      local at = 3 + 4 * (i - 1)
+      local topic = topic_arg(args[at + 1], 'dependency topic')
+      local id = id_arg(args[at + 2])
+      local outcome = args[at + 3]
+      if not OUTCOMES[outcome] then bad('outcome must be done or failed, got ' .. show(outcome)) end
+      fields[i], settled[i] = dep_field(pid, gen, topic, id), { topic, id, outcome, args[at + 4] }
+    end
+    local now = clock(options(args, 4 + 4 * count, #args, OPT_NOW))
+    if not redis.call('ZSCORE', k.blocked, pid) then
+      sharded(k)
+      return 0
+    end
+    local states = redis.call('HMGET', k.flow, unpack(fields))
+    local set, seen, n, killer = {}, {}, 0, nil
+    for i, s in ipairs(states) do
+      if s and PENDING[s] and not seen[fields[i]] then
+        seen[fields[i]] = true
+        local st = settled[i]
+        if st[3] == 'done' then set[#set + 1], set[#set + 2] = fields[i], 'D' .. st[4]
+        elseif s == 'f' then killer = st; break
+        elseif s == 'i' then set[#set + 1], set[#set + 2] = fields[i], 'X' .. st[4]
+        else set[#set + 1], set[#set + 2] = fields[i], 'R' .. st[4] end
+        n = n + 1
+      end
+    end
+    if not killer and n == 0 then return 0 end
+    local rec = redis.call('HGET', k.jobs, pid)
+    local j = rec and record.unpack(rec)
+    if not j or fmt(j.seq) ~= gen then return 0 end -- (cannot be: its fields hold its gen)
+    if killer then
+      local err = 'dependency ' .. killer[1] .. '/' .. killer[2] .. ' failed: ' .. killer[4]
+      if #err > ERROR_MAX then err = err:sub(1, ERROR_MAX) end
+      flows.unblock(k, pid, j)
+      j.error = err
+      redis.call('HSET', k.jobs, pid, record.pack(j))
+      redis.call('ZADD', k.dead, now, pid)
+      redis.call('HINCRBY', k.meta, 'dead_total', 1)
+      finished(pid)
+      history.count(k, now, 'x', 1)
+      flows.notify(k, { pid }, 'failed', err)
+      return 3
+    end
+    redis.call('HSET', k.flow, unpack(set))
+    if redis.call('HINCRBY', k.flow, left_field(pid), -n) > 0 then return 1 end
+    -- Released: the deps' outcomes into its record, then it waits.
+    local names = {}
+    for i, d in ipairs(j.deps) do names[i] = dep_field(pid, gen, d.topic, d.id) end
+    for i = 1, #names, 1000 do
+      local got = redis.call('HMGET', k.flow, unpack(names, i, math.min(i + 999, #names)))
+      for x, s in ipairs(got) do
+        local d = j.deps[i + x - 1]
+        if s and SETTLED[s:sub(1, 1)] then d.outcome, d.value = SETTLED[s:sub(1, 1)], s:sub(2) end
+      end
+    end
+    flows.unblock(k, pid, j)
+    place.one(k, pid, j, now)
+    return 2
+  end
+
+--[[ redisched_outbox: the entries of this topic's outbox, oldest first, for
+a mover (version 35; read-only).
+ARGV: count                                       (count: 1..1000)
+Output: {entry, fn, topic, arg...} each: call redisched_<fn> on topic with
+  the args (routed by the first id among them on a spread topic), then
+  redisched_moved with the entry.
+]]
+  function flows.outbox(keys, args)
+    local k = check_keys(keys)
+    local count = int_arg(args[1], 'count', 1, BATCH_MAX)
+    if #args > 1 then bad('unexpected ' .. show(args[2])) end
+    local out = {}
+    for i, e in ipairs(redis.call('XRANGE', k.outbox, '-', '+', 'COUNT', count)) do
+      local f = e[2]
+      local o = { e[1] }
+      for x = 2, #f, 2 do o[#o + 1] = f[x] end
+      out[i] = o
+    end
+    return out
+  end
+
+--[[ redisched_moved: outbox entries a mover has carried out (version 35).
+ARGV: entry...                                    (1..1000 entries)
+Output: how many were deleted (an entry deleted before is not counted).
+]]
+  function flows.moved(keys, args)
+    local k = check_keys(keys)
+    if #args == 0 or #args > BATCH_MAX then bad('give 1..' .. BATCH_MAX .. ' entries') end
+    for _, e in ipairs(args) do
+      if not e:match('^%d+%-%d+$') then bad('entry must be a stream id, got ' .. show(e)) end
+    end
+    return redis.call('XDEL', k.outbox, unpack(args))
+  end
 end
 
 ---------------------------------------------------------------- put
@@ -2387,7 +2867,8 @@ end
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
 ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
       [BACKOFF fixed|exponential base-ms cap-ms] [KEEP ms]
-      [REPLACE | UPSERT | DEBOUNCE] [MAXBODY bytes] [NOW ms]
+      [REPLACE | UPSERT | DEBOUNCE] [AFTER count (topic id policy)...]
+      [MAXBODY bytes] [NOW ms]
   DELAY/AT: when it is due (default now; an AT in the past means now).
   PRIORITY: higher runs first (0). TTR: time-to-run of a reservation (none:
   reserve's TTR, else 30000); TTR 0: delivered at most once (reserve takes
@@ -2404,6 +2885,13 @@ ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
   MAXBODY: the largest body accepted (1048576).
   id "*": a generated id, "<created ms>-<n>" (not with REPLACE, UPSERT or
   DEBOUNCE).
+  AFTER (version 35): the job waits, blocked, until the count (1..10000)
+  jobs named settle (flows, above): each a topic, an id, and what its
+  failure does (policy: fail, this job dies; ignore, it runs all the
+  same; drop, it runs, the dependency left out). Then it waits in delayed
+  or ready by its due time. A new job only (not REPLACE, UPSERT or
+  DEBOUNCE). An update of a blocked job (REPLACE, UPSERT) makes it an
+  ordinary job, waiting for nothing; DEBOUNCE leaves it (-1).
 Output: 1 created, 2 updated, -1 the id exists (no flag; DEBOUNCE: not
   waiting), 0 no such job (REPLACE); for "*" the generated id (a string).
   An update keeps created, resets attempts, and ends a reservation. -1 and
@@ -2411,15 +2899,17 @@ Output: 1 created, 2 updated, -1 the id exists (no flag; DEBOUNCE: not
 ]]
 local function put(keys, args)
   local k = check_keys(keys)
-  local o = options(args, 3, #args, PUT_OPTIONS, OPT_MAXBODY_NOW)
+  local o = options(args, 3, #args, PUT_OPTIONS, flows.PUT_MORE)
   local body_max = body_limit(o)
   local now = clock(o)
   local p = parse_job(args[1], args[2], o, now, body_max)
   local id, old = p.id, nil
+  local create = p.mode == 'create'
+  local deps = o.AFTER and flows.parse(o.AFTER, flows.topic(k), id)
+  if deps and not create then bad('AFTER goes with a new job only, not REPLACE, UPSERT or DEBOUNCE') end
   -- (its list's end read before the first write; a put that names an
   -- update keeps a delayed job in the set: place says why)
-  local create = p.mode == 'create'
-  local pl = place.begin(k, now, p.due <= now, p.due > now and create)
+  local pl = place.begin(k, now, not deps and p.due <= now, not deps and p.due > now and create)
   if id == GENERATE then
     local seq
     local cur = seq_room(k, 1)
@@ -2427,8 +2917,14 @@ local function put(keys, args)
     id, seq, last = fresh_id(k, now, cur + 1, cur + 1,
                              function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
     redis.call('HINCRBY', k.meta, 'seq', last - cur)
-    place.job(pl, id, new_job(p, seq, now), true)
-    place.write(pl)
+    local j = new_job(p, seq, now)
+    if deps then
+      j.deps = deps
+      flows.block(k, id, j)
+    else
+      place.job(pl, id, j, true)
+      place.write(pl)
+    end
     history.count(k, now, 'p', 1)
     return id
   end
@@ -2452,8 +2948,13 @@ local function put(keys, args)
   end
   local j = new_job(p, take_seq(k, 1), old and old.created or now)
   if where then take_out(k, id, where) end
-  place.job(pl, id, j, create)
-  place.write(pl)
+  if deps then
+    j.deps = deps
+    flows.block(k, id, j)
+  else
+    place.job(pl, id, j, create)
+    place.write(pl)
+  end
   history.count(k, now, 'p', 1)
   return old and UPDATED or OK
 end
@@ -2689,20 +3190,23 @@ end
 ---------------------------------------------------------------- read
 
 --[[ redisched_get: read one job.
-ARGV: id [NOBODY] [NOW ms]   (NOBODY: version 33; the body is '')
+ARGV: id [NOBODY] [DEPS] [NOW ms]   (NOBODY: version 33; the body is '')
 Output: nil when there is no such job; else a flat field/value array: id,
-  state (delayed|ready|reserved|dead|done), body, priority, created, due,
+  state (delayed|ready|reserved|dead|done|blocked), body, priority, created, due,
   attempts, max_attempts, ttr, backoff, backoff_base, backoff_cap, and when
   present error; reserved adds token, reserved_at, deadline; dead adds died;
   done adds finished, expires; then always own_ttr (1: ttr is the job's own,
   put with TTR; 0: the default, reserve's TTR applies). A delayed job whose
   due time has come is ready (read-only: the clock is read only for a
-  delayed job).
+  delayed job). A job put with AFTER (version 35) ends with deps_total and
+  deps_left (pending; 0 once released); with DEPS also deps, each
+  dependency's {topic, id, policy, outcome (pending|done|failed|dropped),
+  value (a done one's result, a failed one's error)}, as they now are.
 ]]
 local function get(keys, args)
   local k = check_keys(keys)
   local id = id_arg(args[1])
-  local o = options(args, 2, #args, OPT_NOBODY_NOW)
+  local o = options(args, 2, #args, flows.GET_OPTIONS)
   now_arg(o)
   local rec = redis.call('HGET', k.jobs, id)
   if not rec then
@@ -2717,13 +3221,15 @@ local function get(keys, args)
     state, j.due = 'ready', score
   end
   if o.NOBODY then j.body = '' end
-  return job_fields(id, j, state, score)
+  local f = job_fields(id, j, state, score)
+  if j.deps then flows.fields(k, id, j, state, f, o.DEPS) end
+  return f
 end
 
-local STATE_SETS = { delayed = true, ready = true, reserved = true, dead = true, done = true }
+local STATE_SETS = { delayed = true, ready = true, reserved = true, dead = true, done = true, blocked = true }
 
 --[[ redisched_list: jobs of one state, in the order they will leave it.
-ARGV: state (delayed|ready|reserved|dead|done) offset count [NOBODY] [NOW ms]
+ARGV: state (delayed|ready|reserved|dead|done|blocked) offset count [NOBODY] [NOW ms]
   offset: 0..2^40; count: 1..1000. NOBODY leaves bodies out (body is '').
   "peek" is list ready 0 n: the next n jobs reserve would hand out.
   Due delayed jobs are made ready first, as reserve does (list's only write).
@@ -2734,7 +3240,9 @@ Output: {total in that state, job, job...}, each job as redisched_get's array.
 local function list(keys, args)
   local k = check_keys(keys)
   local state = args[1] and args[1]:lower()
-  if not STATE_SETS[state] then bad('state must be delayed, ready, reserved, dead or done, got ' .. show(args[1])) end
+  if not STATE_SETS[state] then
+    bad('state must be delayed, ready, reserved, dead, done or blocked, got ' .. show(args[1]))
+  end
   local offset = int_arg(args[2], 'offset', 0, OFFSET_MAX)
   local count = int_arg(args[3], 'count', 1, BATCH_MAX)
   local o = options(args, 4, #args, OPT_NOBODY_NOW)
@@ -2805,12 +3313,15 @@ local function list(keys, args)
         j.token, j.reserved_at, _, j.worker = parse_lease(leases[i])
       end
       local e = entries[i]
+      local f
       if e[3] == 'due' then
         j.due = e[2]
-        out[#out + 1] = job_fields(id, j, 'ready', e[2])
+        f = job_fields(id, j, 'ready', e[2])
       else
-        out[#out + 1] = job_fields(id, j, state, e[2])
+        f = job_fields(id, j, state, e[2])
       end
+      if j.deps then flows.fields(k, id, j, state, f) end
+      out[#out + 1] = f
     end
   end
   return out
@@ -2823,7 +3334,8 @@ Output: flat field/value array: delayed, ready, reserved, dead, done, paused
   none), and the totals kept since the topic began: failed_total, dead_total,
   lapsed_total; the limits (redisched_limit) and limit_used; schedules (how
   many, redisched_schedule). Delayed jobs whose due time has come count as
-  ready. With the 12th key (version 34), also the history's totals
+  ready. Version 35: blocked (jobs waiting for others, flows) and outbox
+  (entries for movers, not yet carried out). With the 12th key (version 34), also the history's totals
   (redisched_history): put_total, started_total, done_total, and wait_total
   (ms from due to start, summed over the jobs started).
 ]]
@@ -2855,6 +3367,9 @@ local function stats(keys, args)
     'limit_aging', tonumber(meta[9] or 0),
     'schedules', tonumber(meta[10] or 0),
     'shards', meta[11] == '*' and -1 or (meta[11] and select(2, meta[11]:gsub('%S+', ''))) or 0,
+    -- Version 35: jobs waiting for others (flows), and outbox entries not
+    -- yet carried out.
+    'blocked', redis.call('ZCARD', k.blocked), 'outbox', redis.call('XLEN', k.outbox),
   }
   if k.history then
     local t = history.totals(k.history)
@@ -3086,6 +3601,7 @@ local function reserve(keys, args)
     if once then
       redis.call('HDEL', k.jobs, unpack(once))
       gone.remember(k, once, gone.window(k), now)
+      flows.notify(k, once, 'done', '')
     end
     if k.history then history.started(k, out, 8, once and #once or 0) end
   end
@@ -3123,6 +3639,7 @@ local function pull(keys, args)
     if taken.taken then waiting.take(k, taken) end
     redis.call('HDEL', k.jobs, unpack(ids))
     gone.remember(k, ids, gone.window(k), now)
+    flows.notify(k, ids, 'done', '')
     if k.history then history.started(k, out, 7, #out - 3) end
   end
   started(k, lim, #out - 3)
@@ -3223,6 +3740,7 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
     redis.call('HDEL', k.jobs, unpack(gone_ids))
     gone.remember(k, gone_ids, window, now)
   end
+  flows.notify(k, gone_ids, 'done', result)
   history.count(k, now, 'd', #gone_ids)
   return codes
 end
@@ -3235,7 +3753,8 @@ ARGV: id token [KEEP ms] [RESULT bytes] [MAXBODY bytes] [NOW ms]
   publishes the id on P:{T}:done ("Waiting for a job") and drops up to 100
   retained jobs whose window has ended.
   RESULT: the handler's result, kept with the job (get shows it); needs
-  KEEP; at most MAXBODY bytes (1048576), as a body.
+  KEEP, or jobs waiting for this one (version 35: they are sent it); at
+  most MAXBODY bytes (1048576), as a body.
 Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 ]]
 local function ack(keys, args)
@@ -3246,7 +3765,10 @@ local function ack(keys, args)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   local result = o.RESULT
   if result then
-    if keep == 0 then bad('RESULT needs KEEP: a result is kept with its finished job') end
+    -- (or goes to the jobs waiting for it: flows)
+    if keep == 0 and redis.call('HEXISTS', k.flow, id) == 0 then
+      bad('RESULT needs KEEP, or a job waiting for this one: a result is kept with its finished job')
+    end
     local max = body_limit(o)
     if #result > max then bad('RESULT is ' .. #result .. ' bytes, over the limit of ' .. max) end
   elseif o.MAXBODY then
@@ -3261,6 +3783,7 @@ local function ack(keys, args)
       redis.call('HDEL', k.jobs, id)
       redis.call('HDEL', k.leases, id)
       gone.remember(k, { id }, window, now)
+      flows.notify(k, { id }, 'done', result)
       history.count(k, now, 'd', 1)
       return OK
     end
@@ -3303,6 +3826,7 @@ local function ackmany(keys, args)
         redis.call('HDEL', k.leases, unpack(ids))
         redis.call('HDEL', k.jobs, unpack(ids))
         gone.remember(k, ids, window, now)
+        flows.notify(k, ids, 'done', '')
         history.count(k, now, 'd', count)
         local codes = {}
         for i = 1, count do codes[i] = OK end
@@ -3392,6 +3916,7 @@ local function fail_job(keys, args)
     redis.call('ZADD', k.dead, now, id)
     redis.call('HINCRBY', k.meta, 'dead_total', 1)
     finished(id) -- dead, kept or not: its waiter has its outcome
+    flows.notify(k, { id }, 'failed', err)
   end
   history.count(k, now, 'f', 1, 'x', to == 'dead' and 1 or 0)
   return { ok = to }
@@ -3487,10 +4012,16 @@ local function delete(keys, args)
     return 0
   end
   redis.call('HDEL', k.jobs, unpack(gone))
+  local unfinished = {}
   for i, id in ipairs(gone) do
     take_out(k, id, where[i])
-    if where[i][1] ~= 'done' and where[i][1] ~= 'dead' then finished(id) end
+    if where[i][1] ~= 'done' and where[i][1] ~= 'dead' then
+      finished(id)
+      unfinished[#unfinished + 1] = id
+    end
   end
+  -- (a job done or dead told the jobs waiting for it when it finished)
+  if #unfinished > 0 then flows.notify(k, unfinished, 'failed', 'deleted') end
   return #gone
 end
 
@@ -4461,7 +4992,7 @@ end
 -- Turns a raised {bad = msg} into a clean error reply; other errors pass on.
 local function api(fn)
   return function(keys, args)
-    wake_at, changed_schedule, sweep_notice = nil, nil, nil
+    wake_at, changed_schedule, sweep_notice, flows.notice = nil, nil, nil, nil
     if #finished_ids > 0 then finished_ids = {} end
     local ok, res = pcall(fn, keys, args)
     if ok then
@@ -4470,6 +5001,7 @@ local function api(fn)
       if changed_schedule then redis.call('SPUBLISH', keys[7], changed_schedule) end
       -- A hint: a user whose ACL lacks the channel still gets its call done.
       if sweep_notice then redis.pcall('PUBLISH', sweep_notice[1], sweep_notice[2]) end
+      if flows.notice then redis.pcall('PUBLISH', flows.notice[1], flows.notice[2]) end
       return res
     end
     if type(res) == 'table' and res.bad then return redis.error_reply(res.bad) end
@@ -4522,3 +5054,7 @@ register('beat', registry.beat)
 register('leave', registry.leave)
 register('workers', registry.workers, RO)
 register('history', history.read, RO)
+register('depend', flows.depend)
+register('resolve', flows.resolve)
+register('outbox', flows.outbox, RO)
+register('moved', flows.moved)

@@ -1862,5 +1862,344 @@ TEST_F(HistoryTest, AWrongTypedKeyLeavesTheCallDone) {
   redis_.call({"DEL", history_key()});
 }
 
+
+// ---------------------------------------------------------------- flows
+
+// Jobs that wait for jobs of other topics (version 35), with the topics'
+// fifteen keys, and a mover made of the four calls any client would make.
+class FlowsTest : public FunctionsTest {
+ protected:
+  static constexpr long long kT0 = 1800000000000;
+
+  // The topic's keys, all fifteen.
+  Args keys(const std::string& topic) {
+    Args out;
+    for (auto name : {"jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases",
+                      "queue", "later", "gone", "history", "blocked", "flow", "outbox"}) {
+      out.push_back("redisched:{" + topic + "}:" + name);
+    }
+    return out;
+  }
+  ReplyPtr on(const std::string& topic, const std::string& op, const Args& args) {
+    Args words = {"FCALL", "redisched_" + op, "15"};
+    for (auto& k : keys(topic)) words.push_back(k);
+    words.insert(words.end(), args.begin(), args.end());
+    return redis_.call(words);
+  }
+  long long int_on(const std::string& topic, const std::string& op, const Args& args) {
+    auto r = on(topic, op, args);
+    EXPECT_EQ(r->type, REDIS_REPLY_INTEGER) << op << ": " << (r->str ? r->str : "");
+    return r->integer;
+  }
+  std::string error_on(const std::string& topic, const std::string& op, const Args& args) {
+    auto r = on(topic, op, args);
+    EXPECT_EQ(r->type, REDIS_REPLY_ERROR) << op << " was accepted";
+    return r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len) : "";
+  }
+
+  struct Entry {
+    std::string id, fn, topic;
+    Args args;
+  };
+  std::vector<Entry> outbox(const std::string& topic) {
+    auto r = on(topic, "outbox", {"1000"});
+    std::vector<Entry> out;
+    EXPECT_EQ(r->type, REDIS_REPLY_ARRAY) << (r->str ? r->str : "");
+    for (size_t i = 0; i < r->elements; ++i) {
+      auto* e = r->element[i];
+      Entry x{e->element[0]->str, e->element[1]->str, e->element[2]->str, {}};
+      for (size_t a = 3; a < e->elements; ++a) x.args.emplace_back(e->element[a]->str, e->element[a]->len);
+      out.push_back(x);
+    }
+    return out;
+  }
+  // Carries out every entry of the topics' outboxes, the entries they make
+  // too, each call made `times` times (a mover stopped before it deleted
+  // the entry, and another); the replies of the calls, in order.
+  std::vector<std::string> move(const std::vector<std::string>& topics, int times = 1) {
+    std::vector<std::string> replies;
+    for (bool any = true; any;) {
+      any = false;
+      for (const auto& t : topics) {
+        for (auto& e : outbox(t)) {
+          any = true;
+          Args args = e.args;
+          args.insert(args.end(), {"NOW", std::to_string(now_)});
+          for (int i = 0; i < times; ++i) {
+            auto r = on(e.topic, e.fn, args);
+            EXPECT_NE(r->type, REDIS_REPLY_ERROR) << e.fn << ": " << (r->str ? r->str : "");
+            replies.push_back(e.fn + " " +
+                              (r->type == REDIS_REPLY_INTEGER ? std::to_string(r->integer) : "*"));
+          }
+          EXPECT_EQ(int_on(t, "moved", {e.id}), 1);
+        }
+      }
+    }
+    return replies;
+  }
+  std::string state_of(const std::string& topic, const std::string& id) {
+    auto r = on(topic, "get", {id, "NOW", std::to_string(now_)});
+    if (r->type == REDIS_REPLY_NIL) return "absent";
+    return r->element[3]->str;
+  }
+  // get's field of the job, "" when absent.
+  std::string field_of(const std::string& topic, const std::string& id, const std::string& name) {
+    auto r = on(topic, "get", {id, "DEPS", "NOW", std::to_string(now_)});
+    if (r->type != REDIS_REPLY_ARRAY) return "";
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+      if (std::string(r->element[i]->str) != name) continue;
+      auto* v = r->element[i + 1];
+      return v->type == REDIS_REPLY_INTEGER ? std::to_string(v->integer) : std::string(v->str, v->len);
+    }
+    return "";
+  }
+  // The deps get DEPS shows: "topic/id policy outcome value" each.
+  std::vector<std::string> deps(const std::string& topic, const std::string& id) {
+    auto r = on(topic, "get", {id, "DEPS", "NOW", std::to_string(now_)});
+    std::vector<std::string> out;
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i + 1 < r->elements; i += 2) {
+      if (std::string(r->element[i]->str) != "deps") continue;
+      auto* list = r->element[i + 1];
+      for (size_t d = 0; d < list->elements; ++d) {
+        auto* f = list->element[d];
+        out.push_back(std::string(f->element[1]->str) + "/" + f->element[3]->str + " " +
+                      f->element[5]->str + " " + f->element[7]->str + " " +
+                      std::string(f->element[9]->str, f->element[9]->len));
+      }
+    }
+    return out;
+  }
+  void put_on(const std::string& topic, const std::string& id, Args options = {}) {
+    Args args = {id, "body of " + id};
+    args.insert(args.end(), options.begin(), options.end());
+    args.insert(args.end(), {"NOW", std::to_string(now_)});
+    EXPECT_EQ(int_on(topic, "put", args), 1) << topic << "/" << id;
+  }
+  // Reserves the topic's next job and acks it (RESULT result when given)
+  // or fails it for good.
+  std::string take(const std::string& topic, const std::string& result = "", bool fail = false) {
+    auto r = on(topic, "reserve", {"1", "NOW", std::to_string(now_)});
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 4) return "";
+    std::string id = r->element[3]->element[0]->str;
+    std::string token = std::to_string(r->element[3]->element[2]->integer);
+    Args args = {id, token};
+    if (fail) {
+      args.insert(args.end(), {"it broke", "DEAD", "NOW", std::to_string(now_)});
+      EXPECT_NE(on(topic, "fail", args)->type, REDIS_REPLY_ERROR);
+    } else {
+      if (!result.empty()) args.insert(args.end(), {"RESULT", result});
+      args.insert(args.end(), {"NOW", std::to_string(now_)});
+      EXPECT_EQ(int_on(topic, "ack", args), 1);
+    }
+    return id;
+  }
+  long long stat_of(const std::string& topic, const std::string& name) {
+    auto r = on(topic, "stats", {"NOW", std::to_string(now_)});
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+      if (std::string(r->element[i]->str) == name) return r->element[i + 1]->integer;
+    }
+    ADD_FAILURE() << "no stat " << name;
+    return -1;
+  }
+
+  long long now_ = kT0;
+  std::string a_ = unique_topic(), b_ = unique_topic(), c_ = unique_topic();
+};
+
+TEST_F(FlowsTest, AJobWaitsForEveryDependencyInOtherTopicsThenRunsWithTheirResults) {
+  put_on(a_, "invoice", {"AFTER", "2", b_, "report_1", "fail", c_, "report_2", "fail"});
+  EXPECT_EQ(state_of(a_, "invoice"), "blocked");
+  EXPECT_EQ(field_of(a_, "invoice", "deps_left"), "2");
+  EXPECT_EQ(stat_of(a_, "blocked"), 1);
+  EXPECT_EQ(stat_of(a_, "outbox"), 2) << "one depend per dependency topic";
+  EXPECT_EQ(on(a_, "reserve", {"1", "NOW", std::to_string(now_)})->elements, 3u)
+      << "a blocked job is not handed out";
+  EXPECT_EQ(move({a_, b_, c_}), (std::vector<std::string>{"depend *", "depend *"}));
+  // One dependency is put after its dependent asked for it, one before.
+  put_on(b_, "report_1");
+  put_on(c_, "report_2");
+  EXPECT_EQ(take(b_, "pdf-1"), "report_1");
+  EXPECT_EQ(move({a_, b_, c_}), (std::vector<std::string>{"resolve 1"}));
+  EXPECT_EQ(state_of(a_, "invoice"), "blocked");
+  EXPECT_EQ(field_of(a_, "invoice", "deps_left"), "1");
+  EXPECT_EQ(deps(a_, "invoice"), (std::vector<std::string>{b_ + "/report_1 fail done pdf-1",
+                                                          c_ + "/report_2 fail pending "}));
+  EXPECT_EQ(take(c_, "pdf-2"), "report_2");
+  EXPECT_EQ(move({a_, b_, c_}), (std::vector<std::string>{"resolve 2"}));
+  EXPECT_EQ(state_of(a_, "invoice"), "ready");
+  EXPECT_EQ(stat_of(a_, "blocked"), 0);
+  EXPECT_EQ(stat_of(b_, "outbox"), 0);
+  // Released: the outcomes are the job's own now; its flow fields are gone.
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13]})->integer, 0);
+  EXPECT_EQ(deps(a_, "invoice"), (std::vector<std::string>{b_ + "/report_1 fail done pdf-1",
+                                                          c_ + "/report_2 fail done pdf-2"}));
+  EXPECT_EQ(field_of(a_, "invoice", "deps_left"), "0");
+  EXPECT_EQ(take(a_), "invoice");
+}
+
+TEST_F(FlowsTest, ReleasedItWaitsForItsOwnDueTime) {
+  put_on(b_, "x");
+  put_on(a_, "later", {"DELAY", "60000", "AFTER", "1", b_, "x", "fail"});
+  move({a_, b_});
+  take(b_);
+  move({a_, b_});
+  EXPECT_EQ(state_of(a_, "later"), "delayed");
+  now_ += 60000;
+  EXPECT_EQ(state_of(a_, "later"), "ready");
+}
+
+TEST_F(FlowsTest, AFailedDependencyKillsFailsOrIsDroppedByItsPolicy) {
+  for (auto id : {"x", "y", "z"}) put_on(b_, id);
+  put_on(a_, "strict", {"AFTER", "1", b_, "x", "fail"});
+  put_on(a_, "lenient", {"AFTER", "2", b_, "y", "ignore", b_, "z", "drop"});
+  put_on(c_, "grand", {"AFTER", "1", a_, "strict", "ignore"});
+  move({a_, b_, c_});
+  for (int i = 0; i < 3; ++i) take(b_, "", true);
+  move({a_, b_, c_});
+  EXPECT_EQ(state_of(a_, "strict"), "dead");
+  EXPECT_EQ(field_of(a_, "strict", "error"), "dependency " + b_ + "/x failed: it broke");
+  EXPECT_EQ(state_of(a_, "lenient"), "ready");
+  EXPECT_EQ(deps(a_, "lenient"), (std::vector<std::string>{b_ + "/y ignore failed it broke",
+                                                          b_ + "/z drop dropped it broke"}));
+  // A dependent's death is news for its own dependents.
+  EXPECT_EQ(state_of(c_, "grand"), "ready");
+  EXPECT_EQ(deps(c_, "grand"),
+            (std::vector<std::string>{a_ + "/strict ignore failed dependency " + b_ +
+                                      "/x failed: it broke"}));
+}
+
+TEST_F(FlowsTest, EveryCallAMoverMakesTwiceChangesNothingTheSecondTime) {
+  put_on(b_, "x");
+  put_on(b_, "y");
+  put_on(a_, "p", {"AFTER", "2", b_, "x", "fail", b_, "y", "fail"});
+  EXPECT_EQ(move({a_, b_}, 2), (std::vector<std::string>{"depend *", "depend *"}));
+  EXPECT_EQ(redis_.call({"HGET", keys(b_)[13], "x"})->len,
+            redis_.call({"HGET", keys(b_)[13], "y"})->len)
+      << "recorded once";
+  take(b_);
+  EXPECT_EQ(move({a_, b_}, 2), (std::vector<std::string>{"resolve 1", "resolve 0"}));
+  EXPECT_EQ(field_of(a_, "p", "deps_left"), "1");
+  take(b_);
+  EXPECT_EQ(move({a_, b_}, 3), (std::vector<std::string>{"resolve 2", "resolve 0", "resolve 0"}));
+  EXPECT_EQ(take(a_), "p");
+  EXPECT_EQ(state_of(a_, "p"), "absent");
+}
+
+TEST_F(FlowsTest, NewsForAnEarlierJobOfTheSameIdFindsNothing) {
+  put_on(b_, "x");
+  put_on(a_, "p", {"AFTER", "1", b_, "x", "fail"});
+  move({a_, b_});
+  take(b_);
+  auto news = outbox(b_);
+  ASSERT_EQ(news.size(), 1u);
+  EXPECT_EQ(int_on(a_, "delete", {"p"}), 1);
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13]})->integer, 0) << "its flow fields went with it";
+  put_on(b_, "x2");
+  put_on(a_, "p", {"AFTER", "1", b_, "x", "fail"});  // x: in b's retry window
+  Args stale = news[0].args;
+  EXPECT_EQ(int_on(a_, news[0].fn, stale), 0) << "another gen";
+  EXPECT_EQ(state_of(a_, "p"), "blocked");
+  move({a_, b_});
+  EXPECT_EQ(state_of(a_, "p"), "ready") << "x finished inside the retry window: done";
+}
+
+TEST_F(FlowsTest, DependenciesThatFinishedBeforeSettleAtOnce) {
+  put_on(b_, "kept", {"KEEP", "60000"});
+  put_on(b_, "buried");
+  auto r = on(b_, "reserve", {"1", "NOW", std::to_string(now_)});
+  EXPECT_EQ(int_on(b_, "ack", {"kept", std::to_string(r->element[3]->element[2]->integer), "KEEP",
+                               "60000", "RESULT", "42", "NOW", std::to_string(now_)}),
+            1);
+  take(b_, "", true);
+  put_on(a_, "p", {"AFTER", "2", b_, "kept", "ignore", b_, "buried", "ignore"});
+  move({a_, b_});
+  EXPECT_EQ(state_of(a_, "p"), "ready");
+  EXPECT_EQ(deps(a_, "p"), (std::vector<std::string>{b_ + "/kept ignore done 42",
+                                                      b_ + "/buried ignore failed it broke"}));
+}
+
+TEST_F(FlowsTest, DeletingADependencyIsItsFailureAndABlockedJobGoesWhole) {
+  put_on(b_, "x");
+  put_on(a_, "p", {"AFTER", "1", b_, "x", "drop"});
+  put_on(a_, "q", {"AFTER", "1", b_, "missing", "fail"});
+  move({a_, b_});
+  EXPECT_EQ(int_on(b_, "delete", {"x"}), 1);
+  move({a_, b_});
+  EXPECT_EQ(deps(a_, "p"), (std::vector<std::string>{b_ + "/x drop dropped deleted"}));
+  EXPECT_EQ(state_of(a_, "q"), "blocked") << "waits for a job not put yet";
+  EXPECT_EQ(int_on(a_, "delete", {"q"}), 1);
+  EXPECT_EQ(stat_of(a_, "blocked"), 0);
+  put_on(b_, "missing");
+  take(b_);
+  EXPECT_EQ(move({a_, b_}), (std::vector<std::string>{"resolve 0"})) << "no one to tell";
+}
+
+TEST_F(FlowsTest, AChainRunsInOrderAndATreeFansIn) {
+  put_on(c_, "leaf");
+  put_on(b_, "mid", {"AFTER", "1", c_, "leaf", "fail"});
+  put_on(a_, "root", {"AFTER", "2", b_, "mid", "fail", c_, "leaf", "fail"});
+  move({a_, b_, c_});
+  EXPECT_EQ(take(b_), "");
+  EXPECT_EQ(take(c_, "l"), "leaf");
+  move({a_, b_, c_});
+  EXPECT_EQ(state_of(b_, "mid"), "ready");
+  EXPECT_EQ(state_of(a_, "root"), "blocked");
+  EXPECT_EQ(take(b_, "m"), "mid");
+  move({a_, b_, c_});
+  EXPECT_EQ(deps(a_, "root"), (std::vector<std::string>{b_ + "/mid fail done m",
+                                                         c_ + "/leaf fail done l"}));
+}
+
+TEST_F(FlowsTest, UpdatingABlockedJobMakesItOrdinary) {
+  put_on(a_, "p", {"AFTER", "1", b_, "x", "fail"});
+  EXPECT_EQ(int_on(a_, "put", {"p", "new", "DEBOUNCE", "NOW", std::to_string(now_)}), -1);
+  EXPECT_EQ(int_on(a_, "put", {"p", "new", "REPLACE", "NOW", std::to_string(now_)}), 2);
+  EXPECT_EQ(state_of(a_, "p"), "ready");
+  EXPECT_EQ(stat_of(a_, "blocked"), 0);
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13]})->integer, 0);
+}
+
+TEST_F(FlowsTest, BadFlowsAreRefusedByNameAndChangeNothing) {
+  auto now = std::to_string(now_);
+  EXPECT_EQ(error_on(a_, "put", {"p", "b", "AFTER", "1", b_, "x", "fail", "REPLACE"}),
+            "BADARG AFTER goes with a new job only, not REPLACE, UPSERT or DEBOUNCE");
+  EXPECT_EQ(error_on(a_, "put", {"p", "b", "AFTER", "1", a_, "p", "fail"}),
+            "BADARG a job cannot wait for itself");
+  EXPECT_EQ(error_on(a_, "put", {"p", "b", "AFTER", "2", b_, "x", "fail", b_, "x", "drop"}),
+            "BADARG AFTER names " + b_ + "/x twice");
+  EXPECT_EQ(error_on(a_, "put", {"p", "b", "AFTER", "1", b_, "x", "later"}),
+            "BADARG AFTER policy must be fail, ignore or drop, got 'later'");
+  EXPECT_EQ(error_on(a_, "put", {"p", "b", "AFTER", "0"}),
+            "BADARG AFTER count must be from 1 to 10000, got 0");
+  EXPECT_EQ(error_on(a_, "put", {"p", "b", "AFTER", "2", b_, "x", "fail"}),
+            "BADARG AFTER needs 7 value(s)");
+  EXPECT_EQ(error_on(a_, "put", {"p", "b", "AFTER", "1", "a{b}", "x", "fail"}),
+            "BADARG AFTER topic 'a{b}' must be 1..128 letters, digits, '_', '-' or '.'");
+  EXPECT_EQ(error_on(a_, "resolve", {"p", "1", "1", b_, "x", "maybe", ""}),
+            "BADARG outcome must be done or failed, got 'maybe'");
+  EXPECT_EQ(error_on(a_, "moved", {"nope"}), "BADARG entry must be a stream id, got 'nope'");
+  EXPECT_EQ(error_on(b_, "ack", {"x", "1", "RESULT", "r"}),
+            "BADARG RESULT needs KEEP, or a job waiting for this one: a result is kept with its "
+            "finished job");
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[0], keys(a_)[12], keys(a_)[13], keys(a_)[14]})->integer,
+            0);
+}
+
+// A caller of version 34 passes twelve keys: the library names the flows'
+// own, so the jobs waiting for what it acks hear of it.
+TEST_F(FlowsTest, ACallerOfTwelveKeysStillTellsTheJobsWaiting) {
+  put_on(b_, "x");
+  put_on(a_, "p", {"AFTER", "1", b_, "x", "fail"});
+  move({a_, b_});
+  auto saved = topic_;
+  topic_ = b_;
+  auto r = reserve(1, now_);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  EXPECT_EQ(integer("ack", {"x", std::to_string(r.jobs[0].token), "NOW", std::to_string(now_)}), 1);
+  topic_ = saved;
+  move({a_, b_});
+  EXPECT_EQ(state_of(a_, "p"), "ready");
+}
+
 }  // namespace
 }  // namespace redisched::test

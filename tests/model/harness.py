@@ -16,9 +16,11 @@ from model import Error, Status
 # A topic's keys, in the order the calls take them: all eleven since
 # library version 23, the first eight before (and still accepted); the
 # twelfth, history, since version 34, optional (the model passes eleven:
-# its calls count nothing; regressions_test.py, class History, checks it).
+# its calls count nothing; regressions_test.py, class History, checks it);
+# the last three, the flows' (version 35), optional too: the library names
+# them from the first key for a caller that passes 8, 11 or 12.
 KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases',
-             'queue', 'later', 'gone', 'history']
+             'queue', 'later', 'gone', 'history', 'blocked', 'flow', 'outbox']
 LEASES_PIN = b'\0unpacked'  # (library version 15)
 LEASES_PIN_VALUE = b'a value longer than hash-max-listpack-value keeps this hash a hash table'
 # The reserved set's member that is no reservation, at +inf (version 16),
@@ -194,8 +196,8 @@ BOUNDS = ('PROMOTE_BATCH', 'REQUEUE_INLINE', 'TRIM_BATCH')
 # its key first (DEL and EXISTS, one key); TIME names none, INFO a section
 # (migrate reads the server's run id), and SPUBLISH a
 # channel.
-WRITE_COMMANDS = 'HINCRBY HSET LPUSH LTRIM RPUSH SPUBLISH ZADD'.split()
-REMOVE_COMMANDS = 'DEL HDEL LREM ZPOPMIN ZREM ZREMRANGEBYRANK ZREMRANGEBYSCORE'.split()
+WRITE_COMMANDS = 'HINCRBY HSET LPUSH LTRIM RPUSH SPUBLISH XADD ZADD'.split()
+REMOVE_COMMANDS = 'DEL HDEL LREM XDEL ZPOPMIN ZREM ZREMRANGEBYRANK ZREMRANGEBYSCORE'.split()
 WRITE_ORDER_WRAPPER = """
 do
   local writes, removes = {%s}, {%s}
@@ -223,6 +225,10 @@ WRITE_ORDER_API = (
     "    if #keys >= 11 then\n"
     "      PIN.declared = {}\n"
     "      for _, name in ipairs(keys) do PIN.declared[name] = true end\n"
+    "      if #keys < 15 then -- (the flows' keys, named by the library for older callers)\n"
+    "        local base = keys[1]:sub(1, -6)\n"
+    "        for _, n in ipairs({ 'blocked', 'flow', 'outbox' }) do PIN.declared[base .. ':' .. n] = true end\n"
+    "      end\n"
     "    end\n"
     "    local ok, res = pcall(fn, keys, args)\n"
     "    if not ok and PIN.wrote then\n"
@@ -239,7 +245,8 @@ def write_order_checked(code):
     # it, so the library uses none, but for the sweep signal's PUBLISH
     # (version 29), a hint sent once the call has succeeded, which an ACL
     # without the channel may refuse without failing the call.
-    if 'redis.pcall(' in code.replace("redis.pcall('PUBLISH', sweep_notice", ''):
+    hints = ("redis.pcall('PUBLISH', sweep_notice", "redis.pcall('PUBLISH', flows.notice")
+    if 'redis.pcall(' in code.replace(hints[0], '').replace(hints[1], ''):
         raise RuntimeError('the library calls redis.pcall: the write-order checker cannot follow it')
     pin = code.index('\nlocal PIN = {')
     end = code.index('\n}\n', pin) + 3

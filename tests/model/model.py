@@ -648,13 +648,15 @@ class Topic:
                 # redisched_limit is not modelled: no topic here has limits.
                 b'limit_rate', 0, b'limit_window', 0, b'limit_concurrency', 0, b'limit_used', 0,
                 b'limit_aging', 0, b'schedules', 0,
-                b'shards', -1 if self.shards == [b'*'] else len(self.shards or [])] + (
+                b'shards', -1 if self.shards == [b'*'] else len(self.shards or []),
+                # flows (version 35) are not modelled yet: none blocked, no outbox.
+                b'blocked', 0, b'outbox', 0] + (
                     [b'put_total', total[0], b'started_total', total[1], b'done_total', total[2],
                      b'wait_total', total[6]] if self.history else [])
 
     def op_list(self, args):
         state = s(args[0]).lower() if args else None
-        if state not in ('delayed', 'ready', 'reserved', 'dead', 'done'):
+        if state not in ('delayed', 'ready', 'reserved', 'dead', 'done', 'blocked'):
             raise Refused()
         offset = int_arg(args[1] if len(args) > 1 else None, 0, OFFSET_MAX)
         count = int_arg(args[2] if len(args) > 2 else None, 1, BATCH_MAX)

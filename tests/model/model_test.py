@@ -1126,7 +1126,7 @@ def main():
     try:
         Env.port = server.port
         Env.conn = Conn(server.port)
-        Env.keys = topic_keys('model', count=12)  # the history's key too (version 34)
+        Env.keys = topic_keys('model', count=15)  # the history's and the flows' keys too (versions 34, 35)
         Env.sub = subscribe(server.port, Env.keys)
         Env.lua = a.lua
         Env.mutation = None
