@@ -2775,6 +2775,8 @@ Output: {entry, fn, topic, arg...} each: call redisched_<fn> on topic with
 --[[ redisched_moved: outbox entries a mover has carried out (version 35).
 ARGV: entry...                                    (1..1000 entries)
 Output: how many were deleted (an entry deleted before is not counted).
+  An outbox left empty is deleted: one that exists holds entries, so a
+  mover finds them by a SCAN of outbox keys.
 ]]
   function flows.moved(keys, args)
     local k = check_keys(keys)
@@ -2782,7 +2784,9 @@ Output: how many were deleted (an entry deleted before is not counted).
     for _, e in ipairs(args) do
       if not e:match('^%d+%-%d+$') then bad('entry must be a stream id, got ' .. show(e)) end
     end
-    return redis.call('XDEL', k.outbox, unpack(args))
+    local n = redis.call('XDEL', k.outbox, unpack(args))
+    if redis.call('XLEN', k.outbox) == 0 then redis.call('DEL', k.outbox) end
+    return n
   end
 end
 

@@ -203,6 +203,9 @@ class Client {
   // with_body false: the job with an empty body (library version 33), for
   // a reader of its state, progress or log.
   std::optional<Job> get(std::string_view topic, std::string_view id, bool with_body = true);
+  // The job with Job::deps filled: each job it waits for (JobSpec::after)
+  // and how it settled, as it now is.
+  std::optional<Job> get_with_dependencies(std::string_view topic, std::string_view id);
   // Removes a job in any state; false if there was none.
   bool remove(std::string_view topic, std::string_view id);
   // Removes jobs in any state, up to 1000 in one atomic call (more, or ids
@@ -219,7 +222,8 @@ class Client {
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token,
               Millis keep = Millis{0});
   // The same, with the handler's result, kept with the job (keep > 0; get
-  // and wait return it as Job::result). At most max_body bytes.
+  // and wait return it as Job::result), and sent to the jobs waiting for
+  // it (JobSpec::after; then keep may be 0). At most max_body bytes.
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
               std::string_view result);
   // keep > 0 keeps the finished jobs (state done) that long, as ack does.
@@ -253,6 +257,17 @@ class Client {
   ReserveResult pull(std::string_view topic, int count = 1);
   // Lapsed reservations back to ready or dead; at most limit of them.
   RequeueResult requeue(std::string_view topic, int limit = limits::kBatchMax);
+  // Carries out the topic's outbox (its shards' too), the calls that hand
+  // flows over between topics (JobSpec::after; docs/redis-api.md,
+  // "Flows"): each entry's call made, then the entry deleted. Safe from
+  // any number of processes at once. serve runs it when the sweep signal
+  // says an outbox has entries (SweepSignal::Kind::outbox), and on every
+  // topic that holds some when its signal may have been missed.
+  MoveResult move_outbox(std::string_view topic);
+  // The topics (a shard's: the topic it is part of) whose outbox holds
+  // entries, by a SCAN of every primary: for a mover that looks now and
+  // then, beside the signal.
+  std::vector<std::string> outbox_topics();
   // A spread topic's counts are its shards' summed, with the totals it
   // counted itself before it was spread.
   TopicStats stats(std::string_view topic);
@@ -508,6 +523,17 @@ class Client {
   template <AnswerToken<ReserveResult> Token = use_future_t>
   auto pull_async(std::string_view topic, int count = 1, Token&& completion = {});
   void requeue_async(std::string_view topic, int limit, Callback<RequeueResult> done);
+  void move_outbox_async(std::string_view topic, Callback<MoveResult> done);
+  template <AnswerToken<MoveResult> Token = use_future_t>
+  auto move_outbox_async(std::string_view topic, Token&& completion = {});
+  void outbox_topics_async(Callback<std::vector<std::string>> done);
+  template <AnswerToken<std::vector<std::string>> Token = use_future_t>
+  auto outbox_topics_async(Token&& completion = {});
+  void get_with_dependencies_async(std::string_view topic, std::string_view id,
+                                   Callback<std::optional<Job>> done);
+  template <AnswerToken<std::optional<Job>> Token = use_future_t>
+  auto get_with_dependencies_async(std::string_view topic, std::string_view id,
+                                   Token&& completion = {});
   template <AnswerToken<RequeueResult> Token = use_future_t>
   auto requeue_async(std::string_view topic, int limit = limits::kBatchMax,
                      Token&& completion = {});

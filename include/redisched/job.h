@@ -17,7 +17,8 @@ namespace redisched {
 
 using Millis = std::chrono::milliseconds;
 
-enum class JobState { delayed, ready, reserved, dead, done };
+// blocked (library version 35): waiting for other jobs (JobSpec::after).
+enum class JobState { delayed, ready, reserved, dead, done, blocked };
 std::string_view to_string(JobState s) noexcept;
 std::optional<JobState> parse_job_state(std::string_view s) noexcept;
 
@@ -47,6 +48,34 @@ enum class PutMode {
 // due now, priority 0, ttr 30 s, 5 attempts, exponential backoff 1 s..10 min.
 // (Every member has an initializer, so designated initializers may leave
 // any out without -Wmissing-field-initializers.)
+// What a dependency's failure (dead, or deleted before it finished) does to
+// the job waiting for it (library version 35, docs/flows.md): fail, the job
+// dies at once; ignore, it runs all the same; drop, it runs, the dependency
+// marked dropped.
+enum class OnFailure { fail, ignore, drop };
+std::string_view to_string(OnFailure p) noexcept;
+std::optional<OnFailure> parse_on_failure(std::string_view s) noexcept;
+
+// A job another waits for: its topic (any, a spread one too) and id.
+struct Dependency {
+  std::string topic;
+  std::string id;
+  OnFailure on_failure = OnFailure::fail;
+};
+
+// How a dependency settled, as the job waiting for it sees it.
+enum class DependencyOutcome { pending, done, failed, dropped };
+std::string_view to_string(DependencyOutcome o) noexcept;
+
+struct DependencyState {
+  std::string topic;
+  std::string id;
+  OnFailure on_failure = OnFailure::fail;
+  DependencyOutcome outcome = DependencyOutcome::pending;
+  // done: the result its ack gave ("" for none); failed or dropped: why.
+  std::string value;
+};
+
 struct JobSpec {
   std::string id{};                         // 1..256 bytes, no control characters
   std::string body{};                       // any bytes, up to ClientOptions::max_body
@@ -68,6 +97,11 @@ struct JobSpec {
   // ClientOptions::replicas and topic_replicas; put_many waits for the most
   // any of its jobs asks for.
   std::optional<int> replicas{};
+  // Jobs to wait for (up to limits::kDepsMax, each once; put alone, create
+  // mode only): the job is blocked until each has settled, then due by
+  // delay/due_at_ms. Its handler reads their outcomes and results
+  // (JobContext::dependencies).
+  std::vector<Dependency> after{};
 };
 
 enum class PutOutcome { created, updated, exists, not_found };
@@ -158,6 +192,12 @@ struct Job {
   std::optional<Progress> progress;
   std::vector<LogLine> log;
   std::int64_t log_total = 0;
+  // Put with JobSpec::after (library version 35): how many it waits for,
+  // and how many of those are still pending (0 once released); deps, each
+  // one's state, when read with them (Client::get_with_dependencies).
+  int deps_total = 0;
+  int deps_left = 0;
+  std::vector<DependencyState> deps;
 };
 
 // What reserve takes.
@@ -273,6 +313,9 @@ struct TopicStats {
   std::int64_t limit_used = 0;  // jobs handed out in the rate's current window
   std::int64_t schedules = 0;   // recurring jobs (Client::set_schedule)
   std::int64_t shards = 0;      // 0, or the shards it is spread over (Client::set_shards)
+  // Jobs waiting for other jobs (JobState::blocked), and the topic's outbox
+  // entries not yet carried out by a mover (library version 35).
+  std::int64_t blocked = 0, outbox = 0;
   // The history's totals (Client::history; library version 34): jobs put,
   // started and done, and their wait from due to start, summed, since the
   // topic's history began (counted by callers that name its history key).
@@ -384,10 +427,18 @@ struct SweepSignal {
   enum class Kind {
     lapse,      // a reservation of topic may lapse at at_ms (Redis's clock)
     schedules,  // topic has schedules
+    outbox,     // topic's outbox has entries for a mover (Client::move_outbox)
   };
   Kind kind = Kind::lapse;
   std::string topic;  // the topic (for a spread topic's shard, the topic it is part of)
   std::int64_t at_ms = 0;
+};
+
+// What a mover carried out (Client::move_outbox): entries whose call
+// answered, and deleted; entries whose call failed, left for the next.
+struct MoveResult {
+  int moved = 0;
+  int failed = 0;
 };
 
 struct RequeueResult {

@@ -78,6 +78,20 @@ void check_spec(const JobSpec& job, std::size_t max_body) {
   if (!job.id.empty()) check_id(job.id);  // empty: Client::add generates one
   if (job.backoff) check_backoff(*job.backoff);
   if (job.replicas) check_replicas(*job.replicas, "replicas");
+  if (!job.after.empty()) {
+    if (job.after.size() > static_cast<std::size_t>(limits::kDepsMax)) {
+      throw Error(Errc::invalid_argument,
+                  "a job waits for at most " + std::to_string(limits::kDepsMax) + " jobs");
+    }
+    if (job.mode != PutMode::create) {
+      throw Error(Errc::invalid_argument,
+                  "dependencies (JobSpec::after) go with a new job only, not an update");
+    }
+    for (const auto& d : job.after) {
+      check_topic(d.topic);
+      check_id(d.id);
+    }
+  }
   // Everything else (id, numbers, their ranges) the library checks, once.
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/client_access.h"
 #include "core/client_impl.h"
+#include "core/client_wrap.h"
 #include "core/keys.h"
 #include "core/text.h"
 #include "redisched/limits.h"
@@ -320,6 +321,13 @@ REDISCHED_WRAP(std::optional<Job>, get,
                (std::string_view topic, std::string_view id, bool with_body),
                (topic, id, with_body, std::move(cb)))
 
+void Client::get_with_dependencies_async(std::string_view topic, std::string_view id,
+                                         Callback<std::optional<Job>> done) {
+  impl_->run<op::Get>(topic, {std::string(id), true, true}, std::move(done));
+}
+REDISCHED_WRAP(std::optional<Job>, get_with_dependencies,
+               (std::string_view topic, std::string_view id), (topic, id, std::move(cb)))
+
 void Client::reschedule_async(std::string_view topic, std::string_view id,
                               const RescheduleOptions& change, Callback<Outcome> done) {
   impl_->run<op::Reschedule>(topic, {std::string(id), change}, std::move(done));
@@ -539,8 +547,8 @@ REDISCHED_WRAP(RetryWindow, retry_window, (std::string_view topic), (topic, std:
 // Calls made of several of the library's.
 
 namespace {
-// A SCAN over every topic's meta hash on every node of the link, one page at
-// a time; done gets the sorted topics.
+// A SCAN over every topic's key of one name on every node of the link, one
+// page at a time; done gets the sorted topics.
 struct TopicScan : std::enable_shared_from_this<TopicScan> {
   std::function<void(std::size_t, std::string_view, Callback<redis::Reply>)> scan_page;
   std::vector<std::size_t> nodes;  // the primaries when the scan began
@@ -573,31 +581,47 @@ struct TopicScan : std::enable_shared_from_this<TopicScan> {
 };
 }  // namespace
 
-void Client::topics_async(Callback<std::vector<std::string>> done) try {
+namespace {
+// The topics that hold a key of that name and type (a shard's: the topic
+// it is part of), by a SCAN on every primary. (Impl: Client::Impl.)
+template <class Impl>
+void scan_topics(Impl& impl, std::string_view name, std::string_view type,
+                 Callback<std::vector<std::string>> done) try {
   auto scan = std::make_shared<TopicScan>();
-  scan->prefix = impl_->opts.prefix;
+  scan->prefix = impl.opts.prefix;
   scan->done = std::move(done);
-  const std::string pattern = impl_->opts.prefix + ":{*}:meta";
-  scan->scan_page = [this, pattern](std::size_t node, std::string_view cursor, Callback<Reply> cb) {
+  const std::string pattern = impl.opts.prefix + ":{*}:" + std::string(name);
+  scan->scan_page = [&impl, pattern, type = std::string(type)](
+                        std::size_t node, std::string_view cursor, Callback<Reply> cb) {
     core::Command cmd;
     cmd.add("SCAN").add(cursor).add("MATCH").add(pattern).add("COUNT").add("1000").add("TYPE").add(
-        "hash");
-    impl_->call_node<Reply>(
+        type);
+    impl.template call_node<Reply>(
         node, cmd, [](const Reply& r) { return r; }, std::move(cb));
   };
   [[maybe_unused]] const Sending sending;
-  impl_->link().primaries(
-      impl_->counted([scan](std::error_code ec, std::vector<std::size_t> nodes) {
-        // No map (closed, or no seed answered in time): no partial listing.
-        if (ec) return scan->done(core::error_from_link(ec, "no map of the cluster"));
-        if (nodes.empty()) return scan->done(std::vector<std::string>{});
-        scan->nodes = std::move(nodes);
-        scan->next("0");
-      }));
+  impl.link().primaries(impl.counted([scan](std::error_code ec, std::vector<std::size_t> nodes) {
+    // No map (closed, or no seed answered in time): no partial listing.
+    if (ec) return scan->done(core::error_from_link(ec, "no map of the cluster"));
+    if (nodes.empty()) return scan->done(std::vector<std::string>{});
+    scan->nodes = std::move(nodes);
+    scan->next("0");
+  }));
 } catch (const Error& e) {
-  impl_->refuse(done, e);
+  impl.refuse(done, e);
+}
+}  // namespace
+
+void Client::topics_async(Callback<std::vector<std::string>> done) {
+  scan_topics(*impl_, "meta", "hash", std::move(done));
 }
 REDISCHED_WRAP(std::vector<std::string>, topics, (), (std::move(cb)))
+
+void Client::outbox_topics_async(Callback<std::vector<std::string>> done) {
+  // (redisched_moved deletes an outbox it empties: one there holds entries)
+  scan_topics(*impl_, "outbox", "stream", std::move(done));
+}
+REDISCHED_WRAP(std::vector<std::string>, outbox_topics, (), (std::move(cb)))
 
 namespace {
 // HSCAN over a topic's jobs hash (each shard's in turn, for a spread topic)
@@ -805,7 +829,7 @@ Subscription Client::watch_sweep(std::function<void(const SweepSignal&)> on_sign
   const std::uint64_t id = link.subscribe(
       core::sweep_channel(impl_->opts.prefix),
       [on_signal = std::move(on_signal)](const std::string& message) {
-        // "lapse <T> <deadline ms>" or "schedules <T>"; anything else is a
+        // "lapse <T> <deadline ms>", "schedules <T>" or "outbox <T>"; anything else is a
         // later version's, for others.
         const auto first = message.find(' ');
         if (first == std::string::npos) return;
@@ -822,6 +846,8 @@ Subscription Client::watch_sweep(std::function<void(const SweepSignal&)> on_sign
           rest = rest.substr(0, space);
         } else if (kind == "schedules") {
           s.kind = SweepSignal::Kind::schedules;
+        } else if (kind == "outbox") {
+          s.kind = SweepSignal::Kind::outbox;
         } else {
           return;
         }

@@ -394,7 +394,11 @@ class Client::Impl {
       return;
     }
     try {
-      if constexpr (Op::route != op::Route::registry) core::check_topic(topic);
+      // (a slot's topic may be a shard's, "<topic>~<suffix>")
+      if constexpr (Op::route == op::Route::slot) core::check_topic(core::base_topic(topic));
+      if constexpr (Op::route != op::Route::registry && Op::route != op::Route::slot) {
+        core::check_topic(topic);
+      }
       if constexpr (requires { Op::check(a, opts); }) Op::check(a, opts);
       // (Before any part goes out: the parts of one call answer on one
       // thread, FanIn, and a refusal on the runtime's.)
@@ -405,7 +409,7 @@ class Client::Impl {
     if constexpr (requires { Op::settled(a); }) {
       if (auto v = Op::settled(a)) return answer_later(done, Result<V>(std::move(*v)));
     }
-    if constexpr (Op::route == op::Route::topic) {
+    if constexpr (Op::route == op::Route::topic || Op::route == op::Route::slot) {
       send<Op>(topic, a, std::move(done));
     } else if constexpr (Op::route == op::Route::registry) {
       send<Op>(core::registry_keys(opts.prefix)[0], a, std::move(done));
@@ -985,11 +989,3 @@ class Client::Impl {
 };
 
 }  // namespace redisched
-
-// Every operation: the callback form does the work; the synchronous form
-// waits for it (the token forms: redisched/detail/async_calls.h).
-#define REDISCHED_WRAP(T, name, params, args)                                      \
-  T Client::name params {                                                          \
-    return client_detail::wait_for<T>(*impl_->runtime,                             \
-                                      [&](Callback<T> cb) { name##_async args; }); \
-  }

@@ -80,7 +80,7 @@ bool put_takes(std::string_view id, const JobSpec& job) {
   const auto within = [](std::int64_t v, std::int64_t lo, std::int64_t hi) {
     return v >= lo && v <= hi;
   };
-  return !id.empty() && !(job.delay && job.due_at_ms) &&
+  return !id.empty() && job.after.empty() && !(job.delay && job.due_at_ms) &&
          (!job.delay || within(job.delay->count(), 0, limits::kDelayMax)) &&
          (!job.due_at_ms || within(*job.due_at_ms, 0, limits::kMsMax)) &&
          within(job.priority, 0, limits::kPrioMax) &&

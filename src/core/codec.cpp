@@ -84,6 +84,33 @@ LogLine log_line_from_fields(const Reply& r) {
   return l;
 }
 
+namespace {
+// One of get's deps (library version 35): topic id policy outcome value.
+DependencyState dependency_from_fields(const Reply& r) {
+  if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("dependency fields");
+  DependencyState d;
+  for (size_t i = 0; i < r.elements.size(); i += 2) {
+    const std::string& f = r.elements[i].str;
+    const std::string& v = r.elements[i + 1].str;
+    if (f == "topic") {
+      d.topic = v;
+    } else if (f == "id") {
+      d.id = v;
+    } else if (f == "policy") {
+      d.on_failure = parse_on_failure(v).value_or(OnFailure::fail);
+    } else if (f == "outcome") {
+      d.outcome = v == "done"      ? DependencyOutcome::done
+                  : v == "failed"  ? DependencyOutcome::failed
+                  : v == "dropped" ? DependencyOutcome::dropped
+                                   : DependencyOutcome::pending;
+    } else if (f == "value") {
+      d.value = v;
+    }
+  }
+  return d;
+}
+}  // namespace
+
 Job job_from_fields(const Reply& r) {
   if (r.type != Reply::Type::array || r.elements.size() % 2 != 0) unexpected("job fields");
   Job j;
@@ -155,6 +182,14 @@ Job job_from_fields(const Reply& r) {
       for (const Reply& e : v.elements) j.log.push_back(log_line_from_fields(e));
     } else if (f == "log_total") {
       j.log_total = to_int(v);
+    } else if (f == "deps_total") {
+      j.deps_total = static_cast<int>(to_int(v));
+    } else if (f == "deps_left") {
+      j.deps_left = static_cast<int>(to_int(v));
+    } else if (f == "deps") {
+      if (v.type != Reply::Type::array) unexpected("deps");
+      j.deps.reserve(v.elements.size());
+      for (const Reply& e : v.elements) j.deps.push_back(dependency_from_fields(e));
     }
     // Fields added by a newer library are skipped.
   }
@@ -194,8 +229,8 @@ Command& Command::fcall_registry(std::string_view op, std::string_view prefix) {
 }
 
 Command& Command::add_keys(std::string_view prefix, std::string_view topic, bool history) {
-  // (the history key is the last)
-  const std::size_t n = history ? kKeyNames.size() : kKeyNames.size() - 1;
+  // (the history key is the twelfth; the flows' follow it)
+  const std::size_t n = history ? kKeyNames.size() : kKeysWithoutHistory;
   add(static_cast<std::int64_t>(n));
   // The keys in one owned buffer, each word a view into it: one
   // allocation a call instead of one a key (a coalesced call builds them
@@ -436,6 +471,10 @@ TopicStats parse_stats(const Reply& r) {
       s.schedules = v;
     else if (f == "shards")
       s.shards = v;
+    else if (f == "blocked")
+      s.blocked = v;
+    else if (f == "outbox")
+      s.outbox = v;
     else if (f == "limit_aging")
       s.limits.aging = Millis(v);
     else if (f == "limit_used")

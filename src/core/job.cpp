@@ -8,8 +8,11 @@
 namespace redisched {
 namespace {
 
-constexpr std::array<std::string_view, 5> kStateNames = {"delayed", "ready", "reserved", "dead",
-                                                         "done"};
+constexpr std::array<std::string_view, 6> kStateNames = {"delayed", "ready", "reserved",
+                                                         "dead",    "done",  "blocked"};
+constexpr std::array<std::string_view, 3> kOnFailureNames = {"fail", "ignore", "drop"};
+constexpr std::array<std::string_view, 4> kDependencyOutcomeNames = {"pending", "done", "failed",
+                                                                     "dropped"};
 
 class Category final : public std::error_category {
  public:
@@ -55,6 +58,19 @@ std::optional<JobState> parse_job_state(std::string_view s) noexcept {
     if (kStateNames[i] == s) return static_cast<JobState>(i);
   }
   return std::nullopt;
+}
+
+std::string_view to_string(OnFailure p) noexcept { return kOnFailureNames[static_cast<size_t>(p)]; }
+
+std::optional<OnFailure> parse_on_failure(std::string_view s) noexcept {
+  for (size_t i = 0; i < kOnFailureNames.size(); ++i) {
+    if (kOnFailureNames[i] == s) return static_cast<OnFailure>(i);
+  }
+  return std::nullopt;
+}
+
+std::string_view to_string(DependencyOutcome o) noexcept {
+  return kDependencyOutcomeNames[static_cast<size_t>(o)];
 }
 
 std::string_view to_string(AttemptOutcome o) noexcept {

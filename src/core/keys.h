@@ -12,10 +12,12 @@ namespace redisched::core {
 // (all eleven since library version 23: every key a call touches is one of
 // its KEYS, as ACL key checks and proxies that route by KEYS expect; the
 // twelfth, history, since version 34: the library counts the calls that
-// name it in the topic's history).
-inline constexpr std::array<std::string_view, 12> kKeyNames = {
-    "jobs", "delayed", "ready", "reserved", "dead", "done",
-    "meta", "leases",  "queue", "later",    "gone", "history"};
+// name it in the topic's history; the flows' three since version 35, passed
+// with the history: without it, the library names them).
+inline constexpr std::array<std::string_view, 15> kKeyNames = {
+    "jobs",  "delayed", "ready", "reserved", "dead",    "done", "meta",  "leases",
+    "queue", "later",   "gone",  "history",  "blocked", "flow", "outbox"};
+inline constexpr std::size_t kKeysWithoutHistory = 11;
 using TopicKeys = std::array<std::string, kKeyNames.size()>;
 
 // "<prefix>:{<topic>}:<name>" for each name: the hash tag keeps a topic's

@@ -62,6 +62,9 @@ void Put::check(const Args& a, const ClientOptions& o) { check_spec(a, o.max_bod
 void Put::encode(Command& cmd, const Args& a) {
   cmd.add(a.id).add(a.body);
   add_put_options(cmd, a);
+  if (a.after.empty()) return;
+  cmd.add("AFTER").add(static_cast<std::int64_t>(a.after.size()));
+  for (const auto& d : a.after) cmd.add(d.topic).add(d.id).add(to_string(d.on_failure));
 }
 PutOutcome Put::decode(const Reply& r) { return parse_put(r); }
 const redis::BatchKind& Put::kind() { return put_kind(); }
@@ -96,7 +99,13 @@ std::string Add::decode(const Reply& r, const Args& a) {
 }
 
 void PutMany::check(const Args& a, const ClientOptions& o) {
-  for (const auto& job : a.jobs) check_spec(job, o.max_body);
+  for (const auto& job : a.jobs) {
+    check_spec(job, o.max_body);
+    if (!job.after.empty()) {
+      throw Error(Errc::invalid_argument,
+                  "put_many takes no dependencies (JobSpec::after): put job " + job.id + " alone");
+    }
+  }
 }
 void PutMany::encode(Command& cmd, std::span<const Item> chunk, const Args& /*a*/) {
   cmd.add(static_cast<std::int64_t>(chunk.size()));
@@ -111,12 +120,16 @@ std::vector<PutOutcome> PutMany::decode(const Reply& r, std::size_t n) {
 void Get::encode(Command& cmd, const Args& a) {
   cmd.add(a.id);
   if (!a.with_body) cmd.add("NOBODY");
+  if (a.with_deps) cmd.add("DEPS");
 }
 std::optional<Job> Get::decode(const Reply& r) { return parse_get(r); }
 
 TopicStats Stats::decode(const Reply& r) { return parse_stats(r); }
 TopicStats Stats::merge(std::vector<Value> parts) { return merge_stats(parts, parts.size()); }
-void Stats::add_base(Value& all, const Value& base) { add_totals(all, base); }
+void Stats::add_base(Value& all, const Value& base) {
+  add_totals(all, base);
+  all.outbox += base.outbox;  // (entries it made before it was spread)
+}
 
 void History::check(const Args& a, const ClientOptions& /*o*/) {
   if (a.step == HistoryStep::total) return;
@@ -168,10 +181,8 @@ ReserveResult Pull::decode(const Reply& r) { return parse_reserve(r, false); }
 
 void Ack::check(const Args& a, const ClientOptions& o) {
   if (!a.result) return;
-  if (a.keep.count() <= 0) {
-    throw Error(Errc::invalid_argument,
-                "a result needs keep > 0: it is kept with the finished job");
-  }
+  // (Without keep, the library takes a result only from a job others wait
+  // for: it goes to them. It refuses any other.)
   if (a.result->size() > o.max_body) {
     throw Error(Errc::invalid_argument, "result is " + std::to_string(a.result->size()) +
                                             " bytes, over the limit of " +
@@ -313,6 +324,10 @@ std::string log_bytes(const Job& job) {
 
 // The bounds that history_bytes's and log_bytes's fields need (the library checks the rest).
 void Restore::check(const Args& a, const ClientOptions& /*o*/) {
+  if (a.job.state == JobState::blocked) {
+    throw Error(Errc::invalid_argument,
+                "a blocked job is not restored: its dependencies are other topics' to keep");
+  }
   const auto& h = a.job.history;
   if (h.size() > static_cast<std::size_t>(limits::kHistoryMax)) {
     throw Error(Errc::invalid_argument,
@@ -591,5 +606,48 @@ std::vector<WorkerEntry> Workers::decode(const Reply& r) {
   }
   return out;
 }
+
+// ---------------------------------------------------------------- flows
+
+std::vector<OutboxEntry> Outbox::decode(const Reply& r) {
+  if (r.type != Reply::Type::array) throw Error(Errc::protocol, "outbox: not an array");
+  std::vector<OutboxEntry> out;
+  out.reserve(r.elements.size());
+  for (const Reply& e : r.elements) {
+    if (e.type != Reply::Type::array || e.elements.size() < 3) {
+      throw Error(Errc::protocol, "outbox: an entry of fewer than 3 words");
+    }
+    OutboxEntry x{e.elements[0].str, e.elements[1].str, e.elements[2].str, {}};
+    for (std::size_t i = 3; i < e.elements.size(); ++i) x.args.push_back(e.elements[i].str);
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+void Moved::encode(Command& cmd, const Args& a) {
+  for (const auto& e : a.entries) cmd.add(e);
+}
+int Moved::decode(const Reply& r) { return to_count(r); }
+
+void Depend::encode(Command& cmd, std::span<const Item> chunk, const Args& a) {
+  cmd.add(a.topic).add(a.id).add(a.gen).add(static_cast<std::int64_t>(chunk.size()));
+  for (const auto& id : chunk) cmd.add(id);
+}
+std::vector<int> Depend::decode(const Reply& r, std::size_t n) {
+  if (r.type != Reply::Type::array) throw Error(Errc::protocol, "depend: not an array");
+  std::vector<int> each;
+  each.reserve(r.elements.size());
+  for (const Reply& e : r.elements) each.push_back(to_count(e));
+  return for_each_of(std::move(each), n);
+}
+int Depend::finish(const std::vector<int>& each) {
+  return static_cast<int>(std::count(each.begin(), each.end(), 2));
+}
+
+void Resolve::encode(Command& cmd, const Args& a) {
+  cmd.add(a.id);
+  for (const auto& w : a.rest) cmd.add(w);
+}
+int Resolve::decode(const Reply& r) { return to_count(r); }
 
 }  // namespace redisched::core::op

@@ -73,6 +73,7 @@ enum class Route {
   take,         // the topic, or its shards in turn until count came
   pages,        // the topic, or its shards one after another (offset over all)
   registry,     // the worker registry's own keys, no topic
+  slot,         // the keys of the topic named, a shard's own too (a mover's outbox)
 };
 
 // Defaults: a read of one topic that goes as itself.
@@ -149,6 +150,7 @@ struct Get : Read {
   struct Args {
     std::string id;
     bool with_body = true;
+    bool with_deps = false;  // DEPS (library version 35)
   };
   using Value = std::optional<Job>;
   static std::string_view id(const Args& a) { return a.id; }
@@ -690,10 +692,82 @@ struct Workers : RegistryCall {
 
 // Every operation, for what goes over them all (tests/unit/operations_test
 // checks docs/redis-api.md's table of names against it).
+// ---------------------------------------------------------------- flows
+
+// An entry of a topic's outbox (library version 35): call function fn on
+// topic with args, then delete the entry (Moved).
+struct OutboxEntry {
+  std::string entry, fn, topic;
+  std::vector<std::string> args;
+};
+
+// A mover's calls (Client::move_outbox): the outbox of one topic or shard
+// as the sweep signal names it, the calls its entries name, then the
+// entries carried out deleted.
+struct Outbox : Read {
+  static constexpr std::string_view function = "outbox";
+  static constexpr std::string_view calls = "move_outbox";
+  static constexpr Route route = Route::slot;
+  struct Args {
+    int count = static_cast<int>(limits::kBatchMax);
+  };
+  using Value = std::vector<OutboxEntry>;
+  static void encode(Command& cmd, const Args& a) { cmd.add(std::int64_t{a.count}); }
+  static Value decode(const Reply& r);
+};
+
+struct Moved : Read {
+  static constexpr std::string_view function = "moved";
+  static constexpr std::string_view calls = "move_outbox";
+  static constexpr Route route = Route::slot;
+  struct Args {
+    std::vector<std::string> entries;
+  };
+  using Value = int;
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+};
+
+// A dependent recorded by its dependencies (each on the shard its id
+// leads to). Job writes: the mover deletes the entry once they are on the
+// replicas asked for, so a failover keeps them.
+struct Depend : JobWrite {
+  static constexpr std::string_view function = "depend";
+  static constexpr std::string_view calls = "move_outbox";
+  static constexpr Route route = Route::jobs;
+  using Item = std::string;
+  struct Args {
+    std::string topic, id, gen;  // the dependent
+    std::vector<Item> ids;       // its dependencies in this topic
+  };
+  using Each = int;
+  using Value = int;  // how many had finished already
+  static std::span<const Item> items(const Args& a) { return a.ids; }
+  static const std::string& item_id(const Item& id) { return id; }
+  static std::optional<int> replicas(const Item& /*id*/) { return std::nullopt; }
+  static void encode(Command& cmd, std::span<const Item> chunk, const Args& a);
+  static std::vector<Each> decode(const Reply& r, std::size_t n);
+  static Value finish(const std::vector<Each>& each);
+};
+
+// Dependencies of a blocked job settled (on the shard its id leads to).
+struct Resolve : JobWrite {
+  static constexpr std::string_view function = "resolve";
+  static constexpr std::string_view calls = "move_outbox";
+  struct Args {
+    std::string id;
+    std::vector<std::string> rest;  // gen count (topic id outcome value)...
+  };
+  using Value = int;  // 0 nothing settled, 1 settled, 2 released, 3 dead
+  static std::string_view id(const Args& a) { return a.id; }
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+};
+
 using All = std::tuple<Put, Add, PutMany, Get, Stats, History, List, Reserve, Pull, Ack, AckMany,
                        Release, Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll,
                        Promote, PromoteAll, Purge, Reschedule, Pause, Resume, Limit, RetryWindow,
                        Migrate, Shards, Shard, Schedules, Schedule, Unschedule, PauseSchedule,
-                       ResumeSchedule, Tick, Beat, Leave, Workers>;
+                       ResumeSchedule, Tick, Beat, Leave, Workers, Outbox, Moved, Depend, Resolve>;
 
 }  // namespace redisched::core::op

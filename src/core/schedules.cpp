@@ -5,6 +5,7 @@
 
 #include "core/client_access.h"
 #include "core/client_impl.h"
+#include "core/client_wrap.h"
 #include "core/keys.h"
 #include "core/ticks.h"
 #include "redisched/client.h"

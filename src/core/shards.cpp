@@ -68,6 +68,8 @@ TopicStats merge_stats(const std::vector<TopicStats>& parts, std::size_t n) {
     all.reserved += p.reserved;
     all.dead += p.dead;
     all.done += p.done;
+    all.blocked += p.blocked;
+    all.outbox += p.outbox;
     all.paused = all.paused && p.paused;
     all.next_due_ms = earlier_time(all.next_due_ms, p.next_due_ms);
     add_totals(all, p);

@@ -134,7 +134,7 @@ awaitable<Response> get_job(ApiContext& ctx, Request& req, const Params& p) {
   if (wait > 0 && !ctx.stopping) {
     j = co_await ctx.client.wait_async(p.topic, p.id, Millis{wait}, asio::use_awaitable);
   } else {
-    j = co_await ctx.client.get_async(p.topic, p.id, asio::use_awaitable);
+    j = co_await ctx.client.get_with_dependencies_async(p.topic, p.id, asio::use_awaitable);
   }
   if (!j) refuse(Status::not_found, "not_found", "no job " + p.id + " in topic " + p.topic);
   co_return json_response(req, Status::ok, wire::job_text(*j));
@@ -166,7 +166,7 @@ awaitable<Response> find_ids(ApiContext& ctx, Request& req, const Params& p) {
 awaitable<Response> list_jobs(ApiContext& ctx, Request& req, const Params& p) {
   const std::string* name = p.find("state");
   auto state = parse_job_state(name ? *name : "ready");
-  if (!state) bad_request("state must be delayed, ready, reserved, dead or done");
+  if (!state) bad_request("state must be delayed, ready, reserved, dead, done or blocked");
   const auto offset = query_int(p, "offset", 0, 0, limits::kOffsetMax);
   const auto count = static_cast<int>(query_int(p, "count", 100, 1, limits::kBatchMax));
   auto page =
@@ -250,12 +250,21 @@ awaitable<Response> ack(ApiContext& ctx, Request& req, const Params& p) {
     result = wire::base64_decode(*b64);
     if (!result) bad_request("\"result_base64\" is not base64 (RFC 4648, with its padding)");
   }
-  if (result && keep.count() == 0) {
-    bad_request("a \"result\" needs \"keep_ms\" > 0: it is kept with the finished job");
-  }
   Outcome o{};
   if (result) {
-    o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, *result, asio::use_awaitable);
+    // A result without keep_ms goes to the jobs waiting for this one: the
+    // library refuses it when none does, said here in this API's words.
+    std::optional<Error> refused;
+    try {
+      o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, *result, asio::use_awaitable);
+    } catch (const Error& e) {
+      if (keep.count() > 0 || e.code() != Errc::invalid_argument) throw;
+      refused = e;
+    }
+    if (refused) {
+      bad_request("a \"result\" needs \"keep_ms\" > 0 (it is kept with the finished job), "
+                  "unless jobs wait for this one (it goes to them)");
+    }
   } else {
     o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, asio::use_awaitable);
   }

@@ -186,10 +186,42 @@ ScheduleSpec schedule_spec(const json::object& o) {
   return s;
 }
 
+// A put's "after": [{topic, id, on_failure}, ...] (library version 35).
+std::vector<Dependency> dependencies(const json::value& v) {
+  if (!v.is_array() || v.as_array().empty()) {
+    bad_request("\"after\" must be an array of {topic, id, on_failure}, not empty");
+  }
+  const auto& a = v.as_array();
+  if (a.size() > static_cast<std::size_t>(limits::kDepsMax)) {
+    bad_request("\"after\" names at most " + std::to_string(limits::kDepsMax) + " jobs");
+  }
+  std::vector<Dependency> out;
+  out.reserve(a.size());
+  for (const auto& e : a) {
+    if (!e.is_object()) bad_request("each of \"after\" must be an object {topic, id, on_failure}");
+    const auto& d = e.as_object();
+    only_fields(d, {"topic", "id", "on_failure"});
+    Dependency dep;
+    dep.topic = string_field(d, "topic").value_or("");
+    dep.id = string_field(d, "id").value_or("");
+    if (dep.topic.empty() || dep.id.empty())
+      bad_request("each of \"after\" needs a topic and an id");
+    const auto policy = string_field(d, "on_failure").value_or("fail");
+    auto p = parse_on_failure(policy);
+    if (!p) bad_request("\"on_failure\" must be fail, ignore or drop");
+    dep.on_failure = *p;
+    out.push_back(std::move(dep));
+  }
+  return out;
+}
+
 JobSpec job_spec(const json::object& o) {
   only_fields(o, {"body", "body_base64", "delay_ms", "due_at_ms", "priority", "ttr_ms", "attempts",
-                  "backoff", "keep_ms", "mode", "replicas"});
+                  "backoff", "keep_ms", "mode", "replicas", "after"});
   JobSpec s;
+  if (auto it = o.find("after"); it != o.end() && !it->value().is_null()) {
+    s.after = dependencies(it->value());
+  }
   auto text = string_field(o, "body");
   auto b64 = string_field(o, "body_base64");
   if (text && b64) bad_request("give \"body\" or \"body_base64\", not both");

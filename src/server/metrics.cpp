@@ -151,7 +151,7 @@ std::string Metrics::render(const std::vector<std::pair<std::string, TopicStats>
   std::lock_guard lock(mu_);
   family(out, "redisched_events_total", "counter",
          "Jobs put, reserved, acked, failed, dead, released, pulled, kicked, deleted and pushed "
-         "through this server.");
+         "through this server, and outbox entries it carried out (moved).");
   for (const auto& [key, n] : counters_) {
     out += fmt::format("redisched_events_total{{event=\"{}\",topic=\"{}\"}} {}\n", label(key.first),
                        label(key.second), n);

@@ -66,6 +66,15 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   // Paced (64 topics at a time, 10 times a second at most): at its start,
   // a serve beside many topics does not crowd out its own requests.
   Clock::time_point next_migrations;
+  // Flows (docs/redis-api.md, "Flows"): the topics whose outbox holds
+  // entries, from the signal, a pass, or the scan every kOutboxScan (the
+  // signal comes only when an outbox was empty: one a mover left behind,
+  // killed, is found by the scan). A topic whose calls failed is moved
+  // again a second later.
+  static constexpr std::chrono::seconds kOutboxScan{10};
+  std::set<std::string> to_move;
+  Clock::time_point next_moves;
+  Clock::time_point next_outbox_scan = Clock::now() + kOutboxScan;
 
   static std::int64_t steady_ms(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -115,10 +124,19 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
     return to_migrate.empty() ? Clock::time_point::max() : next_migrations;
   }
 
+  // When the next outboxes are carried out (max: none is known).
+  Clock::time_point move_time() const {
+    return to_move.empty() ? Clock::time_point::max() : next_moves;
+  }
+
+  void note_outbox(const std::string& topic) {
+    if (to_move.insert(topic).second && to_move.size() == 1) timer.cancel();
+  }
+
   // When the loop has work next.
   Clock::time_point wake_time() const {
     if (pass_wanted) return Clock::time_point::min();
-    return std::min({sweep_time(), pass_time(), migrate_time()});
+    return std::min({sweep_time(), pass_time(), migrate_time(), move_time(), next_outbox_scan});
   }
 
   asio::awaitable<void> run() {
@@ -144,6 +162,8 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
       }
       if (sweep_time() <= Clock::now()) failed |= !co_await attempt(sweep_due());
       if (migrate_time() <= Clock::now()) failed |= !co_await attempt(migrate_some());
+      if (next_outbox_scan <= Clock::now()) failed |= !co_await attempt(scan_outboxes());
+      if (move_time() <= Clock::now()) failed |= !co_await attempt(move_some());
       if (!stopped) {
         co_await sleep_until(failed ? Clock::now() + std::chrono::seconds(1) : wake_time());
       }
@@ -189,6 +209,7 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
         ++holding;
       }
       if (!migrated.contains(name)) to_migrate.insert(name);
+      if (stats.outbox > 0) to_move.insert(name);
     }
     ++passes;
     last_pass = Clock::now();
@@ -229,6 +250,40 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
       metrics.count("lapsed", due[i], static_cast<std::uint64_t>(r.requeued + r.buried));
       spdlog::debug("sweeper: {} lapsed in {} ({} dead)", r.requeued + r.buried, due[i], r.buried);
     }
+  }
+
+  // The topics whose outbox holds entries, found by a scan.
+  asio::awaitable<void> scan_outboxes() {
+    next_outbox_scan = Clock::now() + kOutboxScan;
+    for (auto& t : co_await client.outbox_topics_async(asio::use_awaitable)) {
+      to_move.insert(std::move(t));
+    }
+  }
+
+  // Carries out the outboxes known to hold entries, 64 topics at a time.
+  asio::awaitable<void> move_some() {
+    constexpr std::size_t kTopicsAtOnce = 64;
+    std::vector<std::string> now;
+    while (!to_move.empty() && now.size() < kTopicsAtOnce) {
+      now.push_back(to_move.extract(to_move.begin()).value());
+    }
+    auto results = co_await await_each<MoveResult>(
+        now, [this](const std::string& t) { return client.move_outbox_async(t, asio::deferred); });
+    bool again = false;
+    for (std::size_t i = 0; i < now.size(); ++i) {
+      if (!results[i].ok() || results[i].value().failed > 0) {
+        spdlog::warn("sweeper: carrying out the outbox of {}: {}", now[i],
+                     results[i].ok() ? std::to_string(results[i].value().failed) + " calls failed"
+                                     : results[i].error().what());
+        to_move.insert(now[i]);
+        again = true;
+        continue;
+      }
+      if (results[i].value().moved > 0) {
+        metrics.count("moved", now[i], static_cast<std::uint64_t>(results[i].value().moved));
+      }
+    }
+    next_moves = again ? Clock::now() + std::chrono::seconds(1) : Clock::now();
   }
 
   // Rewrites what topics hold in an older stored format (docs/redis-api.md,
@@ -275,6 +330,10 @@ void Sweeper::start() {
         if (!self) return;
         if (s.kind == SweepSignal::Kind::schedules) {
           if (self->scheduler) self->scheduler->add_topic(s.topic);
+          return;
+        }
+        if (s.kind == SweepSignal::Kind::outbox) {
+          asio::post(self->strand, [self, s] { self->note_outbox(s.topic); });
           return;
         }
         asio::post(self->strand, [self, s] { self->watch(s.topic, s.at_ms); });

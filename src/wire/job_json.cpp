@@ -109,6 +109,22 @@ json::object job_json(const Job& j) {
     o["log"] = log_json(j.log);
     o["log_total"] = j.log_total;
   }
+  if (j.deps_total > 0) {
+    o["deps_total"] = j.deps_total;
+    o["deps_left"] = j.deps_left;
+  }
+  if (!j.deps.empty()) {
+    json::array deps;
+    for (const auto& d : j.deps) {
+      json::object e{{"topic", d.topic},
+                     {"id", printable(d.id)},
+                     {"on_failure", to_string(d.on_failure)},
+                     {"outcome", to_string(d.outcome)}};
+      if (!d.value.empty()) put_bytes(e, "value", d.value);
+      deps.emplace_back(std::move(e));
+    }
+    o["deps"] = std::move(deps);
+  }
   return o;
 }
 
@@ -290,7 +306,11 @@ Job job_from_json(const json::object& o, std::string_view text) {
   core::check_id(j.id);
   const auto& state = field("state");
   auto parsed = state.is_string() ? parse_job_state(state.as_string()) : std::nullopt;
-  if (!parsed) throw std::runtime_error("\"state\" must be delayed, ready, reserved, dead or done");
+  if (!parsed || *parsed == JobState::blocked) {
+    // (a blocked job's dependencies live in other topics' keys: an export
+    // does not carry them)
+    throw std::runtime_error("\"state\" must be delayed, ready, reserved, dead or done");
+  }
   j.state = *parsed;
   if (auto it = o.find("body_base64"); it != o.end()) {
     auto body = it->value().is_string() ? base64_decode(it->value().as_string()) : std::nullopt;
@@ -411,7 +431,9 @@ json::object stats_json(std::string_view topic, const TopicStats& s) {
                       {"wait_total_ms", s.wait_total_ms},
                       {"limits", limits_json(s.limits)},
                       {"limit_used", s.limit_used},
-                      {"shards", s.shards}};
+                      {"shards", s.shards},
+                      {"blocked", s.blocked},
+                      {"outbox", s.outbox}};
 }
 
 json::object limits_json(const TopicLimits& l) {

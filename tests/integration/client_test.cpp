@@ -176,7 +176,7 @@ TEST_F(ClientTest, WaitReturnsTheResultOnceTheJobIsAcked) {
   ASSERT_EQ(r.jobs.size(), 1u);
   EXPECT_EQ(r.jobs[0].keep, Millis(60000));
   EXPECT_REDISCHED_ERROR(client_.ack(topic_, "report", r.jobs[0].token, Millis(0), "x"),
-                         Errc::invalid_argument, "needs keep");
+                         Errc::invalid_argument, "RESULT needs KEEP");
   const auto acked_at = std::chrono::steady_clock::now();
   ASSERT_EQ(client_.ack(topic_, "report", r.jobs[0].token, r.jobs[0].keep, "42 rows"), Outcome::ok);
   ASSERT_EQ(waiting.wait_for(std::chrono::seconds(5)), std::future_status::ready);

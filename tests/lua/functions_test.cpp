@@ -1799,7 +1799,7 @@ TEST_F(HistoryTest, AnEarlierMinuteIsFoldedAtOnce) {
 TEST_F(HistoryTest, ElevenKeysCountNothingAndCannotRead) {
   auto keys = core::topic_keys("redisched", topic_);
   Args eleven = {"FCALL", "redisched_put", "11"};
-  eleven.insert(eleven.end(), keys.begin(), keys.end() - 1);
+  eleven.insert(eleven.end(), keys.begin(), keys.begin() + 11);
   eleven.insert(eleven.end(), {"x", "body", "NOW", std::to_string(kT0)});
   EXPECT_EQ(redis_.call(eleven)->integer, 1);
   EXPECT_EQ(redis_.call({"EXISTS", history_key()})->integer, 0);
@@ -1862,7 +1862,6 @@ TEST_F(HistoryTest, AWrongTypedKeyLeavesTheCallDone) {
   redis_.call({"DEL", history_key()});
 }
 
-
 // ---------------------------------------------------------------- flows
 
 // Jobs that wait for jobs of other topics (version 35), with the topics'
@@ -1908,7 +1907,8 @@ class FlowsTest : public FunctionsTest {
     for (size_t i = 0; i < r->elements; ++i) {
       auto* e = r->element[i];
       Entry x{e->element[0]->str, e->element[1]->str, e->element[2]->str, {}};
-      for (size_t a = 3; a < e->elements; ++a) x.args.emplace_back(e->element[a]->str, e->element[a]->len);
+      for (size_t a = 3; a < e->elements; ++a)
+        x.args.emplace_back(e->element[a]->str, e->element[a]->len);
       out.push_back(x);
     }
     return out;
@@ -1949,7 +1949,8 @@ class FlowsTest : public FunctionsTest {
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
       if (std::string(r->element[i]->str) != name) continue;
       auto* v = r->element[i + 1];
-      return v->type == REDIS_REPLY_INTEGER ? std::to_string(v->integer) : std::string(v->str, v->len);
+      return v->type == REDIS_REPLY_INTEGER ? std::to_string(v->integer)
+                                            : std::string(v->str, v->len);
     }
     return "";
   }
@@ -2023,16 +2024,18 @@ TEST_F(FlowsTest, AJobWaitsForEveryDependencyInOtherTopicsThenRunsWithTheirResul
   EXPECT_EQ(state_of(a_, "invoice"), "blocked");
   EXPECT_EQ(field_of(a_, "invoice", "deps_left"), "1");
   EXPECT_EQ(deps(a_, "invoice"), (std::vector<std::string>{b_ + "/report_1 fail done pdf-1",
-                                                          c_ + "/report_2 fail pending "}));
+                                                           c_ + "/report_2 fail pending "}));
   EXPECT_EQ(take(c_, "pdf-2"), "report_2");
   EXPECT_EQ(move({a_, b_, c_}), (std::vector<std::string>{"resolve 2"}));
   EXPECT_EQ(state_of(a_, "invoice"), "ready");
   EXPECT_EQ(stat_of(a_, "blocked"), 0);
   EXPECT_EQ(stat_of(b_, "outbox"), 0);
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[14], keys(b_)[14], keys(c_)[14]})->integer, 0)
+      << "an outbox carried out is deleted";
   // Released: the outcomes are the job's own now; its flow fields are gone.
   EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13]})->integer, 0);
   EXPECT_EQ(deps(a_, "invoice"), (std::vector<std::string>{b_ + "/report_1 fail done pdf-1",
-                                                          c_ + "/report_2 fail done pdf-2"}));
+                                                           c_ + "/report_2 fail done pdf-2"}));
   EXPECT_EQ(field_of(a_, "invoice", "deps_left"), "0");
   EXPECT_EQ(take(a_), "invoice");
 }
@@ -2060,12 +2063,11 @@ TEST_F(FlowsTest, AFailedDependencyKillsFailsOrIsDroppedByItsPolicy) {
   EXPECT_EQ(field_of(a_, "strict", "error"), "dependency " + b_ + "/x failed: it broke");
   EXPECT_EQ(state_of(a_, "lenient"), "ready");
   EXPECT_EQ(deps(a_, "lenient"), (std::vector<std::string>{b_ + "/y ignore failed it broke",
-                                                          b_ + "/z drop dropped it broke"}));
+                                                           b_ + "/z drop dropped it broke"}));
   // A dependent's death is news for its own dependents.
   EXPECT_EQ(state_of(c_, "grand"), "ready");
-  EXPECT_EQ(deps(c_, "grand"),
-            (std::vector<std::string>{a_ + "/strict ignore failed dependency " + b_ +
-                                      "/x failed: it broke"}));
+  EXPECT_EQ(deps(c_, "grand"), (std::vector<std::string>{a_ + "/strict ignore failed dependency " +
+                                                         b_ + "/x failed: it broke"}));
 }
 
 TEST_F(FlowsTest, EveryCallAMoverMakesTwiceChangesNothingTheSecondTime) {
@@ -2107,15 +2109,16 @@ TEST_F(FlowsTest, DependenciesThatFinishedBeforeSettleAtOnce) {
   put_on(b_, "kept", {"KEEP", "60000"});
   put_on(b_, "buried");
   auto r = on(b_, "reserve", {"1", "NOW", std::to_string(now_)});
-  EXPECT_EQ(int_on(b_, "ack", {"kept", std::to_string(r->element[3]->element[2]->integer), "KEEP",
-                               "60000", "RESULT", "42", "NOW", std::to_string(now_)}),
+  EXPECT_EQ(int_on(b_, "ack",
+                   {"kept", std::to_string(r->element[3]->element[2]->integer), "KEEP", "60000",
+                    "RESULT", "42", "NOW", std::to_string(now_)}),
             1);
   take(b_, "", true);
   put_on(a_, "p", {"AFTER", "2", b_, "kept", "ignore", b_, "buried", "ignore"});
   move({a_, b_});
   EXPECT_EQ(state_of(a_, "p"), "ready");
   EXPECT_EQ(deps(a_, "p"), (std::vector<std::string>{b_ + "/kept ignore done 42",
-                                                      b_ + "/buried ignore failed it broke"}));
+                                                     b_ + "/buried ignore failed it broke"}));
 }
 
 TEST_F(FlowsTest, DeletingADependencyIsItsFailureAndABlockedJobGoesWhole) {
@@ -2146,8 +2149,8 @@ TEST_F(FlowsTest, AChainRunsInOrderAndATreeFansIn) {
   EXPECT_EQ(state_of(a_, "root"), "blocked");
   EXPECT_EQ(take(b_, "m"), "mid");
   move({a_, b_, c_});
-  EXPECT_EQ(deps(a_, "root"), (std::vector<std::string>{b_ + "/mid fail done m",
-                                                         c_ + "/leaf fail done l"}));
+  EXPECT_EQ(deps(a_, "root"),
+            (std::vector<std::string>{b_ + "/mid fail done m", c_ + "/leaf fail done l"}));
 }
 
 TEST_F(FlowsTest, UpdatingABlockedJobMakesItOrdinary) {
@@ -2191,12 +2194,14 @@ TEST_F(FlowsTest, ACallerOfTwelveKeysStillTellsTheJobsWaiting) {
   put_on(b_, "x");
   put_on(a_, "p", {"AFTER", "1", b_, "x", "fail"});
   move({a_, b_});
-  auto saved = topic_;
-  topic_ = b_;
-  auto r = reserve(1, now_);
-  ASSERT_EQ(r.jobs.size(), 1u);
-  EXPECT_EQ(integer("ack", {"x", std::to_string(r.jobs[0].token), "NOW", std::to_string(now_)}), 1);
-  topic_ = saved;
+  auto r = on(b_, "reserve", {"1", "NOW", std::to_string(now_)});
+  ASSERT_EQ(r->elements, 4u);
+  Args twelve = {"FCALL", "redisched_ack", "12"};
+  auto all = keys(b_);
+  twelve.insert(twelve.end(), all.begin(), all.begin() + 12);
+  twelve.insert(twelve.end(), {"x", std::to_string(r->element[3]->element[2]->integer), "NOW",
+                               std::to_string(now_)});
+  EXPECT_EQ(redis_.call(twelve)->integer, 1);
   move({a_, b_});
   EXPECT_EQ(state_of(a_, "p"), "ready");
 }

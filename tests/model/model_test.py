@@ -1042,7 +1042,8 @@ MUTANTS = [
     ('reschedule moves a reserved job',
      "if w[1] ~= 'delayed' and w[1] ~= 'ready' then return WRONG_STATE end",
      "if w[1] == 'dead' or w[1] == 'done' then return WRONG_STATE end"),
-    ('get NOBODY sends the body', "  if o.NOBODY then j.body = '' end\n  return job_fields", "  return job_fields"),
+    ('get NOBODY sends the body', "  if o.NOBODY then j.body = '' end\n  local f = job_fields",
+     "  local f = job_fields"),
     # Version 34: the topic's history.
     ('a job started before its due time counts a negative wait',
      'if w > 0 then wait = wait + w end', 'wait = wait + w'),

@@ -576,6 +576,52 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndChangeNothing) {
 
 // A topic spread over shards through HTTP: jobs by id, reserve, stats and
 // the listing show it as one topic.
+// A flow over HTTP (library version 35): the parent waits, blocked, and
+// serve's sweeper, told by the sweep signal, carries out the outboxes that
+// hand the children's outcomes over to it. Nobody else moves them here.
+TEST_F(ServerTest, AFlowOverHttpIsCarriedOutByTheSweeper) {
+  const std::string kids = topic_ + "_kids", more = topic_ + "_more";
+  const std::string body = R"({"body":"send it","after":[{"topic":")" + kids +
+                           R"(","id":"x"},{"topic":")" + more +
+                           R"(","id":"y","on_failure":"ignore"}]})";
+  ASSERT_EQ(call("PUT", topic_jobs() + "/invoice", body).status, 201);
+  auto parent = parse(call("GET", topic_jobs() + "/invoice").body);
+  EXPECT_EQ(parent.at("state"), "blocked");
+  EXPECT_EQ(parent.at("deps_total").as_int64(), 2);
+  EXPECT_EQ(parent.at("deps").as_array()[1].at("on_failure"), "ignore");
+  EXPECT_EQ(parse(call("GET", "/v1/topics/" + topic_).body).at("blocked").as_int64(), 1);
+  // Work each child: x done with a result, y failed for good.
+  auto work = [&](const std::string& t, const std::string& id, const std::string& how) {
+    ASSERT_EQ(call("PUT", "/v1/topics/" + t + "/jobs/" + id, R"({"body":"b"})").status, 201);
+    auto r = parse(call("POST", "/v1/topics/" + t + "/reserve", R"({"count":1})").body);
+    ASSERT_EQ(r.at("jobs").as_array().size(), 1u);
+    const auto token = std::to_string(r.at("jobs").as_array()[0].at("token").as_int64());
+    auto a = call("POST", "/v1/topics/" + t + "/jobs/" + id + "/" + how,
+                  how == "ack" ? R"({"token":)" + token + R"(,"result":"pdf"})"
+                               : R"({"token":)" + token + R"(,"error":"no paper","dead":true})");
+    EXPECT_EQ(a.status, 200) << a.body;
+  };
+  work(kids, "x", "ack");
+  work(more, "y", "fail");
+  ASSERT_TRUE(test::wait_until([&] {
+    return parse(call("GET", topic_jobs() + "/invoice").body).at("state") == "ready";
+  })) << call("GET", topic_jobs() + "/invoice").body;
+  parent = parse(call("GET", topic_jobs() + "/invoice").body);
+  EXPECT_EQ(parent.at("deps_left").as_int64(), 0);
+  const auto& deps = parent.at("deps").as_array();
+  EXPECT_EQ(deps[0].at("outcome"), "done");
+  EXPECT_EQ(deps[0].at("value"), "pdf");
+  EXPECT_EQ(deps[1].at("outcome"), "failed");
+  EXPECT_EQ(deps[1].at("value"), "no paper");
+  EXPECT_EQ(parse(call("GET", "/v1/topics/" + kids).body).at("outbox").as_int64(), 0);
+  // A bad "after" is refused with what is wrong, and puts nothing.
+  auto bad = call("PUT", topic_jobs() + "/p2",
+                  R"({"after":[{"topic":"t","id":"x","on_failure":"later"}]})");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_NE(bad.body.find("on_failure"), std::string::npos) << bad.body;
+  EXPECT_EQ(call("GET", topic_jobs() + "/p2").status, 404);
+}
+
 TEST_F(ServerTest, ATopicSpreadOverShards) {
   auto put = call("PUT", "/v1/topics/" + topic_ + "/shards", R"({"count":3})");
   ASSERT_EQ(put.status, 200) << put.body;

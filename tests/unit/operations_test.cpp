@@ -30,6 +30,8 @@ std::string route_name(Route r) {
       return "pages";
     case Route::registry:
       return "registry";
+    case Route::slot:
+      return "slot";
   }
   return "?";
 }

@@ -197,6 +197,29 @@ auto Client::requeue_async(std::string_view topic, int limit, Token&& completion
                                           });
 }
 
+template <AnswerToken<MoveResult> Token>
+auto Client::move_outbox_async(std::string_view topic, Token&& completion) {
+  return detail::answer_to<MoveResult>(
+      std::forward<Token>(completion),
+      [this, topic](Callback<MoveResult> done) { move_outbox_async(topic, std::move(done)); });
+}
+
+template <AnswerToken<std::vector<std::string>> Token>
+auto Client::outbox_topics_async(Token&& completion) {
+  return detail::answer_to<std::vector<std::string>>(
+      std::forward<Token>(completion),
+      [this](Callback<std::vector<std::string>> done) { outbox_topics_async(std::move(done)); });
+}
+
+template <AnswerToken<std::optional<Job>> Token>
+auto Client::get_with_dependencies_async(std::string_view topic, std::string_view id,
+                                         Token&& completion) {
+  return detail::answer_to<std::optional<Job>>(
+      std::forward<Token>(completion), [this, topic, id](Callback<std::optional<Job>> done) {
+        get_with_dependencies_async(topic, id, std::move(done));
+      });
+}
+
 template <AnswerToken<TopicStats> Token>
 auto Client::stats_async(std::string_view topic, Token&& completion) {
   return detail::answer_to<TopicStats>(

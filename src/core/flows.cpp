@@ -1,0 +1,146 @@
+// The Client's mover of flows (library version 35): the calls one topic's
+// outbox holds for others, made on them, then the entries deleted.
+// docs/redis-api.md, "Flows".
+#include <memory>
+#include <mutex>
+
+#include "core/client_access.h"
+#include "core/client_impl.h"
+#include "core/client_wrap.h"
+#include "core/shards.h"
+#include "redisched/client.h"
+
+namespace redisched {
+namespace {
+
+// One topic's or shard's outbox carried out, a page at a time, until a
+// page comes back short. Every call an entry names is idempotent, so an
+// entry whose call failed stays for the next mover, and one carried out
+// twice (two movers at once) changes nothing the second time. The calls'
+// answers come on the thread that made them, any of the runtime's: the
+// page's count is under a lock. (Impl: Client::Impl, which only the
+// Client's members may name.)
+template <class Impl>
+class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
+ public:
+  OutboxMove(Impl& impl, std::string where, Callback<MoveResult> done)
+      : impl_(impl), where_(std::move(where)), done_(std::move(done)) {}
+
+  void next() {
+    impl_.template run<core::op::Outbox>(
+        where_, {},
+        [self = this->shared_from_this()](Result<std::vector<core::op::OutboxEntry>> r) {
+          if (!r.ok()) return self->done_(r.error());
+          self->carry(std::move(r).value());
+        });
+  }
+
+ private:
+  void carry(std::vector<core::op::OutboxEntry> page) {
+    if (page.empty()) return done_(total_);
+    full_ = page.size() >= static_cast<std::size_t>(limits::kBatchMax);
+    pending_ = page.size();
+    carried_.clear();
+    for (auto& e : page) {
+      auto self = this->shared_from_this();
+      call(e, [self, entry = e.entry](bool ok) { self->answered(entry, ok); });
+    }
+  }
+
+  // Makes the call entry e names; then(whether it answered).
+  void call(const core::op::OutboxEntry& e, std::function<void(bool)> then) {
+    const auto& a = e.args;
+    if (e.fn == "resolve" && a.size() >= 2) {
+      return impl_.template run<core::op::Resolve>(e.topic, {a[0], {a.begin() + 1, a.end()}},
+                                                   [then](Result<int> r) { then(r.ok()); });
+    }
+    if (e.fn == "depend" && a.size() >= 5) {
+      return impl_.template run<core::op::Depend>(e.topic,
+                                                  {a[0], a[1], a[2], {a.begin() + 4, a.end()}},
+                                                  [then](Result<int> r) { then(r.ok()); });
+    }
+    then(false);  // a later version's call, or a malformed one: left for its mover
+  }
+
+  void answered(const std::string& entry, bool ok) {
+    {
+      const std::lock_guard lock(mutex_);
+      if (ok) {
+        carried_.push_back(entry);
+      } else {
+        ++total_.failed;
+      }
+      if (--pending_ > 0) return;
+    }
+    // Only entries whose call answered go; a page of failures ends the pass.
+    if (carried_.empty()) return done_(total_);
+    impl_.template run<core::op::Moved>(
+        where_, {carried_}, [self = this->shared_from_this()](Result<int> r) {
+          if (!r.ok()) return self->done_(r.error());
+          self->total_.moved += static_cast<int>(self->carried_.size());
+          if (self->full_) return self->next();
+          self->done_(self->total_);
+        });
+  }
+
+  Impl& impl_;
+  const std::string where_;
+  Callback<MoveResult> done_;
+  MoveResult total_;
+  std::mutex mutex_;
+  std::size_t pending_ = 0;
+  std::vector<std::string> carried_;
+  bool full_ = false;
+};
+
+template <class Impl>
+void move_one(Impl& impl, std::string where, Callback<MoveResult> done) {
+  std::make_shared<OutboxMove<Impl>>(impl, std::move(where), std::move(done))->next();
+}
+
+}  // namespace
+
+void Client::move_outbox_async(std::string_view topic, Callback<MoveResult> done) {
+  try {
+    core::check_topic(topic);
+  } catch (const Error& e) {
+    return done(e);
+  }
+  impl_->with_layout<MoveResult>(
+      topic, std::move(done),
+      [impl = impl_.get()](const core::LayoutPtr& l, Callback<MoveResult> then) {
+        if (!l->spread()) return move_one(*impl, l->topic, std::move(then));
+        // Each shard's, and the topic's own (entries made before it was spread).
+        struct Sum {
+          std::mutex mutex;
+          std::size_t left;
+          MoveResult total;
+          std::optional<Error> error;
+          Callback<MoveResult> then;
+        };
+        auto sum = std::make_shared<Sum>();
+        sum->left = l->shards.size() + 1;
+        sum->then = std::move(then);
+        auto part = [sum](Result<MoveResult> r) {
+          {
+            const std::lock_guard lock(sum->mutex);
+            if (r.ok()) {
+              sum->total.moved += r.value().moved;
+              sum->total.failed += r.value().failed;
+            } else if (!sum->error) {
+              sum->error = r.error();
+            }
+            if (--sum->left > 0) return;
+          }
+          if (sum->error) return sum->then(*sum->error);
+          sum->then(sum->total);
+        };
+        for (const auto& shard : l->shards) move_one(*impl, shard, part);
+        move_one(*impl, l->topic, part);
+      });
+}
+REDISCHED_WRAP(MoveResult, move_outbox, (std::string_view topic), (topic, std::move(cb)))
+
+}  // namespace redisched
+
+#undef REDISCHED_WRAP

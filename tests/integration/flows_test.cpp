@@ -1,0 +1,155 @@
+// Flows (JobSpec::after, library version 35) through the Client, on one
+// node and on the cluster, where the topics of one flow lie in different
+// slots and the mover (Client::move_outbox) hands them over.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "redisched/client.h"
+#include "testutil/expect_error.h"
+#include "testutil/jobs.h"
+#include "testutil/wait.h"
+
+namespace redisched {
+namespace {
+
+using test::job;
+
+class FlowsTest : public ::testing::Test {
+ protected:
+  // Carries out the topics' outboxes until none holds an entry.
+  void move(const std::vector<std::string>& topics) {
+    for (int round = 0; round < 10; ++round) {
+      int moved = 0;
+      for (const auto& t : topics) {
+        auto r = client_.move_outbox(t);
+        EXPECT_EQ(r.failed, 0) << t;
+        moved += r.moved;
+      }
+      if (moved == 0) return;
+    }
+    ADD_FAILURE() << "the outboxes never emptied";
+  }
+  // Reserves the topic's jobs and acks each, with result "<id> done" for
+  // jobs others wait for.
+  std::set<std::string> work(const std::string& topic, bool with_result = true) {
+    std::set<std::string> ids;
+    for (auto r = client_.reserve(topic, 100); !r.jobs.empty(); r = client_.reserve(topic, 100)) {
+      for (const auto& j : r.jobs) {
+        EXPECT_EQ(with_result ? client_.ack(topic, j.id, j.token, Millis{0}, j.id + " done")
+                              : client_.ack(topic, j.id, j.token),
+                  Outcome::ok);
+        ids.insert(j.id);
+      }
+    }
+    return ids;
+  }
+  static JobSpec after(const std::string& id, std::vector<Dependency> deps) {
+    JobSpec s = job(id);
+    s.after = std::move(deps);
+    return s;
+  }
+
+  Client client_{test::client_options()};
+  std::string a_ = test::unique_topic(), b_ = test::unique_topic(), c_ = test::unique_topic();
+};
+
+// Fan-in across three topics, one of them spread over shards (on the
+// cluster, on different primaries): the parent runs once, after all.
+TEST_F(FlowsTest, AJobRunsAfterItsDependenciesInOtherTopicsAndShardsWithTheirResults) {
+  client_.set_shards(b_, 3);
+  std::vector<Dependency> deps;
+  for (int i = 0; i < 12; ++i) deps.push_back({b_, "part_" + std::to_string(i), OnFailure::fail});
+  deps.push_back({c_, "summary", OnFailure::fail});
+  ASSERT_EQ(client_.put(a_, after("invoice", deps)), PutOutcome::created);
+  auto j = client_.get(a_, "invoice");
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::blocked);
+  EXPECT_EQ(j->deps_total, 13);
+  EXPECT_EQ(j->deps_left, 13);
+  EXPECT_EQ(client_.stats(a_).blocked, 1);
+  for (int i = 0; i < 12; ++i) client_.put(b_, job("part_" + std::to_string(i)));
+  move({a_, b_, c_});
+  EXPECT_EQ(work(b_).size(), 12u);
+  EXPECT_EQ(work(a_).size(), 0u) << "still waiting for the summary";
+  move({a_, b_, c_});
+  EXPECT_EQ(client_.get(a_, "invoice")->deps_left, 1);
+  client_.put(c_, job("summary"));
+  EXPECT_EQ(work(c_), (std::set<std::string>{"summary"}));
+  move({a_, b_, c_});
+  j = client_.get_with_dependencies(a_, "invoice");
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->state, JobState::ready);
+  ASSERT_EQ(j->deps.size(), 13u);
+  for (const auto& d : j->deps) {
+    EXPECT_EQ(d.outcome, DependencyOutcome::done) << d.id;
+    EXPECT_EQ(d.value, d.id + " done");
+  }
+  EXPECT_EQ(work(a_, false), (std::set<std::string>{"invoice"}));
+  EXPECT_EQ(client_.stats(b_).outbox, 0);
+  EXPECT_EQ(client_.stats(a_).blocked, 0);
+}
+
+// A parent on a spread topic, a failure that kills it, and its own
+// dependent that ignores failures.
+TEST_F(FlowsTest, AFailureSettlesByPolicyAcrossSpreadTopics) {
+  client_.set_shards(a_, 2);
+  client_.put(b_, job("x"));
+  client_.put(a_, after("strict", {{b_, "x", OnFailure::fail}}));
+  client_.put(c_, after("after_strict", {{a_, "strict", OnFailure::ignore}}));
+  move({a_, b_, c_});
+  auto r = client_.reserve(b_);
+  ASSERT_EQ(r.jobs.size(), 1u);
+  client_.fail(b_, "x", r.jobs[0].token, "no paper", true);
+  move({a_, b_, c_});
+  auto strict = client_.get(a_, "strict");
+  ASSERT_TRUE(strict);
+  EXPECT_EQ(strict->state, JobState::dead);
+  EXPECT_EQ(strict->error.value_or(""), "dependency " + b_ + "/x failed: no paper");
+  auto next = client_.get_with_dependencies(c_, "after_strict");
+  ASSERT_TRUE(next);
+  EXPECT_EQ(next->state, JobState::ready);
+  ASSERT_EQ(next->deps.size(), 1u);
+  EXPECT_EQ(next->deps[0].outcome, DependencyOutcome::failed);
+}
+
+// The sweep signal says which outbox has entries, so a mover need not poll.
+TEST_F(FlowsTest, TheSweepSignalNamesAnOutboxThatHasEntries) {
+  std::mutex m;
+  std::set<std::string> named;
+  std::atomic<bool> ready{false};
+  auto sub = client_.watch_sweep(
+      [&](const SweepSignal& s) {
+        if (s.kind != SweepSignal::Kind::outbox) return;
+        const std::lock_guard lock(m);
+        named.insert(s.topic);
+      },
+      [&] { ready = true; });
+  ASSERT_TRUE(test::wait_until([&] { return ready.load(); }));
+  client_.put(a_, after("p", {{b_, "x", OnFailure::fail}}));
+  ASSERT_TRUE(test::wait_until([&] {
+    const std::lock_guard lock(m);
+    return named.count(a_) == 1;
+  }));
+}
+
+TEST_F(FlowsTest, BadDependenciesAreRefusedBeforeAnythingGoesOut) {
+  EXPECT_REDISCHED_ERROR(client_.put(a_, after("p", {{"bad topic", "x"}})), Errc::invalid_argument,
+                         "may hold only");
+  EXPECT_REDISCHED_ERROR(client_.put(a_, after("p", {{b_, ""}})), Errc::invalid_argument,
+                         "job id is empty");
+  JobSpec update = after("p", {{b_, "x"}});
+  update.mode = PutMode::upsert;
+  EXPECT_REDISCHED_ERROR(client_.put(a_, update), Errc::invalid_argument, "new job only");
+  std::vector<JobSpec> many{after("p", {{b_, "x"}})};
+  EXPECT_REDISCHED_ERROR(client_.put_many(a_, many), Errc::invalid_argument, "alone");
+  EXPECT_REDISCHED_ERROR(client_.put(a_, after("p", {{a_, "p"}})), Errc::invalid_argument,
+                         "cannot wait for itself");
+  EXPECT_EQ(client_.stats(a_).blocked, 0);
+  EXPECT_FALSE(client_.get(a_, "p"));
+}
+
+}  // namespace
+}  // namespace redisched
