@@ -100,6 +100,13 @@ class JobContext {
   // the Client's max_body bytes; a larger one fails the job (its error says
   // why).
   virtual void set_result(std::string_view result) = 0;
+  // The jobs this one waited for (JobSpec::after), each with its outcome
+  // and value (a done one's result: its handler's set_result, when its
+  // job was put with keep, or its ack gave it; a failed one's error), in
+  // the order its put named them; empty for a job put without. Reads
+  // them from Redis and waits for the answer: call it off the runtime's
+  // threads (an asynchronous handler's own thread, not a callback).
+  virtual std::vector<DependencyState> dependencies() = 0;
   // After the handler returns, put the job back (not an attempt), due after
   // delay, instead of acknowledging it.
   virtual void release(Millis delay = Millis{0}) = 0;
@@ -147,6 +154,12 @@ struct WorkerOptions {
   // running jobs (1000 at most), beaten every beat_interval, alive for
   // three of them, deleted when it stops. 1 s .. 20 min; 0: no entry.
   Millis beat_interval{5000};
+  // Carry out the outboxes of the topics handled here (Client::move_outbox),
+  // which hand flows (JobSpec::after) over between topics: when the sweep
+  // signal names one, and every move_interval. Any number of workers and
+  // servers may, each entry's call is made once in effect. 0: never (a
+  // serve, or the application, moves them).
+  Millis move_interval{10000};
 };
 
 // A job a handler is working on, as Worker::running() reports it.

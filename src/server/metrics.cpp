@@ -82,11 +82,9 @@ std::string Metrics::render(const std::vector<std::pair<std::string, TopicStats>
                      functions_library_version());
   family(out, "redisched_jobs", "gauge", "Jobs per topic and state, now.");
   for (const auto& [topic, s] : topics) {
-    const std::pair<const char*, std::int64_t> states[] = {{"delayed", s.delayed},
-                                                           {"ready", s.ready},
-                                                           {"reserved", s.reserved},
-                                                           {"dead", s.dead},
-                                                           {"done", s.done}};
+    const std::pair<const char*, std::int64_t> states[] = {
+        {"delayed", s.delayed}, {"ready", s.ready}, {"reserved", s.reserved},
+        {"dead", s.dead},       {"done", s.done},   {"blocked", s.blocked}};
     for (const auto& [state, n] : states) {
       out +=
           fmt::format("redisched_jobs{{topic=\"{}\",state=\"{}\"}} {}\n", label(topic), state, n);

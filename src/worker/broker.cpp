@@ -41,6 +41,11 @@ class ClientBroker final : public Broker {
   void requeue(const std::string& topic, int limit, Callback<RequeueResult> done) override {
     c_.requeue_async(topic, limit, std::move(done));
   }
+  std::vector<DependencyState> dependencies_now(const std::string& topic,
+                                                const std::string& id) override {
+    auto j = c_.get_with_dependencies(topic, id);
+    return j ? std::move(j->deps) : std::vector<DependencyState>{};
+  }
   void report(const std::string& topic, const std::string& id, std::uint64_t token,
               const JobReport& report, Callback<Outcome> done) override {
     c_.report_async(topic, id, token, report, std::move(done));

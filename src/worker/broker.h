@@ -43,6 +43,9 @@ class Broker {
   virtual TouchResult touch_now(const std::string& topic, const std::string& id,
                                 std::uint64_t token, Millis ttr) = 0;
   virtual void requeue(const std::string& topic, int limit, Callback<RequeueResult> done) = 0;
+  // A handler's read of its job's dependencies, from its thread: waits.
+  virtual std::vector<DependencyState> dependencies_now(const std::string& topic,
+                                                        const std::string& id) = 0;
   virtual void report(const std::string& topic, const std::string& id, std::uint64_t token,
                       const JobReport& report, Callback<Outcome> done) = 0;
 };

@@ -60,6 +60,13 @@ class HandlerPool::Context final : public AsyncJob {
   std::string_view topic() const override { return life_->topic; }
   const Reservation& job() const override { return job_; }
 
+  std::vector<DependencyState> dependencies() override {
+    return use([&](HandlerPool& pool) {
+             return pool.calls_.broker().dependencies_now(life_->topic, job_.id);
+           })
+        .value_or(std::vector<DependencyState>{});
+  }
+
   bool touch(Millis ttr) override {
     if (job_.token == 0) return !cancelled();  // handed out for good: nothing to extend
     return use([&](HandlerPool& pool) {

@@ -12,6 +12,7 @@
 #include <csignal>
 #include <future>
 #include <random>
+#include <set>
 #include <unordered_map>
 
 #include "core/checks.h"
@@ -59,6 +60,8 @@ constexpr Millis kBeatIntervalMin{1000}, kBeatIntervalMax{limits::kBeatTtlMax / 
 constexpr auto kListed = static_cast<std::size_t>(limits::kWorkerListMax);
 
 void check_options(const WorkerOptions& o) {
+  if (o.move_interval.count() < 0)
+    throw Error(Errc::invalid_argument, "move_interval must be >= 0");
   const auto every = o.beat_interval;
   if (every.count() != 0 && (every < kBeatIntervalMin || every > kBeatIntervalMax)) {
     throw Error(Errc::invalid_argument, "beat_interval must be 0 (no registry entry) or from " +
@@ -100,7 +103,8 @@ class Worker::Impl {
         id(new_worker_id(host)),
         broker(worker::client_broker(client, id)),
         shared(io, *broker),
-        beat_timer(io) {
+        beat_timer(io),
+        move_timer(io) {
     check_options(opts);
   }
 
@@ -157,6 +161,21 @@ class Worker::Impl {
             });
           }));
     }
+    if (opts.move_interval.count() > 0) {
+      for (auto& t : topics) own.insert(t->topic());
+      subscriptions.push_back(client.watch_sweep(
+          [this, open = open](const SweepSignal& s) {
+            if (s.kind != SweepSignal::Kind::outbox || !own.contains(s.topic)) return;
+            asio::post(io, [this, topic = s.topic, open] {
+              if (*open) move(topic);
+            });
+          },
+          [this, open = open] {
+            asio::post(io, [this, open] {
+              if (*open) move_all();
+            });
+          }));
+    }
     if (opts.run_schedules) {
       scheduler = std::make_unique<Scheduler>(client);
       for (auto& t : topics) scheduler->add_topic(t->topic());
@@ -200,6 +219,41 @@ class Worker::Impl {
     });
   }
 
+  // ---- flows (docs/redis-api.md, "Flows"), on the control shard: the
+  // outboxes of its topics carried out, one move per topic at a time.
+  void move(const std::string& topic) {
+    if (!moving_on || !moving.insert(topic).second) return;
+    shared.count_call(1);
+    client.move_outbox_async(topic, [this, topic](Result<MoveResult> r) {
+      // What went wrong, if anything (a call, or the move itself).
+      std::string wrong;
+      if (!r.ok()) {
+        wrong = r.error().what();
+      } else if (r.value().failed > 0) {
+        wrong = std::to_string(r.value().failed) + " calls failed";
+      }
+      asio::post(io, [this, topic, wrong = std::move(wrong)] {
+        moving.erase(topic);
+        if (!wrong.empty() && !move_failed) {
+          spdlog::warn("redisched worker: carrying out the outbox of {}: {}", topic, wrong);
+        }
+        move_failed = !wrong.empty();
+        shared.count_call(-1);
+      });
+    });
+  }
+
+  // Every topic's, now and every move_interval (the signal comes only
+  // when an outbox was empty: one a mover left behind is found here).
+  void move_all() {
+    if (!moving_on) return;
+    for (const auto& t : own) move(t);
+    move_timer.expires_after(opts.move_interval);
+    move_timer.async_wait([this](boost::system::error_code ec) {
+      if (!ec) move_all();
+    });
+  }
+
   // The worker stops: no more beats, and its entry goes at once.
   void leave() {
     if (!beating) return;
@@ -231,6 +285,8 @@ class Worker::Impl {
     on_control([this] {
       for (auto& t : topics) t->on_finished();
       if (opts.beat_interval.count() > 0) leave();
+      moving_on = false;
+      move_timer.cancel();
     });
     {
       std::unique_lock l(shared.mu);
@@ -278,6 +334,12 @@ class Worker::Impl {
   WorkerEntry entry;              // the registry's, but for its running jobs
   asio::steady_timer beat_timer;  // on the control shard
   bool beating = true;            // on the control shard
+  // Flows: the topics handled here, those being moved now, and whether it
+  // still moves (on the control shard; own set before run).
+  std::set<std::string> own, moving;
+  asio::steady_timer move_timer;
+  bool moving_on = true;
+  bool move_failed = false;
   std::atomic<bool> beat_failed{false};
   std::mutex lifecycle;
   bool started = false;

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "redisched/client.h"
+#include "redisched/worker.h"
 #include "testutil/expect_error.h"
 #include "testutil/jobs.h"
 #include "testutil/wait.h"
@@ -133,6 +134,40 @@ TEST_F(FlowsTest, TheSweepSignalNamesAnOutboxThatHasEntries) {
     const std::lock_guard lock(m);
     return named.count(a_) == 1;
   }));
+}
+
+// A Worker carries out its topics' outboxes itself, and a handler reads
+// what its job waited for: the flow runs with no serve and no move here.
+TEST_F(FlowsTest, AWorkersHandlerReadsItsDependenciesResults) {
+  std::mutex m;
+  std::vector<DependencyState> seen;
+  std::atomic<int> parents{0};
+  Worker w(client_);
+  HandlerOptions o;
+  o.concurrency = 2;
+  w.handle(b_, o, [](JobContext& ctx) { ctx.set_result("rendered " + std::string(ctx.id())); });
+  w.handle(a_, o, [&](JobContext& ctx) {
+    auto deps = ctx.dependencies();
+    const std::lock_guard lock(m);
+    seen = std::move(deps);
+    ++parents;
+  });
+  w.run();
+  client_.put(a_, after("invoice", {{b_, "r1"}, {b_, "r2", OnFailure::ignore}}));
+  for (auto id : {"r1", "r2"}) {
+    JobSpec child = job(id);
+    child.keep = Millis{60000};  // (so that the Worker's ack gives the result)
+    client_.put(b_, child);
+  }
+  ASSERT_TRUE(test::wait_until([&] { return parents.load() == 1; }));
+  const std::lock_guard lock(m);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[0].id, "r1");
+  EXPECT_EQ(seen[0].outcome, DependencyOutcome::done);
+  EXPECT_EQ(seen[0].value, "rendered r1");
+  EXPECT_EQ(seen[1].on_failure, OnFailure::ignore);
+  EXPECT_EQ(seen[1].value, "rendered r2");
+  w.cancel();
 }
 
 TEST_F(FlowsTest, BadDependenciesAreRefusedBeforeAnythingGoesOut) {

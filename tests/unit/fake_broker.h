@@ -108,6 +108,9 @@ class FakeBroker : public Broker {
   TouchResult touch_now(const std::string&, const std::string&, std::uint64_t, Millis) override {
     return {Outcome::ok, now_ms + 30000};
   }
+  std::vector<DependencyState> dependencies_now(const std::string&, const std::string&) override {
+    return {};
+  }
   void requeue(const std::string&, int, Callback<RequeueResult> done) override {
     record("requeue", 0);
     RequeueResult r;
