@@ -37,7 +37,7 @@ import Redis from 'ioredis';
 // (history, the twelfth, since library version 34: the calls are counted in
 // the topic's history)
 const KEY_NAMES = ['jobs', 'delayed', 'ready', 'reserved', 'dead', 'done', 'meta', 'leases',
-  'queue', 'later', 'gone', 'history'];
+  'queue', 'later', 'gone', 'history', 'blocked', 'flow', 'outbox'];
 export const HISTORY_FIELDS = ['at', 'put', 'started', 'done', 'failed', 'dead', 'lapsed', 'wait_ms'];
 
 // Per-job outcome codes (docs/redis-api.md, "Conventions").
@@ -210,7 +210,7 @@ export async function loadLibrary(redis, path) {
   return redis.call('FUNCTION', 'LOAD', 'REPLACE', await readFile(path, 'utf8'));
 }
 
-// One topic: its twelve keys, in the order every function takes them.
+// One topic: its fifteen keys, in the order every function takes them.
 //   new Topic(redis, name[, prefix][, { prefix, replicas, replicaTimeoutMs, failoverMs }])
 // replicas: put, ack, release and fail answer once that many replicas have
 // the write (WAIT, up to replicaTimeoutMs), else reject with NotReplicated;
@@ -319,12 +319,19 @@ export class Topic {
   }
 
   // 1 created, -1 exists (with replace: 2 updated, 0 no such job).
-  put(id, body, { delayMs, priority, ttrMs, attempts, replace } = {}) {
+  // after (library version 35, docs/flows.md): jobs to wait for first,
+  // each [topic, id] or [topic, id, policy], policy 'fail' (the default),
+  // 'ignore' or 'drop': what its failure does.
+  put(id, body, { delayMs, priority, ttrMs, attempts, replace, after } = {}) {
     const args = [id, body];
     for (const [word, value] of [['DELAY', delayMs], ['PRIORITY', priority], ['TTR', ttrMs], ['ATTEMPTS', attempts]]) {
       if (value !== undefined) args.push(word, value);
     }
     if (replace) args.push('REPLACE');
+    if (after && after.length) {
+      args.push('AFTER', after.length);
+      for (const [topic, dep, policy = 'fail'] of after) args.push(topic, dep, policy);
+    }
     return this.routed(async () => (await this.at(id)).change('put', ...args));
   }
 
@@ -333,15 +340,60 @@ export class Topic {
   // started, ended, worker, error, error_cut}], oldest first; its log
   // (library version 31): [{at, attempt, line, cut}], oldest first, beside
   // progress (JSON text), progress_attempt, progress_at and log_total.
-  // { body: false }: its body empty (NOBODY, library version 33).
-  async get(id, { body = true } = {}) {
+  // { body: false }: its body empty (NOBODY, library version 33). { deps:
+  // true } (library version 35): a job put with after has deps, [{topic,
+  // id, policy, outcome, value}], beside deps_total and deps_left.
+  async get(id, { body = true, deps = false } = {}) {
     const args = body ? [id] : [id, 'NOBODY'];
+    if (deps) args.push('DEPS');
     const reply = await this.routed(async () => (await this.at(id)).call('get', ...args));
     if (reply === null) return null;
     const job = fields(reply, 'body');
     if (job.history) job.history = job.history.map((e) => fields(e));
     if (job.log) job.log = job.log.map((e) => fields(e));
+    if (job.deps) job.deps = job.deps.map((e) => fields(e));
     return job;
+  }
+
+  // Carries out the topic's outbox (its shards' too): the calls that hand
+  // flows over to other topics (docs/redis-api.md, "Flows"), each made,
+  // then its entry deleted. Resolves to how many entries it carried out.
+  // Any number of movers may run at once.
+  async moveOutbox() {
+    let moved = 0;
+    for (const t of [this, ...await this.shards()]) {
+      for (;;) {
+        const entries = await t.call('outbox', 1000);
+        const done = [];
+        for (const [entry, fnName, topic, ...args] of entries) {
+          const target = new Topic(this.redis, topic.toString(), this.prefix, this);
+          const fn = fnName.toString();
+          if (fn === 'resolve') {
+            await target.routed(async () => (await target.at(args[0].toString())).change('resolve', ...args));
+          } else if (fn === 'depend') {
+            const [head, ids] = [args.slice(0, 3), args.slice(4)];
+            await target.routed(async () => {
+              const byShard = new Map();
+              for (const dep of ids) {
+                const where = await target.at(dep.toString());
+                if (!byShard.has(where)) byShard.set(where, []);
+                byShard.get(where).push(dep);
+              }
+              for (const [where, part] of byShard) await where.change('depend', ...head, part.length, ...part);
+            });
+          } else {
+            continue; // a later version's call: left for its mover
+          }
+          done.push(entry);
+        }
+        if (done.length) {
+          await t.call('moved', ...done);
+          moved += done.length;
+        }
+        if (entries.length < 1000) break;
+      }
+    }
+    return moved;
   }
 
   // {now, next, paused, jobs: [{id, body, token, attempt, ...}]}
@@ -390,7 +442,15 @@ export class Topic {
     return this.routed(async () => (await this.at(id)).change('reschedule', ...args));
   }
 
-  async ack(job) { return (await this.at(job.id)).change('ack', job.id, job.token); }
+  // result: with keep (the job's, or keepMs), kept with the job; without,
+  // it goes to the jobs waiting for it (library version 35).
+  async ack(job, { keepMs, result } = {}) {
+    const args = [job.id, job.token];
+    const keep = keepMs ?? job.keep;
+    if (keep) args.push('KEEP', keep);
+    if (result !== undefined) args.push('RESULT', result);
+    return (await this.at(job.id)).change('ack', ...args);
+  }
   async release(job, delayMs = 0) { return (await this.at(job.id)).change('release', job.id, job.token, 'DELAY', delayMs); }
   // A reserved job's progress (JSON text, e.g. '{"percent":40}') and log
   // lines (up to 100), kept with the job (get shows them): 1, or a code

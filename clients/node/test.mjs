@@ -49,6 +49,27 @@ try {
     assert.deepEqual(await ids(), ['or*der', 'order_1', 'order_2']);
   });
 
+  await test('a flow across topics runs the parent after its children', async () => {
+    // Library version 35: the parent waits, blocked; moveOutbox hands the
+    // children's outcomes over, from a spread topic's shards too.
+    runCli('shards', 'js_reports', '3');
+    const parent = new Topic(redis, 'js_invoices');
+    const kids = new Topic(redis, 'js_reports');
+    assert.equal(await parent.put('invoice', 'send', { after: [['js_reports', 'r1'], ['js_reports', 'r2', 'ignore']] }), OK);
+    assert.equal((await parent.get('invoice')).state, 'blocked');
+    assert.equal(await parent.moveOutbox(), 1);
+    await kids.put('r1', 'a');
+    await kids.put('r2', 'b', { attempts: 1 });
+    for (const job of (await kids.reserve(2)).jobs) {
+      if (job.id === 'r1') assert.equal(await kids.ack(job, { result: 'pdf' }), OK);
+      else await kids.fail(job, 'no paper');
+    }
+    assert.equal(await kids.moveOutbox(), 2);
+    const job = await parent.get('invoice', { deps: true });
+    assert.equal(job.state, 'ready');
+    assert.deepEqual(job.deps.map((d) => [d.id, d.outcome, d.value]), [['r1', 'done', 'pdf'], ['r2', 'failed', 'no paper']]);
+  });
+
   await test('a topic of version 8 is migrated by the first call that meets it', async () => {
     // Jobs put by library version 8 (its eight keys, stored format 1): a
     // call that meets them is refused (OLDFORMAT, nothing changed), the

@@ -45,9 +45,9 @@ import redis as _redis
 import redis.sentinel as _sentinel
 
 # (history, the twelfth, since library version 34: the calls are counted in
-# the topic's history)
+# the topic's history; the flows' three since version 35)
 KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases",
-             "queue", "later", "gone", "history")
+             "queue", "later", "gone", "history", "blocked", "flow", "outbox")
 HISTORY_FIELDS = ("at", "put", "started", "done", "failed", "dead", "lapsed", "wait_ms")
 
 # Per-job outcome codes (docs/redis-api.md, "Conventions").
@@ -228,7 +228,7 @@ class Reserved:
 
 
 class Topic:
-    """One topic: its twelve keys, in the order every function takes them.
+    """One topic: its fifteen keys, in the order every function takes them.
 
     replicas: put, ack, release and fail return once that many replicas
     have the write (WAIT, up to replica_timeout_ms), else raise
@@ -327,9 +327,12 @@ class Topic:
             return fn()
 
     def put(self, job_id, body, delay_ms=None, priority=None, ttr_ms=None, attempts=None,
-            replace=False, keep_ms=None):
+            replace=False, keep_ms=None, after=None):
         """1 created, -1 exists (2 updated, 0 no such job with replace).
-        keep_ms: once acked, keep the job and its result that long (for wait)."""
+        keep_ms: once acked, keep the job and its result that long (for wait).
+        after: jobs to wait for first (library version 35, docs/flows.md),
+        each (topic, id) or (topic, id, policy), policy "fail" (the
+        default), "ignore" or "drop": what its failure does."""
         args = [job_id, body]
         for word, value in (("DELAY", delay_ms), ("PRIORITY", priority), ("TTR", ttr_ms),
                             ("ATTEMPTS", attempts), ("KEEP", keep_ms)):
@@ -337,26 +340,72 @@ class Topic:
                 args += [word, value]
         if replace:
             args.append("REPLACE")
+        if after:
+            args += ["AFTER", len(after)]
+            for dep in after:
+                args += [dep[0], dep[1], dep[2] if len(dep) > 2 else "fail"]
         return self._routed(lambda: self._at(job_id)._call("put", *args, changes_job=True))
 
-    def get(self, job_id, body=True):
+    def get(self, job_id, body=True, deps=False):
         """The job's fields as a dict (state, body, ...), or None. Its
         "history" (library version 30), when it has one, is a list of dicts
         (attempt, outcome, started, ended, worker, error, error_cut), oldest
         first; its "log" (library version 31) a list of dicts (at, attempt,
         line, cut), oldest first, beside "progress" (JSON text),
         "progress_attempt", "progress_at" and "log_total". body=False: its
-        "body" empty (NOBODY, library version 33)."""
+        "body" empty (NOBODY, library version 33). deps=True (library
+        version 35): a job put with after has "deps", a list of dicts
+        (topic, id, policy, outcome, value), beside "deps_total" and
+        "deps_left"."""
         args = [job_id] if body else [job_id, "NOBODY"]
+        if deps:
+            args.append("DEPS")
         reply = self._routed(lambda: self._at(job_id)._call("get", *args))
         if reply is None:
             return None
         job = {_text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
-        for name in ("history", "log"):
+        for name in ("history", "log", "deps"):
             if name in job:
                 job[name] = [{_text(e[i]): e[i + 1] for i in range(0, len(e), 2)}
                              for e in job[name]]
         return job
+
+    def move_outbox(self):
+        """Carries out the topic's outbox (its shards' too): the calls that
+        hand flows over to other topics (docs/redis-api.md, "Flows"), each
+        made, then its entry deleted. Returns how many entries it carried
+        out. Any number of movers may run at once."""
+        moved = 0
+        for t in [self] + self.shards():
+            while True:
+                entries = t._call("outbox", 1000)
+                done = []
+                for entry in entries:
+                    eid, fn, topic, *args = entry
+                    target = Topic(self.redis, _text(topic), self.prefix, self.replicas,
+                                   self.replica_timeout_ms, self.failover_s)
+                    if _text(fn) == "resolve":
+                        target._routed(lambda: target._at(args[0])._call(
+                            "resolve", *args, changes_job=True))
+                    elif _text(fn) == "depend":
+                        head, ids = args[:3], args[4:]
+
+                        def depend(target=target, head=head, ids=ids):
+                            by_shard = {}
+                            for i in ids:
+                                by_shard.setdefault(id(target._at(i)), (target._at(i), []))[1].append(i)
+                            for where, part in by_shard.values():
+                                where._call("depend", *head, len(part), *part, changes_job=True)
+                        target._routed(depend)
+                    else:
+                        continue  # a later version's call: left for its mover
+                    done.append(eid)
+                if done:
+                    t._call("moved", *done)
+                    moved += len(done)
+                if len(entries) < 1000:
+                    break
+        return moved
 
     def reschedule(self, job_id, priority=None, delay_ms=None, at_ms=None):
         """A waiting job's priority and/or due time (delay_ms from now, or

@@ -48,6 +48,28 @@ class RedischedFromPython(unittest.TestCase):
         return subprocess.run([CLI, "--redis", "unix://" + self.sock, *args],
                               capture_output=True, text=True, check=True).stdout
 
+    def test_a_flow_across_topics_runs_the_parent_after_its_children(self):
+        # Library version 35: the parent waits, blocked; move_outbox hands
+        # the children's outcomes over; a spread child topic too.
+        parent, kids = self.topic("py_invoices"), self.topic("py_reports")
+        self.cli("shards", "py_reports", "3")
+        self.assertEqual(parent.put("invoice", "send", after=[("py_reports", "r1"),
+                                                              ("py_reports", "r2", "ignore")]), 1)
+        self.assertEqual(parent.get("invoice")["state"], b"blocked")
+        self.assertEqual(parent.move_outbox(), 1)
+        kids.put("r1", "a")
+        kids.put("r2", "b", attempts=1)
+        for job in kids.reserve(2).jobs:
+            if job.id == "r1":
+                self.assertEqual(kids.ack(job, result="pdf"), 1)
+            else:
+                kids.fail(job, "no paper")
+        self.assertEqual(kids.move_outbox(), 2)
+        job = parent.get("invoice", deps=True)
+        self.assertEqual(job["state"], b"ready")
+        self.assertEqual([(d["id"], d["outcome"], d["value"]) for d in job["deps"]],
+                         [(b"r1", b"done", b"pdf"), (b"r2", b"failed", b"no paper")])
+
     def test_a_topic_of_version_8_is_migrated_by_the_first_call_that_meets_it(self):
         # Jobs put by library version 8 (its eight keys, stored format 1):
         # a call that meets them is refused (OLDFORMAT, nothing changed),

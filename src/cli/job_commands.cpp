@@ -41,8 +41,27 @@ Backoff parse_backoff(const std::string& text) {
   return b;
 }
 
+// --after TOPIC/ID[:POLICY] (POLICY fail, ignore or drop; a job id may
+// hold '/' and ':', a topic neither: the first '/' ends the topic, and a
+// last ':' followed by a policy's name ends the id).
+Dependency parse_dependency(const std::string& text) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size()) {
+    throw Error(Errc::invalid_argument, "--after must be TOPIC/ID or TOPIC/ID:POLICY, got " + text);
+  }
+  Dependency d{text.substr(0, slash), text.substr(slash + 1), OnFailure::fail};
+  if (const auto colon = d.id.rfind(':'); colon != std::string::npos) {
+    if (auto p = parse_on_failure(std::string_view(d.id).substr(colon + 1))) {
+      d.on_failure = *p;
+      d.id.resize(colon);
+    }
+  }
+  return d;
+}
+
 struct PutArgs {
   std::string topic, id, body, backoff;
+  std::vector<std::string> after;
   std::optional<std::int64_t> delay, at, ttr, attempts, replicas, keep;
   int priority = 0;
   bool replace = false, upsert = false, debounce = false;
@@ -63,6 +82,7 @@ struct PutArgs {
     if (replicas) spec.replicas = static_cast<int>(*replicas);
     if (keep) spec.keep = Millis(*keep);
     if (!backoff.empty()) spec.backoff = parse_backoff(backoff);
+    for (const auto& a : after) spec.after.push_back(parse_dependency(a));
     if (int{replace} + int{upsert} + int{debounce} > 1) {
       throw Error(Errc::invalid_argument, "give one of --replace, --upsert and --debounce");
     }
@@ -104,7 +124,7 @@ int put(Session& s, const PutArgs& a) {
 }
 
 int get(Session& s, const std::string& topic, const std::string& id) {
-  auto job = s.client().get(topic, id);
+  auto job = s.client().get_with_dependencies(topic, id);
   if (!job) {
     std::cerr << "redisched: no job " << id << " in " << topic << "\n";
     return 1;
@@ -210,6 +230,9 @@ void add_job_commands(CLI::App& app, Action& selected) {
       ->add_option("--keep", p->keep,
                    "once acked, keep the job and its result this many ms (for wait)")
       ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+  put_cmd->add_option("--after", p->after,
+                      "wait for job TOPIC/ID first (repeat for more; :fail, :ignore or :drop "
+                      "after it says what its failure does, fail by default)");
   put_cmd->add_flag("--replace", p->replace, "update an existing job only");
   put_cmd->add_flag("--upsert", p->upsert, "create or update");
   put_cmd->add_flag("--debounce", p->debounce,

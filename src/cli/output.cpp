@@ -55,6 +55,17 @@ void print_job_text(const Job& j) {
     std::cout << "  " << l.at_ms << " attempt " << l.attempt << ": " << printable(l.text)
               << (l.cut ? " [cut]" : "") << "\n";
   }
+  // What it waits, or waited, for: one line each.
+  if (j.deps_total > 0) {
+    std::cout << "after:        " << j.deps_total - j.deps_left << " of " << j.deps_total
+              << " settled\n";
+  }
+  for (const DependencyState& d : j.deps) {
+    std::cout << "  " << d.topic << "/" << printable(d.id) << " (" << to_string(d.on_failure)
+              << "): " << to_string(d.outcome);
+    if (!d.value.empty()) std::cout << ": " << printable(d.value);
+    std::cout << "\n";
+  }
 }
 
 void print_taken(const ReserveResult& r, const Session& s, bool reserved) {

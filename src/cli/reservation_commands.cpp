@@ -101,7 +101,9 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
   ack->add_option("--keep", a->keep,
                   "keep the finished job this many ms (at least the keep reserve showed)")
       ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
-  ack->add_option("--result", a->result, "the result, kept with the job (needs --keep)");
+  ack->add_option("--result", a->result,
+                  "the result, kept with the job (needs --keep), and sent to the jobs waiting "
+                  "for it (then --keep may be left out)");
   ack->callback([a, &selected] {
     selected = [a](Session& s) {
       const Millis keep(a->keep.value_or(0));

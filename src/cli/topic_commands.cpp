@@ -1,5 +1,5 @@
 // What concerns a topic as a whole: stats, history, topics, list, kick, promote, purge,
-// pause, resume, limit, requeue, migrate.
+// pause, resume, limit, requeue, migrate, move.
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
@@ -451,6 +451,22 @@ void add_topic_commands(CLI::App& app, Action& selected) {
         std::cout << "requeued " << out.requeued << ", buried " << out.buried << "\n";
       }
       return 0;
+    };
+  });
+
+  auto mv = std::make_shared<TopicArgs>();
+  auto* move = app.add_subcommand(
+      "move", "carry out the topic's outbox: hand its flows over to other topics (docs/flows.md)");
+  move->add_option("topic", mv->topic)->required();
+  move->callback([mv, &selected] {
+    selected = [mv](Session& s) {
+      auto out = s.client().move_outbox(mv->topic);
+      if (s.json()) {
+        print_json(json::object{{"moved", out.moved}, {"failed", out.failed}});
+      } else {
+        std::cout << "moved " << out.moved << ", failed " << out.failed << "\n";
+      }
+      return out.failed > 0 ? 1 : 0;
     };
   });
 }

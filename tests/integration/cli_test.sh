@@ -125,6 +125,24 @@ token=$(r --json reserve res | sed 's/.*"token":\([0-9]*\).*/\1/')
 r fail res doomed "$token" 'no luck' >/dev/null
 expect "wait on a dead job" "3" "$(r wait res doomed >/dev/null 2>&1; echo $?)"
 
+# Flows: a job put --after others waits, blocked, until they settle; move
+# carries the outboxes out (no serve here), and get shows the outcomes.
+expect "put --after" "created invoice" \
+  "$(r put fl_inv invoice 'send' --after fl_rep/usage --after 'fl_rep/taxes:ignore')"
+expect "blocked" "state:        blocked" "$(r get fl_inv invoice | grep '^state')"
+expect "move the put's outbox" "moved 1, failed 0" "$(r move fl_inv)"
+r put fl_rep usage 'u' >/dev/null
+r put fl_rep taxes 't' --attempts 1 >/dev/null
+token=$(r --json reserve fl_rep | sed 's/.*"token":\([0-9]*\).*/\1/')
+expect "a dependency's result without --keep" "acked usage" "$(r ack fl_rep usage "$token" --result usage.pdf)"
+token=$(r --json reserve fl_rep | sed 's/.*"token":\([0-9]*\).*/\1/')
+r fail fl_rep taxes "$token" 'no rates' >/dev/null
+expect "move the dependencies' outbox" "moved 2, failed 0" "$(r move fl_rep)"
+expect "released" "state:        ready" "$(r get fl_inv invoice | grep '^state')"
+expect "the outcomes" "  fl_rep/usage (fail): done: usage.pdf|  fl_rep/taxes (ignore): failed: no rates" \
+  "$(r get fl_inv invoice | grep '^  fl_rep' | paste -sd'|')"
+expect "a bad --after" "1" "$(r put fl_inv p2 'x' --after nothing >/dev/null 2>&1; echo $?)"
+
 # Recurring jobs: set, list, pause, resume, delete; bad rules refused.
 expect "schedule set" "nightly	cron 30 2 * * * (Europe/Berlin)" \
   "$(r schedule set sch nightly 'report' --cron '30 2 * * *' --tz Europe/Berlin --keep 60000 | cut -f1,2)"
