@@ -50,7 +50,7 @@ def scratch_redis(*settings):
 LIBRARY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lua",
                        "redisched.lua")
 KEY_NAMES = ("jobs", "delayed", "ready", "reserved", "dead", "done", "meta", "leases",
-             "queue", "later", "gone", "history")
+             "queue", "later", "gone", "history", "blocked", "flow", "outbox")
 
 
 def load_library(r, path=LIBRARY):

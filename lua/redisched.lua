@@ -377,7 +377,12 @@ local function options(args, from, to, spec, more)
     if i + n > to then bad(word .. ' needs ' .. n .. ' value(s)') end
     if n == 0 then o[word] = true
     elseif n == 1 then o[word] = args[i + 1]
-    else o[word] = { unpack(args, i + 1, i + n) } end
+    elseif n <= 8 then o[word] = { unpack(args, i + 1, i + n) }
+    else -- (AFTER's 30001: more than Lua unpacks at once)
+      local v = {}
+      for x = 1, n do v[x] = args[i + x] end
+      o[word] = v
+    end
     i = i + n + 1
   end
   return o
@@ -2459,9 +2464,11 @@ do
     if not flows.notice and redis.call('XLEN', k.outbox) == 0 then
       flows.notice = { k.sweep, 'outbox ' .. k.tag }
     end
-    local cmd = { 'XADD', k.outbox, '*', 'fn', fn, 'topic', topic }
-    for _, a in ipairs(args) do cmd[#cmd + 1], cmd[#cmd + 2] = 'a', a end
-    redis.call(unpack(cmd))
+    -- (One field, the call as a MessagePack array: a field per word cost
+    -- the ack that adds it, and the mover's read, a good part of their time.)
+    local call = { fn, topic }
+    for i, a in ipairs(args) do call[i + 2] = a end
+    redis.call('XADD', k.outbox, '*', 'c', cmsgpack.pack(call))
   end
 
   -- Sends resolve entries for job id (gen) of topic: the settlements in
@@ -2718,10 +2725,16 @@ Output: 0 nothing settled (or only what had settled before); 1 settled,
       end
     end
     if not killer and n == 0 then return 0 end
-    local rec = redis.call('HGET', k.jobs, pid)
-    local j = rec and record.unpack(rec)
-    if not j or fmt(j.seq) ~= gen then return 0 end -- (cannot be: its fields hold its gen)
+    -- (The record, which lists every dependency, is read only to kill or
+    -- release the job: a read per settlement made a flow of n dependencies
+    -- cost n^2. Its fields hold its gen, so the job is this one.)
+    local function job()
+      local rec = redis.call('HGET', k.jobs, pid)
+      return rec and record.unpack(rec)
+    end
     if killer then
+      local j = job()
+      if not j then return 0 end
       local err = 'dependency ' .. killer[1] .. '/' .. killer[2] .. ' failed: ' .. killer[4]
       if #err > ERROR_MAX then err = err:sub(1, ERROR_MAX) end
       flows.unblock(k, pid, j)
@@ -2734,6 +2747,10 @@ Output: 0 nothing settled (or only what had settled before); 1 settled,
       flows.notify(k, { pid }, 'failed', err)
       return 3
     end
+    -- (Read before the first write: unpacking may refuse a newer format.)
+    local left = tonumber(redis.call('HGET', k.flow, left_field(pid)) or 0) - n
+    local j = left <= 0 and job()
+    if left <= 0 and not j then return 0 end
     redis.call('HSET', k.flow, unpack(set))
     if redis.call('HINCRBY', k.flow, left_field(pid), -n) > 0 then return 1 end
     -- Released: the deps' outcomes into its record, then it waits.
@@ -2764,9 +2781,8 @@ Output: {entry, fn, topic, arg...} each: call redisched_<fn> on topic with
     if #args > 1 then bad('unexpected ' .. show(args[2])) end
     local out = {}
     for i, e in ipairs(redis.call('XRANGE', k.outbox, '-', '+', 'COUNT', count)) do
-      local f = e[2]
-      local o = { e[1] }
-      for x = 2, #f, 2 do o[#o + 1] = f[x] end
+      local o = cmsgpack.unpack(e[2][2])
+      table.insert(o, 1, e[1])
       out[i] = o
     end
     return out

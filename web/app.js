@@ -24,7 +24,7 @@ const state = {
 };
 const PAGE = 50;
 const JOBS_PAGE = 25;
-const STATES = ['delayed', 'ready', 'reserved', 'dead', 'done'];
+const STATES = ['delayed', 'ready', 'reserved', 'dead', 'done', 'blocked'];
 
 // ---- small helpers
 
@@ -291,10 +291,15 @@ function render(full) {
   if (!$('overview').hidden) renderOverview();
   if (!$('topic').hidden) renderTopicHead(full);
   if (!$('send').hidden) renderFeed();
-  // The job page reads its job again when its topic's counts move.
+  // The job page reads its job again when its topic's counts move, and a
+  // blocked job's when those of a topic it waits on do (one settled there).
   if (!$('job').hidden) {
-    const t = current();
-    const counts = STATES.map((s) => t[s]).join(',');
+    const topics = [state.topic];
+    if (shownJob && shownJob.state === 'blocked') topics.push(...new Set((shownJob.deps || []).map((d) => d.topic)));
+    const counts = topics.map((name) => {
+      const t = stats(name);
+      return STATES.map((s) => t[s]).join(',');
+    }).join('|');
     if (counts !== lastJobCounts) { lastJobCounts = counts; loadJob(true); }
   }
 }
@@ -516,7 +521,8 @@ async function loadRedis() {
   redisTimer = setTimeout(loadRedis, 5000);
 }
 
-function current() { return state.topics.find((t) => t.topic === state.topic) || { delayed: 0, ready: 0, reserved: 0, dead: 0, done: 0, paused: false }; }
+function stats(name) { return state.topics.find((t) => t.topic === name) || { delayed: 0, ready: 0, reserved: 0, dead: 0, done: 0, blocked: 0, paused: false }; }
+function current() { return stats(state.topic); }
 
 let lastCounts = '';
 function renderTopicHead() {
@@ -807,6 +813,19 @@ function jobFields(j) {
   return out;
 }
 
+// A job this one waits for (a flow): a link to its own page, where its own
+// dependencies show in turn, and how it settled.
+function depRow(d) {
+  const outcome = { pending: 'tag', done: 'tag ok-tag', failed: 'tag bad-tag', dropped: 'tag warn-tag' }[d.outcome] || 'tag';
+  const value = 'value_base64' in d ? `base64: ${d.value_base64}` : (d.value || '');
+  return el('tr', { 'data-dep': `${d.topic}/${d.id}` },
+    el('td', {}, el('a', { href: `#/topic/${encodeURIComponent(d.topic)}` }, d.topic)),
+    el('td', {}, el('a', { class: 'body', href: jobHash(d.topic, d.id) }, d.id)),
+    el('td', {}, d.on_failure),
+    el('td', {}, el('span', { class: outcome }, d.outcome)),
+    el('td', {}, el('pre', { class: `body clamp${d.outcome === 'done' ? '' : ' bad'}`, tabindex: 0 }, value)));
+}
+
 function historyRow(a) {
   return el('tr', { 'data-attempt': a.attempt },
     el('td', { class: 'n' }, a.attempt),
@@ -893,6 +912,7 @@ async function loadJob(keepMessage) {
     $('job-result-box').hidden = true;
     $('job-progress-box').hidden = true;
     $('job-log-box').hidden = true;
+    $('job-deps-box').hidden = true;
     $('job-change').hidden = true;
     return;
   }
@@ -908,6 +928,10 @@ async function loadJob(keepMessage) {
   if ('result' in j) $('job-result').textContent = pretty(j.result);
   if ('result_base64' in j) $('job-result').textContent = hexDump(Uint8Array.from(atob(j.result_base64), (c) => c.charCodeAt(0)));
   renderReport(j);
+  const deps = j.deps || [];
+  $('job-deps-box').hidden = deps.length === 0;
+  $('job-deps').tBodies[0].replaceChildren(...deps.map(depRow));
+  $('job-deps-count').textContent = deps.length ? `(${j.deps_total - j.deps_left} of ${j.deps_total} settled)` : '';
   const history = j.history || [];
   $('job-history').tBodies[0].replaceChildren(...history.map(historyRow));
   $('job-history-count').textContent = history.length ? `(the last ${history.length})` : '';

@@ -1,6 +1,7 @@
 // The Client's mover of flows (library version 35): the calls one topic's
 // outbox holds for others, made on them, then the entries deleted.
 // docs/redis-api.md, "Flows".
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -39,13 +40,51 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
   void carry(std::vector<core::op::OutboxEntry> page) {
     if (page.empty()) return done_(total_);
     full_ = page.size() >= static_cast<std::size_t>(limits::kBatchMax);
-    pending_ = page.size();
+    auto calls = merged(std::move(page));
+    pending_ = calls.size();
     carried_.clear();
-    for (auto& e : page) {
+    for (auto& c : calls) {
       auto self = this->shared_from_this();
-      call(e, [self, entry = e.entry](bool ok) { self->answered(entry, ok); });
+      call(c.call,
+           [self, entries = std::move(c.entries)](bool ok) { self->answered(entries, ok); });
     }
   }
+
+  // A call to make, and the entries it carries out.
+  struct Call {
+    core::op::OutboxEntry call;
+    std::vector<std::string> entries;
+  };
+
+  // The page's calls: the resolves of one job (topic, id, gen) merged into
+  // one call of up to kBatchMax settlements (a flow's children each add
+  // one as they finish: one call per settlement cost more than their acks).
+  static std::vector<Call> merged(std::vector<core::op::OutboxEntry> page) {
+    std::vector<Call> calls;
+    std::map<std::string, std::size_t> open;  // topic, id, gen -> its call
+    for (auto& e : page) {
+      const bool resolve = e.fn == "resolve" && e.args.size() >= 3;
+      std::string key;
+      if (resolve) key = e.topic + '\0' + e.args[0] + '\0' + e.args[1];
+      if (resolve) {
+        if (auto it = open.find(key); it != open.end()) {
+          Call& c = calls[it->second];
+          const std::size_t n = settlements(c.call) + settlements(e);
+          if (n <= static_cast<std::size_t>(limits::kBatchMax)) {
+            c.call.args[2] = std::to_string(n);
+            c.call.args.insert(c.call.args.end(), e.args.begin() + 3, e.args.end());
+            c.entries.push_back(std::move(e.entry));
+            continue;
+          }
+        }
+        open[key] = calls.size();
+      }
+      std::string entry = e.entry;
+      calls.push_back({std::move(e), {std::move(entry)}});
+    }
+    return calls;
+  }
+  static std::size_t settlements(const core::op::OutboxEntry& e) { return (e.args.size() - 3) / 4; }
 
   // Makes the call entry e names; then(whether it answered).
   void call(const core::op::OutboxEntry& e, std::function<void(bool)> then) {
@@ -62,13 +101,13 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
     then(false);  // a later version's call, or a malformed one: left for its mover
   }
 
-  void answered(const std::string& entry, bool ok) {
+  void answered(const std::vector<std::string>& entries, bool ok) {
     {
       const std::lock_guard lock(mutex_);
       if (ok) {
-        carried_.push_back(entry);
+        carried_.insert(carried_.end(), entries.begin(), entries.end());
       } else {
-        ++total_.failed;
+        total_.failed += static_cast<int>(entries.size());
       }
       if (--pending_ > 0) return;
     }

@@ -2162,6 +2162,28 @@ TEST_F(FlowsTest, UpdatingABlockedJobMakesItOrdinary) {
   EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13]})->integer, 0);
 }
 
+// The most a job may wait for, in one put (its 30001 words are more than
+// Lua unpacks at once), released by settlements in calls of 1000.
+TEST_F(FlowsTest, AJobWaitsForTenThousand) {
+  Args args = {"p", "b", "AFTER", "10000"};
+  for (int i = 0; i < 10000; ++i) args.insert(args.end(), {b_, "c" + std::to_string(i), "fail"});
+  args.insert(args.end(), {"NOW", std::to_string(now_)});
+  ASSERT_EQ(int_on(a_, "put", args), 1);
+  EXPECT_EQ(field_of(a_, "p", "deps_total"), "10000");
+  const std::string gen = redis_.call({"HGET", keys(a_)[6], "seq"})->str;
+  for (int from = 0; from < 10000; from += 1000) {
+    Args settle = {"p", gen, "1000"};
+    for (int i = from; i < from + 1000; ++i) {
+      settle.insert(settle.end(), {b_, "c" + std::to_string(i), "done", ""});
+    }
+    EXPECT_EQ(int_on(a_, "resolve", settle), from + 1000 < 10000 ? 1 : 2);
+  }
+  EXPECT_EQ(state_of(a_, "p"), "ready");
+  EXPECT_EQ(deps(a_, "p").size(), 10000u);
+  Args over = {"q", "b", "AFTER", "10001"};
+  EXPECT_EQ(error_on(a_, "put", over), "BADARG AFTER count must be from 1 to 10000, got 10001");
+}
+
 TEST_F(FlowsTest, BadFlowsAreRefusedByNameAndChangeNothing) {
   auto now = std::to_string(now_);
   EXPECT_EQ(error_on(a_, "put", {"p", "b", "AFTER", "1", b_, "x", "fail", "REPLACE"}),

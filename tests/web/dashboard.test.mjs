@@ -154,6 +154,29 @@ try {
     assert.equal((await serve.api('GET', '/v1/topics/billing/jobs/invoice_8')).status, 404);
   });
 
+  await test('a flow: the blocked tab, and a job page that lists what it waits for, each linked', async () => {
+    await serve.api('PUT', '/v1/topics/invoices/jobs/inv_1', { body: 'bill',
+      after: [{ topic: 'reports', id: 'rep_1' }, { topic: 'reports', id: 'rep_2', on_failure: 'ignore' }] });
+    await page.goto(`${serve.base}/#/topic/invoices`);
+    await page.click('#states button:has-text("blocked (1)")');
+    await page.locator('#jobs tr[data-id="inv_1"]').waitFor();
+    await page.goto(`${serve.base}/#/topic/invoices/job/inv_1`);
+    await page.waitForSelector('#job-deps tr[data-dep="reports/rep_2"]');
+    assert.equal(await page.textContent('#job-state'), 'blocked');
+    assert.match(await page.textContent('#job-deps-count'), /0 of 2 settled/);
+    // One settles (done, with a result); serve's sweeper hands it over.
+    await serve.api('PUT', '/v1/topics/reports/jobs/rep_1', { body: 'r' });
+    const r = await serve.api('POST', '/v1/topics/reports/reserve', {});
+    await serve.api('POST', '/v1/topics/reports/jobs/rep_1/ack', { token: r.json.jobs[0].token, result: 'rep_1.pdf' });
+    await page.waitForSelector('#job-deps tr[data-dep="reports/rep_1"]:has-text("rep_1.pdf")');
+    assert.match(await page.textContent('#job-deps tr[data-dep="reports/rep_1"]'), /done/);
+    assert.match(await page.textContent('#job-deps-count'), /1 of 2 settled/);
+    // A dependency's page is one click away.
+    await page.click('#job-deps a:has-text("rep_2")');
+    await page.waitForSelector('#job-id:has-text("rep_2")');
+    assert.match(await page.textContent('#job-message'), /never put/);
+  });
+
   await test('the job page: every field, the body, the attempt history, and its actions', async () => {
     const order = { amount: 1234.5, currency: 'EUR', lines: [{ sku: 'A-1', qty: 2 }] };
     await serve.api('PUT', '/v1/topics/orders/jobs/order_9',
