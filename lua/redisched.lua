@@ -2402,6 +2402,11 @@ the delete) changes nothing the second time: exactly once in effect.
   its own due time. A failure of a dependency whose policy is fail kills
   the dependent at once (dead, with the failure as its error); ignore
   settles it as failed; drop settles it as dropped.
+  A job that finished keeps a tombstone in its flow field (what it told,
+  and whom) until each dependent, no longer blocked (released, dead,
+  deleted, updated), has sent forget: so a depend carried again tells
+  nothing new, and one that names the job for the first time is told the
+  same.
 A dependency that never comes (never put, or finished before depend and
 out of the retry window) keeps its dependent blocked: get's deps show it
 pending, and redisched_get of the dependency finds nothing. ]]
@@ -2487,12 +2492,22 @@ do
   -- Stores job j (id, its deps all pending) blocked, and asks each
   -- dependency's topic to record it (depend).
   function flows.block(k, id, j)
-    local gen, own = fmt(j.seq), flows.topic(k)
+    local gen = fmt(j.seq)
     redis.call('HSET', k.jobs, id, record.pack(j))
     redis.call('ZADD', k.blocked, j.created, id)
-    local fields, by_topic, order = { left_field(id), #j.deps }, {}, {}
+    local fields = { left_field(id), #j.deps }
     for _, d in ipairs(j.deps) do
       fields[#fields + 1], fields[#fields + 2] = dep_field(id, gen, d.topic, d.id), POLICY_LETTERS[d.policy]
+    end
+    for i = 1, #fields, 1000 do redis.call('HSET', k.flow, unpack(fields, i, math.min(i + 999, #fields))) end
+    flows.ask(k, 'depend', id, gen, j.deps)
+  end
+
+  -- Sends fn (depend or forget) for job id (gen) to each topic of deps,
+  -- one entry per topic and BATCH_MAX of its ids.
+  function flows.ask(k, fn, id, gen, deps)
+    local own, by_topic, order = flows.topic(k), {}, {}
+    for _, d in ipairs(deps) do
       local ids = by_topic[d.topic]
       if not ids then
         ids = {}
@@ -2500,25 +2515,26 @@ do
       end
       ids[#ids + 1] = d.id
     end
-    for i = 1, #fields, 1000 do redis.call('HSET', k.flow, unpack(fields, i, math.min(i + 999, #fields))) end
     for _, topic in ipairs(order) do
       local ids = by_topic[topic]
       for i = 1, #ids, BATCH_MAX do
         local part = { own, id, gen, 0 }
         for x = i, math.min(i + BATCH_MAX - 1, #ids) do part[#part + 1] = ids[x] end
         part[4] = fmt(#part - 4)
-        flows.send(k, 'depend', topic, part)
+        flows.send(k, fn, topic, part)
       end
     end
   end
 
   -- Takes blocked job j (id) out of the flow: its place in blocked, its
-  -- count and its dependencies' states.
+  -- count and its dependencies' states; and tells its dependencies' topics
+  -- to forget it (they may keep what they told it until then: flows.notify).
   function flows.unblock(k, id, j)
     redis.call('ZREM', k.blocked, id)
     local gen, fields = fmt(j.seq), { left_field(id) }
     for _, d in ipairs(j.deps) do fields[#fields + 1] = dep_field(id, gen, d.topic, d.id) end
     for i = 1, #fields, 1000 do redis.call('HDEL', k.flow, unpack(fields, i, math.min(i + 999, #fields))) end
+    flows.ask(k, 'forget', id, gen, j.deps)
   end
 
   -- Whether job j (id) is blocked, and since when (read only).
@@ -2540,6 +2556,55 @@ do
     return out
   end
 
+  -- A job's field in flow: its dependents, packed entries (dependent()),
+  -- while it has not finished; once it has, a tombstone: NUL, its outcome
+  -- ('d' done, 'f' failed), its value, then the dependents it told. A
+  -- depend carried again (a mover stopped before it deleted the entry)
+  -- finds the dependent told, and sends nothing; one that names the job
+  -- for the first time is told what the tombstone says. Each dependent
+  -- forgets it (forget) once it is no longer blocked; the last one
+  -- deletes the field.
+  local TOMB = '\0'
+  local TOMB_OUTCOMES, TOMB_LETTERS = { d = 'done', f = 'failed' }, { done = 'd', failed = 'f' }
+  function flows.dependent(ptopic, pid, gen)
+    return struct.pack('>Bc0I2c0I7', #ptopic, ptopic, #pid, pid, gen)
+  end
+  local function tomb(outcome, value, told)
+    return TOMB .. TOMB_LETTERS[outcome] .. struct.pack('>I4', #value) .. value .. told
+  end
+  -- outcome, value, the dependents told (packed) of a tombstone.
+  local function read_tomb(v)
+    local value, at = struct.unpack('>I4c0', v, 3)
+    return TOMB_OUTCOMES[v:sub(2, 2)], value, v:sub(at)
+  end
+
+  -- Whether entry is one of packed's (entries of a fixed alignment: a
+  -- plain find could match across two).
+  local function holds(packed, entry)
+    local pos = 1
+    while pos <= #packed do
+      local tl = packed:byte(pos)
+      local il = struct.unpack('>I2', packed, pos + 1 + tl)
+      local len = 1 + tl + 2 + il + 7
+      if packed:sub(pos, pos + len - 1) == entry then return true end
+      pos = pos + len
+    end
+    return false
+  end
+  -- packed without entry.
+  local function without(packed, entry)
+    local out, pos = {}, 1
+    while pos <= #packed do
+      local tl = packed:byte(pos)
+      local il = struct.unpack('>I2', packed, pos + 1 + tl)
+      local len = 1 + tl + 2 + il + 7
+      local e = packed:sub(pos, pos + len - 1)
+      if e ~= entry then out[#out + 1] = e end
+      pos = pos + len
+    end
+    return table.concat(out)
+  end
+
   local function each_dependent(packed, fn)
     local pos = 1
     while pos <= #packed do
@@ -2555,12 +2620,13 @@ do
   -- dependent. Writes only; after the call's decisions.
   function flows.notify(k, ids, outcome, values)
     local packed = dependents_of(k, ids)
-    local groups, order, had, own = {}, {}, {}, flows.topic(k)
+    local groups, order, tombs, own = {}, {}, {}, flows.topic(k)
     for i = 1, #ids do
       local p = packed[i]
-      if p then
-        had[#had + 1] = ids[i]
+      -- (a tombstone: it told them when it finished, a kicked job's second end)
+      if p and p:sub(1, 1) ~= TOMB then
         local v = type(values) == 'table' and (values[i] or '') or values or ''
+        tombs[#tombs + 1], tombs[#tombs + 2] = ids[i], tomb(outcome, v, p)
         each_dependent(p, function(topic, id, gen)
           local key = topic .. SEP .. id .. SEP .. gen
           local g = groups[key]
@@ -2573,8 +2639,8 @@ do
         end)
       end
     end
-    if #had == 0 then return end
-    redis.call('HDEL', k.flow, unpack(had))
+    if #tombs == 0 then return end
+    for i = 1, #tombs, 1000 do redis.call('HSET', k.flow, unpack(tombs, i, math.min(i + 999, #tombs))) end
     for _, key in ipairs(order) do
       local g = groups[key]
       local a = g[2]
@@ -2617,8 +2683,11 @@ outbox).
 ARGV: ptopic pid gen count id... [NOW ms]        (count: 1..1000)
   Each id still to finish (waiting, reserved, blocked, or not put yet)
   records the dependent, once however often this is called; each already
-  finished (done, dead, or in the retry window) sends the dependent its
-  outcome at once (a resolve in this topic's outbox).
+  finished sends the dependent its outcome at once (a resolve in this
+  topic's outbox): what it told its dependents when it finished, when it
+  had some (once per dependent, however often this is called), else what
+  its trace says (done and kept: its result; dead: its error; in the
+  retry window: done, no value).
 Output: per id, in order: 1 recorded (now or before), 2 finished already
   (its outcome sent).
 ]]
@@ -2633,35 +2702,41 @@ Output: per id, in order: 1 recorded (now or before), 2 finished already
     for i = 1, count do ids[i] = id_arg(args[4 + i]) end
     local now = clock(options(args, 5 + count, #args, OPT_NOW))
     local recs = redis.call('HMGET', k.jobs, unpack(ids))
-    local entry = struct.pack('>Bc0I2c0I7', #ptopic, ptopic, #pid, pid, gen)
-    local done, failed, wait, codes = {}, {}, {}, {}
+    local cur = dependents_of(k, ids)
+    local entry = flows.dependent(ptopic, pid, gen)
+    local done, failed, set, codes = {}, {}, {}, {}
     local done_values, failed_values, missing = {}, {}, false
     for i, id in ipairs(ids) do
-      local rec = recs[i]
-      local state
+      local c, rec = cur[i], recs[i]
       codes[i] = 2
-      if rec then
-        local j = record.unpack(rec)
-        state = locate(k, id, j)[1]
-        if state == 'done' then done[#done + 1], done_values[#done_values + 1] = id, j.result or ''
-        elseif state == 'dead' then failed[#failed + 1], failed_values[#failed_values + 1] = id, j.error or 'dead'
-        else wait[#wait + 1], codes[i] = id, 1 end
-      elseif gone.holds(k, id, now) then
-        done[#done + 1], done_values[#done_values + 1] = id, ''
+      if c and c:sub(1, 1) == TOMB then
+        -- Finished with dependents: told this one already, or tells it now.
+        local outcome, value, told = read_tomb(c)
+        if not holds(told, entry) then
+          if outcome == 'done' then done[#done + 1], done_values[#done_values + 1] = id, value
+          else failed[#failed + 1], failed_values[#failed_values + 1] = id, value end
+          set[#set + 1], set[#set + 2] = id, c .. entry
+        end
+      elseif c then
+        codes[i] = 1
+        if not holds(c, entry) then set[#set + 1], set[#set + 2] = id, c .. entry end
       else
-        missing = true
-        wait[#wait + 1], codes[i] = id, 1
+        local state = rec and locate(k, id, record.unpack(rec))[1]
+        if state == 'done' then
+          done[#done + 1], done_values[#done_values + 1] = id, record.unpack(rec).result or ''
+        elseif state == 'dead' then
+          failed[#failed + 1], failed_values[#failed_values + 1] = id, record.unpack(rec).error or 'dead'
+        elseif not rec and gone.holds(k, id, now) then
+          done[#done + 1], done_values[#done_values + 1] = id, ''
+        else
+          missing = missing or not rec
+          codes[i] = 1
+          set[#set + 1], set[#set + 2] = id, entry
+        end
       end
     end
     if missing then sharded(k) end -- (a spread topic's jobs are in its shards)
-    if #wait > 0 then
-      local cur, set = dependents_of(k, wait), {}
-      for i, id in ipairs(wait) do
-        local c = cur[i] or ''
-        if not c:find(entry, 1, true) then set[#set + 1], set[#set + 2] = id, c .. entry end
-      end
-      if #set > 0 then redis.call('HSET', k.flow, unpack(set)) end
-    end
+    if #set > 0 then redis.call('HSET', k.flow, unpack(set)) end
     -- (finished ones: as if they finished now, to this dependent alone)
     local own = flows.topic(k)
     for _, batch in ipairs({ { done, done_values, 'done' }, { failed, failed_values, 'failed' } }) do
@@ -2675,6 +2750,49 @@ Output: per id, in order: 1 recorded (now or before), 2 finished already
       end
     end
     return codes
+  end
+
+--[[ redisched_forget: job pid of topic ptopic (put sequence gen) waits no
+longer (released, dead, deleted or updated) for jobs of this topic (version
+35; a mover calls it, from the dependent's outbox).
+ARGV: ptopic pid gen count id... [NOW ms]        (count: 1..1000)
+  Each id drops the dependent: from its dependents while it has not
+  finished, from those its tombstone told once it has (the tombstone goes
+  with the last of them). However often it is called, once.
+Output: how many ids held the dependent.
+]]
+  function flows.forget(keys, args)
+    local k = check_keys(keys)
+    local ptopic = topic_arg(args[1], 'dependent topic')
+    local pid = id_arg(args[2])
+    local gen = int_arg(args[3], 'gen', 1, SEQ_MAX)
+    local count = int_arg(args[4], 'count', 1, BATCH_MAX)
+    if #args < 4 + count then bad('expected ' .. count .. ' ids') end
+    local ids = {}
+    for i = 1, count do ids[i] = id_arg(args[4 + i]) end
+    now_arg(options(args, 5 + count, #args, OPT_NOW))
+    local cur = dependents_of(k, ids)
+    local entry = flows.dependent(ptopic, pid, gen)
+    local set, gone_ids, n = {}, {}, 0
+    for i, id in ipairs(ids) do
+      local c = cur[i]
+      if c then
+        local head, list = '', c
+        if c:sub(1, 1) == TOMB then
+          local _, _, told = read_tomb(c)
+          head, list = c:sub(1, #c - #told), told
+        end
+        local rest = without(list, entry)
+        if #rest < #list then
+          n = n + 1
+          if rest == '' then gone_ids[#gone_ids + 1] = id
+          else set[#set + 1], set[#set + 2] = id, head .. rest end
+        end
+      end
+    end
+    if #set > 0 then redis.call('HSET', k.flow, unpack(set)) end
+    if #gone_ids > 0 then redis.call('HDEL', k.flow, unpack(gone_ids)) end
+    return n
   end
 
 --[[ redisched_resolve: dependencies of job pid of this topic have settled
@@ -2725,6 +2843,22 @@ Output: 0 nothing settled (or only what had settled before); 1 settled,
       end
     end
     if not killer and n == 0 then return 0 end
+    -- The outcomes settled so far into record j (and the killer's, a
+    -- dependency of policy fail that failed, when it dies of it).
+    local function settle_record(j, killed_by)
+      local names = {}
+      for i, d in ipairs(j.deps) do names[i] = dep_field(pid, gen, d.topic, d.id) end
+      for i = 1, #names, 1000 do
+        local got = redis.call('HMGET', k.flow, unpack(names, i, math.min(i + 999, #names)))
+        for x, st in ipairs(got) do
+          local d = j.deps[i + x - 1]
+          if st and SETTLED[st:sub(1, 1)] then d.outcome, d.value = SETTLED[st:sub(1, 1)], st:sub(2) end
+          if killed_by and d.topic == killed_by[1] and d.id == killed_by[2] then
+            d.outcome, d.value = 'failed', killed_by[4]
+          end
+        end
+      end
+    end
     -- (The record, which lists every dependency, is read only to kill or
     -- release the job: a read per settlement made a flow of n dependencies
     -- cost n^2. Its fields hold its gen, so the job is this one.)
@@ -2737,6 +2871,7 @@ Output: 0 nothing settled (or only what had settled before); 1 settled,
       if not j then return 0 end
       local err = 'dependency ' .. killer[1] .. '/' .. killer[2] .. ' failed: ' .. killer[4]
       if #err > ERROR_MAX then err = err:sub(1, ERROR_MAX) end
+      settle_record(j, killer)
       flows.unblock(k, pid, j)
       j.error = err
       redis.call('HSET', k.jobs, pid, record.pack(j))
@@ -2754,15 +2889,7 @@ Output: 0 nothing settled (or only what had settled before); 1 settled,
     redis.call('HSET', k.flow, unpack(set))
     if redis.call('HINCRBY', k.flow, left_field(pid), -n) > 0 then return 1 end
     -- Released: the deps' outcomes into its record, then it waits.
-    local names = {}
-    for i, d in ipairs(j.deps) do names[i] = dep_field(pid, gen, d.topic, d.id) end
-    for i = 1, #names, 1000 do
-      local got = redis.call('HMGET', k.flow, unpack(names, i, math.min(i + 999, #names)))
-      for x, s in ipairs(got) do
-        local d = j.deps[i + x - 1]
-        if s and SETTLED[s:sub(1, 1)] then d.outcome, d.value = SETTLED[s:sub(1, 1)], s:sub(2) end
-      end
-    end
+    settle_record(j)
     flows.unblock(k, pid, j)
     place.one(k, pid, j, now)
     return 2
@@ -5078,3 +5205,4 @@ register('depend', flows.depend)
 register('resolve', flows.resolve)
 register('outbox', flows.outbox, RO)
 register('moved', flows.moved)
+register('forget', flows.forget)

@@ -370,7 +370,7 @@ export class Topic {
           const fn = fnName.toString();
           if (fn === 'resolve') {
             await target.routed(async () => (await target.at(args[0].toString())).change('resolve', ...args));
-          } else if (fn === 'depend') {
+          } else if (fn === 'depend' || fn === 'forget') {
             const [head, ids] = [args.slice(0, 3), args.slice(4)];
             await target.routed(async () => {
               const byShard = new Map();
@@ -379,7 +379,7 @@ export class Topic {
                 if (!byShard.has(where)) byShard.set(where, []);
                 byShard.get(where).push(dep);
               }
-              for (const [where, part] of byShard) await where.change('depend', ...head, part.length, ...part);
+              for (const [where, part] of byShard) await where.change(fn, ...head, part.length, ...part);
             });
           } else {
             continue; // a later version's call: left for its mover
@@ -390,7 +390,7 @@ export class Topic {
           await t.call('moved', ...done);
           moved += done.length;
         }
-        if (entries.length < 1000) break;
+        if (!done.length) break; // (empty, or no call answered: again later)
       }
     }
     return moved;

@@ -387,15 +387,15 @@ class Topic:
                     if _text(fn) == "resolve":
                         target._routed(lambda: target._at(args[0])._call(
                             "resolve", *args, changes_job=True))
-                    elif _text(fn) == "depend":
+                    elif _text(fn) in ("depend", "forget"):
                         head, ids = args[:3], args[4:]
 
-                        def depend(target=target, head=head, ids=ids):
+                        def depend(target=target, head=head, ids=ids, fn=_text(fn)):
                             by_shard = {}
                             for i in ids:
                                 by_shard.setdefault(id(target._at(i)), (target._at(i), []))[1].append(i)
                             for where, part in by_shard.values():
-                                where._call("depend", *head, len(part), *part, changes_job=True)
+                                where._call(fn, *head, len(part), *part, changes_job=True)
                         target._routed(depend)
                     else:
                         continue  # a later version's call: left for its mover
@@ -403,7 +403,7 @@ class Topic:
                 if done:
                     t._call("moved", *done)
                     moved += len(done)
-                if len(entries) < 1000:
+                if not done:  # (empty, or no call answered: again later)
                     break
         return moved
 

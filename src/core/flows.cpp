@@ -15,12 +15,11 @@ namespace redisched {
 namespace {
 
 // One topic's or shard's outbox carried out, a page at a time, until a
-// page comes back short. Every call an entry names is idempotent, so an
-// entry whose call failed stays for the next mover, and one carried out
-// twice (two movers at once) changes nothing the second time. The calls'
-// answers come on the thread that made them, any of the runtime's: the
-// page's count is under a lock. (Impl: Client::Impl, which only the
-// Client's members may name.)
+// page comes back empty, or none of its calls answered. Every call an entry names is idempotent, so
+// an entry whose call failed stays for the next mover, and one carried out twice (two movers at
+// once) changes nothing the second time. The calls' answers come on the thread that made them, any
+// of the runtime's: the page's count is under a lock. (Impl: Client::Impl, which only the Client's
+// members may name.)
 template <class Impl>
 class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
  public:
@@ -39,7 +38,6 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
  private:
   void carry(std::vector<core::op::OutboxEntry> page) {
     if (page.empty()) return done_(total_);
-    full_ = page.size() >= static_cast<std::size_t>(limits::kBatchMax);
     auto calls = merged(std::move(page));
     pending_ = calls.size();
     carried_.clear();
@@ -98,6 +96,11 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
                                                   {a[0], a[1], a[2], {a.begin() + 4, a.end()}},
                                                   [then](Result<int> r) { then(r.ok()); });
     }
+    if (e.fn == "forget" && a.size() >= 5) {
+      return impl_.template run<core::op::Forget>(e.topic,
+                                                  {a[0], a[1], a[2], {a.begin() + 4, a.end()}},
+                                                  [then](Result<int> r) { then(r.ok()); });
+    }
     then(false);  // a later version's call, or a malformed one: left for its mover
   }
 
@@ -117,8 +120,10 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
         where_, {carried_}, [self = this->shared_from_this()](Result<int> r) {
           if (!r.ok()) return self->done_(r.error());
           self->total_.moved += static_cast<int>(self->carried_.size());
-          if (self->full_) return self->next();
-          self->done_(self->total_);
+          // Again until a page comes back empty: an entry added while
+          // this page was carried out published no signal (the outbox was
+          // not empty then), so no other mover may be coming for it.
+          self->next();
         });
   }
 
@@ -129,7 +134,6 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
   std::mutex mutex_;
   std::size_t pending_ = 0;
   std::vector<std::string> carried_;
-  bool full_ = false;
 };
 
 template <class Impl>

@@ -644,6 +644,19 @@ int Depend::finish(const std::vector<int>& each) {
   return static_cast<int>(std::count(each.begin(), each.end(), 2));
 }
 
+// (forget answers one count per call, not per id: it stands in the first
+// id's place, as IdsCount's do)
+std::vector<int> Forget::decode(const Reply& r, std::size_t n) {
+  std::vector<int> each(n, 0);
+  if (n > 0) each[0] = to_count(r);
+  return each;
+}
+int Forget::finish(const std::vector<int>& each) {
+  int n = 0;
+  for (int e : each) n += e;
+  return n;
+}
+
 void Resolve::encode(Command& cmd, const Args& a) {
   cmd.add(a.id);
   for (const auto& w : a.rest) cmd.add(w);

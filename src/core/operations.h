@@ -750,6 +750,15 @@ struct Depend : JobWrite {
   static Value finish(const std::vector<Each>& each);
 };
 
+// A dependent that waits no longer, dropped by its dependencies (each on
+// the shard its id leads to): Depend's words.
+struct Forget : Depend {
+  static constexpr std::string_view function = "forget";
+  using Value = int;  // how many held it
+  static std::vector<Each> decode(const Reply& r, std::size_t n);
+  static Value finish(const std::vector<Each>& each);
+};
+
 // Dependencies of a blocked job settled (on the shard its id leads to).
 struct Resolve : JobWrite {
   static constexpr std::string_view function = "resolve";
@@ -764,10 +773,11 @@ struct Resolve : JobWrite {
   static Value decode(const Reply& r);
 };
 
-using All = std::tuple<Put, Add, PutMany, Get, Stats, History, List, Reserve, Pull, Ack, AckMany,
-                       Release, Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll,
-                       Promote, PromoteAll, Purge, Reschedule, Pause, Resume, Limit, RetryWindow,
-                       Migrate, Shards, Shard, Schedules, Schedule, Unschedule, PauseSchedule,
-                       ResumeSchedule, Tick, Beat, Leave, Workers, Outbox, Moved, Depend, Resolve>;
+using All =
+    std::tuple<Put, Add, PutMany, Get, Stats, History, List, Reserve, Pull, Ack, AckMany, Release,
+               Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll, Promote, PromoteAll,
+               Purge, Reschedule, Pause, Resume, Limit, RetryWindow, Migrate, Shards, Shard,
+               Schedules, Schedule, Unschedule, PauseSchedule, ResumeSchedule, Tick, Beat, Leave,
+               Workers, Outbox, Moved, Depend, Forget, Resolve>;
 
 }  // namespace redisched::core::op

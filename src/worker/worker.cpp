@@ -222,7 +222,13 @@ class Worker::Impl {
   // ---- flows (docs/redis-api.md, "Flows"), on the control shard: the
   // outboxes of its topics carried out, one move per topic at a time.
   void move(const std::string& topic) {
-    if (!moving_on || !moving.insert(topic).second) return;
+    if (!moving_on) return;
+    // (A signal during a move may name entries the move read too late:
+    // the topic is moved again once it ends.)
+    if (!moving.insert(topic).second) {
+      again.insert(topic);
+      return;
+    }
     shared.count_call(1);
     client.move_outbox_async(topic, [this, topic](Result<MoveResult> r) {
       // What went wrong, if anything (a call, or the move itself).
@@ -234,6 +240,7 @@ class Worker::Impl {
       }
       asio::post(io, [this, topic, wrong = std::move(wrong)] {
         moving.erase(topic);
+        if (again.erase(topic) > 0 && wrong.empty()) move(topic);
         if (!wrong.empty() && !move_failed) {
           spdlog::warn("redisched worker: carrying out the outbox of {}: {}", topic, wrong);
         }
@@ -336,7 +343,7 @@ class Worker::Impl {
   bool beating = true;            // on the control shard
   // Flows: the topics handled here, those being moved now, and whether it
   // still moves (on the control shard; own set before run).
-  std::set<std::string> own, moving;
+  std::set<std::string> own, moving, again;
   asio::steady_timer move_timer;
   bool moving_on = true;
   bool move_failed = false;

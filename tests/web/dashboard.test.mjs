@@ -175,6 +175,9 @@ try {
     await page.click('#job-deps a:has-text("rep_2")');
     await page.waitForSelector('#job-id:has-text("rep_2")');
     assert.match(await page.textContent('#job-message'), /never put/);
+    // (The state tab chosen stays for the next topic opened: back to ready.)
+    await page.goto(`${serve.base}/#/topic/invoices`);
+    await page.click('#states button:has-text("ready")');
   });
 
   await test('the job page: every field, the body, the attempt history, and its actions', async () => {

@@ -1,0 +1,345 @@
+#!/usr/bin/env python3
+"""Flows (library version 35) against a model, through movers that fail.
+
+Random runs over three topics: parents put with AFTER (their dependencies
+in two other topics, each with a policy), children put before or after
+them, reserved and acked (with a result), failed for good, or deleted;
+and movers that carry the outboxes out the way a mover may go wrong: a
+call made twice, a mover stopped before it deletes the entry (the next
+one makes the call again), an entry carried out long after a later one,
+an old entry replayed after it was deleted. After every step, and at the
+end, the library must agree with the model:
+
+  - a parent is blocked while a dependency it needs is pending, and is
+    never handed out before; released (ready), it is handed out once;
+  - a failed dependency of policy fail kills it; ignore and drop settle it
+    as failed and dropped, with the error;
+  - each dependency's outcome and value are the model's (a child acked
+    before its parent named it: done with no value, being in the retry
+    window; dead before: failed; deleted before: never found, pending);
+  - the write-order and key checkers of tests/model hold for every call.
+
+Planted bugs that it must catch (--mutants): a parent released one
+settlement early, a settlement applied twice, news for an earlier job of
+the same id applied to a later one.
+
+    python3 flows_model_test.py --lua ../../lua/redisched.lua [--runs 40] [--mutants]
+"""
+
+import argparse
+import random
+import sys
+
+import harness
+
+NOW = 1_800_000_000_000  # every call's clock: the retry window never ends
+TOPICS = ('fp', 'fa', 'fb')  # parents, and two topics of children
+POLICIES = ('fail', 'ignore', 'drop')
+
+# Each a name and its edits of the library.
+MUTANTS = [
+    ('a parent released one settlement early', [
+        ("if redis.call('HINCRBY', k.flow, left_field(pid), -n) > 0 then return 1 end",
+         "if redis.call('HINCRBY', k.flow, left_field(pid), -n) > 1 then return 1 end"),
+        ("local left = tonumber(redis.call('HGET', k.flow, left_field(pid)) or 0) - n",
+         "local left = tonumber(redis.call('HGET', k.flow, left_field(pid)) or 0) - n - 1")]),
+    ('a settlement applied twice', [
+        ('if s and PENDING[s] and not seen[fields[i]] then', 'if s and not seen[fields[i]] then')]),
+    ('news for an earlier job of the same id applies to a later one', [
+        ("return DEP .. id .. SEP .. gen .. SEP .. topic .. SEP .. dep",
+         "return DEP .. id .. SEP .. topic .. SEP .. dep")]),
+    # (the first design: a finished job forgot its dependents at once, so a
+    # depend carried again told the dependent what its trace said, done
+    # without the result, which a mover could carry first)
+    ('a finished job keeps no tombstone', [
+        ("for i = 1, #tombs, 1000 do redis.call('HSET', k.flow, unpack(tombs, i, math.min(i + 999, #tombs))) end",
+         "for i = 1, #tombs, 2 do redis.call('HDEL', k.flow, tombs[i]) end")]),
+]
+
+
+class Failed(Exception):
+    pass
+
+
+def keys(topic):
+    return harness.topic_keys(topic, count=15)
+
+
+class Run:
+    """One random run. The model keeps, per child, what happened to it and
+    when (a step number), and per parent, its dependencies and when each
+    was asked for (its depend carried out); what the library must show
+    follows from those (expect), whatever order the movers took."""
+
+    def __init__(self, conn, rng, steps):
+        self.c, self.rng, self.steps = conn, rng, steps
+        self.log = []
+        self.t = 0  # the step number
+        # (topic, id) -> {'state': absent|waiting|done|dead|deleted, 'at': step it
+        # finished, 'value': its result or error, 'dead_deleted': deleted once dead}
+        self.children = {}
+        # id -> {'deps': [(topic, id, policy)], 'gen', 'asked': {dep: step}, 'state':
+        # live|deleted|taken}
+        self.parents = {}
+        self.next_parent = 0
+        self.applied = []  # entries carried out: (fn, topic, args), for replays
+
+    def call(self, topic, op, *args):
+        now = () if op in ('outbox', 'moved') else ('NOW', NOW)  # (they read no clock)
+        r = self.c.call('FCALL', 'redisched_' + op, 15, *keys(topic), *args, *now)
+        self.log.append(f'{self.t}: {op} {topic} {[str(a)[:20] for a in args[:6]]} -> {str(r)[:80]}')
+        if isinstance(r, harness.Error):
+            raise Failed(f'{op} on {topic}: {r.message}')
+        return r
+
+    def child(self, d):
+        return self.children.setdefault(d, {'state': 'absent', 'at': None, 'value': None})
+
+    # ---- what the library must show
+
+    def allowed(self, pid, d):
+        """The (outcome, value)s dependency d of parent pid may end with,
+        once every outbox is carried out: [('pending', '')] while it can
+        still come. Named before the job finished: what it told its
+        dependents. Named after: what its tombstone says (when it had
+        dependents then, and not all have forgotten it yet), or what its
+        trace says (acked: done, no value, its id in the retry window;
+        dead: its error; deleted: never found)."""
+        m, ch = self.parents[pid], self.child(d)
+        policy = [x[2] for x in m['deps'] if x[:2] == d][0]
+        asked = m['asked'].get(d)
+        if asked is None or ch['at'] is None:
+            return [('pending', '')]
+
+        def failed(value):
+            return ({'fail': 'failed', 'ignore': 'failed', 'drop': 'dropped'}[policy], value)
+
+        told = ('done', ch['value']) if ch['how'] == 'done' else failed(ch['value'])
+        if asked <= ch['at']:
+            return [told]
+        trace = (('done', '') if ch['how'] == 'done'
+                 else failed(ch['value']) if ch['how'] == 'dead' and not (
+                     ch['dead_deleted'] is not None and ch['dead_deleted'] < asked)
+                 else ('pending', ''))
+        return [told, trace] if ch['had'] else [trace]
+
+    # ---- the steps
+
+    # ---- the steps
+
+    def put_parent(self):
+        # Now and then under the id of one deleted: news meant for that one
+        # (its gen) must not reach this one.
+        deleted = [p for p, m in self.parents.items() if m['state'] == 'deleted']
+        if deleted and self.rng.random() < 0.3:
+            pid = self.rng.choice(deleted)
+        else:
+            pid = f'p{self.next_parent}'
+            self.next_parent += 1
+        deps = []
+        for _ in range(self.rng.randint(1, 4)):
+            d = (self.rng.choice(TOPICS[1:]), f'c{self.rng.randint(0, 9)}')
+            if d not in [x[:2] for x in deps]:
+                deps.append(d + (self.rng.choice(POLICIES),))
+        words = ['AFTER', len(deps)]
+        for d in deps:
+            words += list(d)
+        if self.call('fp', 'put', pid, 'body', *words) != 1:
+            raise Failed(f'put of {pid} refused')
+        gen = int(self.c.call('HGET', keys('fp')[6], 'seq'))
+        self.parents[pid] = {'deps': deps, 'gen': gen, 'asked': {}, 'state': 'live'}
+
+    def put_child(self):
+        absent = [(t, f'c{i}') for t in TOPICS[1:] for i in range(10)
+                  if self.child((t, f'c{i}'))['state'] == 'absent']
+        if not absent:
+            return
+        d = self.rng.choice(absent)
+        if self.call(d[0], 'put', d[1], 'x') != 1:
+            raise Failed(f'put of {d} refused')
+        self.child(d)['state'] = 'waiting'
+
+    def finish_child(self):
+        topic = self.rng.choice(TOPICS[1:])
+        r = self.call(topic, 'reserve', 1, 'TTR', 600000)
+        if len(r) < 4:
+            return
+        cid, token = r[3][0].decode(), r[3][2]
+        ch = self.child((topic, cid))
+        # (whether it has dependents: a result goes with the ack of such a
+        # job, and they keep what it told them until they forget it)
+        asked = asked_at_finish = self.c.call('HEXISTS', keys(topic)[13], cid) == 1
+        if self.rng.random() < 0.7:
+            value = f'result of {cid}'
+            args = [cid, token] + (['RESULT', value] if asked else [])
+            if self.call(topic, 'ack', *args) != 1:
+                raise Failed(f'ack of {topic}/{cid} refused')
+            ch.update(state='done', how='done', value=value if asked else '')
+        else:
+            self.call(topic, 'fail', cid, token, f'{cid} broke', 'DEAD')
+            ch.update(state='dead', how='dead', value=f'{cid} broke')
+        ch['at'], ch['dead_deleted'], ch['had'] = self.t, None, asked_at_finish
+
+    def delete_child(self):
+        d = (self.rng.choice(TOPICS[1:]), f'c{self.rng.randint(0, 9)}')
+        ch = self.child(d)
+        had = self.c.call('HEXISTS', keys(d[0])[13], d[1]) == 1
+        self.call(d[0], 'delete', d[1])
+        if ch['state'] == 'waiting':
+            ch.update(state='deleted', how='deleted', value='deleted', at=self.t, dead_deleted=None,
+                      had=had)
+        elif ch['state'] == 'dead' and ch['dead_deleted'] is None:
+            ch['dead_deleted'] = self.t  # (it told its dependents when it died)
+
+    def delete_parent(self):
+        live = [p for p, m in self.parents.items() if m['state'] == 'live']
+        if live:
+            pid = self.rng.choice(live)
+            self.call('fp', 'delete', pid)
+            self.parents[pid]['state'] = 'deleted'
+
+    # ---- movers
+
+    def move(self):
+        topic = self.rng.choice(TOPICS)
+        entries = self.call(topic, 'outbox', 1000)
+        if not entries:
+            return
+        self.rng.shuffle(entries)  # (in any order)
+        for e in entries[:self.rng.randint(1, len(entries))]:
+            eid, fn, target, args = e[0], e[1].decode(), e[2].decode(), e[3:]
+            for _ in range(self.rng.choice((1, 1, 2))):  # a call made twice
+                self.carry(fn, target, args)
+            if self.rng.random() < 0.2:
+                continue  # the mover stopped before it deleted the entry
+            if self.call(topic, 'moved', eid) != 1:
+                raise Failed(f'moved {eid} deleted nothing')
+            self.applied.append((fn, target, args))
+        if self.applied and self.rng.random() < 0.2:  # an old entry, replayed
+            self.carry(*self.rng.choice(self.applied))
+
+    def carry(self, fn, target, args):
+        self.call(target, fn, *args)
+        if fn != 'depend':
+            return
+        pid = args[1].decode()
+        m = self.parents.get(pid)
+        if m and m['gen'] == int(args[2]):
+            for i in args[4:]:
+                m['asked'].setdefault((target, i.decode()), self.t)
+
+    # ---- checks
+
+    def check(self, final=False):
+        for pid, m in self.parents.items():
+            g = self.c.call('FCALL', 'redisched_get', 15, *keys('fp'), pid, 'DEPS', 'NOW', NOW)
+            if m['state'] in ('deleted', 'taken'):
+                if g is not None:
+                    raise Failed(f'{pid} should be gone, is {g[3]}')
+                continue
+            f = {g[i].decode(): g[i + 1] for i in range(0, len(g), 2)}
+            state = f['state'].decode()
+            m['shown'] = state
+            policy = {x[:2]: x[2] for x in m['deps']}
+            deps = {(x[1].decode(), x[3].decode()): (x[7].decode(), x[9].decode()) for x in f['deps']}
+            for d, got in deps.items():
+                allowed = self.allowed(pid, d)
+                # Never ahead of the model (a settlement may still be in an
+                # outbox: pending meanwhile); at the end, as it allows.
+                if got[0] != 'pending' and got not in allowed:
+                    raise Failed(f'{pid}: {d} is {got}, the model allows {allowed}')
+                if final and state != 'dead' and got not in allowed:
+                    raise Failed(f'{pid}: {d} is {got} at the end, the model allows {allowed}')
+            killed = any(o[0] == 'failed' and policy[d] == 'fail' for d, o in deps.items())
+            pending = [d for d, o in deps.items() if o[0] == 'pending']
+            if state in ('ready', 'delayed') and (pending or killed):
+                raise Failed(f'{pid} is {state} with {deps}')
+            if state == 'dead' and not killed:
+                raise Failed(f'{pid} died with {deps}')
+            if state == 'blocked' and (killed or not pending):
+                raise Failed(f'{pid} is blocked with {deps}')
+
+    def drain(self):
+        for _ in range(50):
+            moved = 0
+            for topic in TOPICS:
+                for e in self.call(topic, 'outbox', 1000):
+                    self.carry(e[1].decode(), e[2].decode(), e[3:])
+                    self.call(topic, 'moved', e[0])
+                    moved += 1
+            if not moved:
+                return
+        raise Failed('the outboxes never emptied')
+
+    def take_parents(self):
+        """Every released parent is handed out once, and no other."""
+        while True:
+            r = self.call('fp', 'reserve', 100, 'TTR', 600000)
+            if len(r) < 4:
+                break
+            for j in r[3:]:
+                pid = j[0].decode()
+                m = self.parents[pid]
+                if m['state'] != 'live' or m.get('shown') != 'ready':
+                    raise Failed(f'{pid} handed out, shown {m.get("shown")}')
+                m['state'] = 'taken'
+                self.call('fp', 'ack', pid, j[2])
+        for pid, m in self.parents.items():
+            if m['state'] == 'live' and m.get('shown') == 'ready':
+                raise Failed(f'{pid} released but never handed out')
+
+    def run(self):
+        steps = [self.put_parent, self.put_child, self.finish_child, self.delete_child,
+                 self.delete_parent, self.move]
+        for self.t in range(1, self.steps + 1):
+            self.rng.choices(steps, [3, 4, 4, 1, 1, 6])[0]()
+            self.check()
+        self.t += 1
+        self.drain()
+        self.check(final=True)
+        self.take_parents()
+
+
+def run_all(lua, runs, steps, seed, mutation=None):
+    server = harness.RedisServer()
+    try:
+        conn = harness.Conn(server.port)
+        harness.load(conn, harness.library_source(lua, mutation=mutation, write_order=True))
+        for k in range(runs):
+            conn.check('FLUSHALL')
+            run = Run(conn, random.Random(seed + k), steps)
+            try:
+                run.run()
+            except Failed as e:
+                return f'seed {seed + k}: {e}', run.log
+        return None, None
+    finally:
+        server.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    ap.add_argument('--lua', required=True)
+    ap.add_argument('--runs', type=int, default=40)
+    ap.add_argument('--steps', type=int, default=120)
+    ap.add_argument('--seed', type=int, default=35)
+    ap.add_argument('--mutants', action='store_true', help='also check that each planted bug is caught')
+    a = ap.parse_args()
+    failure, log = run_all(a.lua, a.runs, a.steps, a.seed)
+    if failure:
+        print('FAIL:', failure)
+        print('\n'.join(log[-30:]))
+        return 1
+    print(f'{a.runs} runs of {a.steps} steps agree with the model')
+    if not a.mutants:
+        return 0
+    missed = 0
+    for name, edits in MUTANTS:
+        caught, _ = run_all(a.lua, a.runs, a.steps, a.seed, mutation=edits)
+        print(('caught  ' if caught else 'MISSED  ') + name + (f'  ({caught[:90]})' if caught else ''))
+        missed += 0 if caught else 1
+    return 1 if missed else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
