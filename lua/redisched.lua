@@ -2691,8 +2691,10 @@ ARGV: ptopic pid gen count id... [NOW ms]        (count: 1..1000)
 Output: per id, in order: 1 recorded (now or before), 2 finished already
   (its outcome sent).
 ]]
-  function flows.depend(keys, args)
-    local k = check_keys(keys)
+  -- depend's and forget's arguments: ptopic pid gen count id... [NOW ms];
+  -- the dependent's entry (flows.dependent), the ids, their flow fields,
+  -- and the options.
+  local function dependent_args(k, args)
     local ptopic = topic_arg(args[1], 'dependent topic')
     local pid = id_arg(args[2])
     local gen = int_arg(args[3], 'gen', 1, SEQ_MAX)
@@ -2700,10 +2702,16 @@ Output: per id, in order: 1 recorded (now or before), 2 finished already
     if #args < 4 + count then bad('expected ' .. count .. ' ids') end
     local ids = {}
     for i = 1, count do ids[i] = id_arg(args[4 + i]) end
-    local now = clock(options(args, 5 + count, #args, OPT_NOW))
+    local o = options(args, 5 + count, #args, OPT_NOW)
+    now_arg(o)
+    return ptopic, pid, gen, ids, dependents_of(k, ids), flows.dependent(ptopic, pid, gen), o
+  end
+
+  function flows.depend(keys, args)
+    local k = check_keys(keys)
+    local ptopic, pid, gen, ids, cur, entry, o = dependent_args(k, args)
+    local now = clock(o)
     local recs = redis.call('HMGET', k.jobs, unpack(ids))
-    local cur = dependents_of(k, ids)
-    local entry = flows.dependent(ptopic, pid, gen)
     local done, failed, set, codes = {}, {}, {}, {}
     local done_values, failed_values, missing = {}, {}, false
     for i, id in ipairs(ids) do
@@ -2763,16 +2771,7 @@ Output: how many ids held the dependent.
 ]]
   function flows.forget(keys, args)
     local k = check_keys(keys)
-    local ptopic = topic_arg(args[1], 'dependent topic')
-    local pid = id_arg(args[2])
-    local gen = int_arg(args[3], 'gen', 1, SEQ_MAX)
-    local count = int_arg(args[4], 'count', 1, BATCH_MAX)
-    if #args < 4 + count then bad('expected ' .. count .. ' ids') end
-    local ids = {}
-    for i = 1, count do ids[i] = id_arg(args[4 + i]) end
-    now_arg(options(args, 5 + count, #args, OPT_NOW))
-    local cur = dependents_of(k, ids)
-    local entry = flows.dependent(ptopic, pid, gen)
+    local _, _, _, ids, cur, entry = dependent_args(k, args)
     local set, gone_ids, n = {}, {}, 0
     for i, id in ipairs(ids) do
       local c = cur[i]

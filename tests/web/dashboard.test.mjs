@@ -174,7 +174,9 @@ try {
     // A dependency's page is one click away.
     await page.click('#job-deps a:has-text("rep_2")');
     await page.waitForSelector('#job-id:has-text("rep_2")');
-    assert.match(await page.textContent('#job-message'), /never put/);
+    // (the id shows before its GET has answered: wait for the answer)
+    await page.waitForSelector('#job-message:has-text("never put")');
+    assert.equal(await page.textContent('#job-state'), 'not found');
     // (The state tab chosen stays for the next topic opened: back to ready.)
     await page.goto(`${serve.base}/#/topic/invoices`);
     await page.click('#states button:has-text("ready")');
