@@ -291,15 +291,11 @@ function render(full) {
   if (!$('overview').hidden) renderOverview();
   if (!$('topic').hidden) renderTopicHead(full);
   if (!$('send').hidden) renderFeed();
-  // The job page reads its job again when its topic's counts move, and a
-  // blocked job's when those of a topic it waits on do (one settled there).
+  // The job page reads its job again when its topic's counts move (a
+  // blocked job's also every few seconds: blockedTick).
   if (!$('job').hidden) {
-    const topics = [state.topic];
-    if (shownJob && shownJob.state === 'blocked') topics.push(...new Set((shownJob.deps || []).map((d) => d.topic)));
-    const counts = topics.map((name) => {
-      const t = stats(name);
-      return STATES.map((s) => t[s]).join(',');
-    }).join('|');
+    const t = current();
+    const counts = STATES.map((s) => t[s]).join(',');
     if (counts !== lastJobCounts) { lastJobCounts = counts; loadJob(true); }
   }
 }
@@ -521,8 +517,7 @@ async function loadRedis() {
   redisTimer = setTimeout(loadRedis, 5000);
 }
 
-function stats(name) { return state.topics.find((t) => t.topic === name) || { delayed: 0, ready: 0, reserved: 0, dead: 0, done: 0, blocked: 0, paused: false }; }
-function current() { return stats(state.topic); }
+function current() { return state.topics.find((t) => t.topic === state.topic) || { delayed: 0, ready: 0, reserved: 0, dead: 0, done: 0, blocked: 0, paused: false }; }
 
 let lastCounts = '';
 function renderTopicHead() {
@@ -890,6 +885,13 @@ function localInput(ms) {
 let shownJob = null;
 let jobFormDirty = false;  // the change form holds input not saved yet
 let jobAsked = 0;
+// A blocked job's page reads it again every 2 s: what settles its
+// dependencies happens in other topics, where counts may end as they began
+// (a job put, run and gone between two readings), and a mover hands it
+// over later still. One small GET while such a page is open.
+setInterval(() => {
+  if (!$('job').hidden && shownJob && shownJob.state === 'blocked' && !document.hidden) loadJob(true);
+}, 2000);
 async function loadJob(keepMessage) {
   const link = $('job-topic-link');
   link.textContent = state.topic;
