@@ -2437,6 +2437,7 @@ do
     return v
   end
 
+  local dep_states -- (below: the states of a job's dependencies)
   local function left_field(id) return LEFT .. id end
   local function dep_field(id, gen, topic, dep)
     return DEP .. id .. SEP .. gen .. SEP .. topic .. SEP .. dep
@@ -2535,6 +2536,18 @@ do
     for _, d in ipairs(j.deps) do fields[#fields + 1] = dep_field(id, gen, d.topic, d.id) end
     for i = 1, #fields, 1000 do redis.call('HDEL', k.flow, unpack(fields, i, math.min(i + 999, #fields))) end
     flows.ask(k, 'forget', id, gen, j.deps)
+  end
+
+  -- The states of blocked job id's (gen's) dependencies deps, in order
+  -- (false: none), read in parts of 1000.
+  function dep_states(k, id, gen, deps)
+    local names, states = {}, {}
+    for i, d in ipairs(deps) do names[i] = dep_field(id, gen, d.topic, d.id) end
+    for i = 1, #names, 1000 do
+      local got = redis.call('HMGET', k.flow, unpack(names, i, math.min(i + 999, #names)))
+      for x, v in ipairs(got) do states[i + x - 1] = v end
+    end
+    return states
   end
 
   -- Whether job j (id) is blocked, and since when (read only).
@@ -2656,13 +2669,7 @@ do
     local blocked = state == 'blocked'
     local states
     if blocked and full then
-      local gen, names = fmt(j.seq), {}
-      for i, d in ipairs(deps) do names[i] = dep_field(id, gen, d.topic, d.id) end
-      states = {}
-      for i = 1, #names, 1000 do
-        local got = redis.call('HMGET', k.flow, unpack(names, i, math.min(i + 999, #names)))
-        for x, v in ipairs(got) do states[i + x - 1] = v end
-      end
+      states = dep_states(k, id, fmt(j.seq), deps)
     end
     local left = blocked and tonumber(redis.call('HGET', k.flow, left_field(id)) or 0) or 0
     f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'deps_total', #deps, 'deps_left', left
@@ -2729,11 +2736,12 @@ Output: per id, in order: 1 recorded (now or before), 2 finished already
         codes[i] = 1
         if not holds(c, entry) then set[#set + 1], set[#set + 2] = id, c .. entry end
       else
-        local state = rec and locate(k, id, record.unpack(rec))[1]
+        local j = rec and record.unpack(rec)
+        local state = j and locate(k, id, j)[1]
         if state == 'done' then
-          done[#done + 1], done_values[#done_values + 1] = id, record.unpack(rec).result or ''
+          done[#done + 1], done_values[#done_values + 1] = id, j.result or ''
         elseif state == 'dead' then
-          failed[#failed + 1], failed_values[#failed_values + 1] = id, record.unpack(rec).error or 'dead'
+          failed[#failed + 1], failed_values[#failed_values + 1] = id, j.error or 'dead'
         elseif not rec and gone.holds(k, id, now) then
           done[#done + 1], done_values[#done_values + 1] = id, ''
         else
@@ -2845,16 +2853,12 @@ Output: 0 nothing settled (or only what had settled before); 1 settled,
     -- The outcomes settled so far into record j (and the killer's, a
     -- dependency of policy fail that failed, when it dies of it).
     local function settle_record(j, killed_by)
-      local names = {}
-      for i, d in ipairs(j.deps) do names[i] = dep_field(pid, gen, d.topic, d.id) end
-      for i = 1, #names, 1000 do
-        local got = redis.call('HMGET', k.flow, unpack(names, i, math.min(i + 999, #names)))
-        for x, st in ipairs(got) do
-          local d = j.deps[i + x - 1]
-          if st and SETTLED[st:sub(1, 1)] then d.outcome, d.value = SETTLED[st:sub(1, 1)], st:sub(2) end
-          if killed_by and d.topic == killed_by[1] and d.id == killed_by[2] then
-            d.outcome, d.value = 'failed', killed_by[4]
-          end
+      local states = dep_states(k, pid, gen, j.deps)
+      for i, d in ipairs(j.deps) do
+        local st = states[i]
+        if st and SETTLED[st:sub(1, 1)] then d.outcome, d.value = SETTLED[st:sub(1, 1)], st:sub(2) end
+        if killed_by and d.topic == killed_by[1] and d.id == killed_by[2] then
+          d.outcome, d.value = 'failed', killed_by[4]
         end
       end
     end
@@ -3056,6 +3060,17 @@ local function put(keys, args)
   -- (its list's end read before the first write; a put that names an
   -- update keeps a delayed job in the set: place says why)
   local pl = place.begin(k, now, not deps and p.due <= now, not deps and p.due > now and create)
+  -- Writes job j: blocked when it waits for others, else where it waits.
+  local function store(j, list_delayed)
+    if deps then
+      j.deps = deps
+      flows.block(k, id, j)
+    else
+      place.job(pl, id, j, list_delayed)
+      place.write(pl)
+    end
+    history.count(k, now, 'p', 1)
+  end
   if id == GENERATE then
     local seq
     local cur = seq_room(k, 1)
@@ -3063,15 +3078,7 @@ local function put(keys, args)
     id, seq, last = fresh_id(k, now, cur + 1, cur + 1,
                              function(g) return redis.call('HEXISTS', k.jobs, g) == 1 end)
     redis.call('HINCRBY', k.meta, 'seq', last - cur)
-    local j = new_job(p, seq, now)
-    if deps then
-      j.deps = deps
-      flows.block(k, id, j)
-    else
-      place.job(pl, id, j, true)
-      place.write(pl)
-    end
-    history.count(k, now, 'p', 1)
+    store(new_job(p, seq, now), true)
     return id
   end
   if create then
@@ -3094,14 +3101,7 @@ local function put(keys, args)
   end
   local j = new_job(p, take_seq(k, 1), old and old.created or now)
   if where then take_out(k, id, where) end
-  if deps then
-    j.deps = deps
-    flows.block(k, id, j)
-  else
-    place.job(pl, id, j, create)
-    place.write(pl)
-  end
-  history.count(k, now, 'p', 1)
+  store(j, create)
   return old and UPDATED or OK
 end
 
