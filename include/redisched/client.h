@@ -265,8 +265,8 @@ class Client {
   // topic that holds some when its signal may have been missed.
   MoveResult move_outbox(std::string_view topic);
   // The topics (a shard's: the topic it is part of) whose outbox holds
-  // entries, by a SCAN of every primary: for a mover that looks now and
-  // then, beside the signal.
+  // entries, by a SCAN of every primary: for a mover that did not hear the
+  // signal (an application's own, started after entries were added).
   std::vector<std::string> outbox_topics();
   // A spread topic's counts are its shards' summed, with the totals it
   // counted itself before it was spread.

@@ -156,9 +156,10 @@ struct WorkerOptions {
   Millis beat_interval{5000};
   // Carry out the outboxes of the topics handled here (Client::move_outbox),
   // which hand flows (JobSpec::after) over between topics: when the sweep
-  // signal names one, and every move_interval. Any number of workers and
-  // servers may, each entry's call is made once in effect. 0: never (a
-  // serve, or the application, moves them).
+  // signal names one, and each of them when the signal's subscription is
+  // made (again); a move that failed is made again move_interval later.
+  // Any number of workers and servers may, each entry's call is made once
+  // in effect. 0: never (a serve, or the application, moves them).
   Millis move_interval{10000};
 };
 

@@ -67,14 +67,13 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   // a serve beside many topics does not crowd out its own requests.
   Clock::time_point next_migrations;
   // Flows (docs/redis-api.md, "Flows"): the topics whose outbox holds
-  // entries, from the signal, a pass, or the scan every kOutboxScan (the
-  // signal comes only when an outbox was empty: one a mover left behind,
-  // killed, is found by the scan). A topic whose calls failed is moved
-  // again a second later.
-  static constexpr std::chrono::seconds kOutboxScan{10};
+  // entries, from the signal or a pass. A topic whose calls failed is
+  // moved again a second later. (The signal comes only when an outbox gets
+  // its first entry, but every move reads until it finds the outbox empty:
+  // an entry added meanwhile, or left by another mover that was killed, is
+  // found by the move the first entry's signal started.)
   std::set<std::string> to_move;
   Clock::time_point next_moves;
-  Clock::time_point next_outbox_scan = Clock::now() + kOutboxScan;
 
   static std::int64_t steady_ms(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -136,7 +135,7 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   // When the loop has work next.
   Clock::time_point wake_time() const {
     if (pass_wanted) return Clock::time_point::min();
-    return std::min({sweep_time(), pass_time(), migrate_time(), move_time(), next_outbox_scan});
+    return std::min({sweep_time(), pass_time(), migrate_time(), move_time()});
   }
 
   asio::awaitable<void> run() {
@@ -162,7 +161,6 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
       }
       if (sweep_time() <= Clock::now()) failed |= !co_await attempt(sweep_due());
       if (migrate_time() <= Clock::now()) failed |= !co_await attempt(migrate_some());
-      if (next_outbox_scan <= Clock::now()) failed |= !co_await attempt(scan_outboxes());
       if (move_time() <= Clock::now()) failed |= !co_await attempt(move_some());
       if (!stopped) {
         co_await sleep_until(failed ? Clock::now() + std::chrono::seconds(1) : wake_time());
@@ -249,14 +247,6 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
       if (r.requeued + r.buried == 0) continue;
       metrics.count("lapsed", due[i], static_cast<std::uint64_t>(r.requeued + r.buried));
       spdlog::debug("sweeper: {} lapsed in {} ({} dead)", r.requeued + r.buried, due[i], r.buried);
-    }
-  }
-
-  // The topics whose outbox holds entries, found by a scan.
-  asio::awaitable<void> scan_outboxes() {
-    next_outbox_scan = Clock::now() + kOutboxScan;
-    for (auto& t : co_await client.outbox_topics_async(asio::use_awaitable)) {
-      to_move.insert(std::move(t));
     }
   }
 

@@ -14,6 +14,7 @@
 #include <random>
 #include <set>
 #include <unordered_map>
+#include <utility>
 
 #include "core/checks.h"
 #include "core/keys.h"
@@ -240,7 +241,12 @@ class Worker::Impl {
       }
       asio::post(io, [this, topic, wrong = std::move(wrong)] {
         moving.erase(topic);
-        if (again.erase(topic) > 0 && wrong.empty()) move(topic);
+        const bool signalled = again.erase(topic) > 0;
+        if (!wrong.empty()) {
+          retry_move(topic);
+        } else if (signalled) {
+          move(topic);
+        }
         if (!wrong.empty() && !move_failed) {
           spdlog::warn("redisched worker: carrying out the outbox of {}: {}", topic, wrong);
         }
@@ -250,15 +256,27 @@ class Worker::Impl {
     });
   }
 
-  // Every topic's, now and every move_interval (the signal comes only
-  // when an outbox was empty: one a mover left behind is found here).
+  // A topic whose move failed (a call, or Redis away) moves again
+  // move_interval later.
+  void retry_move(const std::string& topic) {
+    if (!retry.insert(topic).second || retry.size() > 1) return;  // (the timer is set)
+    move_timer.expires_after(opts.move_interval);
+    move_timer.async_wait([this](boost::system::error_code ec) {
+      if (ec) return;
+      const auto due = std::exchange(retry, {});
+      for (const auto& t : due) move(t);
+    });
+  }
+
+  // Every topic's, when the sweep signal's subscription is (re)made: one
+  // sent while it was not in place went unheard. No other time: a signal
+  // comes whenever an outbox gets its first entry, and each move reads
+  // until it finds the outbox empty, so while the subscription holds, no
+  // entry is left that no mover is coming for (an idle worker costs Redis
+  // nothing).
   void move_all() {
     if (!moving_on) return;
     for (const auto& t : own) move(t);
-    move_timer.expires_after(opts.move_interval);
-    move_timer.async_wait([this](boost::system::error_code ec) {
-      if (!ec) move_all();
-    });
   }
 
   // The worker stops: no more beats, and its entry goes at once.
@@ -343,7 +361,7 @@ class Worker::Impl {
   bool beating = true;            // on the control shard
   // Flows: the topics handled here, those being moved now, and whether it
   // still moves (on the control shard; own set before run).
-  std::set<std::string> own, moving, again;
+  std::set<std::string> own, moving, again, retry;
   asio::steady_timer move_timer;
   bool moving_on = true;
   bool move_failed = false;
