@@ -1,9 +1,15 @@
 // The Client's mover of flows (library version 35): the calls one topic's
 // outbox holds for others, made on them, then the entries deleted.
 // docs/redis-api.md, "Flows".
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 
 #include "core/client_access.h"
 #include "core/client_impl.h"
@@ -13,6 +19,36 @@
 
 namespace redisched {
 namespace {
+
+// For the flows fault test (tests/cluster/flows_fault_test.cpp) alone:
+// REDISCHED_TEST_KILL_MOVER=<step>:<n> has the process SIGKILL itself the
+// n-th time one of its movers reaches step, each between two of a move's
+// steps: read (a page read, no call made), call (a call answered, maybe
+// not the others), calls (every call answered, no entry deleted), moved
+// (entries deleted, the next page not read). Unset, it costs a load.
+class KillPoint {
+ public:
+  static void reached(std::string_view step) {
+    static KillPoint* const point = from_env();
+    if (point && point->step_ == step && ++point->seen_ == point->n_) ::kill(::getpid(), SIGKILL);
+  }
+
+ private:
+  static KillPoint* from_env() {
+    const char* v = std::getenv("REDISCHED_TEST_KILL_MOVER");
+    if (!v) return nullptr;
+    const std::string_view text(v);
+    const auto colon = text.find(':');
+    if (colon == std::string_view::npos) return nullptr;
+    auto* p = new KillPoint;  // NOLINT: lives as long as the process
+    p->step_ = text.substr(0, colon);
+    p->n_ = std::atol(v + colon + 1);
+    return p;
+  }
+  std::string step_;
+  long n_ = 0;
+  std::atomic<long> seen_{0};
+};
 
 // One topic's or shard's outbox carried out, a page at a time, until a
 // page comes back empty, or none of its calls answered. Every call an entry names is idempotent, so
@@ -31,6 +67,7 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
         where_, {},
         [self = this->shared_from_this()](Result<std::vector<core::op::OutboxEntry>> r) {
           if (!r.ok()) return self->done_(r.error());
+          if (!r.value().empty()) KillPoint::reached("read");
           self->carry(std::move(r).value());
         });
   }
@@ -105,6 +142,7 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
   }
 
   void answered(const std::vector<std::string>& entries, bool ok) {
+    if (ok) KillPoint::reached("call");
     {
       const std::lock_guard lock(mutex_);
       if (ok) {
@@ -116,9 +154,11 @@ class OutboxMove : public std::enable_shared_from_this<OutboxMove<Impl>> {
     }
     // Only entries whose call answered go; a page of failures ends the pass.
     if (carried_.empty()) return done_(total_);
+    KillPoint::reached("calls");
     impl_.template run<core::op::Moved>(
         where_, {carried_}, [self = this->shared_from_this()](Result<int> r) {
           if (!r.ok()) return self->done_(r.error());
+          KillPoint::reached("moved");
           self->total_.moved += static_cast<int>(self->carried_.size());
           // Again until a page comes back empty: an entry added while
           // this page was carried out published no signal (the outbox was
