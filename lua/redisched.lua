@@ -155,7 +155,7 @@ Locals: the main chunk holds 196 of the 200 locals Lua allows a function
 (record, known, gone, history, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 35 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 36 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
@@ -462,7 +462,9 @@ first}; nil: none), deps (version 35: the jobs it waits for, in the order
 put named them, each {topic, id, policy ('fail', 'ignore' or 'drop'),
 outcome ('pending', 'done', 'failed' or 'dropped'), value (the result of
 one done, the error of one failed or dropped; '' while pending)}: filled in
-once, when the job is released; nil: none, flows below), body.
+once, when the job is released; nil: none, flows below), batch (version
+36: a batch's counts, {sealed, total, done, failed}: batches below; nil:
+a job), body.
   record.attempt(j, outcome, started, ended, worker)
                           counts an attempt that ended without success
                           (j.error already says why): attempts + 1, and an
@@ -505,7 +507,7 @@ do
   local X_TTR, X_MAX, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_MORE =
     1, 2, 4, 8, 16, 32, 64, 128
   -- The third flags byte (version 30), present when the second has X_MORE.
-  local Y_HISTORY, Y_PROGRESS, Y_LOG, Y_DEPS, Y_UNKNOWN = 1, 2, 4, 8, 240
+  local Y_HISTORY, Y_PROGRESS, Y_LOG, Y_DEPS, Y_BATCH, Y_UNKNOWN = 1, 2, 4, 8, 16, 224
   -- A dependency's failure policy and outcome (version 35, flows).
   local POLICY_CODES, POLICY_NAMES = { fail = 1, ignore = 2, drop = 3 }, { 'fail', 'ignore', 'drop' }
   local DEP_CODES = { pending = 0, done = 1, failed = 2, dropped = 3 }
@@ -610,6 +612,12 @@ do
       end
       j.deps = deps
     end
+    if band(more, Y_BATCH) ~= 0 then
+      local b, sealed = {}, nil
+      sealed, b.total, b.done, b.failed, pos = struct.unpack('>BI4I4I4', rec, pos)
+      b.sealed = sealed == 1
+      j.batch = b
+    end
     if band(ext, X_LATER) ~= 0 then j.later = true end
     j.due = j.due or j.created
     j.body = rec:sub(pos)
@@ -638,7 +646,7 @@ do
     local place = j.place ~= j.seq and j.place
     if j.priority == 0 and not j.attempts and not place and not j.ttr and not j.max_attempts
         and not j.backoff and not j.finished and not j.error and not j.keep and not j.result
-        and not j.history and not j.progress and not j.log and not j.deps
+        and not j.history and not j.progress and not j.log and not j.deps and not j.batch
         and (store_due or not j.later) then
       return record.plain(j.created, j.seq, j.due, j.later, j.body) -- the common cases, kept fast
     end
@@ -692,6 +700,11 @@ do
         opt[#opt + 1] = struct.pack('>BBB', POLICY_CODES[d.policy], DEP_CODES[d.outcome], #d.topic) .. d.topic
                         .. struct.pack('>I2', #d.id) .. d.id .. struct.pack('>I4', #d.value) .. d.value
       end
+    end
+    local b = j.batch
+    if b then
+      more = more + Y_BATCH
+      opt[#opt + 1] = struct.pack('>BI4I4I4', b.sealed and 1 or 0, b.total, b.done, b.failed)
     end
     if more ~= 0 then ext = ext + X_MORE end
     if j.later then ext = ext + X_LATER end
@@ -2684,6 +2697,90 @@ do
     f[#f + 1], f[#f + 2] = 'deps', out
   end
 
+--[[ Batches (version 36): a batch is a record in jobs, of its own id, with
+counts (record's batch) and no body, blocked (P:{T}:blocked) until it is
+sealed and each of its members has finished. In P:{T}:flow, its field
+NUL1 id counts what it waits for: its members not finished, and 1 while it
+is open; each member not finished has the field NUL2 id NUL gen NUL topic
+NUL member-id -> 'b'. Members are recorded on their topics by depend, as a
+flow's dependencies are, and tell the batch they finished by resolve; the
+batch counts one done or failed, deletes the member's field and at once
+tells its topic to forget it (a resolve carried again finds no field, and
+changes nothing). Finished, the batch is done, kept for its keep, and
+tells the jobs that wait for it (flows.notify): done when every member was
+done, else failed. ]]
+  local BATCHED = 'b'
+  local BATCH_KEEP = 604800000 -- a week
+
+  -- How finished batch j ended, as the jobs waiting for it are told.
+  local function batch_outcome(j)
+    local b = j.batch
+    if b.failed == 0 then return 'done', '' end
+    local why = fmt(b.failed) .. ' of ' .. fmt(b.total) .. ' members failed (the last: ' .. (j.error or '') .. ')'
+    return 'failed', why:sub(1, ERROR_MAX)
+  end
+
+  -- get's fields of a batch: sealed (0 or 1), total, done, failed.
+  function flows.batch_fields(j, f)
+    local b = j.batch
+    f[#f + 1], f[#f + 2] = 'batch_sealed', b.sealed and 1 or 0
+    f[#f + 1], f[#f + 2], f[#f + 3], f[#f + 4] = 'batch_total', b.total, 'batch_done', b.done
+    f[#f + 1], f[#f + 2] = 'batch_failed', b.failed
+  end
+
+  -- Tells the topics of settled ({topic, id, ...} each) that job or batch
+  -- pid (gen) no longer waits for them (forget).
+  local function let_go(k, pid, gen, settled)
+    local deps = {}
+    for i, st in ipairs(settled) do deps[i] = { topic = st[1], id = st[2] } end
+    flows.ask(k, 'forget', pid, gen, deps)
+  end
+
+  -- Writes batch j (id) with what it waits for changed by change; finishes
+  -- it when that comes to 0. 1: it still waits; 2: finished.
+  local function batch_store(k, id, j, change, now)
+    if redis.call('HINCRBY', k.flow, left_field(id), change) > 0 then
+      redis.call('HSET', k.jobs, id, record.pack(j))
+      return 1
+    end
+    redis.call('HDEL', k.flow, left_field(id))
+    redis.call('ZREM', k.blocked, id)
+    j.finished = now
+    redis.call('HSET', k.jobs, id, record.pack(j))
+    redis.call('ZADD', k.done, after(now, j.keep), id)
+    finished(id)
+    local outcome, value = batch_outcome(j)
+    flows.notify(k, { id }, outcome, value)
+    trim_done(k, now)
+    return 2
+  end
+
+  -- resolve's part for batch pid: its members in settled ({topic, id,
+  -- outcome, value} each; fields and states theirs) that it waits for.
+  local function settle_batch(k, pid, gen, fields, states, settled, now)
+    local rec = redis.call('HGET', k.jobs, pid)
+    local j = rec and record.unpack(rec)
+    if not (j and j.batch) then return 0 end
+    local b, del, seen, let = j.batch, {}, {}, {}
+    for i, s in ipairs(states) do
+      if s == BATCHED and not seen[fields[i]] then
+        seen[fields[i]] = true
+        del[#del + 1], let[#let + 1] = fields[i], settled[i]
+        local st = settled[i]
+        if st[3] == 'done' then
+          b.done = b.done + 1
+        else
+          b.failed = b.failed + 1
+          j.error = (st[1] .. '/' .. st[2] .. ': ' .. st[4]):sub(1, ERROR_MAX)
+        end
+      end
+    end
+    if #del == 0 then return 0 end
+    redis.call('HDEL', k.flow, unpack(del))
+    let_go(k, pid, gen, let)
+    return batch_store(k, pid, j, -#del, now) == 2 and 2 or 1
+  end
+
 --[[ redisched_depend: job pid of topic ptopic (put sequence gen) waits for
 jobs of this topic (version 35; a mover calls it, from the dependent's
 outbox).
@@ -2738,7 +2835,11 @@ Output: per id, in order: 1 recorded (now or before), 2 finished already
       else
         local j = rec and record.unpack(rec)
         local state = j and locate(k, id, j)[1]
-        if state == 'done' then
+        if state == 'done' and j.batch then
+          local outcome, value = batch_outcome(j)
+          if outcome == 'done' then done[#done + 1], done_values[#done_values + 1] = id, value
+          else failed[#failed + 1], failed_values[#failed_values + 1] = id, value end
+        elseif state == 'done' then
           done[#done + 1], done_values[#done_values + 1] = id, j.result or ''
         elseif state == 'dead' then
           failed[#failed + 1], failed_values[#failed_values + 1] = id, j.error or 'dead'
@@ -2802,41 +2903,9 @@ Output: how many ids held the dependent.
     return n
   end
 
---[[ redisched_resolve: dependencies of job pid of this topic have settled
-(version 35; a mover calls it, from the dependency's outbox).
-ARGV: pid gen count (topic id outcome value)... [NOW ms]   (count: 1..1000)
-  outcome: done (value: its result) or failed (value: its error). Each
-  dependency still pending in job pid of put sequence gen settles by its
-  policy; one settled before, or a job that is no longer blocked, or
-  another job of that id (another gen), is left as it is. When the last
-  dependency settles, the job is released: it waits in delayed or ready
-  by its due time, and its deps, with outcomes, are in its record. A
-  dependency of policy fail that failed kills it instead (dead, its error
-  naming the dependency), and its own dependents hear it failed.
-Output: 0 nothing settled (or only what had settled before); 1 settled,
-  still blocked; 2 released; 3 dead.
-]]
-  function flows.resolve(keys, args)
-    local k = check_keys(keys)
-    local pid = id_arg(args[1])
-    local gen = fmt(int_arg(args[2], 'gen', 1, SEQ_MAX))
-    local count = int_arg(args[3], 'count', 1, BATCH_MAX)
-    if #args < 3 + 4 * count then bad('expected ' .. count .. ' topic id outcome value groups') end
-    local fields, settled = {}, {}
-    for i = 1, count do
-      local at = 3 + 4 * (i - 1)
-      local topic = topic_arg(args[at + 1], 'dependency topic')
-      local id = id_arg(args[at + 2])
-      local outcome = args[at + 3]
-      if not OUTCOMES[outcome] then bad('outcome must be done or failed, got ' .. show(outcome)) end
-      fields[i], settled[i] = dep_field(pid, gen, topic, id), { topic, id, outcome, args[at + 4] }
-    end
-    local now = clock(options(args, 4 + 4 * count, #args, OPT_NOW))
-    if not redis.call('ZSCORE', k.blocked, pid) then
-      sharded(k)
-      return 0
-    end
-    local states = redis.call('HMGET', k.flow, unpack(fields))
+  -- resolve's part for job pid: its dependencies in settled ({topic, id,
+  -- outcome, value} each; fields and states theirs).
+  local function settle_job(k, pid, gen, fields, states, settled, now)
     local set, seen, n, killer = {}, {}, 0, nil
     for i, s in ipairs(states) do
       if s and PENDING[s] and not seen[fields[i]] then
@@ -2898,6 +2967,60 @@ Output: 0 nothing settled (or only what had settled before); 1 settled,
     return 2
   end
 
+--[[ redisched_resolve: dependencies of job pid of this topic have settled
+(version 35; a mover calls it, from the dependency's outbox).
+ARGV: pid gen count (topic id outcome value)... [NOW ms]   (count: 1..1000)
+  outcome: done (value: its result) or failed (value: its error). Each
+  dependency still pending in job pid of put sequence gen settles by its
+  policy; one settled before, or a job that is no longer blocked, or
+  another job of that id (another gen), is left as it is. When the last
+  dependency settles, the job is released: it waits in delayed or ready
+  by its due time, and its deps, with outcomes, are in its record. A
+  dependency of policy fail that failed kills it instead (dead, its error
+  naming the dependency), and its own dependents hear it failed.
+Output: 0 nothing settled (or only what had settled before); 1 settled,
+  still blocked; 2 released; 3 dead.
+]]
+  function flows.resolve(keys, args)
+    local k = check_keys(keys)
+    local pid = id_arg(args[1])
+    local gen = fmt(int_arg(args[2], 'gen', 1, SEQ_MAX))
+    local count = int_arg(args[3], 'count', 1, BATCH_MAX)
+    if #args < 3 + 4 * count then bad('expected ' .. count .. ' topic id outcome value groups') end
+    local fields, settled = {}, {}
+    for i = 1, count do
+      local at = 3 + 4 * (i - 1)
+      local topic = topic_arg(args[at + 1], 'dependency topic')
+      local id = id_arg(args[at + 2])
+      local outcome = args[at + 3]
+      if not OUTCOMES[outcome] then bad('outcome must be done or failed, got ' .. show(outcome)) end
+      fields[i], settled[i] = dep_field(pid, gen, topic, id), { topic, id, outcome, args[at + 4] }
+    end
+    local now = clock(options(args, 4 + 4 * count, #args, OPT_NOW))
+    if not redis.call('ZSCORE', k.blocked, pid) then
+      sharded(k)
+      -- No longer waits: what it waited for need not remember it (a
+      -- deleted batch's members' fields go as they finish).
+      redis.call('HDEL', k.flow, unpack(fields))
+      let_go(k, pid, gen, settled)
+      return 0
+    end
+    local states = redis.call('HMGET', k.flow, unpack(fields))
+    -- (those it does not wait for, or no longer: a batch's settled members,
+    -- news for another job of its id: told to forget it, after the decisions)
+    local strays = {}
+    for i = 1, count do
+      if not states[i] then strays[#strays + 1] = settled[i] end
+    end
+    local r
+    for i = 1, count do
+      if states[i] == BATCHED then r = settle_batch(k, pid, gen, fields, states, settled, now) break end
+    end
+    if not r then r = settle_job(k, pid, gen, fields, states, settled, now) end
+    if #strays > 0 then let_go(k, pid, gen, strays) end
+    return r
+  end
+
 --[[ redisched_outbox: the entries of this topic's outbox, oldest first, for
 a mover (version 35; read-only).
 ARGV: count                                       (count: 1..1000)
@@ -2933,6 +3056,93 @@ Output: how many were deleted (an entry deleted before is not counted).
     local n = redis.call('XDEL', k.outbox, unpack(args))
     if redis.call('XLEN', k.outbox) == 0 then redis.call('DEL', k.outbox) end
     return n
+  end
+
+--[[ redisched_batch: makes a batch, adds members to it, seals it (version
+36). A batch groups jobs of any topics, put before or after they are
+added, so that jobs can wait for them all: a job put with AFTER this topic
+and the batch's id is its callback, run once the batch is sealed and each
+member finished (policy fail: on success, it dies when a member failed;
+ignore: on complete, it runs either way; docs/flows.md, "Batches").
+ARGV: id [ADD count (topic id)...] [SEAL] [KEEP ms] [NOW ms]   (count: 1..10000)
+  The first call on an id makes the batch: open, blocked. ADD names jobs as
+  members, each once (one named again while it has not finished is left
+  as it is; one named again after it finished counts again); one not put
+  yet is waited for. A member finishes done (acked, or taken for good) or
+  failed (dead, or deleted before it finished). SEAL closes the batch to
+  new members; once sealed with every member finished, it is done, kept
+  KEEP ms (default a week, from when it finished), and tells the jobs
+  waiting for it: done when every member was done, else failed ("<n> of
+  <total> members failed (the last: <topic>/<id>: <error>)"). Deleting a
+  batch that has not finished fails the jobs waiting for it. A batch is
+  read with redisched_get (its fields batch_sealed, batch_total,
+  batch_done, batch_failed; error: the last member's failure); a put
+  cannot change it.
+Output: the batch as redisched_get's array, after the call.
+  Errors: the id names a job; ADD to a sealed or finished batch.
+]]
+  local BATCH_OPTIONS = { ADD = -2, SEAL = 0, KEEP = 1, NOW = 1 }
+  function flows.batch(keys, args)
+    local k = check_keys(keys)
+    local id = id_arg(args[1])
+    local o = options(args, 2, #args, BATCH_OPTIONS)
+    local now = clock(o)
+    local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 1, DELAY_MAX)
+    local members, seen, own = {}, {}, flows.topic(k)
+    if o.ADD then
+      local a = o.ADD
+      for i = 2, #a, 2 do
+        local topic, mid = topic_arg(a[i], 'ADD topic'), id_arg(a[i + 1])
+        if topic == own and mid == id then bad('a batch cannot hold itself') end
+        local key = topic .. SEP .. mid
+        if not seen[key] then
+          seen[key] = true
+          members[#members + 1] = { topic = topic, id = mid }
+        end
+      end
+    end
+    local rec, j = redis.call('HGET', k.jobs, id), nil
+    if rec then
+      j = record.unpack(rec)
+      if not j.batch then bad(id .. ' is a job, not a batch') end
+      if not redis.call('ZSCORE', k.blocked, id) then
+        if #members > 0 then bad('batch ' .. id .. ' has finished: it takes no more members') end
+        local f = job_fields(id, j, 'done', tonumber(redis.call('ZSCORE', k.done, id)))
+        flows.batch_fields(j, f)
+        return f
+      end
+      if #members > 0 and j.batch.sealed then bad('batch ' .. id .. ' is sealed: it takes no more members') end
+    else
+      sharded(k) -- (a spread topic's batches are in its shards)
+      j = { priority = 0, created = now, seq = take_seq(k, 1), due = now, body = '', deps = {},
+            batch = { sealed = false, total = 0, done = 0, failed = 0 }, keep = BATCH_KEEP }
+      redis.call('ZADD', k.blocked, now, id)
+      redis.call('HSET', k.flow, left_field(id), 1) -- (open: the seal to come)
+    end
+    if keep then j.keep = keep end
+    local gen, b, change = fmt(j.seq), j.batch, 0
+    if #members > 0 then
+      local names, new, set = {}, {}, {}
+      for i, m in ipairs(members) do names[i] = dep_field(id, gen, m.topic, m.id) end
+      for i = 1, #names, 1000 do
+        local got = redis.call('HMGET', k.flow, unpack(names, i, math.min(i + 999, #names)))
+        for x = 1, math.min(1000, #names - i + 1) do
+          if not got[x] then
+            new[#new + 1] = members[i + x - 1]
+            set[#set + 1], set[#set + 2] = names[i + x - 1], BATCHED
+          end
+        end
+      end
+      for i = 1, #set, 1000 do redis.call('HSET', k.flow, unpack(set, i, math.min(i + 999, #set))) end
+      b.total, change = b.total + #new, #new
+      flows.ask(k, 'depend', id, gen, new)
+    end
+    if o.SEAL and not b.sealed then b.sealed, change = true, change - 1 end
+    local finished_now = batch_store(k, id, j, change, now) == 2
+    local f = job_fields(id, j, finished_now and 'done' or 'blocked',
+                         finished_now and after(now, j.keep) or j.created)
+    flows.batch_fields(j, f)
+    return f
   end
 end
 
@@ -3096,6 +3306,7 @@ local function put(keys, args)
     -- A new version of the job: keeps its creation time, starts its attempts
     -- afresh and ends any reservation (the holder's token goes stale).
     old = record.unpack(old)
+    if old.batch then bad(id .. ' is a batch: a put cannot change it') end
     where = locate(k, id, old)
     if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then return EXISTS end
   end
@@ -3368,7 +3579,7 @@ local function get(keys, args)
   end
   if o.NOBODY then j.body = '' end
   local f = job_fields(id, j, state, score)
-  if j.deps then flows.fields(k, id, j, state, f, o.DEPS) end
+  if j.batch then flows.batch_fields(j, f) elseif j.deps then flows.fields(k, id, j, state, f, o.DEPS) end
   return f
 end
 
@@ -3466,7 +3677,7 @@ local function list(keys, args)
       else
         f = job_fields(id, j, state, e[2])
       end
-      if j.deps then flows.fields(k, id, j, state, f) end
+      if j.batch then flows.batch_fields(j, f) elseif j.deps then flows.fields(k, id, j, state, f) end
       out[#out + 1] = f
     end
   end
@@ -5205,3 +5416,4 @@ register('resolve', flows.resolve)
 register('outbox', flows.outbox, RO)
 register('moved', flows.moved)
 register('forget', flows.forget)
+register('batch', flows.batch)

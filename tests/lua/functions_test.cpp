@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/keys.h"
@@ -2087,8 +2088,12 @@ TEST_F(FlowsTest, EveryCallAMoverMakesTwiceChangesNothingTheSecondTime) {
   EXPECT_EQ(move({a_, b_}, 2), (std::vector<std::string>{"resolve 1", "resolve 0"}));
   EXPECT_EQ(field_of(a_, "p", "deps_left"), "1");
   take(b_);
-  EXPECT_EQ(move({a_, b_}, 3), (std::vector<std::string>{"resolve 2", "resolve 0", "resolve 0",
-                                                         "forget 2", "forget 0", "forget 0"}));
+  // (Each resolve carried again, for a job that no longer waits, tells its
+  // dependency's topic to forget it too: for nothing here.)
+  EXPECT_EQ(move({a_, b_}, 3),
+            (std::vector<std::string>{"resolve 2", "resolve 0", "resolve 0", "forget 2", "forget 0",
+                                      "forget 0", "forget 0", "forget 0", "forget 0", "forget 0",
+                                      "forget 0", "forget 0"}));
   EXPECT_EQ(take(a_), "p");
   EXPECT_EQ(state_of(a_, "p"), "absent");
 }
@@ -2162,8 +2167,8 @@ TEST_F(FlowsTest, DeletingADependencyIsItsFailureAndABlockedJobGoesWhole) {
   EXPECT_EQ(stat_of(a_, "blocked"), 0);
   put_on(b_, "missing");
   take(b_);
-  EXPECT_EQ(move({a_, b_}), (std::vector<std::string>{"forget 1", "resolve 0"}))
-      << "no one to tell";
+  EXPECT_EQ(move({a_, b_}), (std::vector<std::string>{"forget 1", "resolve 0", "forget 0"}))
+      << "no one to tell (and what it told is forgotten)";
 }
 
 TEST_F(FlowsTest, AChainRunsInOrderAndATreeFansIn) {
@@ -2237,6 +2242,172 @@ TEST_F(FlowsTest, BadFlowsAreRefusedByNameAndChangeNothing) {
             "finished job");
   EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[0], keys(a_)[12], keys(a_)[13], keys(a_)[14]})->integer,
             0);
+}
+
+// A dependent deleted before its depend was carried: the depend records it
+// all the same, and what its dependency tells it when it finishes comes
+// back as a forget, so the tombstone does not stay.
+TEST_F(FlowsTest, ADependentDeletedBeforeItsDependWasCarriedLeavesNothingBehind) {
+  put_on(a_, "p", {"AFTER", "1", b_, "x", "fail"});
+  auto asked = outbox(a_);
+  ASSERT_EQ(asked.size(), 1u);
+  EXPECT_EQ(int_on(a_, "delete", {"p"}), 1);
+  move({a_, b_});  // the forget, then the depend (carried late, out of order)
+  Args depend = asked[0].args;
+  depend.insert(depend.end(), {"NOW", std::to_string(now_)});
+  EXPECT_EQ(on(b_, "depend", depend)->element[0]->integer, 1);
+  put_on(b_, "x");
+  take(b_);
+  EXPECT_EQ(move({a_, b_}), (std::vector<std::string>{"resolve 0", "forget 1"}));
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13], keys(b_)[13]})->integer, 0);
+}
+
+// ---------------------------------------------------------------- batches
+
+// The batch's fields get shows: "state total/done/failed sealed".
+class BatchesTest : public FlowsTest {
+ protected:
+  ReplyPtr batch(const std::string& topic, const std::string& id, Args more) {
+    Args args = {id};
+    args.insert(args.end(), more.begin(), more.end());
+    args.insert(args.end(), {"NOW", std::to_string(now_)});
+    return on(topic, "batch", args);
+  }
+  static std::string summary(const ReplyPtr& r) {
+    if (r->type != REDIS_REPLY_ARRAY) return r->str ? std::string(r->str, r->len) : "nil";
+    std::map<std::string, std::string> f;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+      auto* v = r->element[i + 1];
+      f[r->element[i]->str] =
+          v->type == REDIS_REPLY_INTEGER ? std::to_string(v->integer) : std::string(v->str, v->len);
+    }
+    return f["state"] + " " + f["batch_total"] + "/" + f["batch_done"] + "/" + f["batch_failed"] +
+           (f["batch_sealed"] == "1" ? " sealed" : " open");
+  }
+  std::string status(const std::string& topic, const std::string& id) {
+    return summary(on(topic, "get", {id, "NOW", std::to_string(now_)}));
+  }
+};
+
+TEST_F(BatchesTest, CallbacksRunOnceItIsSealedAndEveryMemberFinished) {
+  EXPECT_EQ(summary(batch(a_, "b1", {"ADD", "2", b_, "x", c_, "y"})), "blocked 2/0/0 open");
+  EXPECT_EQ(stat_of(a_, "blocked"), 1);
+  // Its callbacks wait for it as for any job: on success (fail), on
+  // complete (ignore), in any topic.
+  put_on(a_, "on_success", {"AFTER", "1", a_, "b1", "fail"});
+  put_on(c_, "on_complete", {"AFTER", "1", a_, "b1", "ignore"});
+  put_on(b_, "x");
+  put_on(c_, "y");
+  move({a_, b_, c_});
+  EXPECT_EQ(take(b_), "x");
+  EXPECT_EQ(take(c_), "y");
+  move({a_, b_, c_});
+  EXPECT_EQ(status(a_, "b1"), "blocked 2/2/0 open") << "open: more may come";
+  EXPECT_EQ(state_of(a_, "on_success"), "blocked");
+  // Reopened? Never closed: one more member, which dies.
+  EXPECT_EQ(summary(batch(a_, "b1", {"ADD", "1", b_, "z"})), "blocked 3/2/0 open");
+  put_on(b_, "z");
+  move({a_, b_, c_});
+  take(b_, "", true);
+  move({a_, b_, c_});
+  EXPECT_EQ(status(a_, "b1"), "blocked 3/2/1 open");
+  EXPECT_EQ(field_of(a_, "b1", "error"), b_ + "/z: it broke");
+  EXPECT_EQ(summary(batch(a_, "b1", {"SEAL"})), "done 3/2/1 sealed");
+  move({a_, b_, c_});
+  EXPECT_EQ(state_of(a_, "on_success"), "dead");
+  EXPECT_EQ(
+      field_of(a_, "on_success", "error"),
+      "dependency " + a_ + "/b1 failed: 1 of 3 members failed (the last: " + b_ + "/z: it broke)");
+  EXPECT_EQ(state_of(c_, "on_complete"), "ready");
+  EXPECT_EQ(deps(c_, "on_complete"),
+            (std::vector<std::string>{a_ + "/b1 ignore failed 1 of 3 members failed (the last: " +
+                                      b_ + "/z: it broke)"}));
+  // Finished, it is kept (a week by default), and takes no more members.
+  EXPECT_EQ(status(a_, "b1"), "done 3/2/1 sealed");
+  EXPECT_EQ(error_on(a_, "batch", {"b1", "ADD", "1", b_, "w"}),
+            "BADARG batch b1 has finished: it takes no more members");
+  EXPECT_EQ(stat_of(a_, "blocked"), 0);
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13], keys(b_)[13], keys(c_)[13]})->integer, 0)
+      << "no flow bookkeeping is left";
+}
+
+TEST_F(BatchesTest, EveryCallMadeTwiceCountsOnceAndAllDoneIsSuccess) {
+  put_on(b_, "x");
+  EXPECT_EQ(summary(batch(a_, "b2", {"ADD", "3", b_, "x", b_, "y", b_, "x"})), "blocked 2/0/0 open")
+      << "a member named twice counts once";
+  EXPECT_EQ(summary(batch(a_, "b2", {"ADD", "1", b_, "y"})), "blocked 2/0/0 open")
+      << "named again while pending: left as it is";
+  put_on(a_, "on_success", {"AFTER", "1", a_, "b2", "fail"});
+  move({a_, b_}, 2);
+  put_on(b_, "y");
+  take(b_, "r");
+  take(b_);
+  move({a_, b_}, 2);
+  EXPECT_EQ(status(a_, "b2"), "blocked 2/2/0 open");
+  EXPECT_EQ(summary(batch(a_, "b2", {"SEAL"})), "done 2/2/0 sealed");
+  EXPECT_EQ(summary(batch(a_, "b2", {"SEAL"})), "done 2/2/0 sealed") << "sealed once";
+  move({a_, b_}, 2);
+  EXPECT_EQ(state_of(a_, "on_success"), "ready");
+  EXPECT_EQ(deps(a_, "on_success"), (std::vector<std::string>{a_ + "/b2 fail done "}));
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13], keys(b_)[13]})->integer, 0);
+  // A callback put after the batch finished is told at once, from its record.
+  put_on(c_, "late", {"AFTER", "1", a_, "b2", "fail"});
+  move({a_, b_, c_});
+  EXPECT_EQ(state_of(c_, "late"), "ready");
+}
+
+TEST_F(BatchesTest, AnEmptyBatchSealedIsDoneAndAFailedOneTellsLateCallbacks) {
+  EXPECT_EQ(summary(batch(a_, "empty", {"SEAL"})), "done 0/0/0 sealed");
+  put_on(b_, "x");
+  batch(a_, "bad", {"ADD", "1", b_, "x", "SEAL", "KEEP", "60000"});
+  move({a_, b_});
+  take(b_, "", true);
+  move({a_, b_});
+  EXPECT_EQ(status(a_, "bad"), "done 1/0/1 sealed");
+  put_on(c_, "late", {"AFTER", "1", a_, "bad", "ignore"});
+  move({a_, b_, c_});
+  EXPECT_EQ(deps(c_, "late"),
+            (std::vector<std::string>{a_ + "/bad ignore failed 1 of 1 members failed (the last: " +
+                                      b_ + "/x: it broke)"}));
+  now_ += 60001;
+  on(a_, "requeue", {"NOW", std::to_string(now_)});  // (it drops what was kept past its time)
+  EXPECT_EQ(state_of(a_, "bad"), "absent") << "kept for KEEP";
+}
+
+TEST_F(BatchesTest, DeletingAnOpenBatchFailsItsCallbacksAndLeavesNothingBehind) {
+  batch(a_, "b3", {"ADD", "1", b_, "x"});
+  put_on(a_, "on_complete", {"AFTER", "1", a_, "b3", "ignore"});
+  move({a_, b_});
+  EXPECT_EQ(int_on(a_, "delete", {"b3"}), 1);
+  move({a_, b_});
+  EXPECT_EQ(state_of(a_, "on_complete"), "ready");
+  EXPECT_EQ(deps(a_, "on_complete"), (std::vector<std::string>{a_ + "/b3 ignore failed deleted"}));
+  put_on(b_, "x");
+  take(b_);
+  move({a_, b_});
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13], keys(b_)[13]})->integer, 0)
+      << "its member's field went when the member finished";
+}
+
+TEST_F(BatchesTest, BadBatchesAreRefusedByNameAndChangeNothing) {
+  put_on(a_, "job");
+  EXPECT_EQ(error_on(a_, "batch", {"job", "SEAL"}), "BADARG job is a job, not a batch");
+  batch(a_, "b4", {"SEAL"});
+  batch(a_, "b5", {"ADD", "1", b_, "x", "SEAL"});
+  EXPECT_EQ(error_on(a_, "batch", {"b5", "ADD", "1", b_, "y"}),
+            "BADARG batch b5 is sealed: it takes no more members");
+  EXPECT_EQ(error_on(a_, "put", {"b5", "body", "REPLACE"}),
+            "BADARG b5 is a batch: a put cannot change it");
+  EXPECT_EQ(error_on(a_, "batch", {"b6", "ADD", "1", a_, "b6"}),
+            "BADARG a batch cannot hold itself");
+  EXPECT_EQ(error_on(a_, "batch", {"b6", "ADD", "0"}),
+            "BADARG ADD count must be from 1 to 10000, got 0");
+  EXPECT_EQ(error_on(a_, "batch", {"b6", "ADD", "1", "a b", "x"}),
+            "BADARG ADD topic 'a b' must be 1..128 letters, digits, '_', '-' or '.'");
+  EXPECT_EQ(error_on(a_, "batch", {"b6", "KEEP", "0"}),
+            "BADARG KEEP must be from 1 to 315576000000, got 0");
+  EXPECT_EQ(state_of(a_, "b6"), "absent");
+  EXPECT_EQ(status(a_, "b5"), "blocked 1/0/0 sealed");
 }
 
 // A caller of version 34 passes twelve keys: the library names the flows'

@@ -19,9 +19,15 @@ end, the library must agree with the model:
     window; dead before: failed; deleted before: never found, pending);
   - the write-order and key checkers of tests/model hold for every call.
 
+Batches (version 36) in the parents' topic gather children as members,
+added and sealed at random: a batch never counts a member ahead of the
+model, never finishes before it is sealed with every member finished,
+and at the end counts each member as the model allows.
+
 Planted bugs that it must catch (--mutants): a parent released one
 settlement early, a settlement applied twice, news for an earlier job of
-the same id applied to a later one.
+the same id applied to a later one, a batch finished one member early, a
+batch member counted twice.
 
     python3 flows_model_test.py --lua ../../lua/redisched.lua [--runs 40] [--mutants]
 """
@@ -51,6 +57,12 @@ MUTANTS = [
     # (the first design: a finished job forgot its dependents at once, so a
     # depend carried again told the dependent what its trace said, done
     # without the result, which a mover could carry first)
+    ('a batch finished one member early', [
+        ("if redis.call('HINCRBY', k.flow, left_field(id), change) > 0 then",
+         "if redis.call('HINCRBY', k.flow, left_field(id), change) > 1 then")]),
+    ('a batch member counted twice', [
+        ("    redis.call('HDEL', k.flow, unpack(del))\n    let_go(k, pid, gen, let)",
+         "    let_go(k, pid, gen, let)")]),
     ('a finished job keeps no tombstone', [
         ("for i = 1, #tombs, 1000 do redis.call('HSET', k.flow, unpack(tombs, i, math.min(i + 999, #tombs))) end",
          "for i = 1, #tombs, 2 do redis.call('HDEL', k.flow, tombs[i]) end")]),
@@ -82,6 +94,8 @@ class Run:
         # live|deleted|taken}
         self.parents = {}
         self.next_parent = 0
+        # id -> {'members': [(topic, id)], 'gen', 'asked': {member: step}, 'sealed'}
+        self.batches = {}
         self.applied = []  # entries carried out: (fn, topic, args), for replays
 
     def call(self, topic, op, *args):
@@ -105,8 +119,8 @@ class Run:
         dependents then, and not all have forgotten it yet), or what its
         trace says (acked: done, no value, its id in the retry window;
         dead: its error; deleted: never found)."""
-        m, ch = self.parents[pid], self.child(d)
-        policy = [x[2] for x in m['deps'] if x[:2] == d][0]
+        m, ch = self.parents.get(pid) or self.batches[pid], self.child(d)
+        policy = 'ignore' if pid in self.batches else [x[2] for x in m['deps'] if x[:2] == d][0]
         asked = m['asked'].get(d)
         if asked is None or ch['at'] is None:
             return [('pending', '')]
@@ -191,6 +205,29 @@ class Run:
         elif ch['state'] == 'dead' and ch['dead_deleted'] is None:
             ch['dead_deleted'] = self.t  # (it told its dependents when it died)
 
+    def change_batch(self):
+        """Adds members to a batch (made by the first), or seals it."""
+        bid = f'b{self.rng.randint(0, 2)}'
+        b = self.batches.get(bid)
+        if b and b['sealed']:
+            return
+        if b and self.rng.random() < 0.25:
+            self.call('fp', 'batch', bid, 'SEAL')
+            b['sealed'] = True
+            return
+        # (each member once: named again after it finished, it would count again)
+        named = b['members'] if b else []
+        fresh = [(t, f'c{i}') for t in TOPICS[1:] for i in range(10) if (t, f'c{i}') not in named]
+        add = self.rng.sample(fresh, min(len(fresh), self.rng.randint(1, 3)))
+        if not add:
+            return
+        words = ['ADD', len(add)] + [w for m in add for w in m]
+        self.call('fp', 'batch', bid, *words)
+        if not b:
+            gen = int(self.c.call('HGET', keys('fp')[6], 'seq'))
+            b = self.batches[bid] = {'members': [], 'gen': gen, 'asked': {}, 'sealed': False}
+        b['members'] += add
+
     def delete_parent(self):
         live = [p for p, m in self.parents.items() if m['state'] == 'live']
         if live:
@@ -223,14 +260,36 @@ class Run:
         if fn != 'depend':
             return
         pid = args[1].decode()
-        m = self.parents.get(pid)
+        m = self.parents.get(pid) or self.batches.get(pid)
         if m and m['gen'] == int(args[2]):
             for i in args[4:]:
                 m['asked'].setdefault((target, i.decode()), self.t)
 
     # ---- checks
 
+    def check_batches(self, final):
+        for bid, b in self.batches.items():
+            g = self.c.call('FCALL', 'redisched_get', 15, *keys('fp'), bid, 'NOW', NOW)
+            f = {g[i].decode(): g[i + 1] for i in range(0, len(g), 2)}
+            state, done, failed = f['state'].decode(), f['batch_done'], f['batch_failed']
+            if f['batch_total'] != len(b['members']):
+                raise Failed(f'{bid} counts {f["batch_total"]} members, the model {len(b["members"])}')
+            kinds = {m: {o[0] for o in self.allowed(bid, m)} for m in b['members']}
+            finished = [m for m in b['members'] if self.child(m)['at'] is not None]
+            if done + failed > len(finished):
+                raise Failed(f'{bid} counts {done} done, {failed} failed of {len(finished)} finished')
+            if done > sum(1 for m in finished if 'done' in kinds[m]):
+                raise Failed(f'{bid} counts {done} done, ahead of {kinds}')
+            can_finish = b['sealed'] and all('pending' not in k for k in kinds.values())
+            if state == 'done' and not (b['sealed'] and done + failed == len(b['members'])):
+                raise Failed(f'{bid} finished early: {done} done, {failed} failed, {kinds}')
+            if final and can_finish and all(len(k) == 1 for k in kinds.values()):
+                want = sum(1 for k in kinds.values() if k == {'done'})
+                if state != 'done' or done != want or failed != len(b['members']) - want:
+                    raise Failed(f'{bid} is {state}, {done} done, {failed} failed; the model: {kinds}')
+
     def check(self, final=False):
+        self.check_batches(final)
         for pid, m in self.parents.items():
             g = self.c.call('FCALL', 'redisched_get', 15, *keys('fp'), pid, 'DEPS', 'NOW', NOW)
             if m['state'] in ('deleted', 'taken'):
@@ -290,9 +349,9 @@ class Run:
 
     def run(self):
         steps = [self.put_parent, self.put_child, self.finish_child, self.delete_child,
-                 self.delete_parent, self.move]
+                 self.delete_parent, self.change_batch, self.move]
         for self.t in range(1, self.steps + 1):
-            self.rng.choices(steps, [3, 4, 4, 1, 1, 6])[0]()
+            self.rng.choices(steps, [3, 4, 4, 1, 1, 2, 6])[0]()
             self.check()
         self.t += 1
         self.drain()
