@@ -882,6 +882,19 @@ function localInput(ms) {
   return d.toISOString().slice(0, 19);
 }
 
+// A batch's progress (docs/flows.md, "Batches"): its members finished of
+// those named, and whether more may come.
+function renderBatch(b) {
+  $('job-batch-box').hidden = !b;
+  if (!b) return;
+  $('job-batch-sealed').textContent = b.sealed ? '(sealed)' : '(open: members may still be added)';
+  const bar = $('job-batch-bar');
+  bar.max = Math.max(b.total, 1);
+  bar.value = b.done + b.failed;
+  $('job-batch-counts').textContent =
+    `${b.total} members: ${b.done} done, ${b.failed} failed, ${b.pending} pending`;
+}
+
 let shownJob = null;
 let jobFormDirty = false;  // the change form holds input not saved yet
 let jobAsked = 0;
@@ -915,6 +928,7 @@ async function loadJob(keepMessage) {
     $('job-progress-box').hidden = true;
     $('job-log-box').hidden = true;
     $('job-deps-box').hidden = true;
+    $('job-batch-box').hidden = true;
     $('job-change').hidden = true;
     return;
   }
@@ -930,6 +944,7 @@ async function loadJob(keepMessage) {
   if ('result' in j) $('job-result').textContent = pretty(j.result);
   if ('result_base64' in j) $('job-result').textContent = hexDump(Uint8Array.from(atob(j.result_base64), (c) => c.charCodeAt(0)));
   renderReport(j);
+  renderBatch(j.batch);
   const deps = j.deps || [];
   $('job-deps-box').hidden = deps.length === 0;
   $('job-deps').tBodies[0].replaceChildren(...deps.map(depRow));

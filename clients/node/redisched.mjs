@@ -355,6 +355,24 @@ export class Topic {
     return job;
   }
 
+  // Makes batch id of this topic (the first call on the id), adds members
+  // to it, seals it (library version 36, docs/flows.md, "Batches"); the
+  // batch after the call, as get's fields, with batch_sealed, batch_total,
+  // batch_done and batch_failed. add: jobs, each [topic, id], of any topic
+  // (add each before its put). A job put with after [[this topic, id,
+  // 'fail']] runs once it is sealed and every member was done; with
+  // 'ignore', once they all finished.
+  async batch(id, { add = [], seal = false, keepMs } = {}) {
+    const args = [id];
+    if (add.length) {
+      args.push('ADD', add.length);
+      for (const [topic, member] of add) args.push(topic, member);
+    }
+    if (seal) args.push('SEAL');
+    if (keepMs !== undefined) args.push('KEEP', keepMs);
+    return fields(await this.routed(async () => (await this.at(id)).change('batch', ...args)), 'body');
+  }
+
   // Carries out the topic's outbox (its shards' too): the calls that hand
   // flows over to other topics (docs/redis-api.md, "Flows"), each made,
   // then its entry deleted. Resolves to how many entries it carried out.

@@ -70,6 +70,31 @@ try {
     assert.deepEqual(job.deps.map((d) => [d.id, d.outcome, d.value]), [['r1', 'done', 'pdf'], ['r2', 'failed', 'no paper']]);
   });
 
+  await test('a batch releases its callback once sealed and every member finished', async () => {
+    // Library version 36: members added while it is open, a callback (on
+    // complete: ignore) waits for it; one member dies.
+    const batches = new Topic(redis, 'js_batches');
+    const members = new Topic(redis, 'js_members');
+    let b = await batches.batch('nightly', { add: [['js_members', 'm1'], ['js_members', 'm2']] });
+    assert.deepEqual([b.state, b.batch_total, b.batch_sealed], ['blocked', 2, 0]);
+    assert.equal(await batches.put('report', 'how it went', { after: [['js_batches', 'nightly', 'ignore']] }), OK);
+    await members.put('m1', 'a');
+    await members.put('m2', 'b', { attempts: 1 });
+    for (const job of (await members.reserve(2)).jobs) {
+      if (job.id === 'm1') await members.ack(job);
+      else await members.fail(job, 'broke');
+    }
+    await batches.moveOutbox();
+    await members.moveOutbox();
+    b = await batches.batch('nightly', { seal: true });
+    assert.deepEqual([b.state, b.batch_done, b.batch_failed], ['done', 1, 1]);
+    await batches.moveOutbox();
+    const job = await batches.get('report', { deps: true });
+    assert.equal(job.state, 'ready');
+    assert.equal(job.deps[0].outcome, 'failed');
+    await assert.rejects(batches.batch('nightly', { add: [['js_members', 'm3']] }), /has finished/);
+  });
+
   await test('a topic of version 8 is migrated by the first call that meets it', async () => {
     // Jobs put by library version 8 (its eight keys, stored format 1): a
     // call that meets them is refused (OLDFORMAT, nothing changed), the

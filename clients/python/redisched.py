@@ -370,6 +370,26 @@ class Topic:
                              for e in job[name]]
         return job
 
+    def batch(self, batch_id, add=None, seal=False, keep_ms=None):
+        """Makes batch batch_id of this topic (the first call on the id),
+        adds members to it, seals it (library version 36, docs/flows.md,
+        "Batches"); the batch after the call, as get's dict, with
+        batch_sealed, batch_total, batch_done and batch_failed. add: jobs,
+        each (topic, id), of any topic (add each before its put). A job put
+        with after=[(this topic, batch_id, "fail")] runs once it is sealed
+        and every member was done; with "ignore", once they all finished."""
+        args = [batch_id]
+        if add:
+            args += ["ADD", len(add)]
+            for topic, member in add:
+                args += [topic, member]
+        if seal:
+            args.append("SEAL")
+        if keep_ms is not None:
+            args += ["KEEP", keep_ms]
+        reply = self._routed(lambda: self._at(batch_id)._call("batch", *args, changes_job=True))
+        return {_text(reply[i]): reply[i + 1] for i in range(0, len(reply), 2)}
+
     def move_outbox(self):
         """Carries out the topic's outbox (its shards' too): the calls that
         hand flows over to other topics (docs/redis-api.md, "Flows"), each

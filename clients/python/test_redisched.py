@@ -70,6 +70,32 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual([(d["id"], d["outcome"], d["value"]) for d in job["deps"]],
                          [(b"r1", b"done", b"pdf"), (b"r2", b"failed", b"no paper")])
 
+    def test_a_batch_releases_its_callback_once_sealed_and_every_member_finished(self):
+        # Library version 36: members added while it is open, a callback
+        # (on complete: ignore) waits for it; one member dies.
+        batches, members = self.topic("py_batches"), self.topic("py_members")
+        b = batches.batch("nightly", add=[("py_members", "m1"), ("py_members", "m2")])
+        self.assertEqual((b["state"], b["batch_total"], b["batch_sealed"]), (b"blocked", 2, 0))
+        self.assertEqual(batches.put("report", "how it went",
+                                     after=[("py_batches", "nightly", "ignore")]), 1)
+        members.put("m1", "a")
+        members.put("m2", "b", attempts=1)
+        for job in members.reserve(2).jobs:
+            if job.id == "m1":
+                members.ack(job)
+            else:
+                members.fail(job, "broke")
+        batches.move_outbox()
+        members.move_outbox()
+        b = batches.batch("nightly", seal=True)
+        self.assertEqual((b["state"], b["batch_done"], b["batch_failed"]), (b"done", 1, 1))
+        batches.move_outbox()
+        job = batches.get("report", deps=True)
+        self.assertEqual(job["state"], b"ready")
+        self.assertEqual(job["deps"][0]["outcome"], b"failed")
+        with self.assertRaises(redis.ResponseError):
+            batches.batch("nightly", add=[("py_members", "m3")])
+
     def test_a_topic_of_version_8_is_migrated_by_the_first_call_that_meets_it(self):
         # Jobs put by library version 8 (its eight keys, stored format 1):
         # a call that meets them is refused (OLDFORMAT, nothing changed),

@@ -206,6 +206,15 @@ class Client {
   // The job with Job::deps filled: each job it waits for (JobSpec::after)
   // and how it settled, as it now is.
   std::optional<Job> get_with_dependencies(std::string_view topic, std::string_view id);
+  // Makes batch id of topic (the first call on the id), adds members to
+  // it, seals it (library version 36; docs/flows.md, "Batches"): the batch
+  // after the call (Job::batch). A job put with JobSpec::after naming topic
+  // and id waits for it: once sealed with every member finished. Add a
+  // member before its put, or put it with a keep: one that finished before
+  // it was added counts only while its trace is kept (flows' rule).
+  // Errc::invalid_argument: the id is a job's, or the batch is sealed or
+  // finished and members were given.
+  Job batch(std::string_view topic, std::string_view id, const BatchChange& change);
   // Removes a job in any state; false if there was none.
   bool remove(std::string_view topic, std::string_view id);
   // Removes jobs in any state, up to 1000 in one atomic call (more, or ids
@@ -531,6 +540,11 @@ class Client {
   auto outbox_topics_async(Token&& completion = {});
   void get_with_dependencies_async(std::string_view topic, std::string_view id,
                                    Callback<std::optional<Job>> done);
+  void batch_async(std::string_view topic, std::string_view id, const BatchChange& change,
+                   Callback<Job> done);
+  template <AnswerToken<Job> Token = use_future_t>
+  auto batch_async(std::string_view topic, std::string_view id, const BatchChange& change,
+                   Token&& completion = {});
   template <AnswerToken<std::optional<Job>> Token = use_future_t>
   auto get_with_dependencies_async(std::string_view topic, std::string_view id,
                                    Token&& completion = {});

@@ -67,6 +67,31 @@ struct Dependency {
 enum class DependencyOutcome { pending, done, failed, dropped };
 std::string_view to_string(DependencyOutcome o) noexcept;
 
+// A batch (library version 36, docs/flows.md, "Batches"): jobs of any
+// topics grouped so that others can wait for them all (JobSpec::after
+// naming the batch's topic and id). Its counts, as Client::batch and a get
+// of it report them.
+struct BatchCounts {
+  bool sealed = false;      // takes no more members
+  std::int64_t total = 0;   // members named
+  std::int64_t done = 0;    // acked (or taken for good)
+  std::int64_t failed = 0;  // dead, or deleted before they finished
+  std::int64_t pending() const { return total - done - failed; }
+};
+
+// A job named by its topic and id (a batch's member).
+struct JobRef {
+  std::string topic;
+  std::string id;
+};
+
+// What Client::batch does to a batch (made by the first call on its id).
+struct BatchChange {
+  std::vector<JobRef> add{};     // members, each once (up to limits::kDepsMax a call)
+  bool seal = false;             // no more members
+  std::optional<Millis> keep{};  // kept once finished (a week unless given)
+};
+
 struct DependencyState {
   std::string topic;
   std::string id;
@@ -198,6 +223,10 @@ struct Job {
   int deps_total = 0;
   int deps_left = 0;
   std::vector<DependencyState> deps;
+  // A batch's counts (library version 36): set for a batch alone (its state
+  // blocked until sealed with every member finished, then done; error: the
+  // last member's failure).
+  std::optional<BatchCounts> batch;
 };
 
 // What reserve takes.

@@ -59,8 +59,18 @@ Dependency parse_dependency(const std::string& text) {
   return d;
 }
 
+// --batch TOPIC/ID, and batch's --add TOPIC/ID: a job named by topic and id
+// (the first '/' ends the topic).
+JobRef parse_ref(const std::string& text, const char* option) {
+  const auto slash = text.find('/');
+  if (slash == std::string::npos || slash == 0 || slash + 1 == text.size()) {
+    throw Error(Errc::invalid_argument, std::string(option) + " must be TOPIC/ID, got " + text);
+  }
+  return {text.substr(0, slash), text.substr(slash + 1)};
+}
+
 struct PutArgs {
-  std::string topic, id, body, backoff;
+  std::string topic, id, body, backoff, batch;
   std::vector<std::string> after;
   std::optional<std::int64_t> delay, at, ttr, attempts, replicas, keep;
   int priority = 0;
@@ -95,6 +105,13 @@ struct PutArgs {
 
 int put(Session& s, const PutArgs& a) {
   JobSpec spec = a.spec();
+  if (!a.batch.empty()) {
+    // The member first: a job that finished before it was added would count
+    // only while its trace is kept.
+    if (spec.id == "*") throw Error(Errc::invalid_argument, "--batch needs the job's id, not *");
+    const JobRef b = parse_ref(a.batch, "--batch");
+    s.client().batch(b.topic, b.id, BatchChange{.add = {{a.topic, spec.id}}});
+  }
   if (spec.id == "*") {  // a generated id
     spec.id.clear();
     const std::string id = s.client().add(a.topic, spec);
@@ -233,6 +250,8 @@ void add_job_commands(CLI::App& app, Action& selected) {
   put_cmd->add_option("--after", p->after,
                       "wait for job TOPIC/ID first (repeat for more; :fail, :ignore or :drop "
                       "after it says what its failure does, fail by default)");
+  put_cmd->add_option("--batch", p->batch,
+                      "add the job to batch TOPIC/ID (made if new) before it is put");
   put_cmd->add_flag("--replace", p->replace, "update an existing job only");
   put_cmd->add_flag("--upsert", p->upsert, "create or update");
   put_cmd->add_flag("--debounce", p->debounce,
@@ -306,6 +325,39 @@ void add_job_commands(CLI::App& app, Action& selected) {
       RescheduleOptions change{.priority = mv->priority, .due_at_ms = mv->at};
       if (mv->delay) change.delay = Millis{*mv->delay};
       return report(s.client().reschedule(mv->topic, mv->id, change), "rescheduled", mv->id, s);
+    };
+  });
+
+  struct Batched {
+    std::string topic, id;
+    std::vector<std::string> add;
+    bool seal = false;
+    std::optional<std::int64_t> keep;
+  };
+  auto b = std::make_shared<Batched>();
+  auto* batch_cmd = app.add_subcommand(
+      "batch",
+      "make a batch, add members, seal it; shows it (docs/flows.md: jobs put --after "
+      "TOPIC/ID wait for it)");
+  batch_cmd->add_option("topic", b->topic)->required();
+  batch_cmd->add_option("id", b->id)->required();
+  batch_cmd->add_option("--add", b->add, "a member, TOPIC/ID (repeat for more)");
+  batch_cmd->add_flag("--seal", b->seal, "no more members: it finishes once they all have");
+  batch_cmd
+      ->add_option("--keep", b->keep, "keep it this many ms once finished (a week unless given)")
+      ->check(CLI::Range(std::int64_t{1}, limits::kDelayMax));
+  batch_cmd->callback([b, &selected] {
+    selected = [b](Session& s) {
+      BatchChange change{.seal = b->seal};
+      for (const auto& m : b->add) change.add.push_back(parse_ref(m, "--add"));
+      if (b->keep) change.keep = Millis{*b->keep};
+      const Job batch = s.client().batch(b->topic, b->id, change);
+      if (s.json()) {
+        std::cout << wire::job_text(batch) << "\n";
+      } else {
+        print_job_text(batch);
+      }
+      return 0;
     };
   });
 

@@ -55,6 +55,11 @@ void print_job_text(const Job& j) {
     std::cout << "  " << l.at_ms << " attempt " << l.attempt << ": " << printable(l.text)
               << (l.cut ? " [cut]" : "") << "\n";
   }
+  if (j.batch) {
+    std::cout << "batch:        " << j.batch->total << " members: " << j.batch->done << " done, "
+              << j.batch->failed << " failed, " << j.batch->pending() << " pending; "
+              << (j.batch->sealed ? "sealed" : "open") << "\n";
+  }
   // What it waits, or waited, for: one line each.
   if (j.deps_total > 0) {
     std::cout << "after:        " << j.deps_total - j.deps_left << " of " << j.deps_total

@@ -328,6 +328,13 @@ void Client::get_with_dependencies_async(std::string_view topic, std::string_vie
 REDISCHED_WRAP(std::optional<Job>, get_with_dependencies,
                (std::string_view topic, std::string_view id), (topic, id, std::move(cb)))
 
+void Client::batch_async(std::string_view topic, std::string_view id, const BatchChange& change,
+                         Callback<Job> done) {
+  impl_->run<op::Batch>(topic, {std::string(id), change}, std::move(done));
+}
+REDISCHED_WRAP(Job, batch, (std::string_view topic, std::string_view id, const BatchChange& change),
+               (topic, id, change, std::move(cb)))
+
 void Client::reschedule_async(std::string_view topic, std::string_view id,
                               const RescheduleOptions& change, Callback<Outcome> done) {
   impl_->run<op::Reschedule>(topic, {std::string(id), change}, std::move(done));

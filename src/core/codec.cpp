@@ -186,6 +186,12 @@ Job job_from_fields(const Reply& r) {
       j.deps_total = static_cast<int>(to_int(v));
     } else if (f == "deps_left") {
       j.deps_left = static_cast<int>(to_int(v));
+    } else if (f.starts_with("batch_")) {
+      if (!j.batch) j.batch.emplace();
+      if (f == "batch_sealed") j.batch->sealed = to_int(v) != 0;
+      if (f == "batch_total") j.batch->total = to_int(v);
+      if (f == "batch_done") j.batch->done = to_int(v);
+      if (f == "batch_failed") j.batch->failed = to_int(v);
     } else if (f == "deps") {
       if (v.type != Reply::Type::array) unexpected("deps");
       j.deps.reserve(v.elements.size());

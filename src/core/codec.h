@@ -127,6 +127,7 @@ inline bool changed_nothing(const FailResult& r) { return r.outcome != Outcome::
 inline bool changed_nothing(const ReserveResult& r) { return r.jobs.empty(); }
 inline bool changed_nothing(bool changed) { return !changed; }
 inline bool changed_nothing(const std::string& /*new_id*/) { return false; }
+inline bool changed_nothing(const Job& /*batch after a change*/) { return false; }
 template <class T>
 bool changed_nothing(const std::vector<T>& each) {
   for (const auto& one : each) {

@@ -663,4 +663,33 @@ void Resolve::encode(Command& cmd, const Args& a) {
 }
 int Resolve::decode(const Reply& r) { return to_count(r); }
 
+void Batch::check(const Args& a, const ClientOptions& /*o*/) {
+  check_id(a.id);
+  if (a.change.add.size() > static_cast<std::size_t>(limits::kDepsMax)) {
+    throw Error(Errc::invalid_argument,
+                "a batch takes at most " + std::to_string(limits::kDepsMax) + " members a call");
+  }
+  for (const auto& m : a.change.add) {
+    check_topic(m.topic);
+    check_id(m.id);
+  }
+  if (a.change.keep && a.change.keep->count() <= 0) {
+    throw Error(Errc::invalid_argument, "a batch's keep must be positive");
+  }
+}
+void Batch::encode(Command& cmd, const Args& a) {
+  cmd.add(a.id);
+  if (!a.change.add.empty()) {
+    cmd.add("ADD").add(static_cast<std::int64_t>(a.change.add.size()));
+    for (const auto& m : a.change.add) cmd.add(m.topic).add(m.id);
+  }
+  if (a.change.seal) cmd.add("SEAL");
+  if (a.change.keep) cmd.add("KEEP").add(a.change.keep->count());
+}
+Job Batch::decode(const Reply& r) {
+  auto j = parse_get(r);
+  if (!j) throw Error(Errc::protocol, "unexpected reply from the Functions library: batch nil");
+  return *std::move(j);
+}
+
 }  // namespace redisched::core::op

@@ -773,11 +773,27 @@ struct Resolve : JobWrite {
   static Value decode(const Reply& r);
 };
 
+// A batch made, its members added, sealed (library version 36): the batch
+// after the call.
+struct Batch : JobWrite {
+  static constexpr std::string_view function = "batch";
+  static constexpr std::string_view calls = "batch";
+  struct Args {
+    std::string id;
+    BatchChange change;
+  };
+  using Value = Job;
+  static std::string_view id(const Args& a) { return a.id; }
+  static void check(const Args& a, const ClientOptions& o);
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+};
+
 using All =
     std::tuple<Put, Add, PutMany, Get, Stats, History, List, Reserve, Pull, Ack, AckMany, Release,
                Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll, Promote, PromoteAll,
                Purge, Reschedule, Pause, Resume, Limit, RetryWindow, Migrate, Shards, Shard,
                Schedules, Schedule, Unschedule, PauseSchedule, ResumeSchedule, Tick, Beat, Leave,
-               Workers, Outbox, Moved, Depend, Forget, Resolve>;
+               Workers, Outbox, Moved, Depend, Forget, Resolve, Batch>;
 
 }  // namespace redisched::core::op

@@ -140,6 +140,21 @@ awaitable<Response> get_job(ApiContext& ctx, Request& req, const Params& p) {
   co_return json_response(req, Status::ok, wire::job_text(*j));
 }
 
+// POST .../batches/{id}: makes the batch, adds members, seals it (library
+// version 36); the batch after the call. GET: the batch, 404 for a job.
+awaitable<Response> change_batch(ApiContext& ctx, Request& req, const Params& p) {
+  const BatchChange change = batch_change(json_object(req.body()));
+  const Job b = co_await ctx.client.batch_async(p.topic, p.id, change, asio::use_awaitable);
+  co_return json_response(req, Status::ok, wire::job_text(b));
+}
+
+awaitable<Response> get_batch(ApiContext& ctx, Request& req, const Params& p) {
+  auto j = co_await ctx.client.get_async(p.topic, p.id, true, asio::use_awaitable);
+  if (!j || !j->batch)
+    refuse(Status::not_found, "not_found", "no batch " + p.id + " in topic " + p.topic);
+  co_return json_response(req, Status::ok, wire::job_text(*j));
+}
+
 awaitable<Response> delete_job(ApiContext& ctx, Request& req, const Params& p) {
   auto removed = co_await ctx.client.remove_async(p.topic, p.id, asio::use_awaitable);
   if (!removed) refuse(Status::not_found, "not_found", "no job " + p.id + " in topic " + p.topic);
@@ -262,8 +277,9 @@ awaitable<Response> ack(ApiContext& ctx, Request& req, const Params& p) {
       refused = e;
     }
     if (refused) {
-      bad_request("a \"result\" needs \"keep_ms\" > 0 (it is kept with the finished job), "
-                  "unless jobs wait for this one (it goes to them)");
+      bad_request(
+          "a \"result\" needs \"keep_ms\" > 0 (it is kept with the finished job), "
+          "unless jobs wait for this one (it goes to them)");
     }
   } else {
     o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, asio::use_awaitable);
@@ -981,6 +997,10 @@ const std::vector<Route>& table() {
         {verb::delete_, delete_job, Role::produce}},
        false,
        &kJobQuery},
+      {"/v1/topics/{topic}/batches/{id}",
+       {{verb::get, get_batch, Role::read}, {verb::post, change_batch, Role::produce}},
+       false,
+       &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/ack", {{verb::post, ack, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/release",
        {{verb::post, release, Role::consume}},

@@ -215,6 +215,32 @@ std::vector<Dependency> dependencies(const json::value& v) {
   return out;
 }
 
+// A batch's change (library version 36): members to add, seal, keep_ms.
+BatchChange batch_change(const json::object& o) {
+  only_fields(o, {"add", "seal", "keep_ms"});
+  BatchChange c;
+  if (auto it = o.find("add"); it != o.end() && !it->value().is_null()) {
+    if (!it->value().is_array()) bad_request("\"add\" must be an array of {topic, id}");
+    const auto& a = it->value().as_array();
+    if (a.size() > static_cast<std::size_t>(limits::kDepsMax)) {
+      bad_request("\"add\" names at most " + std::to_string(limits::kDepsMax) + " jobs a call");
+    }
+    c.add.reserve(a.size());
+    for (const auto& e : a) {
+      if (!e.is_object()) bad_request("each of \"add\" must be an object {topic, id}");
+      const auto& m = e.as_object();
+      only_fields(m, {"topic", "id"});
+      JobRef ref{string_field(m, "topic").value_or(""), string_field(m, "id").value_or("")};
+      if (ref.topic.empty() || ref.id.empty())
+        bad_request("each of \"add\" needs a topic and an id");
+      c.add.push_back(std::move(ref));
+    }
+  }
+  c.seal = bool_field(o, "seal").value_or(false);
+  if (auto k = int_field(o, "keep_ms", 1, limits::kDelayMax)) c.keep = Millis{*k};
+  return c;
+}
+
 JobSpec job_spec(const json::object& o) {
   only_fields(o, {"body", "body_base64", "delay_ms", "due_at_ms", "priority", "ttr_ms", "attempts",
                   "backoff", "keep_ms", "mode", "replicas", "after"});

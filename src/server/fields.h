@@ -46,6 +46,8 @@ std::optional<bool> bool_field(const boost::json::object& o, std::string_view na
 
 // The job of PUT/POST .../jobs: body or body_base64, schedule, options.
 JobSpec job_spec(const boost::json::object& o);
+// The change of POST .../batches/{id}: add ([{topic, id}...]), seal, keep_ms.
+BatchChange batch_change(const boost::json::object& o);
 // A schedule of PUT .../schedules/{name}: cron and time_zone or every_ms,
 // catch_up, paused, and the tick job's fields as job_spec reads them.
 ScheduleSpec schedule_spec(const boost::json::object& o);

@@ -125,6 +125,13 @@ json::object job_json(const Job& j) {
     }
     o["deps"] = std::move(deps);
   }
+  if (j.batch) {
+    o["batch"] = json::object{{"sealed", j.batch->sealed},
+                              {"total", j.batch->total},
+                              {"done", j.batch->done},
+                              {"failed", j.batch->failed},
+                              {"pending", j.batch->pending()}};
+  }
   return o;
 }
 

@@ -137,6 +137,13 @@ class Worker::Impl {
     by_channel.emplace(channel, topics.back().get());
   }
 
+  void move_outbox_of(std::string topic) {
+    Client::validate_topic(topic);
+    std::lock_guard lock(lifecycle);
+    if (started) throw Error(Errc::invalid_argument, "name the outboxes to move before run()");
+    own.insert(std::move(topic));
+  }
+
   void run() {
     std::lock_guard lock(lifecycle);
     if (started) throw Error(Errc::invalid_argument, "a Worker runs once");
@@ -388,6 +395,8 @@ void Worker::handle_async(std::string topic, HandlerOptions options, AsyncHandle
   if (!handler) throw Error(Errc::invalid_argument, "the handler of topic " + topic + " is empty");
   impl_->handle(std::move(topic), options, nullptr, std::move(handler));
 }
+
+void Worker::move_outbox_of(std::string topic) { impl_->move_outbox_of(std::move(topic)); }
 
 Canceller Worker::run() {
   impl_->run();

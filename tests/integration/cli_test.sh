@@ -143,6 +143,29 @@ expect "the outcomes" "  fl_rep/usage (fail): done: usage.pdf|  fl_rep/taxes (ig
   "$(r get fl_inv invoice | grep '^  fl_rep' | paste -sd'|')"
 expect "a bad --after" "1" "$(r put fl_inv p2 'x' --after nothing >/dev/null 2>&1; echo $?)"
 
+# Batches: made with a member, another put --batch, a callback waits for
+# it; sealed once both are done, the callback is released.
+expect "batch --add" "batch:        1 members: 0 done, 0 failed, 1 pending; open" \
+  "$(r batch fl_b nightly --add fl_m/m1 | grep '^batch')"
+r put fl_m m1 'one' >/dev/null
+expect "put --batch" "created m2" "$(r put fl_m m2 'two' --batch fl_b/nightly)"
+expect "a callback" "created notify" "$(r put fl_cb notify 'all done' --after fl_b/nightly:fail)"
+r move fl_b >/dev/null
+r move fl_cb >/dev/null
+for i in 1 2; do
+  token=$(r --json reserve fl_m | sed 's/.*"token":\([0-9]*\).*/\1/')
+  r ack fl_m "m$i" "$token" >/dev/null
+done
+r move fl_m >/dev/null
+expect "both counted, open" "batch:        2 members: 2 done, 0 failed, 0 pending; open" \
+  "$(r batch fl_b nightly | grep '^batch')"
+expect "sealed: done" "state:        done" "$(r batch fl_b nightly --seal | grep '^state')"
+r move fl_b >/dev/null
+expect "the callback released" "state:        ready" "$(r get fl_cb notify | grep '^state')"
+expect "no more members" "1" "$(r batch fl_b nightly --add fl_m/m3 >/dev/null 2>&1; echo $?)"
+expect "a bad --add" "1" "$(r batch fl_b other --add nothing >/dev/null 2>&1; echo $?)"
+expect "batch --json" '"pending":0' "$(r --json batch fl_b nightly | grep -o '"pending":0')"
+
 # Recurring jobs: set, list, pause, resume, delete; bad rules refused.
 expect "schedule set" "nightly	cron 30 2 * * * (Europe/Berlin)" \
   "$(r schedule set sch nightly 'report' --cron '30 2 * * *' --tz Europe/Berlin --keep 60000 | cut -f1,2)"

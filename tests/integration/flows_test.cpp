@@ -170,6 +170,58 @@ TEST_F(FlowsTest, AWorkersHandlerReadsItsDependenciesResults) {
   w.cancel();
 }
 
+// A batch (library version 36) in a topic spread over shards, its members
+// in another spread one, given in two calls while open: a Worker runs the
+// members and the callbacks, and moves the outboxes; on success runs once
+// the batch is sealed and every member was done, and reads it as done.
+TEST_F(FlowsTest, ABatchOnSpreadTopicsRunsItsCallbackOnceSealedAndDone) {
+  ASSERT_EQ(client_.set_shards(a_, 3).size(), 3u);
+  ASSERT_EQ(client_.set_shards(b_, 3).size(), 3u);
+  Job made = client_.batch(a_, "nightly", {.add = {{b_, "m0"}, {b_, "m1"}}});
+  ASSERT_TRUE(made.batch);
+  EXPECT_EQ(made.state, JobState::blocked);
+  EXPECT_EQ(made.batch->total, 2);
+  EXPECT_FALSE(made.batch->sealed);
+  client_.put(c_, after("on_success", {{a_, "nightly"}}));
+  std::mutex m;
+  std::vector<DependencyState> seen;
+  std::atomic<int> members{0}, callbacks{0};
+  Worker w(client_);
+  w.handle(b_, {.concurrency = 4}, [&](JobContext&) { ++members; });
+  w.move_outbox_of(a_);  // the batch's (no handler of a_ runs here)
+  w.handle(c_, {}, [&](JobContext& ctx) {
+    auto deps = ctx.dependencies();
+    const std::lock_guard lock(m);
+    seen = std::move(deps);
+    ++callbacks;
+  });
+  w.run();
+  for (int i = 0; i < 20; ++i) {
+    const std::string id = "m" + std::to_string(i);
+    if (i >= 2) client_.batch(a_, "nightly", {.add = {{b_, id}}});  // added, then put
+    client_.put(b_, job(id));
+  }
+  ASSERT_TRUE(test::wait_until([&] { return client_.get(a_, "nightly")->batch->done == 20; }))
+      << client_.get(a_, "nightly")->batch->done;
+  EXPECT_EQ(callbacks.load(), 0) << "open: more members may come";
+  const Job sealed = client_.batch(a_, "nightly", {.seal = true});
+  EXPECT_EQ(sealed.state, JobState::done);
+  EXPECT_EQ(sealed.batch->total, 20);
+  EXPECT_EQ(sealed.batch->pending(), 0);
+  ASSERT_TRUE(test::wait_until([&] { return callbacks.load() == 1; }));
+  EXPECT_EQ(members.load(), 20);
+  w.cancel();
+  const std::lock_guard lock(m);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].outcome, DependencyOutcome::done);
+  EXPECT_REDISCHED_ERROR(client_.batch(a_, "nightly", {.add = {{b_, "late"}}}),
+                         Errc::invalid_argument, "has finished");
+  EXPECT_REDISCHED_ERROR(client_.batch(a_, "nightly", {.add = {{"bad topic", "x"}}}),
+                         Errc::invalid_argument, "may hold only");
+  EXPECT_REDISCHED_ERROR(client_.batch(a_, "b2", {.keep = Millis{0}}), Errc::invalid_argument,
+                         "keep must be positive");
+}
+
 TEST_F(FlowsTest, BadDependenciesAreRefusedBeforeAnythingGoesOut) {
   EXPECT_REDISCHED_ERROR(client_.put(a_, after("p", {{"bad topic", "x"}})), Errc::invalid_argument,
                          "may hold only");

@@ -163,6 +163,13 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("DELETE", f"{t}/jobs/a")[0], 200)
         self.assertEqual(self.call("DELETE", f"{t}/jobs/a")[0], 404)
         self.assertEqual(self.call("GET", f"{t}/jobs/a", token=False)[0], 401)
+        # A batch (library version 36): made with a member, then sealed.
+        status, b = self.call("POST", f"{t}/batches/nightly", {"add": [{"topic": "api", "id": "m"}]})
+        self.assertEqual((status, b["state"], b["batch"]["pending"]), (200, "blocked", 1))
+        self.assertEqual(self.call("POST", f"{t}/batches/nightly", {"seal": True})[1]["batch"]["sealed"], True)
+        self.assertEqual(self.call("GET", f"{t}/batches/nightly")[1]["batch"]["total"], 1)
+        self.assertEqual(self.call("GET", f"{t}/batches/none")[0], 404)
+        self.assertEqual(self.call("POST", f"{t}/batches/nightly", {"add": [{"id": "x"}]})[0], 400)
 
     def test_2_working(self):
         t = "/v1/topics/work"

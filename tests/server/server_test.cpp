@@ -574,8 +574,6 @@ TEST_F(ServerTest, BadRequestsGetClearErrorsAndChangeNothing) {
   EXPECT_EQ(kept.at("priority").as_int64(), 0);
 }
 
-// A topic spread over shards through HTTP: jobs by id, reserve, stats and
-// the listing show it as one topic.
 // A flow over HTTP (library version 35): the parent waits, blocked, and
 // serve's sweeper, told by the sweep signal, carries out the outboxes that
 // hand the children's outcomes over to it. Nobody else moves them here.
@@ -622,6 +620,67 @@ TEST_F(ServerTest, AFlowOverHttpIsCarriedOutByTheSweeper) {
   EXPECT_EQ(call("GET", topic_jobs() + "/p2").status, 404);
 }
 
+// A batch over HTTP (library version 36): made, given members, sealed; its
+// callbacks (on success, on complete) wait for it, and run once every
+// member finished, the sweeper carrying the news over.
+TEST_F(ServerTest, ABatchOverHttpRunsItsCallbacks) {
+  const std::string members = topic_ + "_members";
+  const std::string batch = "/v1/topics/" + topic_ + "/batches/nightly";
+  auto made = call("POST", batch,
+                   R"({"add":[{"topic":")" + members + R"(","id":"m1"},{"topic":")" + members +
+                       R"(","id":"m2"}],"keep_ms":60000})");
+  ASSERT_EQ(made.status, 200) << made.body;
+  auto b = parse(made.body);
+  EXPECT_EQ(b.at("state"), "blocked");
+  EXPECT_EQ(b.at("batch").at("total").as_int64(), 2);
+  EXPECT_EQ(b.at("batch").at("pending").as_int64(), 2);
+  EXPECT_EQ(b.at("batch").at("sealed"), false);
+  auto callback = [&](const std::string& id, const std::string& policy) {
+    return call("PUT", topic_jobs() + "/" + id,
+                R"({"body":"cb","after":[{"topic":")" + topic_ +
+                    R"(","id":"nightly","on_failure":")" + policy + R"("}]})");
+  };
+  ASSERT_EQ(callback("on_success", "fail").status, 201);
+  ASSERT_EQ(callback("on_complete", "ignore").status, 201);
+  for (const char* id : {"m1", "m2"}) {
+    ASSERT_EQ(call("PUT", "/v1/topics/" + members + "/jobs/" + id, R"({"body":"b"})").status, 201);
+    auto r = parse(call("POST", "/v1/topics/" + members + "/reserve", R"({"count":1})").body);
+    ASSERT_EQ(r.at("jobs").as_array().size(), 1u);
+    const auto token = std::to_string(r.at("jobs").as_array()[0].at("token").as_int64());
+    const std::string got = std::string(r.at("jobs").as_array()[0].at("id").as_string());
+    EXPECT_EQ(call("POST", "/v1/topics/" + members + "/jobs/" + got + "/ack",
+                   R"({"token":)" + token + "}")
+                  .status,
+              200);
+  }
+  ASSERT_TRUE(test::wait_until([&] {
+    return parse(call("GET", batch).body).at("batch").at("done").as_int64() == 2;
+  })) << call("GET", batch).body;
+  EXPECT_EQ(parse(call("GET", topic_jobs() + "/on_success").body).at("state"), "blocked")
+      << "open: more members may come";
+  auto sealed = parse(call("POST", batch, R"({"seal":true})").body);
+  EXPECT_EQ(sealed.at("state"), "done");
+  EXPECT_EQ(sealed.at("batch").at("sealed"), true);
+  for (const char* id : {"on_success", "on_complete"}) {
+    EXPECT_TRUE(test::wait_until([&] {
+      return parse(call("GET", topic_jobs() + "/" + id).body).at("state") == "ready";
+    })) << id
+        << ": " << call("GET", topic_jobs() + "/" + id).body;
+  }
+  // Refusals say what is wrong and change nothing.
+  auto late = call("POST", batch, R"({"add":[{"topic":"t","id":"x"}]})");
+  EXPECT_EQ(late.status, 400);
+  EXPECT_NE(late.body.find("has finished"), std::string::npos) << late.body;
+  EXPECT_EQ(call("POST", batch, R"({"add":[{"topic":"t"}]})").status, 400);
+  EXPECT_EQ(call("POST", batch, R"({"seal":"yes"})").status, 400);
+  EXPECT_EQ(call("POST", batch, R"({"colour":"red"})").status, 400);
+  EXPECT_EQ(call("GET", "/v1/topics/" + topic_ + "/batches/on_success").status, 404)
+      << "a job is not a batch";
+  EXPECT_EQ(call("POST", "/v1/topics/" + topic_ + "/batches/on_success", "{}").status, 400);
+}
+
+// A topic spread over shards through HTTP: jobs by id, reserve, stats and
+// the listing show it as one topic.
 TEST_F(ServerTest, ATopicSpreadOverShards) {
   auto put = call("PUT", "/v1/topics/" + topic_ + "/shards", R"({"count":3})");
   ASSERT_EQ(put.status, 200) << put.body;

@@ -182,6 +182,31 @@ try {
     await page.click('#states button:has-text("ready")');
   });
 
+  await test('a batch: its page shows its progress, and its end', async () => {
+    await serve.api('POST', '/v1/topics/invoices/batches/nightly',
+      { add: [{ topic: 'reports', id: 'part_1' }, { topic: 'reports', id: 'part_2' }] });
+    await page.goto(`${serve.base}/#/topic/invoices/job/nightly`);
+    await page.waitForSelector('#job-batch-counts:has-text("2 members: 0 done, 0 failed, 2 pending")');
+    assert.match(await page.textContent('#job-batch-sealed'), /open/);
+    assert.equal(await page.getAttribute('#job-batch-bar', 'value'), '0');
+    // One part done; serve's sweeper hands it over, the page reads it again.
+    await serve.api('PUT', '/v1/topics/reports/jobs/part_1', { body: 'p' });
+    const r = await serve.api('POST', '/v1/topics/reports/reserve', {});
+    assert.equal(r.json.jobs[0].id, 'part_1');
+    await serve.api('POST', '/v1/topics/reports/jobs/part_1/ack', { token: r.json.jobs[0].token });
+    await page.waitForSelector('#job-batch-counts:has-text("1 done, 0 failed, 1 pending")');
+    assert.equal(await page.getAttribute('#job-batch-bar', 'value'), '1');
+    // Deleted before it ran: a failure. Sealed, the batch is done.
+    await serve.api('PUT', '/v1/topics/reports/jobs/part_2', { body: 'p' });
+    await serve.api('DELETE', '/v1/topics/reports/jobs/part_2');
+    await serve.api('POST', '/v1/topics/invoices/batches/nightly', { seal: true });
+    await page.waitForSelector('#job-batch-counts:has-text("1 done, 1 failed, 0 pending")', { timeout: 10000 });
+    await page.reload();
+    await page.waitForSelector('#job-state:has-text("done")');
+    assert.match(await page.textContent('#job-batch-sealed'), /sealed/);
+    assert.match(await page.textContent('#job-fields'), /part_2: deleted/);
+  });
+
   await test('the job page: every field, the body, the attempt history, and its actions', async () => {
     const order = { amount: 1234.5, currency: 'EUR', lines: [{ sku: 'A-1', qty: 2 }] };
     await serve.api('PUT', '/v1/topics/orders/jobs/order_9',

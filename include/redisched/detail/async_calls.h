@@ -211,6 +211,15 @@ auto Client::outbox_topics_async(Token&& completion) {
       [this](Callback<std::vector<std::string>> done) { outbox_topics_async(std::move(done)); });
 }
 
+template <AnswerToken<Job> Token>
+auto Client::batch_async(std::string_view topic, std::string_view id, const BatchChange& change,
+                         Token&& completion) {
+  return detail::answer_to<Job>(std::forward<Token>(completion),
+                                [this, topic, id, change](Callback<Job> done) {
+                                  batch_async(topic, id, change, std::move(done));
+                                });
+}
+
 template <AnswerToken<std::optional<Job>> Token>
 auto Client::get_with_dependencies_async(std::string_view topic, std::string_view id,
                                          Token&& completion) {
