@@ -821,6 +821,51 @@ function depRow(d) {
     el('td', {}, el('pre', { class: `body clamp${d.outcome === 'done' ? '' : ' bad'}`, tabindex: 0 }, value)));
 }
 
+// The whole flow under the job shown: what it waits for, what those wait
+// for, and so on, each read once (a GET; at most kTreeJobs of them), as an
+// indented tree. Read when asked, not with each refresh of the page.
+const kTreeJobs = 200;
+let treeOf = null;  // topic/id of the job whose tree is shown
+async function showFlowTree() {
+  const top = shownJob;
+  if (!top) return;
+  const key = `${state.topic}/${state.jobId}`;
+  const rows = [];
+  let cut = false;
+  async function walk(deps, depth) {
+    for (const d of deps) {
+      if (rows.length >= kTreeJobs) {
+        cut = true;
+        return;
+      }
+      let j = null;
+      try {
+        j = await api('GET', `/v1/topics/${encodeURIComponent(d.topic)}/jobs/${encodeURIComponent(d.id)}`);
+      } catch (e) {
+        j = null;  // gone (acked without keep, deleted) or never put
+      }
+      rows.push({ d, j, depth });
+      if (j && j.deps) await walk(j.deps, depth + 1);
+    }
+  }
+  $('job-tree-note').textContent = 'reading…';
+  await walk(top.deps || [], 0);
+  if (key !== `${state.topic}/${state.jobId}`) return;  // another job's page now
+  treeOf = key;
+  $('job-tree').tBodies[0].replaceChildren(...rows.map(treeRow));
+  $('job-tree-box').hidden = false;
+  $('job-tree-note').textContent = `${rows.length} jobs${cut ? ` (the first ${kTreeJobs})` : ''}, read ${new Date().toLocaleTimeString()}`;
+}
+
+function treeRow({ d, j, depth }) {
+  const outcome = { pending: 'tag', done: 'tag ok-tag', failed: 'tag bad-tag', dropped: 'tag warn-tag' }[d.outcome] || 'tag';
+  const name = el('td', { 'data-depth': depth }, el('a', { class: 'body', href: jobHash(d.topic, d.id) }, `${d.topic}/${d.id}`));
+  name.style.paddingLeft = `${0.5 + depth * 1.5}rem`;  // (CSSOM: the page's policy refuses style attributes)
+  return el('tr', { 'data-dep': `${d.topic}/${d.id}` }, name,
+    el('td', {}, j ? j.state : el('span', { class: 'muted' }, 'gone, or never put')),
+    el('td', {}, el('span', { class: outcome }, d.outcome)));
+}
+
 function historyRow(a) {
   return el('tr', { 'data-attempt': a.attempt },
     el('td', { class: 'n' }, a.attempt),
@@ -945,6 +990,11 @@ async function loadJob(keepMessage) {
   if ('result_base64' in j) $('job-result').textContent = hexDump(Uint8Array.from(atob(j.result_base64), (c) => c.charCodeAt(0)));
   renderReport(j);
   renderBatch(j.batch);
+  if (treeOf !== `${state.topic}/${state.jobId}`) {  // (another job's page: the tree was not its)
+    treeOf = null;
+    $('job-tree-box').hidden = true;
+    $('job-tree-note').textContent = '';
+  }
   const deps = j.deps || [];
   $('job-deps-box').hidden = deps.length === 0;
   $('job-deps').tBodies[0].replaceChildren(...deps.map(depRow));
@@ -1079,6 +1129,7 @@ document.addEventListener('DOMContentLoaded', () => {
     else location.hash = hash;
   });
   $('found-more').addEventListener('click', () => findJobs(found.prefix, true));
+  $('job-tree-show').addEventListener('click', () => showFlowTree());
   // Each history panel from the page's one template, its heading its own.
   for (const box of document.querySelectorAll('section.history')) {
     box.append($('history-template').content.cloneNode(true));

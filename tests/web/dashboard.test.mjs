@@ -182,6 +182,31 @@ try {
     await page.click('#states button:has-text("ready")');
   });
 
+  await test('a flow as a whole tree: what a job waits for, through others', async () => {
+    await serve.api('PUT', '/v1/topics/chain/jobs/mid', { body: 'm', after: [{ topic: 'chain', id: 'leaf' }] });
+    await serve.api('PUT', '/v1/topics/chain/jobs/top', { body: 't',
+      after: [{ topic: 'chain', id: 'mid' }, { topic: 'chain', id: 'side', on_failure: 'drop' }] });
+    await serve.api('PUT', '/v1/topics/chain/jobs/side', { body: 's' });
+    await page.goto(`${serve.base}/#/topic/chain/job/top`);
+    await page.waitForSelector('#job-deps tr[data-dep="chain/mid"]');
+    assert.equal(await page.isVisible('#job-tree-box'), false, 'read when asked');
+    await page.click('#job-tree-show');
+    await page.waitForSelector('#job-tree tr[data-dep="chain/leaf"]');
+    const rows = await page.$$eval('#job-tree tbody tr', (trs) => trs.map((tr) =>
+      [tr.dataset.dep, tr.cells[0].dataset.depth, tr.cells[1].textContent, tr.cells[2].textContent]));
+    assert.deepEqual(rows, [
+      ['chain/mid', '0', 'blocked', 'pending'],
+      ['chain/leaf', '1', 'gone, or never put', 'pending'],
+      ['chain/side', '0', 'ready', 'pending'],
+    ]);
+    assert.match(await page.textContent('#job-tree-note'), /3 jobs/);
+    // Another job's page does not show this tree.
+    await page.click('#job-tree a:has-text("chain/mid")');
+    await page.waitForSelector('#job-id:has-text("mid")');
+    await page.waitForSelector('#job-deps tr[data-dep="chain/leaf"]');
+    assert.equal(await page.isVisible('#job-tree-box'), false);
+  });
+
   await test('a batch: its page shows its progress, and its end', async () => {
     await serve.api('POST', '/v1/topics/invoices/batches/nightly',
       { add: [{ topic: 'reports', id: 'part_1' }, { topic: 'reports', id: 'part_2' }] });
