@@ -29,7 +29,7 @@ int main(int argc, char** argv) try {
     redisched::JobSpec report;
     report.id = "report_42_" + part;
     report.body = part;
-    report.keep = std::chrono::minutes(10);  // kept, its result goes with its ack
+    report.keep = std::chrono::minutes(10);  // (done before the invoice names it: still read)
     client.put("reports", report);
   }
 

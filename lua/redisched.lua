@@ -399,7 +399,7 @@ local OPT_NOW = { NOW = 1 }
 local OPT_TTR_NOW = { TTR = 1, NOW = 1 }
 local OPT_RESERVE = { TTR = 1, WORKER = 1, NOW = 1 }
 local OPT_KEEP_NOW = { KEEP = 1, NOW = 1 }
-local OPT_ACK = { KEEP = 1, RESULT = 1, MAXBODY = 1, NOW = 1 }
+local OPT_ACK = { KEEP = 1, RESULT = 1, FORWARD = 0, MAXBODY = 1, NOW = 1 }
 -- put's per-job words (a single put also takes putmany's call-wide ones).
 local PUT_OPTIONS = { DELAY = 1, AT = 1, PRIORITY = 1, TTR = 1, ATTEMPTS = 1, BACKOFF = 3,
                       KEEP = 1, REPLACE = 0, UPSERT = 0, DEBOUNCE = 0 }
@@ -4103,7 +4103,7 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
 end
 
 --[[ redisched_ack: a reserved job is done.
-ARGV: id token [KEEP ms] [RESULT bytes] [MAXBODY bytes] [NOW ms]
+ARGV: id token [KEEP ms] [RESULT bytes] [FORWARD] [MAXBODY bytes] [NOW ms]
   KEEP: keep the job, state done, this long (for lookups, for waiters, and
   to refuse puts of the same id); default 0: the job is removed at once.
   Give the keep reserve reported for a job put with KEEP. An ack with KEEP
@@ -4111,7 +4111,10 @@ ARGV: id token [KEEP ms] [RESULT bytes] [MAXBODY bytes] [NOW ms]
   retained jobs whose window has ended.
   RESULT: the handler's result, kept with the job (get shows it); needs
   KEEP, or jobs waiting for this one (version 35: they are sent it); at
-  most MAXBODY bytes (1048576), as a body.
+  most MAXBODY bytes (1048576), as a body. FORWARD (version 36): RESULT is
+  for the jobs waiting for this one, kept only with KEEP; with neither, it
+  is dropped instead of refused (a worker that cannot tell whether any
+  waits: the C++ Worker's set_result).
 Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 ]]
 local function ack(keys, args)
@@ -4122,12 +4125,17 @@ local function ack(keys, args)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
   local result = o.RESULT
   if result then
-    -- (or goes to the jobs waiting for it: flows)
-    if keep == 0 and redis.call('HEXISTS', k.flow, id) == 0 then
-      bad('RESULT needs KEEP, or a job waiting for this one: a result is kept with its finished job')
-    end
     local max = body_limit(o)
     if #result > max then bad('RESULT is ' .. #result .. ' bytes, over the limit of ' .. max) end
+    -- (or goes to the jobs waiting for it: flows)
+    if keep == 0 and redis.call('HEXISTS', k.flow, id) == 0 then
+      if not o.FORWARD then
+        bad('RESULT needs KEEP, or a job waiting for this one: a result is kept with its finished job')
+      end
+      result = nil -- (for the jobs waiting, and none waits)
+    end
+  elseif o.FORWARD then
+    bad('FORWARD goes with RESULT')
   elseif o.MAXBODY then
     body_limit(o)
   end

@@ -94,15 +94,16 @@ class JobContext {
   // get() shows the latest limits::kLogLinesMax as Job::log. Lines that
   // pile up faster than they are sent keep the latest kLogLinesMax.
   virtual void log(std::string_view line) = 0;
-  // The job's result, stored with it when it is acked and kept (its
-  // JobSpec::keep, or HandlerOptions::keep_finished; without either it is
-  // not stored): get() and Client::wait() return it as Job::result. At most
-  // the Client's max_body bytes; a larger one fails the job (its error says
-  // why).
+  // The job's result, given with its ack: to the jobs waiting for it
+  // (JobSpec::after; JobContext::dependencies() there), and stored with it
+  // when it is kept (its JobSpec::keep, or HandlerOptions::keep_finished;
+  // without either it is not stored): get() and Client::wait() return it
+  // as Job::result. At most the Client's max_body bytes; a larger one
+  // fails the job (its error says why).
   virtual void set_result(std::string_view result) = 0;
   // The jobs this one waited for (JobSpec::after), each with its outcome
-  // and value (a done one's result: its handler's set_result, when its
-  // job was put with keep, or its ack gave it; a failed one's error), in
+  // and value (a done one's result: what its ack gave, a Worker's
+  // set_result; a failed one's error), in
   // the order its put named them; empty for a job put without. Reads
   // them from Redis and waits for the answer: call it off the runtime's
   // threads (an asynchronous handler's own thread, not a callback).

@@ -407,6 +407,14 @@ REDISCHED_WRAP(Outcome, ack,
                 std::string_view result),
                (topic, id, token, keep, result, std::move(cb)))
 
+void detail::ClientAccess::ack_forwarding(Client& client, std::string_view topic,
+                                          std::string_view id, std::uint64_t token, Millis keep,
+                                          std::string result, Callback<Outcome> done) {
+  op::Ack::Args a{{std::string(id), token}, keep, std::move(result)};
+  a.forward = true;
+  client.impl_->run<op::Ack>(topic, a, std::move(done));
+}
+
 void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
                             Millis keep, Callback<std::vector<Outcome>> done) {

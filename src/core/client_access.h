@@ -39,6 +39,13 @@ struct ClientAccess {
   static void tick(Client& client, std::string_view topic, std::string_view name,
                    std::int64_t expect, std::int64_t next, std::optional<std::int64_t> run,
                    Callback<TickOutcome> done);
+
+  // An ack whose result is for the jobs waiting for the job (FORWARD):
+  // kept with it only with keep, dropped when neither keeps or waits for
+  // it. A Worker's set_result, which cannot tell whether any job waits.
+  static void ack_forwarding(Client& client, std::string_view topic, std::string_view id,
+                             std::uint64_t token, Millis keep, std::string result,
+                             Callback<Outcome> done);
 };
 
 }  // namespace detail

@@ -193,6 +193,7 @@ void Ack::encode(Command& cmd, const Args& a) {
   add_held(cmd, a);
   tail(cmd, a);
   if (a.result) cmd.add("RESULT").add(*a.result);
+  if (a.result && a.forward) cmd.add("FORWARD");
 }
 Outcome Ack::decode(const Reply& r) { return parse_outcome(r); }
 const redis::BatchKind& Ack::kind() { return ack_kind(); }

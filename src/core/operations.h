@@ -264,6 +264,9 @@ struct Ack : JobWrite {
     // With a result: kept with the finished job (keep > 0), and alone
     // (ackmany takes no results).
     std::optional<std::string> result;
+    // FORWARD (library version 36): the result is for the jobs waiting for
+    // this one; without keep and without any, dropped instead of refused.
+    bool forward = false;
   };
   using Value = Outcome;
   // (MAXBODY bounds a result: only an ack with one says it.)

@@ -1,5 +1,7 @@
 #include "worker/broker.h"
 
+#include "core/client_access.h"
+
 namespace redisched::worker {
 namespace {
 
@@ -18,7 +20,12 @@ class ClientBroker final : public Broker {
   }
   void ack(const std::string& topic, const std::string& id, std::uint64_t token, Millis keep,
            const std::optional<std::string>& result, Callback<Outcome> done) override {
-    if (result) return c_.ack_async(topic, id, token, keep, *result, std::move(done));
+    // (set_result's value goes to the jobs waiting for this one, if any,
+    // and is kept with it only with keep)
+    if (result) {
+      return detail::ClientAccess::ack_forwarding(c_, topic, id, token, keep, *result,
+                                                  std::move(done));
+    }
     c_.ack_async(topic, id, token, keep, std::move(done));
   }
   void release(const std::string& topic, const std::string& id, std::uint64_t token, Millis delay,

@@ -51,14 +51,12 @@ void Settler::settle(Finished f) {
     case Verdict::ack: {
       // The handler's keep, or the job's own when longer (its producer may
       // wait for it). The usual ack goes in the next ackmany; one with a
-      // result, or a keep of its own, goes alone.
+      // result (kept with a keep, and given to the jobs waiting for this
+      // one), or a keep of its own, goes alone.
       const Millis keep = std::max(opts_.keep_finished, job.keep);
-      if (!f.result || keep.count() == 0) {
-        if (keep == opts_.keep_finished) {
-          acks_.emplace_back(job.id, job.token);
-          return;
-        }
-        f.result.reset();
+      if (!f.result && keep == opts_.keep_finished) {
+        acks_.emplace_back(job.id, job.token);
+        return;
       }
       calls_.retried<Outcome>(
           [this, job, keep, result = std::move(f.result)](Callback<Outcome> cb) {

@@ -2410,6 +2410,29 @@ TEST_F(BatchesTest, BadBatchesAreRefusedByNameAndChangeNothing) {
   EXPECT_EQ(status(a_, "b5"), "blocked 1/0/0 sealed");
 }
 
+// FORWARD (version 36): a result for the jobs waiting, if any; dropped, not
+// refused, when nothing waits or keeps it.
+TEST_F(FlowsTest, AForwardedResultGoesToTheJobsWaitingOrIsDropped) {
+  put_on(a_, "p", {"AFTER", "1", b_, "x", "fail"});
+  move({a_, b_});
+  put_on(b_, "x");
+  put_on(b_, "y");
+  for (int i = 0; i < 2; ++i) {
+    auto r = on(b_, "reserve", {"1", "NOW", std::to_string(now_)});
+    ASSERT_EQ(r->elements, 4u);
+    const std::string id = r->element[3]->element[0]->str;
+    EXPECT_EQ(int_on(b_, "ack",
+                     {id, std::to_string(r->element[3]->element[2]->integer), "RESULT",
+                      "made " + id, "FORWARD", "NOW", std::to_string(now_)}),
+              1)
+        << id;
+  }
+  move({a_, b_});
+  EXPECT_EQ(deps(a_, "p"), (std::vector<std::string>{b_ + "/x fail done made x"}));
+  EXPECT_EQ(state_of(b_, "y"), "absent") << "acked, its result dropped";
+  EXPECT_EQ(error_on(b_, "ack", {"z", "1", "FORWARD"}), "BADARG FORWARD goes with RESULT");
+}
+
 // A caller of version 34 passes twelve keys: the library names the flows'
 // own, so the jobs waiting for what it acks hear of it.
 TEST_F(FlowsTest, ACallerOfTwelveKeysStillTellsTheJobsWaiting) {
