@@ -383,11 +383,34 @@ export class Topic {
       for (;;) {
         const entries = await t.call('outbox', 1000);
         const done = [];
+        // The resolves of one job (topic, id, gen) merged into calls of up to
+        // 1000 settlements, as the C++ mover does: a flow's children each
+        // add one as they finish.
+        const calls = [];
+        const open = new Map();
         for (const [entry, fnName, topic, ...args] of entries) {
-          const target = new Topic(this.redis, topic.toString(), this.prefix, this);
           const fn = fnName.toString();
           if (fn === 'resolve') {
-            await target.routed(async () => (await target.at(args[0].toString())).change('resolve', ...args));
+            const key = [topic, args[0], args[1]].map(String).join('\0');
+            const c = open.get(key);
+            const n = Number(args[2]);
+            if (c && c.count + n <= 1000) {
+              c.count += n;
+              c.rest.push(...args.slice(3));
+              c.entries.push(entry);
+              continue;
+            }
+            const merged = { fn, topic, head: args.slice(0, 2), count: n, rest: args.slice(3), entries: [entry] };
+            open.set(key, merged);
+            calls.push(merged);
+          } else {
+            calls.push({ fn, topic, args, entries: [entry] });
+          }
+        }
+        for (const { fn, topic, args, head, count, rest, entries: carried } of calls) {
+          const target = new Topic(this.redis, topic.toString(), this.prefix, this);
+          if (fn === 'resolve') {
+            await target.routed(async () => (await target.at(head[0].toString())).change('resolve', ...head, count, ...rest));
           } else if (fn === 'depend' || fn === 'forget') {
             const [head, ids] = [args.slice(0, 3), args.slice(4)];
             await target.routed(async () => {
@@ -402,7 +425,7 @@ export class Topic {
           } else {
             continue; // a later version's call: left for its mover
           }
-          done.push(entry);
+          done.push(...carried);
         }
         if (done.length) {
           await t.call('moved', ...done);

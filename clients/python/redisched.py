@@ -400,12 +400,28 @@ class Topic:
             while True:
                 entries = t._call("outbox", 1000)
                 done = []
-                for entry in entries:
-                    eid, fn, topic, *args = entry
+                # The resolves of one job (topic, id, gen) merged into calls of
+                # up to 1000 settlements, as the C++ mover does: a flow's
+                # children each add one as they finish.
+                calls, merged = [], {}
+                for eid, fn, topic, *args in entries:
+                    if _text(fn) == "resolve":
+                        key = (topic, args[0], args[1])
+                        c = merged.get(key)
+                        if c is not None and int(c[2][2]) + int(args[2]) <= 1000:
+                            c[2][2] = int(c[2][2]) + int(args[2])
+                            c[2].extend(args[3:])
+                            c[3].append(eid)
+                            continue
+                        merged[key] = c = [fn, topic, list(args), [eid]]
+                        calls.append(c)
+                    else:
+                        calls.append([fn, topic, args, [eid]])
+                for fn, topic, args, carried in calls:
                     target = Topic(self.redis, _text(topic), self.prefix, self.replicas,
                                    self.replica_timeout_ms, self.failover_s)
                     if _text(fn) == "resolve":
-                        target._routed(lambda: target._at(args[0])._call(
+                        target._routed(lambda target=target, args=args: target._at(args[0])._call(
                             "resolve", *args, changes_job=True))
                     elif _text(fn) in ("depend", "forget"):
                         head, ids = args[:3], args[4:]
@@ -419,7 +435,7 @@ class Topic:
                         target._routed(depend)
                     else:
                         continue  # a later version's call: left for its mover
-                    done.append(eid)
+                    done.extend(carried)
                 if done:
                     t._call("moved", *done)
                     moved += len(done)
