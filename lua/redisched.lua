@@ -2478,10 +2478,12 @@ do
 
   -- Adds an entry to the outbox: call fn on topic with args. The first of
   -- a call into an empty outbox has api() publish "outbox <T>" on the
-  -- sweep channel, for movers.
+  -- sweep channel, and (version 36) "outbox" on the outbox's own channel
+  -- (SPUBLISH P:{T}:outbox: delivered by this node, where the sweep
+  -- channel's message crosses a cluster's bus), for movers.
   function flows.send(k, fn, topic, args)
     if not flows.notice and redis.call('XLEN', k.outbox) == 0 then
-      flows.notice = { k.sweep, 'outbox ' .. k.tag }
+      flows.notice = { k.sweep, 'outbox ' .. k.tag, k.outbox }
     end
     -- (One field, the call as a MessagePack array: a field per word cost
     -- the ack that adds it, and the mover's read, a good part of their time.)
@@ -5366,7 +5368,10 @@ local function api(fn)
       if changed_schedule then redis.call('SPUBLISH', keys[7], changed_schedule) end
       -- A hint: a user whose ACL lacks the channel still gets its call done.
       if sweep_notice then redis.pcall('PUBLISH', sweep_notice[1], sweep_notice[2]) end
-      if flows.notice then redis.pcall('PUBLISH', flows.notice[1], flows.notice[2]) end
+      if flows.notice then
+        redis.pcall('PUBLISH', flows.notice[1], flows.notice[2])
+        redis.call('SPUBLISH', flows.notice[3], 'outbox')
+      end
       return res
     end
     if type(res) == 'table' and res.bad then return redis.error_reply(res.bad) end

@@ -412,6 +412,14 @@ class Client {
                              std::function<void(const std::string& id)> on_report,
                              std::function<void()> on_ready = {});
 
+  // Listens for a topic's outbox signal (library version 36; docs/flows.md):
+  // on_signal each time its outbox (a spread topic's: a shard's) gets a
+  // first entry, for a mover (move_outbox), which reads until it finds it
+  // empty; on_ready as watch()'s. Delivered by the node that holds the
+  // topic, where the sweep signal crosses a Redis Cluster's bus. Any thread.
+  Subscription watch_outbox(std::string_view topic, std::function<void()> on_signal,
+                            std::function<void()> on_ready = {});
+
   // Listens to the sweep signal (docs/redis-api.md, "Sweep signal"), one
   // channel for every topic: on_signal when a call gave a topic a
   // reservation that lapses before its others, or a schedule. on_ready as

@@ -880,6 +880,14 @@ Subscription Client::watch_sweep(std::function<void(const SweepSignal&)> on_sign
   return Subscription([&link, id] { link.unsubscribe(id); });
 }
 
+Subscription Client::watch_outbox(std::string_view topic, std::function<void()> on_signal,
+                                  std::function<void()> on_ready) {
+  return impl_->watch_topic(
+      topic, &core::outbox_channel,
+      [on_signal = std::move(on_signal)](const std::string& /*"outbox"*/) { on_signal(); },
+      std::move(on_ready));
+}
+
 Subscription Client::watch_reports(std::string_view topic,
                                    std::function<void(const std::string& id)> on_report,
                                    std::function<void()> on_ready) {

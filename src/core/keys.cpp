@@ -48,6 +48,10 @@ std::string reports_channel(std::string_view prefix, std::string_view topic) {
   return topic_keys(prefix, topic)[7];
 }
 
+std::string outbox_channel(std::string_view prefix, std::string_view topic) {
+  return topic_keys(prefix, topic)[14];
+}
+
 std::string sweep_channel(std::string_view prefix) { return std::string(prefix) + ":sweep"; }
 
 }  // namespace redisched::core

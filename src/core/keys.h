@@ -44,6 +44,9 @@ std::string schedules_channel(std::string_view prefix, std::string_view topic);
 // Its progress channel (docs/redis-api.md, redisched_progress): named like
 // its leases key.
 std::string reports_channel(std::string_view prefix, std::string_view topic);
+// Its outbox channel (docs/redis-api.md, "Flows"; library version 36): named
+// like its outbox key; "outbox" when the outbox gets its first entry.
+std::string outbox_channel(std::string_view prefix, std::string_view topic);
 
 // The sweep signal's channel (docs/redis-api.md, "Sweep signal"):
 // "<prefix>:sweep", a classic channel every topic's calls publish on.
