@@ -74,6 +74,13 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   // found by the move the first entry's signal started.)
   std::set<std::string> to_move;
   Clock::time_point next_moves;
+  // The topics known to use flows, each also heard on its own outbox
+  // channel (Client::watch_outbox), which the node that holds it delivers:
+  // on a Redis Cluster the sweep channel crosses the bus, where Redis holds
+  // a message back 40 ms now and then. At most kOutboxWatchesMax; beyond,
+  // the sweep channel alone.
+  static constexpr std::size_t kOutboxWatchesMax = 10000;
+  std::map<std::string, Subscription> outbox_watches;
 
   static std::int64_t steady_ms(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
@@ -130,6 +137,19 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
 
   void note_outbox(const std::string& topic) {
     if (to_move.insert(topic).second && to_move.size() == 1) timer.cancel();
+    if (stopped || outbox_watches.size() >= kOutboxWatchesMax || outbox_watches.contains(topic)) {
+      return;
+    }
+    // (Its first signal, on_ready, moves it again: entries made before.)
+    auto heard = [weak = weak_from_this(), topic] {
+      if (auto self = weak.lock())
+        asio::post(self->strand, [self, topic] { self->note_outbox(topic); });
+    };
+    try {
+      outbox_watches.emplace(topic, client.watch_outbox(topic, heard, heard));
+    } catch (const Error& e) {  // (a name the Client cannot call: the sweep channel alone)
+      spdlog::warn("sweeper: watching the outbox of {}: {}", topic, e.what());
+    }
   }
 
   // When the loop has work next.
@@ -207,7 +227,7 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
         ++holding;
       }
       if (!migrated.contains(name)) to_migrate.insert(name);
-      if (stats.outbox > 0) to_move.insert(name);
+      if (stats.outbox > 0) note_outbox(name);
     }
     ++passes;
     last_pass = Clock::now();
@@ -345,6 +365,7 @@ void Sweeper::stop(std::chrono::milliseconds wait) {
   asio::post(state_->strand, [s = state_] {
     s->stopped = true;
     s->timer.cancel();
+    s->outbox_watches.clear();  // (each cancels its subscription)
   });
   // Not from the strand's own thread: the sweep could not end while it waits.
   if (state_->started && !state_->strand.get_inner_executor().running_in_this_thread()) {

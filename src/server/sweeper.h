@@ -11,8 +11,9 @@
 // that hold reservations. The same pass hands a Scheduler the topics that
 // have schedules (later ones come by the signal too), the topics whose
 // outbox holds flows to hand over (Client::move_outbox; later ones come by
-// the signal too), and brings each topic's stored format up to date, once
-// per server (Client::migrate).
+// the signal too, and once a topic is known to use flows, by its own
+// outbox channel as well: Client::watch_outbox), and brings each topic's
+// stored format up to date, once per server (Client::migrate).
 // An idle serve thus costs Redis nothing however many topics it holds,
 // and any number of servers may sweep the same topics: requeue is atomic.
 #pragma once
