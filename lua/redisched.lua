@@ -2707,8 +2707,11 @@ is open; each member not finished has the field NUL2 id NUL gen NUL topic
 NUL member-id -> 'b'. Members are recorded on their topics by depend, as a
 flow's dependencies are, and tell the batch they finished by resolve; the
 batch counts one done or failed, deletes the member's field and at once
-tells its topic to forget it (a resolve carried again finds no field, and
-changes nothing). Finished, the batch is done, kept for its keep, and
+tells its topic to forget it (a resolve carried again finds no field: it
+counts nothing, and tells the member's topic to forget the batch again).
+A deleted batch leaves its members' fields, which go as they finish; one
+made again under its id has another gen, so they count nothing there.
+Finished, the batch is done, kept for its keep, and
 tells the jobs that wait for it (flows.notify): done when every member was
 done, else failed. ]]
   local BATCHED = 'b'
@@ -2762,7 +2765,17 @@ done, else failed. ]]
   local function settle_batch(k, pid, gen, fields, states, settled, now)
     local rec = redis.call('HGET', k.jobs, pid)
     local j = rec and record.unpack(rec)
-    if not (j and j.batch) then return 0 end
+    if not (j and j.batch and fmt(j.seq) == gen) then
+      -- An earlier batch of this id, deleted (its members' fields go as
+      -- they finish): nothing to count, and nothing left of it.
+      local del, let = {}, {}
+      for i, s in ipairs(states) do
+        if s == BATCHED then del[#del + 1], let[#let + 1] = fields[i], settled[i] end
+      end
+      redis.call('HDEL', k.flow, unpack(del))
+      let_go(k, pid, gen, let)
+      return 0
+    end
     local b, del, seen, let = j.batch, {}, {}, {}
     for i, s in ipairs(states) do
       if s == BATCHED and not seen[fields[i]] then
@@ -3087,6 +3100,7 @@ Output: the batch as redisched_get's array, after the call.
   function flows.batch(keys, args)
     local k = check_keys(keys)
     local id = id_arg(args[1])
+    if id == '*' then bad("a batch's id cannot be '*', which asks put for a generated id") end
     local o = options(args, 2, #args, BATCH_OPTIONS)
     local now = clock(o)
     local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 1, DELAY_MAX)
@@ -3362,7 +3376,9 @@ local function restore(keys, args)
   local log = o.LOG and record.log_arg(o.LOG)
   local old = redis.call('HGET', k.jobs, p.id)
   if old and not o.REPLACE then return EXISTS end
-  local where = old and locate(k, p.id, record.unpack(old))
+  old = old and record.unpack(old)
+  if old and old.batch then bad(p.id .. ' is a batch: a restore cannot change it') end
+  local where = old and locate(k, p.id, old)
   local j = new_job(p, take_seq(k, 1), created)
   j.due = p.at or created
   if made > 0 then j.attempts = made end
@@ -3486,6 +3502,7 @@ local function putmany(keys, args)
   for id, rec in pairs(before) do
     if latest[id] then
       local old = record.unpack(rec)
+      if old.batch then bad(id .. ' is a batch: a put cannot change it') end
       created_of[id], where_of[id] = old.created, locate(k, id, old)
     end
   end
@@ -5370,7 +5387,7 @@ local function api(fn)
       if sweep_notice then redis.pcall('PUBLISH', sweep_notice[1], sweep_notice[2]) end
       if flows.notice then
         redis.pcall('PUBLISH', flows.notice[1], flows.notice[2])
-        redis.call('SPUBLISH', flows.notice[3], 'outbox')
+        redis.pcall('SPUBLISH', flows.notice[3], 'outbox')
       end
       return res
     end

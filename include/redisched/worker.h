@@ -208,9 +208,10 @@ class Worker {
   // runs on options.concurrency threads of its own.
   void handle(std::string topic, HandlerOptions options, Handler handler);
   void handle_async(std::string topic, HandlerOptions options, AsyncHandler handler);
-  // Carries out topic's outbox too (WorkerOptions::move_interval), though
-  // no handler here runs its jobs: a batch's topic, or the topic of jobs
-  // that others wait for and that another process works on; before run().
+  // Carries out topic's outbox too (unless WorkerOptions::move_interval is
+  // 0), though no handler here runs its jobs: a batch's topic, or the topic
+  // of jobs that others wait for and that another process works on;
+  // before run() (which still needs a handler).
   void move_outbox_of(std::string topic);
 
   // Starts working and returns at once, with a handle to stop it (koda's

@@ -251,7 +251,8 @@ void add_job_commands(CLI::App& app, Action& selected) {
                       "wait for job TOPIC/ID first (repeat for more; :fail, :ignore or :drop "
                       "after it says what its failure does, fail by default)");
   put_cmd->add_option("--batch", p->batch,
-                      "add the job to batch TOPIC/ID (made if new) before it is put");
+                      "add the job to batch TOPIC/ID (made if new) before it is put (if "
+                      "the put fails, the batch waits for it still: put it again)");
   put_cmd->add_flag("--replace", p->replace, "update an existing job only");
   put_cmd->add_flag("--upsert", p->upsert, "create or update");
   put_cmd->add_flag("--debounce", p->debounce,

@@ -11,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <future>
 #include <map>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -79,7 +80,11 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
   // on a Redis Cluster the sweep channel crosses the bus, where Redis holds
   // a message back 40 ms now and then. At most kOutboxWatchesMax; beyond,
   // the sweep channel alone.
+  // (Under watches_mutex, not the strand: stop() ends them from its own
+  // thread, before the Client they live on can go.)
   static constexpr std::size_t kOutboxWatchesMax = 10000;
+  std::mutex watches_mutex;
+  bool watching = true;
   std::map<std::string, Subscription> outbox_watches;
 
   static std::int64_t steady_ms(Clock::time_point t) {
@@ -137,7 +142,8 @@ struct Sweeper::State : std::enable_shared_from_this<State> {
 
   void note_outbox(const std::string& topic) {
     if (to_move.insert(topic).second && to_move.size() == 1) timer.cancel();
-    if (stopped || outbox_watches.size() >= kOutboxWatchesMax || outbox_watches.contains(topic)) {
+    const std::lock_guard lock(watches_mutex);
+    if (!watching || outbox_watches.size() >= kOutboxWatchesMax || outbox_watches.contains(topic)) {
       return;
     }
     // (Its first signal, on_ready, moves it again: entries made before.)
@@ -362,10 +368,17 @@ void Sweeper::note_schedules(const std::string& topic) {
 
 void Sweeper::stop(std::chrono::milliseconds wait) {
   state_->signals.cancel();
+  {
+    std::map<std::string, Subscription> ending;  // (cancelled as it goes, outside the lock)
+    {
+      const std::lock_guard lock(state_->watches_mutex);
+      state_->watching = false;
+      ending.swap(state_->outbox_watches);
+    }
+  }
   asio::post(state_->strand, [s = state_] {
     s->stopped = true;
     s->timer.cancel();
-    s->outbox_watches.clear();  // (each cancels its subscription)
   });
   // Not from the strand's own thread: the sweep could not end while it waits.
   if (state_->started && !state_->strand.get_inner_executor().running_in_this_thread()) {

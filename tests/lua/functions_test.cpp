@@ -2406,8 +2406,36 @@ TEST_F(BatchesTest, BadBatchesAreRefusedByNameAndChangeNothing) {
             "BADARG ADD topic 'a b' must be 1..128 letters, digits, '_', '-' or '.'");
   EXPECT_EQ(error_on(a_, "batch", {"b6", "KEEP", "0"}),
             "BADARG KEEP must be from 1 to 315576000000, got 0");
+  EXPECT_EQ(error_on(a_, "batch", {"*", "SEAL"}),
+            "BADARG a batch's id cannot be '*', which asks put for a generated id");
+  // No put, of any kind, changes a batch.
+  EXPECT_EQ(error_on(a_, "putmany", {"1", "b5", "body", "1", "UPSERT"}),
+            "BADARG b5 is a batch: a put cannot change it");
+  EXPECT_EQ(error_on(a_, "restore", {"b5", "body", "ready", "1000", "0", "REPLACE"}),
+            "BADARG b5 is a batch: a restore cannot change it");
   EXPECT_EQ(state_of(a_, "b6"), "absent");
   EXPECT_EQ(status(a_, "b5"), "blocked 1/0/0 sealed");
+}
+
+// A batch deleted while a member was pending, then made again under its id:
+// the old member's end counts nothing in the new one (another gen), and its
+// field goes.
+TEST_F(BatchesTest, AMemberOfADeletedBatchCountsNothingInOneMadeAgainUnderItsId) {
+  batch(a_, "b7", {"ADD", "1", b_, "old"});
+  move({a_, b_});
+  EXPECT_EQ(int_on(a_, "delete", {"b7"}), 1);
+  EXPECT_EQ(summary(batch(a_, "b7", {"ADD", "1", b_, "new", "SEAL"})), "blocked 1/0/0 sealed");
+  move({a_, b_});
+  put_on(b_, "old");
+  EXPECT_EQ(take(b_), "old");
+  move({a_, b_});
+  EXPECT_EQ(status(a_, "b7"), "blocked 1/0/0 sealed") << "the old member counts nothing";
+  put_on(b_, "new");
+  EXPECT_EQ(take(b_), "new");
+  move({a_, b_});
+  EXPECT_EQ(status(a_, "b7"), "done 1/1/0 sealed");
+  EXPECT_EQ(redis_.call({"EXISTS", keys(a_)[13], keys(b_)[13]})->integer, 0)
+      << "no field of either batch is left";
 }
 
 // FORWARD (version 36): a result for the jobs waiting, if any; dropped, not

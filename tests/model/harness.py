@@ -243,10 +243,15 @@ def write_order_checked(code):
     # redis.pcall would let the library catch a failed command after a
     # write and go on: the checker (which wraps redis.call) could not see
     # it, so the library uses none, but for the sweep signal's PUBLISH
-    # (version 29), a hint sent once the call has succeeded, which an ACL
-    # without the channel may refuse without failing the call.
-    hints = ("redis.pcall('PUBLISH', sweep_notice", "redis.pcall('PUBLISH', flows.notice")
-    if 'redis.pcall(' in code.replace(hints[0], '').replace(hints[1], ''):
+    # (version 29) and the outbox channel's SPUBLISH (version 36), hints
+    # sent once the call has succeeded, which an ACL without the channel
+    # may refuse without failing the call.
+    hints = ("redis.pcall('PUBLISH', sweep_notice", "redis.pcall('PUBLISH', flows.notice",
+             "redis.pcall('SPUBLISH', flows.notice")
+    rest = code
+    for hint in hints:
+        rest = rest.replace(hint, '')
+    if 'redis.pcall(' in rest:
         raise RuntimeError('the library calls redis.pcall: the write-order checker cannot follow it')
     pin = code.index('\nlocal PIN = {')
     end = code.index('\n}\n', pin) + 3
