@@ -119,12 +119,6 @@ class FlowRun {
   std::map<std::string, Clock::time_point> kid_end_, parent_start_;
 };
 
-bench::Percentiles percentiles(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
-  return {at(0.50), at(0.99), v.back()};
-}
-
 int run(int argc, char** argv) {
   CLI::App app{"redisched flow benchmark: a flow's put rate, and last child -> parent"};
   std::string redis;
@@ -188,11 +182,11 @@ int run(int argc, char** argv) {
   fmt::print("  {:<44} {:>10.0f} jobs/s ({:.2f} of plain)\n",
              fmt::format("1 parent after {} children", children), jobs / flow_s, plain_s / flow_s);
   fmt::print("\nlast child's return -> parent's handler, ms: p50 p99 max\n");
-  const auto b = percentiles(big);
+  const auto b = bench::percentiles(big);
   fmt::print("  {:<44} {:8.2f} {:8.2f} {:8.2f}\n",
              fmt::format("1 parent, {} children ({} flows)", children, rounds), b.p50, b.p99,
              b.max);
-  const auto s = percentiles(small);
+  const auto s = bench::percentiles(small);
   fmt::print("  {:<44} {:8.2f} {:8.2f} {:8.2f}\n",
              fmt::format("1 parent, {} children ({} flows)", fan, flows), s.p50, s.p99, s.max);
   return 0;

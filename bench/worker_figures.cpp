@@ -56,12 +56,6 @@ void wait_acked(const Worker& w, long n) {
   while (static_cast<long>(w.stats().acked) < n) std::this_thread::sleep_for(1ms);
 }
 
-Percentiles percentiles(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
-  return {at(0.50), at(0.99), v.back()};
-}
-
 // Put one ready job at a time to an idle worker; ms from before the put to
 // the handler's start.
 Percentiles end_to_end(Admin& admin, const Target& target, int samples) {
@@ -138,6 +132,12 @@ class WakeProbe {
 constexpr Millis kLatenessTtr{60000};
 
 }  // namespace
+
+Percentiles percentiles(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  auto at = [&](double q) { return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1))]; };
+  return {at(0.50), at(0.99), v.back()};
+}
 
 void add_worker_options(CLI::App& app, WorkerRun& run) {
   app.add_option("--samples", run.samples, "ready jobs for the put -> handler latency figure")

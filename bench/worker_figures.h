@@ -19,6 +19,8 @@ namespace redisched::bench {
 struct Percentiles {
   double p50 = 0, p99 = 0, max = 0;
 };
+// Of samples, taken by value (sorted here); v must not be empty.
+Percentiles percentiles(std::vector<double> v);
 
 // Where a late job's time went: asked = Redis's clock at the reserve that
 // handed it out minus its due time (the worker asked late: its timer, or no
