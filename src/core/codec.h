@@ -119,9 +119,10 @@ inline bool is_sharded(const Error& e) { return word_of(e) == Word::sharded; }
 // Whether a write's answer says it changed nothing (a refusal: the job
 // exists, is gone, or is not reserved by this token): such an answer stands
 // whatever the replicas did (a WAIT that fell short follows a change only).
-inline bool changed_nothing(PutOutcome o) {
-  return o == PutOutcome::exists || o == PutOutcome::not_found;
-}
+// A put that found its job there (exists) vouches for an earlier write,
+// which the replicas may not have: a retry's `exists` must be confirmed as
+// a create is, or a failover loses a job the producer was told it has.
+inline bool changed_nothing(PutOutcome o) { return o == PutOutcome::not_found; }
 inline bool changed_nothing(Outcome o) { return o != Outcome::ok; }
 inline bool changed_nothing(const FailResult& r) { return r.outcome != Outcome::ok; }
 inline bool changed_nothing(const ReserveResult& r) { return r.jobs.empty(); }

@@ -956,7 +956,13 @@ TEST_F(ClientTest, ARefusalIsNeverDoneOnThePrimary) {
   lonely.replica_timeout = Millis{50};
   Client unconfirmed(lonely);
   client_.put(topic_, job("a"));
-  EXPECT_EQ(unconfirmed.put(topic_, job("a")), PutOutcome::exists);
+  // Not a refusal: `exists` vouches for the first put, which no replica
+  // confirmed (a retry answered exists is what a producer counts as done).
+  EXPECT_REDISCHED_ERROR(unconfirmed.put(topic_, job("a")), Errc::timeout,
+                         "done on the primary, but only 0 of 1 replicas");
+  JobSpec missing = job("b");
+  missing.mode = PutMode::replace;
+  EXPECT_EQ(unconfirmed.put(topic_, missing), PutOutcome::not_found);
   auto r = client_.reserve(topic_, 1, Millis{60000});
   ASSERT_EQ(r.jobs.size(), 1u);
   const auto token = r.jobs[0].token;
