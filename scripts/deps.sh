@@ -43,7 +43,8 @@ if $with_tests; then
     prometheus
     # systemd-analyze, which checks the package's unit file
     systemd
-    # a peer measured in the same run as the core (redisched_bench --peers)
+    # a peer measured in the same run as the core (redisched_bench --peers),
+    # and the reference the beanstalkd conformance test runs against
     beanstalkd
     # Redis Sentinel for the failover tests (tests/sentinel/)
     redis-sentinel
@@ -68,9 +69,11 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 if $with_tests; then
   # playwright-core drives Debian's chromium in the dashboard tests; the
-  # Node.js client's test uses ioredis; BullMQ is a peer measured by
+  # Node.js client's test uses ioredis; beanstalkd's clients jackd and
+  # fivebeans run against serve --beanstalk; BullMQ is a peer measured by
   # redisched_bench --peers.
   (cd tests/web && npm ci --no-audit --no-fund --loglevel=error)
   (cd clients/node && npm ci --no-audit --no-fund --loglevel=error)
+  (cd tests/beanstalk && npm ci --no-audit --no-fund --loglevel=error)
   (cd bench/peers/bullmq && npm ci --no-audit --no-fund --loglevel=error)
 fi

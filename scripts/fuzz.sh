@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds="${1:-15}"
 shift || true
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(url resp job_json http)
+[ ${#names[@]} -gt 0 ] || names=(url resp job_json http beanstalk)
 build=build-asan
 failures="$build/fuzz-failures"
 # An earlier run's failures are moved aside (their inputs kept): each run

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "redisched/limits.h"
 #include "server/http.h"
 #include "server/push.h"
 #include "server/serve.h"
@@ -78,6 +79,18 @@ void add_serve_options(CLI::App& s, server::ServeOptions& o) {
                "ms that requests and deliveries in flight get to finish on SIGTERM")
       ->check(CLI::Range(0, 600000))
       ->capture_default_str();
+  s.add_option("--beanstalk", o.beanstalk,
+               "HOST:PORT to serve beanstalkd's protocol on too (beanstalkd's port is 11300); "
+               "it takes no tokens, so a non-loopback HOST needs --beanstalk-any-address "
+               "(docs/beanstalkd.md)")
+      ->envname("REDISCHED_BEANSTALK");
+  s.add_option("--beanstalk-max-job-size", o.beanstalk_max_job_size,
+               "largest job body a beanstalkd client may put, bytes (beanstalkd's -z)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{limits::kBodyMaxDefault}))
+      ->capture_default_str();
+  s.add_flag("--beanstalk-any-address", o.beanstalk_any_address,
+             "let --beanstalk listen on a non-loopback address: anyone who reaches it may put, "
+             "take and delete jobs of every topic");
   s.add_option("--log-level", o.log_level, "trace, debug, info, warn, error (requests: debug)")
       ->envname("REDISCHED_LOG_LEVEL")
       ->capture_default_str();

@@ -415,6 +415,43 @@ void detail::ClientAccess::ack_forwarding(Client& client, std::string_view topic
   client.impl_->run<op::Ack>(topic, a, std::move(done));
 }
 
+// Two calls, in this order: a block is named before any of its ids is
+// given out, so a block without a name was never used (a crash between
+// the two loses its ids, no more).
+void detail::ClientAccess::take_id_block(Client& client, std::string_view topic,
+                                         Callback<std::uint64_t> done) try {
+  core::check_topic(topic);
+  auto& impl = *client.impl_;
+  const auto keys = core::id_block_keys(impl.opts.prefix);
+  core::Command incr;
+  incr.add("INCR").add(keys[0]);
+  impl.call<std::int64_t>(
+      keys[0], incr, [](const Reply& r) { return core::parse_integer(r); },
+      [&impl, keys, topic = std::string(topic),
+       done = std::move(done)](Result<std::int64_t> block) mutable {
+        if (!block.ok()) return done(block.error());
+        const auto b = block.value();
+        core::Command name;
+        name.add("HSET").add(keys[1]).add(b).add(topic);
+        impl.call<std::uint64_t>(
+            keys[1], name, [b](const Reply&) { return static_cast<std::uint64_t>(b); },
+            std::move(done));
+      });
+} catch (const Error& e) {
+  client.impl_->refuse(done, e);
+}
+
+void detail::ClientAccess::id_block_topic(Client& client, std::uint64_t block,
+                                          Callback<std::string> done) {
+  auto& impl = *client.impl_;
+  const auto keys = core::id_block_keys(impl.opts.prefix);
+  core::Command get;
+  get.add("HGET").add(keys[1]).add(static_cast<std::int64_t>(block));
+  impl.call<std::string>(
+      keys[1], get, [](const Reply& r) { return r.is_nil() ? std::string() : r.str; },
+      std::move(done));
+}
+
 void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
                             Millis keep, Callback<std::vector<Outcome>> done) {

@@ -46,6 +46,16 @@ struct ClientAccess {
   static void ack_forwarding(Client& client, std::string_view topic, std::string_view id,
                              std::uint64_t token, Millis keep, std::string result,
                              Callback<Outcome> done);
+
+  // The beanstalkd face's job ids (docs/redis-api.md, "beanstalkd ids"):
+  // integers unique across every process sharing the Redis, taken a block
+  // of kIdBlock at a time. take_id_block answers a new block's number b
+  // (ids b * kIdBlock .. b * kIdBlock + kIdBlock - 1, from block 1), named
+  // for topic before it is answered; id_block_topic answers the topic a
+  // block was taken for (empty: none).
+  static constexpr std::uint64_t kIdBlock = 4096;
+  static void take_id_block(Client& client, std::string_view topic, Callback<std::uint64_t> done);
+  static void id_block_topic(Client& client, std::uint64_t block, Callback<std::string> done);
 };
 
 }  // namespace detail

@@ -32,6 +32,11 @@ std::array<std::string, 2> registry_keys(std::string_view prefix) {
   return {base + "alive", base + "entries"};
 }
 
+std::array<std::string, 2> id_block_keys(std::string_view prefix) {
+  const std::string base = std::string(prefix) + ":{~beanstalk}:";
+  return {base + "block", base + "blocks"};
+}
+
 std::string wake_channel(std::string_view prefix, std::string_view topic) {
   return topic_keys(prefix, topic)[2];
 }

@@ -57,6 +57,11 @@ std::string sweep_channel(std::string_view prefix);
 // topic's keys share (a topic's name holds no '~').
 std::array<std::string, 2> registry_keys(std::string_view prefix);
 
+// The beanstalkd face's id blocks (core/client_access.h): the last block
+// taken, and the hash of each block's topic, "<prefix>:{~beanstalk}:block"
+// and ":blocks", in a slot no topic's keys share.
+std::array<std::string, 2> id_block_keys(std::string_view prefix);
+
 // The topic of a key of that shape, or empty when the key is not one.
 std::string_view topic_of_key(std::string_view prefix, std::string_view key);
 

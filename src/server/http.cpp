@@ -22,6 +22,7 @@
 
 #include "redisched/asio.h"
 #include "redisched/runtime.h"
+#include "server/listen.h"
 #include "wire/job_json.h"
 #include "wire/json_text.h"
 
@@ -442,44 +443,7 @@ HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::start() {
   auto& s = *state_;
-  // A name ("localhost") is every address it resolves to, so that clients
-  // reach the server whichever address family they prefer for it.
-  boost::system::error_code ec;
-  tcp::resolver resolver(s.accepting);
-  const auto found = resolver.resolve(s.opts.address, std::to_string(s.opts.port),
-                                      tcp::resolver::passive | tcp::resolver::numeric_service, ec);
-  if (ec || found.empty()) {
-    throw std::runtime_error("--listen: cannot resolve " + s.opts.address + ": " + ec.message());
-  }
-  std::string failures;
-  std::uint16_t port = s.opts.port;
-  std::set<asio::ip::address> seen;
-  for (const auto& entry : found) {
-    if (!seen.insert(entry.endpoint().address()).second) continue;
-    // With port 0, the first bound port is the one for every address.
-    const tcp::endpoint endpoint(entry.endpoint().address(), port);
-    auto acceptor = std::make_unique<tcp::acceptor>(s.accepting);
-    acceptor->open(endpoint.protocol(), ec);
-    if (!ec && endpoint.protocol() == tcp::v6()) {
-      acceptor->set_option(asio::ip::v6_only(true), ec);
-    }
-    if (!ec) acceptor->set_option(asio::socket_base::reuse_address(true), ec);
-    if (!ec) acceptor->bind(endpoint, ec);
-    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      failures +=
-          (failures.empty() ? "" : "; ") + endpoint.address().to_string() + ": " + ec.message();
-      continue;
-    }
-    port = acceptor->local_endpoint().port();
-    s.acceptors.push_back(std::move(acceptor));
-  }
-  if (s.acceptors.empty()) {
-    throw std::runtime_error("cannot listen on " + s.opts.address + ":" +
-                             std::to_string(s.opts.port) + ": " + failures);
-  }
-  if (!failures.empty())
-    spdlog::warn("listening on some addresses of {} only ({})", s.opts.address, failures);
+  s.acceptors = listen_on(s.accepting, s.opts.address, s.opts.port, "--listen");
   for (auto& a : s.acceptors) {
     asio::co_spawn(s.accepting, s.accept_loop(*a), asio::detached);
   }

@@ -2,19 +2,23 @@
 
 #include <pthread.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/strand.hpp>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <thread>
 
 #include "embedded/redis_process.h"
 #include "redisched/asio.h"
+#include "redisched/limits.h"
 #include "redisched/runtime.h"
 #include "redisched/scheduler.h"
 #include "server/api.h"
+#include "server/beanstalk.h"
 #include "server/census.h"
 #include "server/dashboard.h"
 #include "server/http.h"
@@ -28,16 +32,17 @@ namespace {
 
 namespace asio = boost::asio;
 
-std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
+std::pair<std::string, std::uint16_t> split_listen(const std::string& listen,
+                                                   const std::string& flag = "--listen") {
   const auto colon = listen.rfind(':');
   if (colon == std::string::npos)
-    throw std::runtime_error("--listen wants ADDRESS:PORT, got " + listen);
+    throw std::runtime_error(flag + " wants ADDRESS:PORT, got " + listen);
   int port = -1;
   try {
     port = std::stoi(listen.substr(colon + 1));
   } catch (const std::exception&) {
   }
-  if (port < 0 || port > 65535) throw std::runtime_error("--listen: bad port in " + listen);
+  if (port < 0 || port > 65535) throw std::runtime_error(flag + ": bad port in " + listen);
   std::string host = listen.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
@@ -49,8 +54,8 @@ std::pair<std::string, std::uint16_t> split_listen(const std::string& listen) {
 // once; keep-alive clients are told to close with their next answer; the
 // requests and webhook deliveries in flight finish. Connections still open
 // at the deadline are closed.
-void drain(const ServeOptions& o, ApiContext& ctx, HttpServer& server, Sweeper& sweeper,
-           Scheduler& scheduler, Pusher& pusher) {
+void drain(const ServeOptions& o, ApiContext& ctx, HttpServer& server, BeanstalkServer* beanstalk,
+           Sweeper& sweeper, Scheduler& scheduler, Pusher& pusher) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(o.shutdown_timeout_ms);
   const auto left = [&] {
@@ -59,19 +64,23 @@ void drain(const ServeOptions& o, ApiContext& ctx, HttpServer& server, Sweeper& 
   };
   ctx.stop();
   server.stop();
+  if (beanstalk) beanstalk->stop();
+  const auto open = [&] {
+    return server.connections() + (beanstalk ? beanstalk->connections() : 0);
+  };
   sweeper.stop(std::chrono::milliseconds(0));
   scheduler.stop();
   pusher.stop(left());
   // Connections still open may bring the acks of jobs they hold.
-  while (server.connections() > 0 && Clock::now() < deadline) {
+  while (open() > 0 && Clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  if (server.connections() > 0) {
-    spdlog::warn("{} connections still open after --shutdown-timeout: closing them",
-                 server.connections());
+  if (open() > 0) {
+    spdlog::warn("{} connections still open after --shutdown-timeout: closing them", open());
     server.abort();
+    if (beanstalk) beanstalk->abort();
     const auto grace = Clock::now() + std::chrono::seconds(1);
-    while (server.connections() > 0 && Clock::now() < grace) {
+    while (open() > 0 && Clock::now() < grace) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
   }
@@ -102,10 +111,43 @@ class StopSignals {
   sigset_t set_{};
 };
 
+// The beanstalkd face's options, checked before anything starts; nullopt
+// without --beanstalk.
+std::optional<BeanstalkOptions> beanstalk_choice(const ServeOptions& o, const RedisChoice& r) {
+  if (o.beanstalk.empty()) return std::nullopt;
+  const auto [address, port] = split_listen(o.beanstalk, "--beanstalk");
+  if (!o.beanstalk_any_address && !loopback_only(address)) {
+    throw std::runtime_error("--beanstalk " + o.beanstalk +
+                             ": beanstalkd's protocol has no tokens; listen on a loopback "
+                             "address, or add --beanstalk-any-address to serve every job of "
+                             "every topic to whoever reaches it");
+  }
+  if (o.beanstalk_max_job_size > r.max_body) {
+    throw std::runtime_error("--beanstalk-max-job-size is over the largest body (" +
+                             std::to_string(r.max_body) + " bytes)");
+  }
+  BeanstalkOptions bo;
+  bo.address = address;
+  bo.port = port;
+  bo.max_job_size = o.beanstalk_max_job_size;
+  return bo;
+}
+
+// Connections take descriptors: as many as the hard limit allows (a
+// beanstalkd face with thousands of clients would run out of 1024).
+void raise_open_files() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
 // Everything but the embedded Redis, from start to the end of the drain.
 int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
         const std::string& embedded_dir, Access access, const StopSignals& signals) {
   const auto [address, port] = split_listen(o.listen);
+  const auto beanstalk_options = beanstalk_choice(o, r);
   // Every part of the server runs on these threads: the HTTP connections,
   // their Redis calls, the webhooks' workers, the sweeper.
   auto runtime = std::make_shared<Runtime>(o.threads);
@@ -153,12 +195,19 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   std::cout << "redisched serve listening on http://" << address << ":" << server.port()
             << " (Redis " << (embedded_dir.empty() ? url : "embedded, " + embedded_dir) << ")"
             << std::endl;
+  std::unique_ptr<BeanstalkServer> beanstalk;
+  if (beanstalk_options) {
+    beanstalk = std::make_unique<BeanstalkServer>(*runtime, *beanstalk_options, ctx);
+    beanstalk->start();
+    std::cout << "beanstalkd's protocol on " << beanstalk_options->address << ":"
+              << beanstalk->port() << std::endl;
+  }
 
   // This thread waits for SIGINT or SIGTERM, then drains.
   const int sig = signals.wait();
   const auto began = std::chrono::steady_clock::now();
   spdlog::info("signal {}: stopping", sig);
-  drain(o, ctx, server, sweeper, scheduler, pusher);
+  drain(o, ctx, server, beanstalk.get(), sweeper, scheduler, pusher);
   // Nothing is left running now: what still waits (a Redis connection's
   // reader) is destroyed with the shards, before the objects it refers to.
   runtime->stop();
@@ -174,6 +223,7 @@ int serve(const ServeOptions& o, const RedisChoice& r) {
   spdlog::set_level(spdlog::level::from_str(o.log_level));
   // From here on a signal drains (at once, if it came during the start).
   const StopSignals signals;
+  raise_open_files();
   // The tokens first: a bad --tokens file starts nothing.
   Access access = Access::from(o.token, o.tokens_file);
   std::unique_ptr<embedded::RedisProcess> embedded;

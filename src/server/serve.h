@@ -29,6 +29,12 @@ struct ServeOptions {
   std::int64_t max_wait_ms = 60000;
   std::int64_t shutdown_timeout_ms = 10000;
   std::string log_level = "info";
+  // The beanstalkd face (beanstalk.h): HOST:PORT, empty for none. It has no
+  // tokens: it listens on a loopback address only, unless
+  // beanstalk_any_address says the network in between is trusted.
+  std::string beanstalk;
+  std::size_t beanstalk_max_job_size = 65535;
+  bool beanstalk_any_address = false;
 };
 
 // Where Redis is: --redis, or the embedded default in data_dir.

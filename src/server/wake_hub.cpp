@@ -46,7 +46,12 @@ void WakeHub::schedule_trim() {
 
 std::shared_ptr<WakeHub::Ticket> WakeHub::watch(const std::string& topic,
                                                 const asio::any_io_executor& ex) {
-  auto t = std::make_shared<Ticket>(Ticket{topic, OneShot::make(ex)});
+  return watch(topic, OneShot::make(ex));
+}
+
+std::shared_ptr<WakeHub::Ticket> WakeHub::watch(const std::string& topic,
+                                                std::shared_ptr<OneShot> woken) {
+  auto t = std::make_shared<Ticket>(Ticket{topic, std::move(woken)});
   std::lock_guard lock(mu_);
   auto& w = topics_[topic];
   w.waiting.insert(t);

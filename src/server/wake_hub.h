@@ -38,6 +38,9 @@ class WakeHub {
 
   // Any thread; ex is the waiter's.
   std::shared_ptr<Ticket> watch(const std::string& topic, const boost::asio::any_io_executor& ex);
+  // The same, firing woken: one event for a waiter on several topics (a
+  // beanstalkd reserve on its watch list). forget each ticket after.
+  std::shared_ptr<Ticket> watch(const std::string& topic, std::shared_ptr<OneShot> woken);
   // Until a signal for the topic (since watch), or until. Then the ticket is
   // forgotten: watch again before the next reserve.
   boost::asio::awaitable<void> wait(std::shared_ptr<Ticket> ticket,

@@ -1,0 +1,155 @@
+"""Hostile input on serve's beanstalkd port: what must never crash serve, and
+refusals that must change nothing.
+
+ - every refused line, JOB_TOO_BIG and EXPECTED_CRLF leave Redis's keyspace
+   as it was;
+ - a body cut short by a close puts nothing;
+ - 10,000 connections at once, some mid-command: serve stays up, answers a
+   new connection, and gives back the connections' descriptors;
+ - the same refused bytes as a flood in one send.
+
+Standard library and Debian's python3-redis.
+
+    hostile_test.py BINARY
+"""
+
+import os
+import resource
+import socket
+import sys
+import time
+
+import redis
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conformance_test import Conn, Redisched, eq  # noqa: E402
+
+CONNECTIONS = 10000
+
+
+def keyspace(r):
+    """Every key with its type and contents (the embedded Redis is ours alone)."""
+    out = {}
+    for key in r.scan_iter(count=1000):
+        t = r.type(key).decode()
+        if t == "string":
+            v = r.get(key)
+        elif t == "hash":
+            v = sorted(r.hgetall(key).items())
+        elif t == "zset":
+            v = r.zrange(key, 0, -1, withscores=True)
+        elif t == "list":
+            v = r.lrange(key, 0, -1)
+        elif t == "set":
+            v = sorted(r.smembers(key))
+        else:
+            v = t
+        out[key] = v
+    return out
+
+
+REFUSED = [
+    b"bogus\r\n", b"use -x\r\n", b"use a+b\r\n", b"use " + b"a" * 129 + b"\r\n",
+    b"put 0 0 1\r\n", b"put 4294967296 0 1 1\r\nx\r\n", b"put 1001 0 1 1\r\nx\r\n",
+    b"put 0 0 604801 1\r\nx\r\n", b"put 0 0 1 65536\r\n" + b"z" * 65536 + b"\r\n",
+    b"put 0 0 1 3\r\nabcd\r\n", b"x" * 5000 + b"\r\n", b"delete 99999999999999999999\r\n",
+    # ids of no job: of a block never taken, and below the first block
+    b"delete 409600000000\r\n", b"release 409600000000 0 0\r\n", b"bury 409600000000 0\r\n",
+    b"touch 409600000000\r\n", b"kick-job 409600000000\r\n", b"peek 0\r\n", b"delete 17\r\n", b"stats-tube nothing-here\r\n",
+    b"pause-tube nothing-here 5\r\n", b"ignore default\r\n", b"\x00\xff\r\n", b"\r\n",
+]
+
+
+def refusals_change_nothing(server, r):
+    c = Conn(server.port)
+    eq(c.cmd("use hostile"), "USING hostile")
+    c.put("keep")  # a tube and a job that must stay as they are
+    before = keyspace(r)
+    for raw in REFUSED:
+        c.send(raw)
+        # One answer or more (a refused put's body is read as commands).
+        answers = [c.line().decode()]
+        while True:
+            try:
+                answers.append(c.line(timeout=0.2).decode())
+            except socket.timeout:
+                break
+        for line in answers:
+            assert line in ("BAD_FORMAT", "UNKNOWN_COMMAND", "JOB_TOO_BIG", "EXPECTED_CRLF",
+                            "NOT_FOUND", "NOT_IGNORED"), (raw[:40], line)
+    eq(keyspace(r), before, "the keyspace after refusals")
+    # All of it again in one send, and a close.
+    flood = Conn(server.port)
+    flood.send(b"".join(REFUSED) * 5)
+    flood.close()
+    time.sleep(0.3)
+    eq(keyspace(r), before, "the keyspace after a flood of refusals")
+
+
+def a_cut_body_puts_nothing(server, r):
+    before = keyspace(r)
+    for cut in (b"put 0 0 1 10\r\n", b"put 0 0 1 10\r\nabc", b"put 0 0 1 10\r\n0123456789",
+                b"put 0 0 1 10\r\n0123456789\r", b"use cut\r\nput 0 0"):
+        c = Conn(server.port)
+        c.send(cut)
+        time.sleep(0.05)
+        c.close()
+    time.sleep(0.3)
+    after = keyspace(r)
+    eq(after, before, "the keyspace after bodies cut short")
+
+
+def many_connections(server):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4 * CONNECTIONS), hard))
+    socks = []
+    began = time.monotonic()
+    for i in range(CONNECTIONS):
+        s = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+        # some idle, some mid-line, some mid-body
+        if i % 3 == 1:
+            s.sendall(b"put 0 0 1")
+        elif i % 3 == 2:
+            s.sendall(b"put 0 0 1 100\r\nabc")
+        socks.append(s)
+    opened = time.monotonic() - began
+    assert server.proc.poll() is None, "serve died with %d connections" % len(socks)
+    # A new connection is still served (up to the cap, 10,000 of them are
+    # open: the new one may be turned away; then one closes and it is not).
+    socks.pop().close()
+    time.sleep(0.2)
+    c = Conn(server.port)
+    eq(c.cmd("list-tube-used"), "USING default")
+    c.close()
+    for s in socks:
+        s.close()
+    time.sleep(1.0)
+    fds = len(os.listdir("/proc/%d/fd" % server.proc.pid))
+    assert fds < 200, "serve holds %d descriptors after the connections closed" % fds
+    c = Conn(server.port)
+    eq(c.cmd("use many"), "USING many")
+    jid = c.put("after")
+    eq(c.cmd("watch many"), "WATCHING 2")
+    eq(c.cmd("reserve-with-timeout 1"), "RESERVED %d 5" % jid)
+    print("%d connections opened in %.1f s; serve up, descriptors back (%d)"
+          % (CONNECTIONS, opened, fds))
+
+
+def main():
+    server = Redisched(sys.argv[1])
+    server.start()
+    try:
+        r = redis.Redis(unix_socket_path=os.path.join(server.dir, "data", "redis.sock"))
+        refusals_change_nothing(server, r)
+        print("ok refusals change nothing")
+        a_cut_body_puts_nothing(server, r)
+        print("ok a body cut short puts nothing")
+        many_connections(server)
+        print("ok many connections")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
