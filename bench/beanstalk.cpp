@@ -65,6 +65,8 @@ class Beanstalkd {
   Beanstalkd(const Beanstalkd&) = delete;
   Beanstalkd& operator=(const Beanstalkd&) = delete;
 
+  pid_t pid() const { return pid_; }
+
   tcp::endpoint endpoint() const {
     return {asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port_)};
   }
@@ -132,12 +134,12 @@ asio::awaitable<void> reserve_delete_jobs(tcp::socket s, long& left) {
 
 // Runs one coroutine per connection to the end; returns the seconds taken.
 template <class Make>
-double run_connections(const Beanstalkd& server, int connections, Make make) {
+double run_connections(const tcp::endpoint& server, int connections, Make make) {
   asio::io_context io;
   std::exception_ptr failure;
   for (int c = 0; c < connections; ++c) {
     tcp::socket s(io);
-    s.connect(server.endpoint());
+    s.connect(server);
     s.set_option(tcp::no_delay(true));
     asio::co_spawn(io, make(std::move(s)), [&failure](const std::exception_ptr& e) {
       if (e && !failure) failure = e;
@@ -153,6 +155,16 @@ double run_connections(const Beanstalkd& server, int connections, Make make) {
 
 PeerFigures beanstalkd_figures(long jobs, int connections) {
   Beanstalkd server;
+  const auto at = server.endpoint();
+  const double cpu0 = cpu_seconds(server.pid());
+  auto out = beanstalk_figures_at(at.address().to_string(), at.port(), jobs, connections);
+  out.cpu_seconds = cpu_seconds(server.pid()) - cpu0;
+  return out;
+}
+
+PeerFigures beanstalk_figures_at(const std::string& host, unsigned short port, long jobs,
+                                 int connections) {
+  const tcp::endpoint server(asio::ip::make_address(host), port);
   PeerFigures out;
   long next = 0;
   out.put = static_cast<double>(jobs) / run_connections(server, connections, [&](tcp::socket s) {

@@ -2,12 +2,15 @@
 
 #include <fmt/format.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -252,6 +255,19 @@ double random_read_ns(long mb, long rate, double secs) {
   }
   if (sum == 0) throw std::logic_error("random_read_ns: the heap changed");
   return std::chrono::duration<double, std::nano>(busy).count() / static_cast<double>(reads);
+}
+
+double cpu_seconds(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields 14 and 15 (utime, stime), counted after the command's ')'.
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && rest >> field; ++i) {
+    if (i >= 14) ticks += std::stod(field);
+  }
+  return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
 }  // namespace redisched::bench

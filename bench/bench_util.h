@@ -17,6 +17,9 @@
 
 namespace redisched::bench {
 
+// CPU seconds (user + system) a process has used so far (/proc/PID/stat).
+double cpu_seconds(pid_t pid);
+
 // Runs a shell command and returns what it printed.
 std::string run_command(const std::string& cmd);
 
@@ -26,6 +29,7 @@ class OwnRedis {
  public:
   OwnRedis();
   int port() const { return process_.port(); }
+  pid_t pid() const { return process_.pid(); }
 
  private:
   embedded::RedisProcess process_;

@@ -32,6 +32,7 @@
 #include <regex>
 #include <thread>
 
+#include "beanstalk.h"
 #include "bench_util.h"
 #include "redisched/client.h"
 
@@ -49,7 +50,8 @@ using Clock = std::chrono::steady_clock;
 // `redisched serve` on a free port, stopped at the end.
 class Server {
  public:
-  Server(const std::string& binary, const std::string& redis_url, int threads) {
+  Server(const std::string& binary, const std::string& redis_url, int threads,
+         bool beanstalk = false) {
     char tmpl[] = "/tmp/redisched-httpbench-XXXXXX";
     dir_ = ::mkdtemp(tmpl);
     const std::string log = dir_ + "/serve.log";
@@ -57,6 +59,10 @@ class Server {
         binary,        "--redis",     redis_url,   "serve",
         "--listen",    "127.0.0.1:0", "--threads", std::to_string(threads),
         "--log-level", "warn"};
+    if (beanstalk) {
+      args.emplace_back("--beanstalk");
+      args.emplace_back("127.0.0.1:0");
+    }
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -79,6 +85,14 @@ class Server {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (port_ == 0) throw std::runtime_error("redisched serve did not start; see " + log);
+    const std::regex beanstalk_port(R"(beanstalkd's protocol on 127\.0\.0\.1:(\d+))");
+    for (int i = 0; beanstalk && i < 1000 && beanstalk_port_ == 0; ++i) {
+      std::ifstream in(log);
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::smatch m;
+      if (std::regex_search(text, m, beanstalk_port)) beanstalk_port_ = std::stoi(m[1]);
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   ~Server() {
     ::kill(pid_, SIGTERM);
@@ -88,11 +102,14 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
   int port() const { return port_; }
+  int beanstalk_port() const { return beanstalk_port_; }
+  pid_t pid() const { return pid_; }
 
  private:
   std::string dir_;
   pid_t pid_ = -1;
   int port_ = 0;
+  int beanstalk_port_ = 0;
 };
 
 struct Load {
@@ -200,6 +217,40 @@ double library_put(const std::string& url, long total, int window) {
   return static_cast<double>(total) / std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// beanstalkd, then serve --beanstalk on a Redis of its own (no
+// persistence, as beanstalkd runs without its binlog), one after the other,
+// twice: jobs/s and CPU seconds per 100,000 jobs (put and reserve+delete
+// together; serve's and its Redis's for redisched).
+int beanstalk_faces(const std::string& binary, long jobs, int connections, int threads) {
+  fmt::print(
+      "beanstalkd's protocol: Debian's beanstalkd 1.12 against redisched serve --beanstalk "
+      "(--threads {}, its own redis-server), {} connections, one command in flight each, "
+      "{} jobs a figure, 100-byte bodies\n\n",
+      threads, connections, jobs);
+  fmt::print("{:<12} {:>10} {:>16} {:>26}\n", "server", "put/s", "reserve+delete/s",
+             "CPU s per 100k jobs");
+  for (int round = 0; round < 2; ++round) {
+    const auto b = bench::beanstalkd_figures(jobs, connections);
+    fmt::print("{:<12} {:>10.0f} {:>16.0f} {:>26.2f}\n", "beanstalkd", b.put, b.reserve_delete,
+               b.cpu_seconds * 100000.0 / static_cast<double>(jobs));
+    bench::OwnRedis redis;
+    bench::Target target;
+    target.port = redis.port();
+    Server server(binary, target.url(), threads, true);
+    const double serve0 = bench::cpu_seconds(server.pid());
+    const double redis0 = bench::cpu_seconds(redis.pid());
+    const auto r = bench::beanstalk_figures_at(
+        "127.0.0.1", static_cast<unsigned short>(server.beanstalk_port()), jobs, connections);
+    const double per = 100000.0 / static_cast<double>(jobs);
+    const double serve_cpu = (bench::cpu_seconds(server.pid()) - serve0) * per;
+    const double redis_cpu = (bench::cpu_seconds(redis.pid()) - redis0) * per;
+    fmt::print("{:<12} {:>10.0f} {:>16.0f} {:>26}\n", "redisched", r.put, r.reserve_delete,
+               fmt::format("{:.2f} (serve {:.2f}, Redis {:.2f})", serve_cpu + redis_cpu, serve_cpu,
+                           redis_cpu));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -214,7 +265,22 @@ int main(int argc, char** argv) try {
   app.add_option("--server-threads", server_threads, "serve's --threads")->capture_default_str();
   app.add_option("--serve-binary", binary, "the redisched binary to serve with")
       ->capture_default_str();
+  bool beanstalk = false;
+  app.add_flag("--beanstalk", beanstalk,
+               "instead: serve's beanstalkd face against Debian's beanstalkd, the same load "
+               "(bench/beanstalk.cpp: one command in flight per connection), with each side's CPU");
+  int beanstalk_at = 0;
+  app.add_option("--beanstalk-at", beanstalk_at,
+                 "instead: only the beanstalkd load, against a server already on this port of "
+                 "127.0.0.1 (to profile it)");
   CLI11_PARSE(app, argc, argv);
+  if (beanstalk_at > 0) {
+    const auto r = bench::beanstalk_figures_at(
+        "127.0.0.1", static_cast<unsigned short>(beanstalk_at), jobs, connections);
+    fmt::print("put {:.0f}/s, reserve+delete {:.0f}/s\n", r.put, r.reserve_delete);
+    return 0;
+  }
+  if (beanstalk) return beanstalk_faces(binary, jobs, connections, server_threads);
 
   bench::OwnRedis redis;
   bench::Target target;

@@ -186,8 +186,9 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
   std::atomic<std::int64_t> total_jobs{0}, reserves_without_timeout{0};
 
   std::mutex mu;
-  std::set<std::shared_ptr<beast::tcp_stream>> open;  // GUARDED_BY(mu)
-  std::set<std::shared_ptr<beast::tcp_stream>> idle;  // GUARDED_BY(mu): between commands
+  // Every session's stream, and whether it waits between commands (set
+  // and read on the stream's own thread: no lock per command).
+  std::map<std::shared_ptr<beast::tcp_stream>, std::shared_ptr<bool>> open;  // GUARDED_BY(mu)
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>>
       ranges;                                         // GUARDED_BY(mu): tube -> [next, end)
   std::map<std::uint64_t, std::string> block_topics;  // GUARDED_BY(mu): a cache
@@ -334,25 +335,12 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     }
   }
 
-  void set_idle(const std::shared_ptr<beast::tcp_stream>& s, bool now_idle) {
-    std::lock_guard lock(mu);
-    if (now_idle) {
-      idle.insert(s);
-    } else {
-      idle.erase(s);
-    }
-  }
-
-  bool is_idle(const std::shared_ptr<beast::tcp_stream>& s) {
-    std::lock_guard lock(mu);
-    return idle.contains(s);
-  }
-
   awaitable<void> session(std::shared_ptr<beast::tcp_stream> stream) {
     auto self = shared_from_this();
+    auto idle = std::make_shared<bool>(false);
     {
       std::lock_guard lock(mu);
-      open.insert(stream);
+      open.emplace(stream, idle);
     }
     Conn c;
     c.name = "beanstalk-" + std::to_string(total_connections.load());
@@ -378,7 +366,10 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
         if (out.size() >= (64u << 10)) break;
       }
       if (!out.empty()) {
-        stream->expires_after(opts.command_timeout);
+        // No timer: arming one per answer costs a system call; a client
+        // that stops reading holds only its own session, and its answers
+        // are bounded (64 KiB and the socket's buffer).
+        stream->expires_never();
         co_await asio::async_write(*stream, asio::buffer(out),
                                    asio::redirect_error(use_awaitable, ec));
         out.clear();
@@ -391,14 +382,14 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       const bool between = !framer.mid_command();
       if (between && stopping && c.held.empty()) break;
       if (between) {
-        set_idle(stream, true);
+        *idle = true;
         stream->expires_never();
       } else {
         stream->expires_after(opts.command_timeout);
       }
       const auto n = co_await stream->async_read_some(asio::buffer(in),
                                                       asio::redirect_error(use_awaitable, ec));
-      if (between) set_idle(stream, false);
+      *idle = false;
       if (ec == asio::error::operation_aborted && stopping && between) continue;
       if (ec) break;
       framer.feed(std::string_view(in.data(), n));
@@ -407,7 +398,6 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     {
       std::lock_guard lock(mu);
       open.erase(stream);
-      idle.erase(stream);
     }
     --connections;
   }
@@ -1182,9 +1172,11 @@ void BeanstalkServer::stop() {
     }
   });
   std::lock_guard lock(s->mu);
-  for (const auto& stream : s->idle) {
-    asio::post(stream->get_executor(), [s, stream] {
-      if (s->is_idle(stream)) stream->cancel();
+  for (const auto& entry : s->open) {
+    // Only if still idle when this runs on the connection's thread: by then
+    // it may be reading a command (a delete of a job it holds).
+    asio::post(entry.first->get_executor(), [stream = entry.first, idle = entry.second] {
+      if (*idle) stream->cancel();
     });
   }
 }
@@ -1193,8 +1185,8 @@ void BeanstalkServer::abort() {
   auto s = state_;
   stop();
   std::lock_guard lock(s->mu);
-  for (const auto& stream : s->open) {
-    asio::post(stream->get_executor(), [stream] {
+  for (const auto& entry : s->open) {
+    asio::post(entry.first->get_executor(), [stream = entry.first] {
       boost::system::error_code ignored;
       stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
     });

@@ -65,16 +65,20 @@ class Beanstalkd:
 class Redisched:
     name = "redisched"
 
-    def __init__(self, path):
+    def __init__(self, path, redis_url=None, extra=()):
         self.path = path
+        self.redis_url = redis_url  # None: serve's embedded Redis
+        self.extra = list(extra)    # global options of redisched (before "serve")
         self.dir = tempfile.mkdtemp(prefix="redisched-beanstalk-")
         self.proc = None
         self.port = None
         self.log = os.path.join(self.dir, "serve.log")
 
     def start(self):
-        argv = [self.path, "--data-dir", os.path.join(self.dir, "data"), "serve", "--listen",
-                "127.0.0.1:0", "--beanstalk", "127.0.0.1:0"]
+        where = (["--redis", self.redis_url] if self.redis_url
+                 else ["--data-dir", os.path.join(self.dir, "data")])
+        argv = [self.path] + where + self.extra + ["serve", "--listen", "127.0.0.1:0", "--beanstalk",
+                                      "127.0.0.1:0"]
         self.proc, _ = start_serve(argv, self.log)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -686,6 +690,27 @@ def pipelined_commands(port, t):
     eq(c.line(), b"b")
 
 
+def spread_tube(server, t):
+    """On a Redis Cluster: a busy tube spread over its primaries (redisched
+    shards), worked over beanstalkd by several connections, each job once."""
+    subprocess.run([server.path, "--redis", server.redis_url, "shards", t, "6"], check=True,
+                   stdout=subprocess.DEVNULL)
+    p = Conn(server.port)
+    p.cmd("use " + t)
+    ids = {p.put("job-%d" % i, pri=i % 7): "job-%d" % i for i in range(600)}
+    workers = [worker(server.port, t) for _ in range(4)]
+    seen = {}
+    for n in range(600):
+        w = workers[n % len(workers)]
+        line, body = w.with_data("reserve-with-timeout 5")
+        jid = int(line.split()[1])
+        assert jid not in seen, "job %d handed out twice" % jid
+        seen[jid] = body.decode()
+        eq(w.cmd("delete %d" % jid), "DELETED")
+    eq(seen, ids, "every job once, with its body")
+    eq(workers[0].cmd("reserve-with-timeout 0"), "TIMED_OUT")
+
+
 @case
 def quit_closes(port, t):
     c = Conn(port)
@@ -701,6 +726,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--beanstalkd")
     ap.add_argument("--redisched")
+    ap.add_argument("--redis-from-env", action="store_true",
+                    help="serve on the Redis of REDISCHED_TEST_REDIS (tools/with_cluster), "
+                         "not its embedded one; on a cluster, also a tube spread over shards")
     ap.add_argument("--only", help="a case's name")
     ap.add_argument("--clients", action="store_true",
                     help="also run clients_test.mjs (npm's jackd and fivebeans; npm ci here first)")
@@ -709,7 +737,8 @@ def main():
     if args.beanstalkd:
         servers.append(Beanstalkd(args.beanstalkd))
     if args.redisched:
-        servers.append(Redisched(args.redisched))
+        servers.append(Redisched(args.redisched, os.environ["REDISCHED_TEST_REDIS"]
+                                 if args.redis_from_env else None))
     if not servers:
         ap.error("name a server: --beanstalkd PATH and/or --redisched PATH")
     failed = 0
@@ -733,6 +762,14 @@ def main():
                     if server.proc.poll() is not None:
                         print("the server died: the cases after this one are not run")
                         break
+            if getattr(server, "redis_url", None) and not args.only:
+                try:
+                    spread_tube(server, "c%s-spread" % run_id)
+                    print("ok   %-10s spread_tube" % server.name)
+                except Exception:
+                    failed += 1
+                    print("FAIL %-10s spread_tube" % server.name)
+                    traceback.print_exc()
             if args.clients and server.proc.poll() is None:
                 here = os.path.dirname(os.path.abspath(__file__))
                 r = subprocess.run(["node", os.path.join(here, "clients_test.mjs"),
