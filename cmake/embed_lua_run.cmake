@@ -54,7 +54,7 @@ file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
 # defaults), so that C++ checks the same numbers the library does.
 # "local SOME_NAME = 86400000 * 7" becomes kSomeName = 604800000.
 if(LIMITS)
-  string(REGEX MATCHALL "\nlocal [A-Z][A-Z0-9_]* = [0-9]+( [*] [0-9]+)*" decls "${code}")
+  string(REGEX MATCHALL "\nlocal [A-Z][A-Z0-9_]* = -?[0-9]+( [*] [0-9]+)*" decls "${code}")
   set(body "")
   foreach(decl IN LISTS decls)
     string(REGEX MATCH "local ([A-Z][A-Z0-9_]*) = (.*)" _ "${decl}")

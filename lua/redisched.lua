@@ -150,14 +150,20 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 196 of the 200 locals Lua allows a function
+Locals: the main chunk holds 197 of the 200 locals Lua allows a function
 (regressions_test.py counts them); a group of helpers goes in a table
 (record, known, gone, history, reservations, waiting, place), its constants and
 private helpers in a do-block. ]]
 
-local LIBRARY_VERSION = 36 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 37 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
+-- The lowest priority (version 37): 1000 - (2^32 - 1), so that each of
+-- beanstalkd's 2^32 priorities (0 first) is one of ours (pri = 1000 -
+-- priority). The ready score's band, PRIO_MAX - priority, is then at most
+-- 2^32 - 1: exact in a score (below 2^75), with the due time inside a
+-- band rounded to 2^22 ms for the lowest bands (docs/redis-api.md).
+local PRIO_MIN = -4294966295
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
 local MS_MAX = 8796093022207     -- 2^43 - 1 (2248-09-26): the latest time a call may name
 local SEQ_MAX = 9007199254740991 -- 2^53 - 1: the counter's last value (exact in Lua)
@@ -256,8 +262,13 @@ local PIN = {
 -- (bit and struct are only reachable inside calls, not while loading.)
 local function band(a, b) return bit.band(a, b) end
 
--- An integer as decimal digits ('..' would write 1e+14 from 14 digits on).
-local function fmt(n) return string.format('%d', n) end
+-- An integer as decimal digits ('..' would write 1e+14 from 14 digits on);
+-- from 2^53 on (the ready scores of priorities below -23 reach 2^75, where
+-- '%d' would overflow) with 17 significant digits, exact for a double.
+local function fmt(n)
+  if n >= 9007199254740992 or n <= -9007199254740992 then return string.format('%.17g', n) end
+  return string.format('%d', n)
+end
 
 -- fmt that formats each number once, for the scores a batch repeats: a
 -- number handed to redis.call is formatted with 17 digits per argument,
@@ -507,7 +518,12 @@ do
   local X_TTR, X_MAX, X_BACKOFF, X_FINISHED, X_KEEP, X_RESULT, X_LATER, X_MORE =
     1, 2, 4, 8, 16, 32, 64, 128
   -- The third flags byte (version 30), present when the second has X_MORE.
-  local Y_HISTORY, Y_PROGRESS, Y_LOG, Y_DEPS, Y_BATCH, Y_UNKNOWN = 1, 2, 4, 8, 16, 224
+  -- Y_WIDE (version 37): the priority is below 0, stored as WIDE and then
+  -- 8 bytes (signed); the flag only makes version 36 refuse the record.
+  local Y_HISTORY, Y_PROGRESS, Y_LOG, Y_DEPS, Y_BATCH, Y_WIDE, Y_UNKNOWN = 1, 2, 4, 8, 16, 32, 192
+  -- A stored priority below 0 (records and members): these 2 bytes, then 8.
+  local WIDE = 65535
+  record.WIDE = WIDE
   -- A dependency's failure policy and outcome (version 35, flows).
   local POLICY_CODES, POLICY_NAMES = { fail = 1, ignore = 2, drop = 3 }, { 'fail', 'ignore', 'drop' }
   local DEP_CODES = { pending = 0, done = 1, failed = 2, dropped = 3 }
@@ -577,7 +593,10 @@ do
     if band(ext, X_MORE) ~= 0 then more, pos = struct.unpack('>B', rec, pos) end
     local j = { priority = 0 }
     j.created, j.seq, pos = struct.unpack('>I6I7', rec, pos)
-    if band(flags, F_PRIO) ~= 0 then j.priority, pos = struct.unpack('>I2', rec, pos) end
+    if band(flags, F_PRIO) ~= 0 then
+      j.priority, pos = struct.unpack('>I2', rec, pos)
+      if j.priority == WIDE then j.priority, pos = struct.unpack('>i8', rec, pos) end
+    end
     if band(flags, F_DUE) ~= 0 then j.due, pos = struct.unpack('>I6', rec, pos) end
     if band(flags, F_ATTEMPTS) ~= 0 then j.attempts, pos = struct.unpack('>I2', rec, pos) end
     if band(flags, F_PLACE) ~= 0 then j.place, pos = struct.unpack('>I7', rec, pos) end
@@ -651,7 +670,12 @@ do
       return record.plain(j.created, j.seq, j.due, j.later, j.body) -- the common cases, kept fast
     end
     local flags, ext, opt = V2, 0, {}
-    if j.priority ~= 0 then flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.priority) end
+    local wide = j.priority < 0
+    if wide then
+      flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2i8', WIDE, j.priority)
+    elseif j.priority ~= 0 then
+      flags = flags + F_PRIO; opt[#opt + 1] = struct.pack('>I2', j.priority)
+    end
     if store_due then flags = flags + F_DUE; opt[#opt + 1] = struct.pack('>I6', j.due) end
     if j.attempts and j.attempts > 0 then
       flags = flags + F_ATTEMPTS; opt[#opt + 1] = struct.pack('>I2', j.attempts)
@@ -701,6 +725,7 @@ do
                         .. struct.pack('>I2', #d.id) .. d.id .. struct.pack('>I4', #d.value) .. d.value
       end
     end
+    if wide then more = more + Y_WIDE end
     local b = j.batch
     if b then
       more = more + Y_BATCH
@@ -887,9 +912,19 @@ do
   end
 end
 
--- A job's member in delayed and ready: put sequence, priority, id.
+-- A job's member in delayed and ready: put sequence, priority, id. The
+-- priority takes 2 bytes when it is 0..PRIO_MAX (every version); below 0
+-- (version 37) the 2 bytes are WIDE and 8 bytes follow, signed.
 local function member(j, id)
-  return struct.pack('>I7I2', j.seq, j.priority) .. id
+  if j.priority >= 0 then return struct.pack('>I7I2', j.seq, j.priority) .. id end
+  return struct.pack('>I7I2i8', j.seq, record.WIDE, j.priority) .. id
+end
+
+-- The priority's bytes in a member from byte at (as a key: equal
+-- priorities, equal bytes), and the position after them.
+function record.member_prio_bytes(m, at)
+  if m:byte(at) == 255 and m:byte(at + 1) == 255 then return m:sub(at, at + 9), at + 10 end
+  return m:sub(at, at + 1), at + 2
 end
 
 -- The id in a member of delayed or ready. A member starts with a control
@@ -897,7 +932,8 @@ end
 -- alone: refused (OLDFORMAT) until the topic is migrated.
 local function member_id(m)
   if m:byte(1) >= 32 then record.refuse_older() end
-  return m:sub(10)
+  local _, after = record.member_prio_bytes(m, 8)
+  return m:sub(after)
 end
 
 -- Numbers go to redis.call as they are: Redis converts them with 17 digits,
@@ -1487,7 +1523,8 @@ do
 
   -- An entry's order: its ready score, then its put sequence.
   function ready_list.key(e)
-    local due, seq, prio = struct.unpack('>I6I7I2', e)
+    local due, seq, prio, at = struct.unpack('>I6I7I2', e)
+    if prio == record.WIDE then prio = struct.unpack('>i8', e, at) end
     return ready_score(prio, due), seq
   end
 
@@ -1628,7 +1665,7 @@ do
       if #entries == 0 then return end
       local zadd = { '+inf', PIN.member }
       for _, e in ipairs(entries) do
-        zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7)
+        zadd[#zadd + 1], zadd[#zadd + 2] = fmt((ready_list.key(e))), e:sub(7)
       end
       redis.call('ZADD', k.ready, unpack(zadd))
       redis.call('LTRIM', k.queue, #entries, -1)
@@ -1737,7 +1774,7 @@ do
     if not plan then return end
     if #plan.moved > 0 then
       local zadd = { '+inf', PIN.member }
-      for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7) end
+      for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = fmt((ready_list.key(e))), e:sub(7) end
       redis.call('ZADD', k.ready, unpack(zadd))
     end
     if plan.a > 0 then
@@ -1854,6 +1891,8 @@ do
     if scored and n > 2 then
       local score = fmt_once()
       for i = 1, n, 2 do t[i] = score(t[i]) end
+    elseif scored and t[1] >= 9007199254740992 then
+      t[1] = fmt(t[1]) -- (Redis would write a score from 2^63 on as -2^63)
     end
     for i = 1, n, 1000 do
       local j = i + 999
@@ -2038,10 +2077,10 @@ do
   -- the promoted share a priority: the plan's first count, in its order. nil
   -- otherwise.
   local function promoted_front(plan, count)
-    local prio = plan.moved[1]:sub(14, 15)
+    local prio = record.member_prio_bytes(plan.moved[1], 14)
     local out = {}
     for i, e in ipairs(plan.moved) do
-      if e:sub(14, 15) ~= prio then return nil end
+      if record.member_prio_bytes(e, 14) ~= prio then return nil end
       if i <= count then out[i] = e:sub(7) end
     end
     return out
@@ -2088,7 +2127,7 @@ do
       local late = due > backlog.due or
         (due == backlog.due and struct.unpack('>I7', m) > backlog.seq)
       if late then
-        held[#held + 1], held[#held + 2] = score, m -- (ZADD's order)
+        held[#held + 1], held[#held + 2] = popped[i + 1], m -- (ZADD's order)
       else
         keep[#keep + 1], keep[#keep + 2] = m, popped[i + 1]
       end
@@ -2175,7 +2214,7 @@ do
     if f.plan then
       local per = {}
       for _, e in ipairs(f.plan.moved) do
-        local prio = e:sub(14, 15)
+        local prio = record.member_prio_bytes(e, 14)
         per[prio] = (per[prio] or 0) + 1
         if per[prio] <= count then ids[#ids + 1] = member_id(e:sub(7)) end
       end
@@ -3188,7 +3227,7 @@ local function parse_job(id, body, o, now, body_max, id_checked)
     p.at = int_arg(o.AT, 'AT', 0, MS_MAX)
     if p.at > now then p.due = p.at end
   end
-  p.priority = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX) or 0
+  p.priority = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', PRIO_MIN, PRIO_MAX) or 0
   -- A TTR is kept even when it equals the default: reserve's TTR applies
   -- only to jobs that have none. TTR 0: delivered at most once (reserve
   -- takes the job for good, as pull does).
@@ -3241,7 +3280,7 @@ local function fresh_id(k, now, seq, last, taken)
 end
 
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
-ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY 0..1000] [TTR ms] [ATTEMPTS n]
+ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY -4294966295..1000] [TTR ms] [ATTEMPTS n]
       [BACKOFF fixed|exponential base-ms cap-ms] [KEEP ms]
       [REPLACE | UPSERT | DEBOUNCE] [AFTER count (topic id policy)...]
       [MAXBODY bytes] [NOW ms]
@@ -4236,7 +4275,7 @@ local function ackmany(keys, args)
 end
 
 --[[ redisched_release: put a reserved job back, not counted as an attempt.
-ARGV: id token [DELAY ms] [PRIORITY 0..1000] [NOW ms]
+ARGV: id token [DELAY ms] [PRIORITY -4294966295..1000] [NOW ms]
 Output: a code as ack.
 ]]
 local function release(keys, args)
@@ -4244,7 +4283,7 @@ local function release(keys, args)
   local id, token = id_arg(args[1]), token_arg(args[2])
   local o = options(args, 3, #args, OPT_DELAY_PRIORITY_NOW)
   local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX) or 0
-  local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX)
+  local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', PRIO_MIN, PRIO_MAX)
   local now = clock(o)
   local j, lm = held(k, id, token)
   if not j then return lm end
@@ -4579,7 +4618,7 @@ end
 
 --[[ redisched_reschedule: a waiting job's priority or due time, changed
 in place (version 33).
-ARGV: id [PRIORITY 0..1000] [DELAY ms | AT ms] [NOW ms]   (one of them at least)
+ARGV: id [PRIORITY -4294966295..1000] [DELAY ms | AT ms] [NOW ms]   (one of them at least)
   A delayed or ready job takes the priority and due time given (DELAY: from
   now; AT: a time, as put takes it; one in the past is due now) and a new
   place: among the jobs of its priority due in the same millisecond it goes
@@ -4595,7 +4634,7 @@ local function reschedule(keys, args)
   local o = options(args, 2, #args, { PRIORITY = 1, DELAY = 1, AT = 1, NOW = 1 })
   if not (o.PRIORITY or o.DELAY or o.AT) then bad('give PRIORITY, DELAY or AT') end
   if o.DELAY and o.AT then bad('give DELAY or AT, not both') end
-  local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', 0, PRIO_MAX)
+  local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', PRIO_MIN, PRIO_MAX)
   local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX)
   local at = o.AT and int_arg(o.AT, 'AT', 0, MS_MAX)
   local now = clock(o)
@@ -5208,7 +5247,7 @@ do
         if #hset == 2 * HSET_CHUNK then redis.call('HSET', k.jobs, unpack(hset)); hset = {} end
         if j.set then
           redis.call('ZREM', j.set, j.id)
-          redis.call('ZADD', j.set, j.score or j.due, member(j, j.id))
+          redis.call('ZADD', j.set, fmt(j.score or j.due), member(j, j.id))
         end
       end
       if #hset > 0 then redis.call('HSET', k.jobs, unpack(hset)) end

@@ -242,7 +242,7 @@ class Client {
   // Puts a reserved job back (not counted as an attempt), due after delay,
   // optionally with a new priority.
   Outcome release(std::string_view topic, std::string_view id, std::uint64_t token,
-                  Millis delay = Millis{0}, std::optional<int> priority = std::nullopt);
+                  Millis delay = Millis{0}, std::optional<std::int64_t> priority = std::nullopt);
   // The attempt failed: retry after the job's backoff (or after retry_delay
   // when given), or dead once its attempts are used up (at once with bury).
   // max_attempts, when given, becomes the job's own before that decision
@@ -513,10 +513,10 @@ class Client {
                       std::span<const std::pair<std::string, std::uint64_t>> jobs,
                       Millis keep = Millis{0}, Token&& completion = {});
   void release_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
-                     std::optional<int> priority, Callback<Outcome> done);
+                     std::optional<std::int64_t> priority, Callback<Outcome> done);
   template <AnswerToken<Outcome> Token = use_future_t>
   auto release_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                     Millis delay = Millis{0}, std::optional<int> priority = std::nullopt,
+                     Millis delay = Millis{0}, std::optional<std::int64_t> priority = std::nullopt,
                      Token&& completion = {});
   void fail_async(std::string_view topic, std::string_view id, std::uint64_t token,
                   std::string_view error, bool bury, std::optional<Millis> retry_delay,

@@ -106,7 +106,9 @@ struct JobSpec {
   std::string body{};                       // any bytes, up to ClientOptions::max_body
   std::optional<Millis> delay{};            // due this long after now
   std::optional<std::int64_t> due_at_ms{};  // or at this time; not both
-  int priority = 0;                         // 0..1000, higher first
+  // limits::kPrioMin..kPrioMax (-4294966295..1000), higher first; below 0
+  // from library version 37 (beanstalkd's priorities: pri = 1000 - priority).
+  std::int64_t priority = 0;
   // Time-to-run of a reservation. 0: delivered at most once: reserve hands
   // the job out and removes it in the same call (token 0, nothing to ack).
   std::optional<Millis> ttr{};
@@ -186,7 +188,7 @@ struct Job {
   std::string id;
   JobState state = JobState::ready;
   std::string body;
-  int priority = 0;
+  std::int64_t priority = 0;
   std::int64_t created_ms = 0;
   std::int64_t due_ms = 0;
   int attempts = 0;  // attempts that ended without success so far
@@ -234,7 +236,7 @@ struct Job {
 // ones given change, the others stay; one at least. A due time in the past
 // is now.
 struct RescheduleOptions {
-  std::optional<int> priority{};            // 0..1000
+  std::optional<std::int64_t> priority{};   // kPrioMin..kPrioMax
   std::optional<Millis> delay{};            // due this long from now
   std::optional<std::int64_t> due_at_ms{};  // or due at this time (Unix ms)
 };
@@ -257,7 +259,7 @@ struct Reservation {
   std::uint64_t token = 0;
   int attempt = 1;  // this attempt's number, from 1
   int max_attempts = 0;
-  int priority = 0;
+  std::int64_t priority = 0;
   std::int64_t created_ms = 0;
   std::int64_t due_ms = 0;
   std::int64_t deadline_ms = 0;  // reserve only
@@ -382,7 +384,7 @@ struct ScheduleSpec {
   // Or a fixed interval, its first tick that long after it is set.
   std::optional<Millis> every{};
   std::string body{};
-  int priority = 0;
+  std::int64_t priority = 0;
   std::optional<Millis> ttr{};
   std::optional<int> max_attempts{};
   std::optional<Backoff> backoff{};

@@ -73,7 +73,7 @@ struct PutArgs {
   std::string topic, id, body, backoff, batch;
   std::vector<std::string> after;
   std::optional<std::int64_t> delay, at, ttr, attempts, replicas, keep;
-  int priority = 0;
+  std::int64_t priority = 0;
   bool replace = false, upsert = false, debounce = false;
 
   JobSpec spec() const {
@@ -232,8 +232,9 @@ void add_job_commands(CLI::App& app, Action& selected) {
       ->check(CLI::Range(std::int64_t{0}, limits::kMsMax));
   put_cmd
       ->add_option("--priority", p->priority,
-                   "0.." + std::to_string(limits::kPrioMax) + ", higher first")
-      ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
+                   std::to_string(limits::kPrioMin) + ".." + std::to_string(limits::kPrioMax) +
+                       ", higher first")
+      ->check(CLI::Range(limits::kPrioMin, limits::kPrioMax));
   put_cmd->add_option("--ttr", p->ttr, "time-to-run of a reservation, ms")
       ->check(CLI::Range(std::int64_t{1}, limits::kTtrMax));
   put_cmd->add_option("--attempts", p->attempts, "attempts before the job is dead")
@@ -306,7 +307,7 @@ void add_job_commands(CLI::App& app, Action& selected) {
 
   struct Moved {
     std::string topic, id;
-    std::optional<int> priority;
+    std::optional<std::int64_t> priority;
     std::optional<std::int64_t> delay, at;
   };
   auto mv = std::make_shared<Moved>();
@@ -314,8 +315,11 @@ void add_job_commands(CLI::App& app, Action& selected) {
       "reschedule", "a waiting job's priority or due time, in place (its attempts stay)");
   resched->add_option("topic", mv->topic)->required();
   resched->add_option("id", mv->id)->required();
-  resched->add_option("--priority", mv->priority, "0..1000, higher first")
-      ->check(CLI::Range(0, static_cast<int>(limits::kPrioMax)));
+  resched
+      ->add_option("--priority", mv->priority,
+                   std::to_string(limits::kPrioMin) + ".." + std::to_string(limits::kPrioMax) +
+                       ", higher first")
+      ->check(CLI::Range(limits::kPrioMin, limits::kPrioMax));
   auto* delay_opt = resched->add_option("--delay", mv->delay, "due this many ms from now")
                         ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
   resched->add_option("--at", mv->at, "due at this time, Unix ms (a time past is now)")

@@ -28,7 +28,7 @@ struct Held {
   std::optional<std::string> result;
   std::uint64_t token = 0;
   std::optional<std::int64_t> keep, delay, ttr;
-  std::optional<int> priority;
+  std::optional<std::int64_t> priority;
   bool dead = false;
   std::optional<std::string> progress;  // report's
   std::vector<std::string> lines;
@@ -118,7 +118,7 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
   release->add_option("--delay", rel->delay, "due this many ms from now")
       ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
   release->add_option("--priority", rel->priority, "new priority")
-      ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
+      ->check(CLI::Range(limits::kPrioMin, limits::kPrioMax));
   release->callback([rel, &selected] {
     selected = [rel](Session& s) {
       return report(s.client().release(rel->topic, rel->id, rel->token,

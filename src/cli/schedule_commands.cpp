@@ -16,7 +16,7 @@ namespace {
 struct ScheduleArgs {
   std::string topic, name, body, cron, zone = "UTC", catch_up = "skip";
   std::optional<std::int64_t> every, ttr, attempts, keep;
-  int priority = 0;
+  std::int64_t priority = 0;
   bool paused = false;
 
   ScheduleSpec spec() const {
@@ -85,8 +85,9 @@ void add_schedule_commands(CLI::App& app, Action& selected) {
                   "ticks missed while no scheduler ran: skip, or run the last")
       ->check(CLI::IsMember({"skip", "last"}))
       ->capture_default_str();
-  set->add_option("--priority", a->priority, "0.." + std::to_string(limits::kPrioMax))
-      ->check(CLI::Range(std::int64_t{0}, limits::kPrioMax));
+  set->add_option("--priority", a->priority,
+                  std::to_string(limits::kPrioMin) + ".." + std::to_string(limits::kPrioMax))
+      ->check(CLI::Range(limits::kPrioMin, limits::kPrioMax));
   set->add_option("--ttr", a->ttr, "time-to-run, ms")
       ->check(CLI::Range(std::int64_t{0}, limits::kTtrMax));
   set->add_option("--attempts", a->attempts)

@@ -463,12 +463,13 @@ REDISCHED_WRAP(std::vector<Outcome>, ack_many,
                (topic, jobs, keep, std::move(cb)))
 
 void Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                           Millis delay, std::optional<int> priority, Callback<Outcome> done) {
+                           Millis delay, std::optional<std::int64_t> priority,
+                           Callback<Outcome> done) {
   impl_->run<op::Release>(topic, {{std::string(id), token}, delay, priority}, std::move(done));
 }
 REDISCHED_WRAP(Outcome, release,
                (std::string_view topic, std::string_view id, std::uint64_t token, Millis delay,
-                std::optional<int> priority),
+                std::optional<std::int64_t> priority),
                (topic, id, token, delay, priority, std::move(cb)))
 
 void Client::fail_async(std::string_view topic, std::string_view id, std::uint64_t token,

@@ -83,7 +83,7 @@ bool put_takes(std::string_view id, const JobSpec& job) {
   return !id.empty() && job.after.empty() && !(job.delay && job.due_at_ms) &&
          (!job.delay || within(job.delay->count(), 0, limits::kDelayMax)) &&
          (!job.due_at_ms || within(*job.due_at_ms, 0, limits::kMsMax)) &&
-         within(job.priority, 0, limits::kPrioMax) &&
+         within(job.priority, limits::kPrioMin, limits::kPrioMax) &&
          (!job.ttr || within(job.ttr->count(), 0, limits::kTtrMax)) &&
          (!job.max_attempts || within(*job.max_attempts, 1, limits::kAttemptsMax)) &&
          within(job.keep.count(), 0, limits::kDelayMax);

@@ -124,7 +124,7 @@ Job job_from_fields(const Reply& r) {
     else if (f == "body")
       j.body = v.str;
     else if (f == "priority")
-      j.priority = static_cast<int>(to_int(v));
+      j.priority = to_int(v);
     else if (f == "created")
       j.created_ms = to_int(v);
     else if (f == "due")
@@ -348,7 +348,7 @@ ReserveResult parse_reserve(const Reply& r, bool reserved) {
     if (reserved) j.token = static_cast<std::uint64_t>(to_int(e.elements[f++]));
     j.attempt = static_cast<int>(to_int(e.elements[f++]));
     j.max_attempts = static_cast<int>(to_int(e.elements[f++]));
-    j.priority = static_cast<int>(to_int(e.elements[f++]));
+    j.priority = to_int(e.elements[f++]);
     j.created_ms = to_int(e.elements[f++]);
     j.due_ms = to_int(e.elements[f++]);
     if (reserved) j.deadline_ms = to_int(e.elements[f++]);
@@ -523,7 +523,7 @@ void schedule_options(const Reply& words, ScheduleSpec& spec) {
       return w[++i];
     };
     if (word == "PRIORITY") {
-      spec.priority = static_cast<int>(to_int(next()));
+      spec.priority = to_int(next());
     } else if (word == "TTR") {
       spec.ttr = Millis(to_int(next()));
     } else if (word == "ATTEMPTS") {

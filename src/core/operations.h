@@ -305,7 +305,7 @@ struct Release : JobWrite {
   static constexpr std::string_view calls = "release";
   struct Args : Held {
     Millis delay{0};
-    std::optional<int> priority;
+    std::optional<std::int64_t> priority;
   };
   using Value = Outcome;
   static std::string_view id(const Args& a) { return a.id; }

@@ -293,8 +293,7 @@ awaitable<Response> release(ApiContext& ctx, Request& req, const Params& p) {
   only_fields(body, {"token", "delay_ms", "priority"});
   const auto token = token_field(body);
   const Millis delay{int_field(body, "delay_ms", 0, limits::kDelayMax).value_or(0)};
-  std::optional<int> prio;
-  if (auto p2 = int_field(body, "priority", 0, limits::kPrioMax)) prio = static_cast<int>(*p2);
+  const auto prio = int_field(body, "priority", limits::kPrioMin, limits::kPrioMax);
   auto o =
       co_await ctx.client.release_async(p.topic, p.id, token, delay, prio, asio::use_awaitable);
   if (o == Outcome::ok) ctx.metrics.job_event("released", p.topic, p.id);
@@ -335,9 +334,7 @@ awaitable<Response> reschedule(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
   only_fields(body, {"priority", "delay_ms", "due_at_ms"});
   RescheduleOptions change;
-  if (auto v = int_field(body, "priority", 0, limits::kPrioMax)) {
-    change.priority = static_cast<int>(*v);
-  }
+  change.priority = int_field(body, "priority", limits::kPrioMin, limits::kPrioMax);
   if (auto v = int_field(body, "delay_ms", 0, limits::kDelayMax)) change.delay = Millis{*v};
   change.due_at_ms = int_field(body, "due_at_ms", 0, limits::kMsMax);
   if (change.delay && change.due_at_ms) bad_request("give \"delay_ms\" or \"due_at_ms\", not both");

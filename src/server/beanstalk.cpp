@@ -47,11 +47,11 @@ using Clock = std::chrono::steady_clock;
 using detail::ClientAccess;
 
 // beanstalkd's priorities are 0..2^32-1, smaller first; redisched's
-// 0..kPrioMax, larger first: pri = kPrioMax - priority. Until the ready
-// set's layout holds 32-bit priorities, a pri above kPrioMax is refused.
-constexpr std::uint32_t kPriMax = static_cast<std::uint32_t>(limits::kPrioMax);
-int priority_of(std::uint32_t pri) { return static_cast<int>(kPriMax - pri); }
-std::int64_t pri_of(int priority) { return static_cast<std::int64_t>(kPriMax) - priority; }
+// kPrioMin..kPrioMax (library version 37), larger first: pri = kPrioMax -
+// priority, each of the 2^32 one of ours.
+static_assert(limits::kPrioMax - limits::kPrioMin == 4294967295);
+std::int64_t priority_of(std::uint32_t pri) { return limits::kPrioMax - pri; }
+std::int64_t pri_of(std::int64_t priority) { return limits::kPrioMax - priority; }
 
 // The last second of a reservation, in which a reserve is answered
 // DEADLINE_SOON (beanstalkd's safety margin).
@@ -533,7 +533,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     }
     const std::int64_t ttr_ms = std::max<std::int64_t>(cmd.ttr, 1) * 1000;
     const std::int64_t delay_ms = static_cast<std::int64_t>(cmd.delay) * 1000;
-    if (cmd.pri > kPriMax || ttr_ms > limits::kTtrMax || delay_ms > limits::kDelayMax) {
+    if (ttr_ms > limits::kTtrMax || delay_ms > limits::kDelayMax) {
       out.append(beanstalk::kBadFormat);
       co_return;
     }
@@ -819,7 +819,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       co_return;
     }
     const std::int64_t delay_ms = static_cast<std::int64_t>(cmd.delay) * 1000;
-    if (cmd.pri > kPriMax || delay_ms > limits::kDelayMax) {
+    if (delay_ms > limits::kDelayMax) {
       out.append(beanstalk::kBadFormat);
       co_return;
     }
@@ -986,7 +986,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
             : 0;
     std::string y = "---\n";
     yaml_line(y, "name", tube);
-    // Every priority redisched holds is below 1024 in beanstalkd's terms.
+    // Not counted apart: every ready job (docs/beanstalkd.md).
     yaml_line(y, "current-jobs-urgent", st.ready);
     yaml_line(y, "current-jobs-ready", st.ready);
     yaml_line(y, "current-jobs-reserved", st.reserved);

@@ -261,7 +261,7 @@ JobSpec job_spec(const json::object& o) {
   if (auto d = int_field(o, "delay_ms", 0, limits::kDelayMax)) s.delay = Millis{*d};
   if (auto at = int_field(o, "due_at_ms", 0, limits::kMsMax)) s.due_at_ms = *at;
   if (s.delay && s.due_at_ms) bad_request("give \"delay_ms\" or \"due_at_ms\", not both");
-  if (auto p = int_field(o, "priority", 0, limits::kPrioMax)) s.priority = static_cast<int>(*p);
+  if (auto p = int_field(o, "priority", limits::kPrioMin, limits::kPrioMax)) s.priority = *p;
   if (auto t = int_field(o, "ttr_ms", 0, limits::kTtrMax)) s.ttr = Millis{*t};
   if (auto a = int_field(o, "attempts", 1, limits::kAttemptsMax)) {
     s.max_attempts = static_cast<int>(*a);

@@ -328,7 +328,7 @@ Job job_from_json(const json::object& o, std::string_view text) {
     if (!body.is_string()) throw std::runtime_error("\"body\" must be a string");
     j.body = std::string(body.as_string());
   }
-  j.priority = small("priority", 0, limits::kPrioMax);
+  j.priority = integer("priority", limits::kPrioMin, limits::kPrioMax);
   j.created_ms = integer("created", 0, limits::kMsMax);
   j.due_ms = integer("due", 0, limits::kMsMax);
   j.attempts = small("attempts", 0, limits::kAttemptsMax);

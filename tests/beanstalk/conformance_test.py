@@ -221,6 +221,16 @@ def worker(port, tube):
     return c
 
 
+def reserve_ids(w, n):
+    """The ids of the next n jobs w reserves, in order (their bodies read)."""
+    got = []
+    for _ in range(n):
+        line = w.cmd("reserve-with-timeout 1")
+        got.append(int(line.split()[1]))
+        w.line()
+    return got
+
+
 @case
 def put_reserve_delete(port, t):
     p = Conn(port)
@@ -266,12 +276,28 @@ def priority_then_put_order(port, t):
             (p.put("d", pri=1), 1), (p.put("e", pri=0), 0), (p.put("f", pri=1000), 1000)]
     want = [jid for jid, _ in sorted(jobs, key=lambda j: (j[1], j[0]))]
     w = worker(port, t)
-    got = []
-    for _ in jobs:
-        line = w.cmd("reserve-with-timeout 1")
-        got.append(int(line.split()[1]))
-        w.line()  # the body
+    got = reserve_ids(w, len(jobs))  # the body
     eq(got, want, "reserve order")
+
+
+@case
+def priorities_across_32_bits(port, t):
+    p = Conn(port)
+    p.cmd("use " + t)
+    pris = [4294967295, 1024, 0, 2 ** 31, 1023, 4294967294, 1000, 1001, 2 ** 31, 1, 65536]
+    jobs = [(p.put("p%d" % pri, pri=pri), pri) for pri in pris]
+    for jid, pri in jobs:
+        eq(yaml_dict(p.with_data("stats-job %d" % jid)[1])["pri"], str(pri), "pri of %d" % jid)
+    want = [jid for jid, _ in sorted(jobs, key=lambda j: (j[1], j[0]))]
+    w = worker(port, t)
+    got = reserve_ids(w, len(jobs))
+    eq(got, want, "reserve order")
+    # release and bury keep the order of 32-bit priorities too
+    eq(w.cmd("release %d 4294967295 0" % got[0]), "RELEASED")
+    eq(w.cmd("release %d 3000000000 0" % got[1]), "RELEASED")
+    eq(w.cmd("reserve-with-timeout 1").split()[1], str(got[1]))
+    w.line()
+    eq(yaml_dict(p.with_data("stats-job %d" % got[0])[1])["pri"], "4294967295")
 
 
 @case

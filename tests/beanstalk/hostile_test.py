@@ -50,7 +50,7 @@ def keyspace(r):
 
 REFUSED = [
     b"bogus\r\n", b"use -x\r\n", b"use a+b\r\n", b"use " + b"a" * 129 + b"\r\n",
-    b"put 0 0 1\r\n", b"put 4294967296 0 1 1\r\nx\r\n", b"put 1001 0 1 1\r\nx\r\n",
+    b"put 0 0 1\r\n", b"put 4294967296 0 1 1\r\nx\r\n", b"put 0 315576001 1 1\r\nx\r\n",
     b"put 0 0 604801 1\r\nx\r\n", b"put 0 0 1 65536\r\n" + b"z" * 65536 + b"\r\n",
     b"put 0 0 1 3\r\nabcd\r\n", b"x" * 5000 + b"\r\n", b"delete 99999999999999999999\r\n",
     # ids of no job: of a block never taken, and below the first block

@@ -188,14 +188,14 @@ def type_cases():
 RANGES = [
     ("put", "delay_ms", 0, 315576000000), ("put", "due_at_ms", 0, 8796093022207),
     # a put's ttr_ms 0: delivered at most once (library 10)
-    ("put", "priority", 0, 1000), ("put", "ttr_ms", 0, 604800000), ("put", "attempts", 1, 1000),
+    ("put", "priority", -4294966295, 1000), ("put", "ttr_ms", 0, 604800000), ("put", "attempts", 1, 1000),
     ("put", "backoff.base_ms", 0, 315576000000), ("put", "backoff.cap_ms", 0, 315576000000),
-    ("post", "priority", 0, 1000), ("post", "attempts", 1, 1000),
+    ("post", "priority", -4294966295, 1000), ("post", "attempts", 1, 1000),
     ("reserve", "count", 1, 1000), ("reserve", "ttr_ms", 1, 604800000), ("reserve", "wait_ms", 0, 60000),
     ("pull", "count", 1, 1000),
     ("ack", "token", 1, 2 ** 53 - 1), ("ack", "keep_ms", 0, 315576000000),
     ("release", "token", 1, 2 ** 53 - 1), ("release", "delay_ms", 0, 315576000000),
-    ("release", "priority", 0, 1000),
+    ("release", "priority", -4294966295, 1000),
     ("fail", "token", 1, 2 ** 53 - 1),
     ("touch", "token", 1, 2 ** 53 - 1), ("touch", "ttr_ms", 1, 604800000),
     ("kick", "limit", 1, 10000),
@@ -213,7 +213,7 @@ def range_cases():
         if route == "kick":
             base = {"all": True}
         values = [("below-min", str(lo - 1)), ("above-max", str(hi + 1))]
-        if lo - 1 != -1:
+        if lo > 0:
             values.append(("negative", "-1"))
         if hi < 4294967297:
             values.append(("4294967297", "4294967297"))  # wraps to 1 in 32 bits

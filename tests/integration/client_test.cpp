@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "redisched/asio.h"
+#include "redisched/limits.h"
 #include "redisched/runtime.h"
 #include "testutil/expect_error.h"
 #include "testutil/jobs.h"
@@ -598,7 +599,7 @@ TEST_F(ClientTest, InvalidArgumentsThrowWithTheReason) {
   auto s = job("a");
   s.priority = 5000;
   EXPECT_REDISCHED_ERROR(client_.put(topic_, s), Errc::invalid_argument,
-                         "PRIORITY must be from 0 to 1000");
+                         "PRIORITY must be from -4294966295 to 1000");
   s = job("a");
   s.delay = Millis(10);
   s.due_at_ms = 5;
@@ -944,6 +945,65 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
         Client c(bad);
       }(),
       Errc::invalid_argument, "shorter than command_timeout");
+}
+
+// Priorities below 0, down to kPrioMin (library version 37: beanstalkd's
+// 2^32 priorities): stored exactly, handed out in priority order, then put
+// order, by put, put_many, release and reschedule alike.
+TEST_F(ClientTest, PrioritiesBelowZeroKeepTheirOrder) {
+  const std::vector<std::int64_t> prios = {
+      0, limits::kPrioMin, -24, 1000, -25, -1, -24, -1000000000, 7, -25, limits::kPrioMin};
+  std::vector<JobSpec> many;
+  for (std::size_t i = 0; i < prios.size(); ++i) {
+    JobSpec j = job("p" + std::to_string(i));
+    j.priority = prios[i];
+    if (i % 2 == 0) {
+      ASSERT_EQ(client_.put(topic_, j), PutOutcome::created);
+    } else {
+      many.push_back(j);
+    }
+  }
+  for (auto o : client_.put_many(topic_, many)) ASSERT_EQ(o, PutOutcome::created);
+  for (std::size_t i = 0; i < prios.size(); ++i) {
+    EXPECT_EQ(client_.get(topic_, "p" + std::to_string(i))->priority, prios[i]);
+  }
+  JobSpec low = job("too-low");
+  low.priority = limits::kPrioMin - 1;
+  EXPECT_REDISCHED_ERROR(client_.put(topic_, low), Errc::invalid_argument, "PRIORITY");
+  // Expected: by priority, higher first; equal ones in put order (the odd
+  // ones went in one put_many after the even ones).
+  std::vector<std::size_t> order(prios.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto put_rank = [](std::size_t i) { return i % 2 == 0 ? i : 100 + i; };
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    if (prios[a] != prios[b]) return prios[a] > prios[b];
+    return put_rank(a) < put_rank(b);
+  });
+  std::vector<std::string> want, got;
+  for (auto i : order) want.push_back("p" + std::to_string(i));
+  std::vector<Reservation> held;
+  for (std::size_t n = 0; n < prios.size(); ++n) {
+    auto r = client_.reserve(topic_, 1, Millis{60000});
+    ASSERT_EQ(r.jobs.size(), 1u);
+    got.push_back(r.jobs[0].id);
+    EXPECT_EQ(r.jobs[0].priority, prios[std::stoul(r.jobs[0].id.substr(1))]);
+    held.push_back(r.jobs[0]);
+  }
+  EXPECT_EQ(got, want);
+  // Back with wide priorities: the lowest last, whatever its put order.
+  ASSERT_EQ(client_.release(topic_, held[0].id, held[0].token, Millis{0}, limits::kPrioMin),
+            Outcome::ok);
+  ASSERT_EQ(client_.release(topic_, held[1].id, held[1].token, Millis{0}, -4000000000),
+            Outcome::ok);
+  EXPECT_EQ(client_.get(topic_, held[0].id)->priority, limits::kPrioMin);
+  RescheduleOptions up;
+  up.priority = -3999999999;
+  ASSERT_EQ(client_.reschedule(topic_, held[0].id, up), Outcome::ok);
+  auto r = client_.reserve(topic_, 2, Millis{60000});
+  ASSERT_EQ(r.jobs.size(), 2u);
+  EXPECT_EQ(r.jobs[0].id, held[0].id);
+  EXPECT_EQ(r.jobs[0].priority, -3999999999);
+  EXPECT_EQ(r.jobs[1].id, held[1].id);
 }
 
 // A write that waits for replicas and that the library refused changed

@@ -1462,7 +1462,7 @@ TEST_F(FunctionsTest, BadArgumentsAreRefusedByNameAndChangeNothing) {
       {"put", {"a\nb", "b"}},
       {"put", {"a"}},
       {"put", {"a", "b", "PRIORITY", "1001"}},
-      {"put", {"a", "b", "PRIORITY", "-1"}},
+      {"put", {"a", "b", "PRIORITY", "-4294966296"}},  // (version 37: down to -4294966295)
       {"put", {"a", "b", "PRIORITY", "high"}},
       {"put", {"a", "b", "DELAY", "1.5"}},
       {"put", {"a", "b", "DELAY", "1", "AT", "5"}},
@@ -1504,9 +1504,9 @@ TEST_F(FunctionsTest, BadArgumentsAreRefusedByNameAndChangeNothing) {
   }
   // The last one names the fault precisely.
   EXPECT_EQ(error("put", {"a", "b", "PRIORITY", "1001"}),
-            "BADARG PRIORITY must be from 0 to 1000, got 1001");
+            "BADARG PRIORITY must be from -4294966295 to 1000, got 1001");
   EXPECT_EQ(error("putmany", {"2", "a", "b", "0", "c", "d", "2", "PRIORITY", "5000"}),
-            "BADARG job 2: PRIORITY must be from 0 to 1000, got 5000");
+            "BADARG job 2: PRIORITY must be from -4294966295 to 1000, got 5000");
   EXPECT_EQ(stat("ready"), 1);
   EXPECT_EQ(state("a"), "absent");
   EXPECT_EQ(state("c"), "absent");

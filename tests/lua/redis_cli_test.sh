@@ -24,7 +24,7 @@ expect "reserved id" "job1" "$id"
 expect "reserved body" "payload" "$body"
 expect "ack" "1" "$(fcall ack job1 "$token")"
 expect "gone" "" "$(fcall get job1)"
-expect "bad argument" "BADARG PRIORITY must be from 0 to 1000, got 5000" \
+expect "bad argument" "BADARG PRIORITY must be from -4294966295 to 1000, got 5000" \
   "$(fcall put x y PRIORITY 5000 2>&1)"
 expect "stats" "0" "$(fcall stats | sed -n 4p)"
 expect "version" "$(sed -n 's/^local LIBRARY_VERSION = \([0-9]*\).*/\1/p' "$LIB")" \

@@ -298,7 +298,8 @@ def decode_record(rec):
         if ext & 0x80:  # a third flags byte (version 30)
             more = rec[pos]
             pos += 1
-        assert not flags & 64 and not more & 0xf8, 'reserved flag bits set: %r' % rec[:3]
+        # (third flags: 1 history, 2 progress, 4 log, 32 a wide priority)
+        assert not flags & 64 and not more & 0xd8, 'reserved flag bits set: %r' % rec[:3]
         assert not ext & 0x80 or more, 'a third flags byte of no flag: %r' % rec[:3]
         j['later'] = bool(ext & 64)
         j['format'] = 2
@@ -311,6 +312,11 @@ def decode_record(rec):
             if on:
                 j[name] = int.from_bytes(rec[pos:pos + size], 'big')
                 pos += size
+                if name == 'prio' and j['prio'] == WIDE:  # below 0 (version 37)
+                    j['prio'] = int.from_bytes(rec[pos:pos + 8], 'big', signed=True)
+                    pos += 8
+                    assert more & 32, 'a wide priority without its flag: %r' % rec[:3]
+                    assert j['prio'] < 0, 'a wide priority of %d' % j['prio']
         if ext & 4:
             j['backoff'] = (rec[pos], int.from_bytes(rec[pos + 1:pos + 7], 'big'),
                             int.from_bytes(rec[pos + 7:pos + 13], 'big'))
@@ -385,9 +391,15 @@ def decode_record(rec):
     raise AssertionError('a record of format 1 where format 2 was expected: %r' % rec[:16])
 
 
+WIDE = 65535  # a priority below 0: 8 bytes follow (version 37)
+
+
 def decode_member(m):
     """(seq, prio, id) of a member of delayed or ready."""
-    return int.from_bytes(m[:7], 'big'), int.from_bytes(m[7:9], 'big'), m[9:]
+    prio = int.from_bytes(m[7:9], 'big')
+    if prio == WIDE:
+        return int.from_bytes(m[:7], 'big'), int.from_bytes(m[9:17], 'big', signed=True), m[17:]
+    return int.from_bytes(m[:7], 'big'), prio, m[9:]
 
 
 # ---------------------------------------------------------------- raw keys
@@ -452,7 +464,7 @@ def check_invariants(raw, keys, others=()):
             j = recs[id_]
             assert state == 'ready' or not j['later'], 'a job of the delayed set says it is listed: %r' % id_
             assert (seq, prio) == (j['seq'], j['prio']), 'member of %r disagrees with its record' % id_
-            want = j['due'] if state == 'delayed' else (1000 - prio) * TIME_SPAN + j['due']
+            want = j['due'] if state == 'delayed' else float((1000 - prio) * TIME_SPAN + j['due'])
             assert score == want, 'score of %r in %s is %d, not %d' % (id_, state, score, want)
     # The ready list: entries in order (ready score, then put sequence), each
     # a job in no other place, as its record says; the delayed list the
@@ -465,7 +477,7 @@ def check_invariants(raw, keys, others=()):
             j = recs[id_]
             assert (seq, prio, due) == (j['seq'], j['prio'], j['due']), '%s entry of %r disagrees with its record' % (name, id_)
             assert j['later'] == (name == 'later'), 'the record of %r in the %s list has later=%r' % (id_, name, j['later'])
-            key = ((1000 - prio) * TIME_SPAN + due if state == 'ready' else due, seq)
+            key = (float((1000 - prio) * TIME_SPAN + due) if state == 'ready' else due, seq)
             assert last is None or key > last, 'the %s list is out of order at %r' % (name, id_)
             last = key
     assert not raw['queue'] or b'limit_aging' not in raw['meta'], 'a ready list under priority aging'

@@ -18,6 +18,7 @@ TIME_SPAN = 2 ** 43
 MS_MAX = 2 ** 43 - 1
 SEQ_MAX = 2 ** 53 - 1
 PRIO_MAX = 1000
+PRIO_MIN = 1000 - (2 ** 32 - 1)  # version 37: beanstalkd's 2^32 priorities
 ID_MAX = 256
 BODY_MAX_DEFAULT = 1048576
 BODY_MAX_LIMIT = 536870912
@@ -132,8 +133,10 @@ class Job:
                         )[-HISTORY_MAX:]
 
     def key(self):
-        """Ready order: higher priority, earlier due time, put order."""
-        return (-self.prio, self.due, self.seq)
+        """Ready order: higher priority, earlier due time, put order; the
+        first two as one score, (PRIO_MAX - priority) * 2^43 + due, a double:
+        below priority -23 the due time is rounded in it (version 37)."""
+        return (float((PRIO_MAX - self.prio) * TIME_SPAN + self.due), self.seq)
 
     def lease_member(self):
         return self.id + b'\0' + str(self.token).encode()
@@ -218,7 +221,7 @@ def parse_job(id_, body, o, now, body_max):
     if 'AT' in o:
         p.at = int_arg(o['AT'], 0, MS_MAX)
         p.due = max(p.at, now)  # an AT in the past means now
-    p.prio = int_arg(o['PRIORITY'], 0, PRIO_MAX) if 'PRIORITY' in o else 0
+    p.prio = int_arg(o['PRIORITY'], PRIO_MIN, PRIO_MAX) if 'PRIORITY' in o else 0
     # TTR 0: delivered at most once (reserve takes the job for good).
     p.ttr = int_arg(o['TTR'], 0, TTR_MAX) if 'TTR' in o else None
     p.max = None
@@ -830,7 +833,7 @@ class Topic:
         token = int_arg(args[1] if len(args) > 1 else None, 0, SEQ_MAX)
         o = options(args[2:], {'DELAY': 1, 'PRIORITY': 1, 'NOW': 1})
         delay = int_arg(o['DELAY'], 0, DELAY_MAX) if 'DELAY' in o else 0
-        prio = int_arg(o['PRIORITY'], 0, PRIO_MAX) if 'PRIORITY' in o else None
+        prio = int_arg(o['PRIORITY'], PRIO_MIN, PRIO_MAX) if 'PRIORITY' in o else None
         now = self.now_opt(o)
         j = self.held(id_, token)
         if j is None:
@@ -997,7 +1000,7 @@ class Topic:
         o = options(args[1:], {'PRIORITY': 1, 'DELAY': 1, 'AT': 1, 'NOW': 1})
         if not ('PRIORITY' in o or 'DELAY' in o or 'AT' in o) or ('DELAY' in o and 'AT' in o):
             raise Refused()
-        prio = int_arg(o['PRIORITY'], 0, PRIO_MAX) if 'PRIORITY' in o else None
+        prio = int_arg(o['PRIORITY'], PRIO_MIN, PRIO_MAX) if 'PRIORITY' in o else None
         delay = int_arg(o['DELAY'], 0, DELAY_MAX) if 'DELAY' in o else None
         at = int_arg(o['AT'], 0, MS_MAX) if 'AT' in o else None
         now = self.now_opt(o)

@@ -107,7 +107,7 @@ WHEN = st.one_of(st.tuples(st.just('DELAY'), st.integers(0, 25)),
                  st.tuples(st.just('AT'), st.integers(-10, 25)))
 OPTS = st.fixed_dictionaries({}, optional={
     'WHEN': WHEN,
-    'PRIORITY': st.sampled_from([0, 1, 7, 1000]),
+    'PRIORITY': st.sampled_from([0, 1, 7, 1000, -1, -24, -2500, -4294966295]),
     'TTR': st.sampled_from([0, 0, 0, 1, 4, 15, 40, 30000]),  # 0: delivered at most once
     'ATTEMPTS': st.sampled_from([1, 2, 3, 5]),
     'BACKOFF': st.tuples(st.sampled_from(['fixed', 'exponential']), st.integers(0, 8),
@@ -925,7 +925,7 @@ MUTANTS = [
     ('reserve recovers lapsed reservations only when nothing is ready',
      'if recover and n < count and not lapsed_read then', 'if recover and n == 0 and not lapsed_read then'),
     ('reserve takes due jobs of mixed priorities in due order',
-     "    if e:sub(14, 15) ~= prio then return nil end\n", ''),
+     "      if record.member_prio_bytes(e, 14) ~= prio then return nil end\n", ''),
     ('ackmany acks a repeated id twice', 'if acked[id] then', 'if false then'),
     ('delete leaves a reservation\'s lease',
      "  if state == 'reserved' then redis.call('HDEL', k.leases, id) end\n", ''),
@@ -945,8 +945,11 @@ MUTANTS = [
     ('putmany takes numbers for refused jobs', "local seq, seqs, last = cur + 1, {}, cur + stored",
      "local seq, seqs, last = cur + 1, {}, cur + count"),
     ('promotion drops the priority',
-     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_list.key(e), e:sub(7) end",
-     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = ready_score(0, (delayed_list.key(e))), e:sub(7) end"),
+     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = fmt((ready_list.key(e))), e:sub(7) end",
+     "for _, e in ipairs(plan.moved) do zadd[#zadd + 1], zadd[#zadd + 2] = fmt(ready_score(0, (delayed_list.key(e)))), e:sub(7) end"),
+    # Library version 37: priorities below 0 (beanstalkd's), stored wide.
+    ('a listed job of a wide priority sorts by its low bytes',
+     "    if prio == record.WIDE then prio = struct.unpack('>i8', e, at) end\n", ''),
     ('list pages the jobs it promotes in due order, not ready order',
      "  table.sort(keyed, function(x, y) return ready_list.after(y.s, y.q, x.s, x.q) end)\n", ""),
     # Library version 10.

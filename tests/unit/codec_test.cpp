@@ -25,11 +25,13 @@ TEST(CodecTest, OnlyCallsTheLibraryTakesAreCoalesced) {
   j.id = "a";
   EXPECT_TRUE(put_takes("a", j));
   EXPECT_FALSE(put_takes("", j)) << "an empty id";
-  j.priority = static_cast<int>(limits::kPrioMax);
+  j.priority = limits::kPrioMax;
   EXPECT_TRUE(put_takes("a", j));
-  j.priority = static_cast<int>(limits::kPrioMax) + 1;
+  j.priority = limits::kPrioMax + 1;
   EXPECT_FALSE(put_takes("a", j));
-  j.priority = -1;
+  j.priority = limits::kPrioMin;  // (library version 37)
+  EXPECT_TRUE(put_takes("a", j));
+  j.priority = limits::kPrioMin - 1;
   EXPECT_FALSE(put_takes("a", j));
   j.priority = 0;
   j.delay = Millis(limits::kDelayMax + 1);

@@ -144,7 +144,7 @@ auto Client::ack_many_async(std::string_view topic,
 
 template <AnswerToken<Outcome> Token>
 auto Client::release_async(std::string_view topic, std::string_view id, std::uint64_t token,
-                           Millis delay, std::optional<int> priority, Token&& completion) {
+                           Millis delay, std::optional<std::int64_t> priority, Token&& completion) {
   return detail::answer_to<Outcome>(
       std::forward<Token>(completion),
       [this, topic, id, token, delay, priority](Callback<Outcome> done) {
