@@ -401,7 +401,7 @@ end
 
 -- The option words each function takes (built once, not per call).
 local NO_WORDS = {}
-local OPT_FAIL = { DEAD = 0, DELAY = 1, ATTEMPTS = 1, NOW = 1 }
+local OPT_FAIL = { DEAD = 0, DELAY = 1, ATTEMPTS = 1, PRIORITY = 1, NOW = 1 }
 local OPT_DELAY_PRIORITY_NOW = { DELAY = 1, PRIORITY = 1, NOW = 1 }
 local OPT_LIMIT_NOW = { LIMIT = 1, NOW = 1 }
 local OPT_MAXBODY_NOW = { MAXBODY = 1, NOW = 1 }
@@ -4296,11 +4296,13 @@ local function release(keys, args)
 end
 
 --[[ redisched_fail: the attempt failed; retry after backoff or bury.
-ARGV: id token error [DEAD] [DELAY ms] [ATTEMPTS n] [NOW ms]
+ARGV: id token error [DEAD] [DELAY ms] [ATTEMPTS n] [PRIORITY n] [NOW ms]
   error: text kept on the job (at most 8192 bytes). DEAD: do not retry.
   DELAY: retry after this long instead of the job's own backoff.
   ATTEMPTS: the handler's max attempts (1..1000): stored on the job as its
   max_attempts before the call decides (dead when the attempts made reach it).
+  PRIORITY (version 37): the job's new priority, retried or dead (beanstalkd's
+  bury takes one).
   A job put with KEEP that goes dead is published on P:{T}:done, as lapsed
   ones that go dead are (requeue, reserve).
 Output: a code as ack, or on success the state it went to: 'delayed',
@@ -4315,9 +4317,11 @@ local function fail_job(keys, args)
   local o = options(args, 4, #args, OPT_FAIL)
   local delay = o.DELAY and int_arg(o.DELAY, 'DELAY', 0, DELAY_MAX)
   local attempts = o.ATTEMPTS and int_arg(o.ATTEMPTS, 'ATTEMPTS', 1, ATTEMPTS_MAX)
+  local prio = o.PRIORITY and int_arg(o.PRIORITY, 'PRIORITY', PRIO_MIN, PRIO_MAX)
   local now = clock(o)
   local j, lm = held(k, id, token)
   if not j then return lm end
+  if prio then j.priority = prio end
   local lease, started, worker, _ = redis.call('HGET', k.leases, id), nil, nil, nil
   if lease then _, started, _, worker = parse_lease(lease) end
   j.error = err

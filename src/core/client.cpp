@@ -479,6 +479,13 @@ void Client::fail_async(std::string_view topic, std::string_view id, std::uint64
       topic, {{std::string(id), token}, std::string(error), bury, retry_delay, max_attempts},
       std::move(done));
 }
+void detail::ClientAccess::bury(Client& client, std::string_view topic, std::string_view id,
+                                std::uint64_t token, std::string_view error, std::int64_t priority,
+                                Callback<FailResult> done) {
+  op::Fail::Args a{{std::string(id), token}, std::string(error), true, std::nullopt, std::nullopt};
+  a.priority = priority;
+  client.impl_->run<op::Fail>(topic, a, std::move(done));
+}
 REDISCHED_WRAP(FailResult, fail,
                (std::string_view topic, std::string_view id, std::uint64_t token,
                 std::string_view error, bool bury, std::optional<Millis> retry_delay,

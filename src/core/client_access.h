@@ -47,6 +47,11 @@ struct ClientAccess {
                              std::uint64_t token, Millis keep, std::string result,
                              Callback<Outcome> done);
 
+  // fail with bury, giving the job a new priority (beanstalkd's bury; the
+  // library's fail PRIORITY, version 37).
+  static void bury(Client& client, std::string_view topic, std::string_view id, std::uint64_t token,
+                   std::string_view error, std::int64_t priority, Callback<FailResult> done);
+
   // The beanstalkd face's job ids (docs/redis-api.md, "beanstalkd ids"):
   // integers unique across every process sharing the Redis, taken a block
   // of kIdBlock at a time. take_id_block answers a new block's number b

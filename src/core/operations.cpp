@@ -233,6 +233,7 @@ void Fail::encode(Command& cmd, const Args& a) {
   if (a.bury) cmd.add("DEAD");
   if (a.retry_delay) cmd.add("DELAY").add(a.retry_delay->count());
   if (a.max_attempts) cmd.add("ATTEMPTS").add(std::int64_t{*a.max_attempts});
+  if (a.priority) cmd.add("PRIORITY").add(*a.priority);
 }
 FailResult Fail::decode(const Reply& r) { return parse_fail(r); }
 

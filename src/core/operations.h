@@ -335,6 +335,7 @@ struct Fail : JobWrite {
     bool bury = false;
     std::optional<Millis> retry_delay;
     std::optional<int> max_attempts;
+    std::optional<std::int64_t> priority{};  // (library version 37)
   };
   using Value = FailResult;
   static std::string_view id(const Args& a) { return a.id; }

@@ -838,8 +838,10 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     }
     const Held mine = *h;
     c.held.erase(cmd.id);
-    const auto r = co_await client().fail_async(mine.tube, mine.job_id, mine.token, "buried", true,
-                                                std::nullopt, std::nullopt, use_awaitable);
+    const auto r = co_await await_callback<FailResult>([&](Callback<FailResult> cb) {
+      ClientAccess::bury(client(), mine.tube, mine.job_id, mine.token, "buried",
+                         priority_of(cmd.pri), std::move(cb));
+    });
     out.append(r.outcome == Outcome::ok ? "BURIED\r\n" : kNotFound);
   }
 

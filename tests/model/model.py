@@ -853,13 +853,16 @@ class Topic:
         err = args[2]
         if len(err) > ERROR_MAX:
             raise Refused()
-        o = options(args[3:], {'DEAD': 0, 'DELAY': 1, 'ATTEMPTS': 1, 'NOW': 1})
+        o = options(args[3:], {'DEAD': 0, 'DELAY': 1, 'ATTEMPTS': 1, 'PRIORITY': 1, 'NOW': 1})
         delay = int_arg(o['DELAY'], 0, DELAY_MAX) if 'DELAY' in o else None
         attempts = int_arg(o['ATTEMPTS'], 1, ATTEMPTS_MAX) if 'ATTEMPTS' in o else None
+        prio = int_arg(o['PRIORITY'], PRIO_MIN, PRIO_MAX) if 'PRIORITY' in o else None
         now = self.now_opt(o)
         j = self.held(id_, token)
         if j is None:
             return self.not_held(id_)
+        if prio is not None:
+            j.prio = prio  # (version 37) retried or dead
         j.err = err
         j.attempt('failed', now)
         if attempts is not None:

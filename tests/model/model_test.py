@@ -167,6 +167,7 @@ BAD = [
     ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '0', 'NOW', n]),
     ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '1001', 'NOW', n]),
     ('fail', lambda n, x: [x[0], x[1], 'e', 'ATTEMPTS', '2', 'ATTEMPTS', '3', 'NOW', n]),
+    ('fail', lambda n, x: [x[0], x[1], 'e', 'PRIORITY', '1001', 'NOW', n]),
     ('touch', lambda n, x: [x[0], x[1], 'TTR', '0', 'NOW', n]),
     ('progress', lambda n, x: [x[0], x[1], '0', 'NOW', n]),
     ('promoteall', lambda n, x: ['LIMIT', '0', 'NOW', n]),
@@ -228,9 +229,11 @@ OPS = st.one_of(
               MAYBE(st.integers(0, 20))),
     st.tuples(st.just('release'), JOB, TOK, MAYBE(st.integers(0, 20)),
               MAYBE(st.sampled_from([0, 3, 1000]))),
-    # fail: DEAD, DELAY, and the handler's ATTEMPTS.
-    st.tuples(st.just('fail'), JOB, TOK, st.booleans(), MAYBE(st.integers(0, 20)), ATTEMPTS),
-    st.tuples(st.just('fail'), JOB, TOK, st.just(False), MAYBE(st.integers(0, 20)), ATTEMPTS),
+    # fail: DEAD, DELAY, the handler's ATTEMPTS, a new PRIORITY (version 37).
+    st.tuples(st.just('fail'), JOB, TOK, st.booleans(), MAYBE(st.integers(0, 20)), ATTEMPTS,
+              MAYBE(st.sampled_from([0, 5, -30, -4294966295]))),
+    st.tuples(st.just('fail'), JOB, TOK, st.just(False), MAYBE(st.integers(0, 20)), ATTEMPTS,
+              st.none()),
     st.tuples(st.just('release'), JOB, TOK, st.none(), st.none()),
     st.tuples(st.just('touch'), JOB, TOK, MAYBE(st.integers(1, 30))),
     st.tuples(st.just('report'), JOB, TOK, st.integers(0, len(REPORTS) - 1)),
@@ -464,6 +467,8 @@ class TopicMachine(RuleBasedStateMachine):
                 args += ['DELAY', op[4]]
             if op[5] is not None:
                 args += ['ATTEMPTS', op[5]]
+            if op[6] is not None:
+                args += ['PRIORITY', op[6]]
             return 'fail', args + ['NOW', n]
         if kind == 'report':
             id_ = self.pick(op[1])
