@@ -190,13 +190,19 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
   // and read on the stream's own thread: no lock per command).
   std::map<std::shared_ptr<beast::tcp_stream>, std::shared_ptr<bool>> open;  // GUARDED_BY(mu)
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>>
-      ranges;                                         // GUARDED_BY(mu): tube -> [next, end)
-  std::map<std::uint64_t, std::string> block_topics;  // GUARDED_BY(mu): a cache
+      ranges;  // GUARDED_BY(mu): tube -> [next, end)
+  // Blocks taken by connections that ran out at the same time as another.
+  std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>>
+      spare_ids;                                                         // GUARDED_BY(mu)
+  std::map<std::uint64_t, std::string> block_topics;                     // GUARDED_BY(mu): a cache
   std::map<std::uint64_t, std::pair<std::string, std::string>> aliases;  // GUARDED_BY(mu)
   std::map<std::string, std::uint64_t> alias_of;                         // GUARDED_BY(mu)
   std::map<std::string, TubeCounts> tubes;                               // GUARDED_BY(mu)
 
   Client& client() { return ctx.client; }
+  // The drain began: this face's stop(), or the server's (ctx.stop() wakes
+  // the reserves waiting on the hub before stop() reaches this face).
+  bool draining() const { return stopping || ctx.stopping; }
 
   // ---- ids
 
@@ -205,6 +211,13 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     {
       std::lock_guard lock(mu);
       auto& r = ranges[tube];
+      if (r.first >= r.second) {
+        auto spare = spare_ids.find(tube);
+        if (spare != spare_ids.end() && !spare->second.empty()) {
+          r = spare->second.back();
+          spare->second.pop_back();
+        }
+      }
       if (r.first < r.second) co_return r.first++;
     }
     const auto block = co_await await_callback<std::uint64_t>([&](Callback<std::uint64_t> cb) {
@@ -214,9 +227,14 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     std::lock_guard lock(mu);
     block_topics[block] = tube;
     auto& r = ranges[tube];
-    // Another connection may have refilled it meanwhile: then this block's
-    // first id is used and the rest of it left.
-    if (r.first >= r.second) r = {first + 1, first + ClientAccess::kIdBlock};
+    // Connections that ran out at once each took a block: this one's first
+    // id is used here, and its rest kept for when the range runs out (none
+    // is wasted).
+    if (r.first >= r.second) {
+      r = {first + 1, first + ClientAccess::kIdBlock};
+    } else {
+      spare_ids[tube].emplace_back(first + 1, first + ClientAccess::kIdBlock);
+    }
     co_return first;
   }
 
@@ -297,9 +315,18 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
 
   // ---- tubes this serve's connections name
 
+  // A tube's entry lives while a connection of this serve uses, watches or
+  // waits on it, or it is paused from here: a client naming tube after tube
+  // must not grow it for good (its counters go with it, as beanstalkd's go
+  // with a tube it drops).
   void count_tube(const std::string& tube, std::int64_t TubeCounts::*field, int delta) {
     std::lock_guard lock(mu);
-    tubes[tube].*field += delta;
+    auto& t = tubes[tube];
+    t.*field += delta;
+    if (t.using_ == 0 && t.watching == 0 && t.waiting == 0 && !t.resume &&
+        t.pause_until <= Clock::now()) {
+      tubes.erase(tube);
+    }
   }
 
   bool known_tube(const std::string& tube) {
@@ -311,7 +338,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
 
   // ---- connections
 
-  awaitable<void> accept_loop(tcp::acceptor& acceptor) {
+  awaitable<void> accept_loop(std::shared_ptr<State> self, tcp::acceptor& acceptor) {
     for (;;) {
       tcp::socket socket(shard_io(runtime, runtime.next_shard()));
       boost::system::error_code ec;
@@ -329,13 +356,13 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
         continue;
       }
       ++connections;
-      ++total_connections;
+      const auto number = ++total_connections;
       auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
-      asio::co_spawn(stream->get_executor(), session(stream), asio::detached);
+      asio::co_spawn(stream->get_executor(), self->session(stream, number), asio::detached);
     }
   }
 
-  awaitable<void> session(std::shared_ptr<beast::tcp_stream> stream) {
+  awaitable<void> session(std::shared_ptr<beast::tcp_stream> stream, std::int64_t number) {
     auto self = shared_from_this();
     auto idle = std::make_shared<bool>(false);
     {
@@ -343,7 +370,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       open.emplace(stream, idle);
     }
     Conn c;
-    c.name = "beanstalk-" + std::to_string(total_connections.load());
+    c.name = "beanstalk-" + std::to_string(number);
     count_tube(c.used, &TubeCounts::using_, 1);
     count_tube("default", &TubeCounts::watching, 1);
     beanstalk::Framer framer(opts.max_job_size);
@@ -354,7 +381,8 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     boost::system::error_code ec;
     while (!c.close) {
       // Every command already here runs, in order; their answers go out
-      // in one write.
+      // in one write (64 KiB at a time: full, the rest wait their turn).
+      bool full = false;
       while (!c.close) {
         auto ev = framer.next();
         if (!ev) break;
@@ -363,7 +391,10 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
         } else {
           co_await run(c, std::get<Command>(*ev), out, *stream);
         }
-        if (out.size() >= (64u << 10)) break;
+        if (out.size() >= (64u << 10)) {
+          full = true;
+          break;
+        }
       }
       if (!out.empty()) {
         // No timer: arming one per answer costs a system call; a client
@@ -376,12 +407,18 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
         if (ec) break;
       }
       if (c.close) break;
-      if (framer.buffered() > 0 && !framer.mid_command()) continue;
+      if (full) continue;
       // Between commands, a connection may wait for good (but not while
-      // the server drains and it holds nothing); within one, not long.
+      // the server drains: then until it holds no job, its reservations'
+      // ends at most); within one, not long.
       const bool between = !framer.mid_command();
-      if (between && stopping && c.held.empty()) break;
-      if (between) {
+      Clock::time_point next_margin;
+      deadline_soon(c, next_margin);  // (forgets the lapsed)
+      if (between && draining() && c.held.empty()) break;
+      if (between && draining()) {
+        *idle = true;
+        stream->expires_at(next_margin + kSafetyMargin);
+      } else if (between) {
         *idle = true;
         stream->expires_never();
       } else {
@@ -390,7 +427,10 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       const auto n = co_await stream->async_read_some(asio::buffer(in),
                                                       asio::redirect_error(use_awaitable, ec));
       *idle = false;
-      if (ec == asio::error::operation_aborted && stopping && between) continue;
+      if ((ec == asio::error::operation_aborted || ec == beast::error::timeout) && draining() &&
+          between) {
+        continue;  // (stop() cut the wait short, or a held job lapsed: look again)
+      }
       if (ec) break;
       framer.feed(std::string_view(in.data(), n));
     }
@@ -527,7 +567,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
   }
 
   awaitable<void> put(Conn& c, Command& cmd, std::string& out) {
-    if (stopping) {
+    if (draining()) {
       out.append("DRAINING\r\n");
       co_return;
     }
@@ -661,42 +701,71 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       c.worker = true;
       ++workers;
     }
-    const auto until =
-        timeout_s ? Clock::now() + std::chrono::seconds(*timeout_s) : Clock::time_point::max();
     ++waiting;
     for (const auto& t : c.watched) count_tube(t, &TubeCounts::waiting, 1);
+    std::vector<std::shared_ptr<WakeHub::Ticket>> tickets;
+    // Whatever ends the wait (an answer, a close, a call that throws), the
+    // counts and the hub's tickets are given back.
+    const auto done_waiting = [&] {
+      for (const auto& t : tickets) ctx.hub.forget(t);
+      tickets.clear();
+      --waiting;
+      for (const auto& t : c.watched) count_tube(t, &TubeCounts::waiting, -1);
+    };
+    try {
+      co_await reserve_waiting(c, timeout_s, out, stream, tickets);
+    } catch (...) {
+      done_waiting();
+      throw;
+    }
+    done_waiting();
+  }
+
+  // reserve's loop: looks, then waits until a signal, a job due, the
+  // deadline, the safety margin of a job held, or the peer's close.
+  awaitable<void> reserve_waiting(Conn& c, std::optional<std::int64_t> timeout_s, std::string& out,
+                                  beast::tcp_stream& stream,
+                                  std::vector<std::shared_ptr<WakeHub::Ticket>>& tickets) {
+    const auto until =
+        timeout_s ? Clock::now() + std::chrono::seconds(*timeout_s) : Clock::time_point::max();
     const auto ex = co_await asio::this_coro::executor;
+    // reserve-with-timeout 0 never waits: no signal to watch for (a watch
+    // would subscribe the tube, and every put would then signal serve).
+    const bool may_wait = !timeout_s || *timeout_s > 0;
     bool watch_socket = true;
     for (;;) {
       Clock::time_point margin;
-      if (deadline_soon(c, margin)) {
-        out.append("DEADLINE_SOON\r\n");
-        break;
+      const bool soon = deadline_soon(c, margin);
+      auto woken = OneShot::make(ex);
+      for (const auto& t : tickets) ctx.hub.forget(t);
+      tickets.clear();
+      if (may_wait && !soon) {
+        for (const auto& t : c.watched) tickets.push_back(ctx.hub.watch(t, woken));
       }
-      if (stopping) {
+      // Read after the watch: a drain that woke the hub before it is seen.
+      if (draining()) {
         if (timeout_s) {
           out.append("TIMED_OUT\r\n");
         } else {
           c.close = true;
         }
-        break;
+        co_return;
       }
-      auto woken = OneShot::make(ex);
-      std::vector<std::shared_ptr<WakeHub::Ticket>> tickets;
-      for (const auto& t : c.watched) tickets.push_back(ctx.hub.watch(t, woken));
       auto a = co_await try_reserve(c);
-      const auto now = Clock::now();
-      if (a.taken || now >= until) {
-        for (const auto& t : tickets) ctx.hub.forget(t);
-        if (a.taken) {
-          co_await hand_out(c, std::move(*a.taken), "RESERVED", out);
-        } else {
-          out.append("TIMED_OUT\r\n");
-        }
-        break;
+      if (a.taken) {
+        co_await hand_out(c, std::move(*a.taken), "RESERVED", out);
+        co_return;
       }
-      // Until a signal, a job due, the deadline, the safety margin of a job
-      // held, or the peer's close.
+      // In the last second of a job held, and nothing ready: beanstalkd's
+      // DEADLINE_SOON (a ready job is handed out all the same).
+      if (soon) {
+        out.append("DEADLINE_SOON\r\n");
+        co_return;
+      }
+      if (Clock::now() >= until) {
+        out.append("TIMED_OUT\r\n");
+        co_return;
+      }
       auto readable = std::make_shared<bool>(false);
       if (watch_socket) {
         stream.socket().async_wait(tcp::socket::wait_read,
@@ -712,19 +781,16 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
         boost::system::error_code ignored;
         stream.socket().cancel(ignored);
       }
-      for (const auto& t : tickets) ctx.hub.forget(t);
       if (*readable) {
         boost::system::error_code e;
         const auto n = stream.socket().available(e);
         if (e || n == 0) {  // the peer closed (or reset): nobody to hand a job to
           c.close = true;
-          break;
+          co_return;
         }
         watch_socket = false;  // bytes of its next command: they wait their turn
       }
     }
-    --waiting;
-    for (const auto& t : c.watched) count_tube(t, &TubeCounts::waiting, -1);
   }
 
   // A reserved job: held by the connection, and its answer.
@@ -1097,7 +1163,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     yaml_line(y, "binlog-records-migrated", 0);
     yaml_line(y, "binlog-records-written", 0);
     yaml_line(y, "binlog-max-size", 0);
-    yaml_line(y, "draining", stopping ? "true" : "false");
+    yaml_line(y, "draining", draining() ? "true" : "false");
     yaml_line(y, "id", instance_id);
     yaml_line(y, "hostname", un.nodename);
     yaml_line(y, "os", un.version);
@@ -1120,27 +1186,40 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       }
     }
     if (cmd.delay > 0) co_await client().pause_async(tube, use_awaitable);
-    auto timer = std::make_shared<asio::steady_timer>(accepting);
     {
+      // The timer is armed, cancelled and replaced under mu alone; the last
+      // pause's timer resumes the tube, an earlier one's finds itself
+      // replaced.
       std::lock_guard lock(mu);
       auto& t = tubes[tube];
       ++t.cmd_pause;
       t.pause_s = cmd.delay;
       t.pause_until = Clock::now() + std::chrono::seconds(cmd.delay);
       if (t.resume) t.resume->cancel();
-      t.resume = timer;
+      t.resume.reset();
+      if (cmd.delay > 0) {
+        auto timer = std::make_shared<asio::steady_timer>(accepting);
+        t.resume = timer;
+        timer->expires_after(std::chrono::seconds(cmd.delay));
+        // (The handler holds its timer: resetting the entry below must not
+        // destroy the timer inside its own handler.)
+        timer->async_wait(
+            [self = shared_from_this(), tube, mine = timer](boost::system::error_code ec) {
+              if (ec) return;
+              {
+                std::lock_guard held(self->mu);
+                auto it = self->tubes.find(tube);
+                if (it == self->tubes.end() || it->second.resume != mine) return;
+                it->second.resume.reset();
+              }
+              self->client().resume_async(tube, [tube](Result<bool> r) {
+                if (!r.ok())
+                  spdlog::warn("beanstalk: resuming tube {}: {}", tube, r.error().what());
+              });
+            });
+      }
     }
-    if (cmd.delay == 0) {
-      co_await client().resume_async(tube, use_awaitable);
-    } else {
-      timer->expires_after(std::chrono::seconds(cmd.delay));
-      timer->async_wait([self = shared_from_this(), tube](boost::system::error_code ec) {
-        if (ec) return;
-        self->client().resume_async(tube, [tube](Result<bool> r) {
-          if (!r.ok()) spdlog::warn("beanstalk: resuming tube {}: {}", tube, r.error().what());
-        });
-      });
-    }
+    if (cmd.delay == 0) co_await client().resume_async(tube, use_awaitable);
     out.append("PAUSED\r\n");
   }
 };
@@ -1154,7 +1233,7 @@ void BeanstalkServer::start() {
   auto& s = *state_;
   s.acceptors = listen_on(s.accepting, s.opts.address, s.opts.port, "--beanstalk");
   for (auto& a : s.acceptors) {
-    asio::co_spawn(s.accepting, s.accept_loop(*a), asio::detached);
+    asio::co_spawn(s.accepting, s.accept_loop(state_, *a), asio::detached);
   }
 }
 
@@ -1165,6 +1244,7 @@ std::uint16_t BeanstalkServer::port() const {
 void BeanstalkServer::stop() {
   auto s = state_;
   if (s->stopping.exchange(true)) return;
+  s->ctx.hub.wake_all();  // waiting reserves look again, and see the drain
   asio::post(s->accepting, [s] {
     boost::system::error_code ignored;
     for (auto& a : s->acceptors) a->close(ignored);
@@ -1188,9 +1268,12 @@ void BeanstalkServer::abort() {
   stop();
   std::lock_guard lock(s->mu);
   for (const auto& entry : s->open) {
+    // On the connection's thread: what its session awaits ends with an
+    // error, and it ends (releasing the jobs it holds).
     asio::post(entry.first->get_executor(), [stream = entry.first] {
       boost::system::error_code ignored;
       stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream->close();
     });
   }
 }

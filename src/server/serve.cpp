@@ -190,15 +190,18 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   HttpServer server(
       *runtime, ho, [&ctx](Request& req) { return route(ctx, req); },
       [&ctx](Request& req, boost::beast::tcp_stream& s) { return events_stream(ctx, req, s); });
+  // The beanstalkd listener binds first: if it cannot, nothing serves yet.
+  std::unique_ptr<BeanstalkServer> beanstalk;
+  if (beanstalk_options) {
+    beanstalk = std::make_unique<BeanstalkServer>(*runtime, *beanstalk_options, ctx);
+    beanstalk->start();
+  }
   server.start();
   // The first line on stdout, for scripts (and tests that listen on port 0).
   std::cout << "redisched serve listening on http://" << address << ":" << server.port()
             << " (Redis " << (embedded_dir.empty() ? url : "embedded, " + embedded_dir) << ")"
             << std::endl;
-  std::unique_ptr<BeanstalkServer> beanstalk;
-  if (beanstalk_options) {
-    beanstalk = std::make_unique<BeanstalkServer>(*runtime, *beanstalk_options, ctx);
-    beanstalk->start();
+  if (beanstalk) {
     std::cout << "beanstalkd's protocol on " << beanstalk_options->address << ":"
               << beanstalk->port() << std::endl;
   }

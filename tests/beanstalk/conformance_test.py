@@ -366,7 +366,12 @@ def ttr_deadline_soon_and_timeout(port, t):
     stats = yaml_dict(p.with_data("stats-job %d" % jid)[1])
     eq(stats["state"], "reserved")
     eq(stats["ttr"], "2")
-    # The last second of the TTR: a reserve is answered DEADLINE_SOON.
+    # The last second of the TTR: a ready job is still handed out...
+    other_job = p.put("other", ttr=30)
+    time.sleep(1.1)
+    eq(w.with_data("reserve-with-timeout 0"), ("RESERVED %d 5" % other_job, b"other"))
+    eq(w.cmd("delete %d" % other_job), "DELETED")
+    # ...and with none ready, a reserve is answered DEADLINE_SOON.
     began = time.monotonic()
     eq(w.cmd("reserve-with-timeout 5"), "DEADLINE_SOON")
     assert time.monotonic() - began < 1.8, "DEADLINE_SOON %.2f s late" % (
@@ -736,6 +741,22 @@ def spread_tube(server, t):
         eq(w.cmd("delete %d" % jid), "DELETED")
     eq(seen, ids, "every job once, with its body")
     eq(workers[0].cmd("reserve-with-timeout 0"), "TIMED_OUT")
+
+
+@case
+def pipelined_answers_over_64k(port, t):
+    c = Conn(port)
+    c.cmd("use " + t)
+    body = os.urandom(60000)
+    jid = c.put(body)
+    # Answers of 180 KB to commands sent at once, and 2,000 small ones after.
+    c.send(("peek %d\r\n" % jid).encode() * 3 + b"list-tube-used\r\n" * 2000)
+    for _ in range(3):
+        line = c.line().decode()
+        eq(line, "FOUND %d %d" % (jid, len(body)))
+        assert c.data(len(body)) == body
+    for _ in range(2000):
+        eq(c.line().decode(), "USING " + t)
 
 
 @case

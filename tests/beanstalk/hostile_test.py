@@ -15,6 +15,7 @@ Standard library and Debian's python3-redis.
 
 import os
 import resource
+import signal
 import socket
 import sys
 import time
@@ -22,7 +23,7 @@ import time
 import redis
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conformance_test import Conn, Redisched, eq  # noqa: E402
+from conformance_test import Conn, Redisched, eq, worker  # noqa: E402
 
 CONNECTIONS = 10000
 
@@ -135,6 +136,37 @@ def many_connections(server):
           % (CONNECTIONS, opened, fds))
 
 
+def drain(server):
+    """SIGTERM under work: a waiting reserve ends and an idle connection
+    closes; a connection holding a job is answered DRAINING to a put, may
+    still delete its job, and serve exits at once after that delete, not at
+    the drain's timeout (10 s)."""
+    holder = worker(server.port, "drain")
+    producer = Conn(server.port)
+    eq(producer.cmd("use drain"), "USING drain")
+    jid = producer.put("held")
+    eq(holder.cmd("reserve-with-timeout 1").split()[:2], ["RESERVED", str(jid)])
+    holder.line()
+    waiter = Conn(server.port)
+    waiter.send(b"reserve\r\n")
+    time.sleep(0.3)
+    began = time.monotonic()
+    server.proc.send_signal(signal.SIGTERM)
+    waiter.sock.settimeout(5)
+    eq(waiter.sock.recv(100), b"", "the waiting reserve's connection closed")
+    # An idle connection is closed; one that holds a job stays for its delete.
+    producer.sock.settimeout(5)
+    eq(producer.sock.recv(100), b"", "an idle connection closed")
+    holder.send(b"put 0 0 5 1\r\nx\r\n")
+    eq(holder.line().decode(), "DRAINING")
+    eq(holder.cmd("delete %d" % jid), "DELETED")
+    rc = server.proc.wait(8)
+    took = time.monotonic() - began
+    eq(rc, 0, "serve's exit status")
+    assert took < 5, "serve took %.1f s to drain" % took
+    print("drained in %.2f s" % took)
+
+
 def main():
     server = Redisched(sys.argv[1])
     server.start()
@@ -146,6 +178,8 @@ def main():
         print("ok a body cut short puts nothing")
         many_connections(server)
         print("ok many connections")
+        drain(server)
+        print("ok drain")
     finally:
         server.stop()
     return 0
