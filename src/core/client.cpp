@@ -452,6 +452,10 @@ void detail::ClientAccess::id_block_topic(Client& client, std::uint64_t block,
       std::move(done));
 }
 
+bool detail::ClientAccess::short_of_replicas(const Error& e) {
+  return core::word_of(e) == core::Word::short_of_replicas;
+}
+
 void Client::ack_many_async(std::string_view topic,
                             std::span<const std::pair<std::string, std::uint64_t>> jobs,
                             Millis keep, Callback<std::vector<Outcome>> done) {

@@ -61,6 +61,11 @@ struct ClientAccess {
   static constexpr std::uint64_t kIdBlock = 4096;
   static void take_id_block(Client& client, std::string_view topic, Callback<std::uint64_t> done);
   static void id_block_topic(Client& client, std::uint64_t block, Callback<std::string> done);
+
+  // Whether e is a write's "done on the primary, but only M of N replicas
+  // had it" (ClientOptions::replicas): its change was made, and a failover
+  // before the replicas catch up may undo it. A refusal is never one.
+  static bool short_of_replicas(const Error& e);
 };
 
 }  // namespace detail

@@ -838,6 +838,9 @@ class Client::Impl {
         } catch (const Error& refused) {
           return done(refused);
         }
+        Error short_of = core::error_from_link(ec, reply.str);
+        detail::ErrorAccess::set_word(short_of, core::Word::short_of_replicas);
+        return done(std::move(short_of));
       }
       answer<T>(parse, done)(ec, std::move(reply));
     };

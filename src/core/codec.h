@@ -75,6 +75,10 @@ enum class Word : unsigned char {
   oldformat,  // OLDFORMAT: data of an older stored format, to migrate first
   sharded,    // SHARDED: the call was meant for a spread topic's shards
   not_now,    // LOADING, BUSY, MASTERDOWN, TRYAGAIN, CLUSTERDOWN
+  // Not a reply's word: a write done on the primary whose replicas fell
+  // short (Options::replicas); the change was made (a refusal is answered
+  // as itself).
+  short_of_replicas,
 };
 
 // The one table of error replies: each word, what it is, and the Errc the

@@ -73,6 +73,23 @@ awaitable<T> await_callback(Start start) {
       use_awaitable, std::move(start));
 }
 
+// A delete, release or bury that the primary made but fewer replicas than
+// --replicas confirmed is answered as made, as `made`. beanstalkd's clients
+// have no answer for "done on the primary only", and a retry would find it
+// done (NOT_FOUND); should a failover undo it, the job is only handed out
+// again, as after a worker's crash. A put is not answered so: undone, its
+// job would be lost (INTERNAL_ERROR, and the client puts it again).
+template <class T>
+awaitable<T> made_on_primary(awaitable<T> call, T made) {
+  try {
+    co_return co_await std::move(call);
+  } catch (const Error& e) {
+    if (!ClientAccess::short_of_replicas(e)) throw;
+    spdlog::warn("beanstalk: {}; answered as done", e.what());
+  }
+  co_return made;
+}
+
 std::int64_t unix_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -862,8 +879,9 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       const Held mine = *h;
       c.held.erase(id);
       count_tube(mine.tube, &TubeCounts::cmd_delete, 1);
-      const auto o =
-          co_await client().ack_async(mine.tube, mine.job_id, mine.token, Millis{0}, use_awaitable);
+      const auto o = co_await made_on_primary(
+          client().ack_async(mine.tube, mine.job_id, mine.token, Millis{0}, use_awaitable),
+          Outcome::ok);
       out.append(o == Outcome::ok ? "DELETED\r\n" : kNotFound);
       co_return;
     }
@@ -874,7 +892,8 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       out.append(kNotFound);
       co_return;
     }
-    const bool gone = co_await client().remove_async(found->tube, found->job_id, use_awaitable);
+    const bool gone = co_await made_on_primary(
+        client().remove_async(found->tube, found->job_id, use_awaitable), true);
     out.append(gone ? "DELETED\r\n" : kNotFound);
   }
 
@@ -891,8 +910,10 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     }
     const Held mine = *h;
     c.held.erase(cmd.id);
-    const auto o = co_await client().release_async(
-        mine.tube, mine.job_id, mine.token, Millis{delay_ms}, priority_of(cmd.pri), use_awaitable);
+    const auto o = co_await made_on_primary(
+        client().release_async(mine.tube, mine.job_id, mine.token, Millis{delay_ms},
+                               priority_of(cmd.pri), use_awaitable),
+        Outcome::ok);
     out.append(o == Outcome::ok ? "RELEASED\r\n" : kNotFound);
   }
 
@@ -904,10 +925,14 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     }
     const Held mine = *h;
     c.held.erase(cmd.id);
-    const auto r = co_await await_callback<FailResult>([&](Callback<FailResult> cb) {
-      ClientAccess::bury(client(), mine.tube, mine.job_id, mine.token, "buried",
-                         priority_of(cmd.pri), std::move(cb));
-    });
+    FailResult buried;  // not a temporary in co_await's arguments (GCC 12)
+    buried.state = JobState::dead;
+    const auto r = co_await made_on_primary(
+        await_callback<FailResult>([&](Callback<FailResult> cb) {
+          ClientAccess::bury(client(), mine.tube, mine.job_id, mine.token, "buried",
+                             priority_of(cmd.pri), std::move(cb));
+        }),
+        buried);
     out.append(r.outcome == Outcome::ok ? "BURIED\r\n" : kNotFound);
   }
 

@@ -331,6 +331,50 @@ class SentinelEnv:
             return new
         return _poll("failover", agreed, timeout, lambda: self._sentinel_views())
 
+    def failovers(self):
+        """How many failovers the sentinels ran: the highest config epoch
+        any live one reports. More than one after one kill_primary() means
+        a sentinel took the new primary for down too (a slow machine) and
+        failed it over again: writes it took meanwhile may be undone."""
+        epochs = [0]
+        for port, proc in self.sentinels.items():
+            if proc.poll() is None:
+                epochs.append(int(self._sentinel(port).sentinel_master(MASTER_NAME)["config-epoch"]))
+        return max(epochs)
+
+    def wait_settled(self, timeout=30):
+        """Back once every sentinel names one primary and every other live
+        node is its replica in sync (after a failover, before a step that
+        needs the replicas where the sentinels say they are)."""
+        _poll("the deployment settled", self._settled, timeout, self._sentinel_views)
+
+    def _settled(self):
+        # Every sentinel names one primary, which says it is one, and every
+        # other live node is its replica in sync, seen so by every sentinel.
+        # (On a loaded machine a sentinel may fail over once more while a
+        # node syncs, to it or to another: the node is then the primary, or
+        # a replica of the new one.)
+        named = {self._sentinel(port).sentinel_get_master_addr_by_name(MASTER_NAME)
+                 for port in self.sentinels}
+        if len(named) != 1 or None in named:
+            return False
+        named = {int(addr[1]) for addr in named}
+        (primary_port,) = named
+        if self._node(primary_port).info("replication")["role"] != "master":
+            return False
+        for node, proc in self.data.items():
+            if node == primary_port or proc.poll() is not None:
+                continue
+            info = self._node(node).info("replication")
+            if info["role"] != "slave" or info["master_link_status"] != "up":
+                return False
+            for port in self.sentinels:
+                replicas = self._sentinel(port).sentinel_slaves(MASTER_NAME)
+                if not any(int(r["port"]) == node and r["flags"] == "slave"
+                           and r["master-link-status"] == "ok" for r in replicas):
+                    return False
+        return True
+
     def restart_killed(self, timeout=30):
         """The node kill_primary() took, started again (its AOF kept) as a
         replica of the current primary; back once every node is in sync and
@@ -342,34 +386,8 @@ class SentinelEnv:
         self._start_data(old[1], replica_of=primary[1])
         self.killed = None
 
-        def healthy():
-            # Every sentinel names one primary, which says it is one, and
-            # every other node is its replica in sync, seen so by every
-            # sentinel. (On a loaded machine a sentinel may fail over once
-            # more while the node syncs, to it or to another: the node is
-            # then the primary, or a replica of the new one.)
-            named = {self._sentinel(port).sentinel_get_master_addr_by_name(MASTER_NAME)
-                     for port in self.sentinels}
-            if len(named) != 1 or None in named:
-                return False
-            named = {int(addr[1]) for addr in named}
-            (primary_port,) = named
-            if self._node(primary_port).info("replication")["role"] != "master":
-                return False
-            for node in self.data:
-                if node == primary_port:
-                    continue
-                info = self._node(node).info("replication")
-                if info["role"] != "slave" or info["master_link_status"] != "up":
-                    return False
-                for port in self.sentinels:
-                    replicas = self._sentinel(port).sentinel_slaves(MASTER_NAME)
-                    if not any(int(r["port"]) == node and r["flags"] == "slave"
-                               and r["master-link-status"] == "ok" for r in replicas):
-                        return False
-            return True
         def views():
-            # (what healthy() looked at, for a timeout's message: the node's
+            # (what _settled() looked at, for a timeout's message: the node's
             # own link, and each sentinel's flags for it)
             try:
                 info = self._node(old[1]).info("replication")
@@ -387,7 +405,7 @@ class SentinelEnv:
                 except Exception as e:  # noqa: BLE001
                     seen.append("sentinel %d: %s" % (port, e))
             return "; ".join([own] + seen) + " | " + self._sentinel_views()
-        _poll("the restarted node in sync", healthy, timeout, views)
+        _poll("the restarted node in sync", self._settled, timeout, views)
         return old
 
 
