@@ -404,7 +404,6 @@ local NO_WORDS = {}
 local OPT_FAIL = { DEAD = 0, DELAY = 1, ATTEMPTS = 1, PRIORITY = 1, NOW = 1 }
 local OPT_DELAY_PRIORITY_NOW = { DELAY = 1, PRIORITY = 1, NOW = 1 }
 local OPT_LIMIT_NOW = { LIMIT = 1, NOW = 1 }
-local OPT_MAXBODY_NOW = { MAXBODY = 1, NOW = 1 }
 local OPT_NOBODY_NOW = { NOBODY = 0, NOW = 1 }
 local OPT_NOW = { NOW = 1 }
 local OPT_TTR_NOW = { TTR = 1, NOW = 1 }
@@ -2468,7 +2467,8 @@ do
   local POLICY_LETTERS = { fail = 'f', ignore = 'i', drop = 'r' }
   local SETTLED = { D = 'done', X = 'failed', R = 'dropped' }
   local OUTCOMES = { done = true, failed = true }
-  flows.PUT_MORE = { MAXBODY = 1, NOW = 1, AFTER = -3 }
+  -- (put's call-wide words, as putmany's, and AFTER)
+  flows.PUT_MORE = { MAXBODY = 1, NOW = 1, CONFIRM = 0, AFTER = -3 }
   flows.GET_OPTIONS = { NOBODY = 0, DEPS = 0, NOW = 1 }
 
   -- The topic as its users name it: a shard's (T~suffix) is T's.
@@ -3279,11 +3279,24 @@ local function fresh_id(k, now, seq, last, taken)
   return id, seq, last
 end
 
+-- CONFIRM (version 37), for a caller that sends WAIT after a put: a put
+-- answered "exists" wrote nothing, so WAIT on its connection waited for
+-- nothing (it covers that connection's own writes), and a put retried over
+-- a new connection after a failed first try was confirmed at once, the
+-- replicas perhaps without the job. With CONFIRM such a put writes a field
+-- and deletes it (nothing changes), so that WAIT waits for the replicas to
+-- reach all that is stored, the job included.
+local confirm = { PUTMANY_WORDS = { MAXBODY = 1, NOW = 1, CONFIRM = 0 } }
+function confirm.write(k)
+  redis.call('HSET', k.meta, 'confirm', 1)
+  redis.call('HDEL', k.meta, 'confirm')
+end
+
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
 ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY -4294966295..1000] [TTR ms] [ATTEMPTS n]
       [BACKOFF fixed|exponential base-ms cap-ms] [KEEP ms]
       [REPLACE | UPSERT | DEBOUNCE] [AFTER count (topic id policy)...]
-      [MAXBODY bytes] [NOW ms]
+      [MAXBODY bytes] [CONFIRM] [NOW ms]
   DELAY/AT: when it is due (default now; an AT in the past means now).
   PRIORITY: higher runs first (0). TTR: time-to-run of a reservation (none:
   reserve's TTR, else 30000); TTR 0: delivered at most once (reserve takes
@@ -3298,6 +3311,9 @@ ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY -4294966295..1000] [TTR ms] [ATT
   put's (with DELAY 5000, "run once, 5 s after the last put"); a job
   reserved, dead or done is left as it is (-1).
   MAXBODY: the largest body accepted (1048576).
+  CONFIRM (version 37): when the job exists (-1), write and undo a field
+  of the topic's meta all the same, so that a WAIT after the call waits
+  for the replicas to have the job (see confirm, above).
   id "*": a generated id, "<created ms>-<n>" (not with REPLACE, UPSERT or
   DEBOUNCE).
   AFTER (version 35): the job waits, blocked, until the count (1..10000)
@@ -3348,7 +3364,10 @@ local function put(keys, args)
   end
   if create then
     -- The common case: HEXISTS, ZSCORE, HINCRBY, HSET, ZADD.
-    if redis.call('HEXISTS', k.jobs, id) == 1 or gone.holds(k, id, now) then return EXISTS end
+    if redis.call('HEXISTS', k.jobs, id) == 1 or gone.holds(k, id, now) then
+      if o.CONFIRM then confirm.write(k) end
+      return EXISTS
+    end
   else
     old = redis.call('HGET', k.jobs, id)
     if not old and p.mode == 'replace' then
@@ -3363,7 +3382,10 @@ local function put(keys, args)
     old = record.unpack(old)
     if old.batch then bad(id .. ' is a batch: a put cannot change it') end
     where = locate(k, id, old)
-    if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then return EXISTS end
+    if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then
+      if o.CONFIRM then confirm.write(k) end
+      return EXISTS
+    end
   end
   local j = new_job(p, take_seq(k, 1), old and old.created or now)
   if where then take_out(k, id, where) end
@@ -3434,9 +3456,10 @@ local function restore(keys, args)
 end
 
 --[[ redisched_putmany: add or update many jobs in one call.
-ARGV: count  id body nopts [option value...]  ...  [MAXBODY bytes] [NOW ms]
+ARGV: count  id body nopts [option value...]  ...  [MAXBODY bytes] [CONFIRM] [NOW ms]
   count: 1..1000 jobs, each its id, body, nopts and nopts words of put's
-  per-job options; then MAXBODY and NOW, for all.
+  per-job options; then MAXBODY, CONFIRM (version 37: as put's, when any
+  job exists) and NOW, for all.
 Output: an array of put's codes, one per job, in order (the generated id
   for a job given as "*"). A job id given twice in one call is treated as
   two puts, in order. Refused jobs (-1, 0) take no sequence number; when
@@ -3466,7 +3489,7 @@ local function putmany(keys, args)
       pos = pos + 3 + nopts
     end
   end
-  local g = options(args, pos, nargs, OPT_MAXBODY_NOW)
+  local g = options(args, pos, nargs, confirm.PUTMANY_WORDS)
   local body_max = body_limit(g)
   local now = clock(g)
 
@@ -3532,6 +3555,11 @@ local function putmany(keys, args)
         latest[id] = i
         stored = stored + 1
       end
+    end
+  end
+  if g.CONFIRM then
+    for i = 1, count do
+      if codes[i] == EXISTS then confirm.write(k); break end
     end
   end
   if stored == 0 then return codes end

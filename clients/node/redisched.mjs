@@ -141,8 +141,11 @@ function fields(reply, raw) {
   return out;
 }
 
-function refused(reply) {
-  const no = (x) => typeof x === 'number' && x <= 0;
+// A refusal changed nothing: answered as it is, whatever the replicas had.
+// A put's -1 (exists) is none: its producer takes it for "my job is in", so
+// it waits for the replicas as the put that made the job would have.
+function refused(op, reply) {
+  const no = op === 'put' ? (x) => x === 0 : (x) => typeof x === 'number' && x <= 0;
   return Array.isArray(reply) ? reply.every(no) : no(reply);
 }
 
@@ -285,7 +288,7 @@ export class Topic {
       .call('WAIT', this.replicas, this.replicaTimeoutMs)
       .exec();
     if (error || waitError) throw error || waitError;
-    if (acked < this.replicas && !refused(reply)) {
+    if (acked < this.replicas && !refused(op, reply)) {
       throw new NotReplicated(reply, acked, this.replicas);
     }
     return reply;
@@ -332,6 +335,9 @@ export class Topic {
       args.push('AFTER', after.length);
       for (const [topic, dep, policy = 'fail'] of after) args.push(topic, dep, policy);
     }
+    // (CONFIRM, library version 37: answered -1, the put writes all the
+    // same, so that WAIT covers the job whichever connection put it)
+    if (this.replicas) args.push('CONFIRM');
     return this.routed(async () => (await this.at(id)).change('put', ...args));
   }
 

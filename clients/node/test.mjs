@@ -113,7 +113,9 @@ try {
     // No replica here: WAIT 1 counts 0.
     const t = new Topic(redis, 'lonely', { replicas: 1, replicaTimeoutMs: 10 });
     await assert.rejects(t.put('a', 'x'), (e) => e instanceof NotReplicated && e.reply === OK);
-    assert.equal(await t.put('a', 'x'), EXISTS); // changed nothing
+    assert.equal(await t.put('b', 'x', { replace: true }), 0); // no such job: changed nothing
+    // Exists is no refusal: it stands for the put that made the job.
+    await assert.rejects(t.put('a', 'x'), (e) => e instanceof NotReplicated && e.reply === EXISTS);
   });
 
   await test('priority first, failures to dead', async () => {

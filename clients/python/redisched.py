@@ -163,12 +163,16 @@ def _surviving(r, fn, for_s):
             _surviving(r, lambda: load_library(r, path), deadline - time.monotonic())
 
 
-def _refused(reply):
+def _refused(op, reply):
     """A refusal (0, -1, -2, -3; each of a batch) changed nothing: it is
-    answered as it is, whatever the replicas had."""
+    answered as it is, whatever the replicas had. A put's -1 (exists) is
+    none: its producer takes it for "my job is in", so it waits for the
+    replicas as the put that made the job would have."""
+    def no(x):
+        return x == 0 if op == "put" else isinstance(x, int) and x <= 0
     if isinstance(reply, list):
-        return all(isinstance(x, int) and x <= 0 for x in reply)
-    return isinstance(reply, int) and reply <= 0
+        return all(no(x) for x in reply)
+    return no(reply)
 
 
 def _ask_for_the_primary(r):
@@ -251,22 +255,22 @@ class Topic:
         self._shards = None  # the shards it is spread over ([] if none), once read
         self._turn = 0
 
-    def _send(self, fcall, changes_job):
+    def _send(self, op, fcall, changes_job):
         if changes_job and self.replicas:
-            return _surviving(self.redis, lambda: self._replicated(fcall), self.failover_s)
+            return _surviving(self.redis, lambda: self._replicated(op, fcall), self.failover_s)
         return _surviving(self.redis, lambda: self.redis.execute_command(*fcall), self.failover_s)
 
     def _call(self, op, *args, changes_job=False):
         fcall = ("FCALL", f"redisched_{op}", len(self.keys), *self.keys, *args)
         try:
-            return self._send(fcall, changes_job)
+            return self._send(op, fcall, changes_job)
         except _redis.ResponseError as e:
             # Data of an older stored format (OLDFORMAT: nothing changed):
             # the topic is migrated, and the call made once more.
             if op == "migrate" or not str(e).startswith("OLDFORMAT"):
                 raise
             self.migrate()
-            return self._send(fcall, changes_job)
+            return self._send(op, fcall, changes_job)
 
     def migrate(self, limit=1000):
         """Rewrites what the topic (each shard, when spread) holds in an
@@ -282,7 +286,7 @@ class Topic:
                     break
         return rewritten, read, calls
 
-    def _replicated(self, fcall):
+    def _replicated(self, op, fcall):
         """fcall, then WAIT on the same connection (one pipeline): WAIT
         counts the replicas that have that connection's writes."""
         with self.redis.pipeline(transaction=False) as p:
@@ -292,7 +296,7 @@ class Topic:
         for answer in (reply, acked):
             if isinstance(answer, Exception):
                 raise answer
-        if acked < self.replicas and not _refused(reply):
+        if acked < self.replicas and not _refused(op, reply):
             _ask_for_the_primary(self.redis)
             raise NotReplicated(reply, acked, self.replicas)
         return reply
@@ -344,6 +348,10 @@ class Topic:
             args += ["AFTER", len(after)]
             for dep in after:
                 args += [dep[0], dep[1], dep[2] if len(dep) > 2 else "fail"]
+        if self.replicas:
+            # (CONFIRM, library version 37: answered -1, the put writes all
+            # the same, so that WAIT covers the job whichever connection put it)
+            args.append("CONFIRM")
         return self._routed(lambda: self._at(job_id)._call("put", *args, changes_job=True))
 
     def get(self, job_id, body=True, deps=False):

@@ -175,7 +175,11 @@ class RedischedFromPython(unittest.TestCase):
         with self.assertRaises(redisched.NotReplicated) as e:
             t.put("a", b"x")
         self.assertEqual(e.exception.reply, redisched.OK)  # done on the primary
-        self.assertEqual(t.put("a", b"x"), redisched.EXISTS)  # changed nothing
+        self.assertEqual(t.put("b", b"x", replace=True), 0)  # no such job: changed nothing
+        # Exists is no refusal: it stands for the put that made the job.
+        with self.assertRaises(redisched.NotReplicated) as e:
+            t.put("a", b"x")
+        self.assertEqual(e.exception.reply, redisched.EXISTS)
 
     def test_priority_first_and_failures_to_dead(self):
         t = self.topic("billing")

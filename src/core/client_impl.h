@@ -528,6 +528,7 @@ class Client::Impl {
     std::optional<int> own;
     if constexpr (requires { Op::replicas(a); }) own = Op::replicas(a);
     const int replicas = Op::job_write ? own.value_or(replicas_for(where)) : 0;
+    if (Op::confirms && replicas > 0) cmd.add("CONFIRM");
     if constexpr (Op::coalesces) {
       // A call the library would refuse (!takes) goes alone: a batched call
       // is refused as a whole. So does one that waits for replicas.
@@ -577,6 +578,7 @@ class Client::Impl {
         for (const auto& item : chunk) {
           if (own) wait = std::max(wait, Op::replicas(item).value_or(topic_wants));
         }
+        if (Op::confirms && wait > 0) cmd.add("CONFIRM");
         auto decode = [n = chunk.size()](const Reply& r) { return Op::decode(r, n); };
         if constexpr (Op::job_write) {
           send_command<std::vector<Each>>(where, cmd, wait, decode, std::move(cb));

@@ -16,6 +16,9 @@
 //   route          Route (below)
 //   job_write      waits for ClientOptions::replicas (or the job's, the
 //                  topic's) when they are asked for
+//   confirms       a job_write whose refusal `exists` vouches for a write
+//                  made before (put): sends CONFIRM when it waits for
+//                  replicas, so that WAIT covers that write too
 //   reads_history  names the topic's history key even when
 //                  ClientOptions::history is off
 //   max_body       ends in MAXBODY when ClientOptions::max_body is not the
@@ -81,6 +84,7 @@ struct Read {
   static constexpr Route route = Route::topic;
   static constexpr bool reads_history = false;
   static constexpr bool job_write = false;
+  static constexpr bool confirms = false;
   static constexpr bool max_body = false;
   static constexpr bool coalesces = false;
 };
@@ -94,6 +98,7 @@ struct JobWrite : Read {
 struct Put : JobWrite {
   static constexpr std::string_view function = "put";
   static constexpr std::string_view calls = "put";
+  static constexpr bool confirms = true;
   static constexpr bool max_body = true;
   static constexpr bool coalesces = true;
   using Args = JobSpec;
@@ -125,6 +130,7 @@ struct PutMany : JobWrite {
   static constexpr std::string_view function = "putmany";
   static constexpr std::string_view calls = "put_many";
   static constexpr Route route = Route::jobs;
+  static constexpr bool confirms = true;
   static constexpr bool max_body = true;
   struct Args {
     std::vector<JobSpec> jobs;

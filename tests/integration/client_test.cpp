@@ -931,6 +931,26 @@ TEST_F(ClientTest, WritesWaitForTheReplicasAskedFor) {
   two.replicas = 2;
   EXPECT_REDISCHED_ERROR(impatient.put(topic_, two), Errc::timeout, "only 1 of 2 replicas");
 
+  // A put retried over a connection that wrote nothing and answered exists
+  // is confirmed only once the replica has the job (CONFIRM: WAIT covers
+  // its connection's writes alone). The replica frozen, the first put (not
+  // waited for) is the primary's alone.
+  replica.freeze();
+  client_.put(topic_, job("g"));
+  Client retrying(durable);
+  EXPECT_REDISCHED_ERROR(retrying.put(topic_, job("g")), Errc::timeout, "only 0 of 1 replicas");
+  Client retrying_many(durable);
+  EXPECT_REDISCHED_ERROR(retrying_many.put_many(topic_, std::vector<JobSpec>{job("g"), job("g")}),
+                         Errc::timeout, "only 0 of 1 replicas");
+  replica.thaw();
+  EXPECT_TRUE(test::wait_until([&] {
+    try {
+      return retrying.put(topic_, job("g")) == PutOutcome::exists;
+    } catch (const Error&) {
+      return false;  // the replica is catching up
+    }
+  }));
+
   EXPECT_REDISCHED_ERROR(
       [&] {
         ClientOptions bad = test::client_options();

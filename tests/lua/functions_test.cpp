@@ -214,6 +214,47 @@ TEST_F(FunctionsTest, PutOfAnExistingIdReportsItAndChangesNothing) {
   EXPECT_EQ(state("missing"), "absent");
 }
 
+// CONFIRM (version 37): a put answered -1 writes all the same (a field of
+// the topic's meta, written and deleted), so that a WAIT after it on this
+// connection waits for the replicas to have the job; without CONFIRM it
+// writes nothing. Redis counts writes in rdb_changes_since_last_save (the
+// tests' servers never save).
+TEST_F(FunctionsTest, ConfirmMakesAPutOfAnExistingIdWriteAndChangeNothing) {
+  const auto writes = [&] {
+    auto info = redis_.call({"INFO", "persistence"});
+    const std::string text(info->str, info->len);
+    const std::string field = "rdb_changes_since_last_save:";
+    return std::stoll(text.substr(text.find(field) + field.size()));
+  };
+  put("x", 1000);
+  const std::string meta = "redisched:{" + topic_ + "}:meta";
+  const auto meta_before = redis_.call({"HGETALL", meta});
+  auto at = writes();
+  EXPECT_EQ(integer("put", {"x", "other", "NOW", "1001"}), -1);
+  EXPECT_EQ(writes(), at) << "no CONFIRM: nothing written";
+  EXPECT_EQ(integer("put", {"x", "other", "CONFIRM", "NOW", "1001"}), -1);
+  EXPECT_EQ(writes(), at + 2) << "the field written and deleted";
+  at = writes();
+  auto codes = call("putmany", {"2", "x", "b", "0", "x", "c", "0", "CONFIRM", "NOW", "1001"});
+  ASSERT_EQ(codes->type, REDIS_REPLY_ARRAY);
+  EXPECT_EQ(codes->element[0]->integer, -1);
+  EXPECT_EQ(writes(), at + 2) << "once for the call";
+  const auto meta_after = redis_.call({"HGETALL", meta});
+  ASSERT_EQ(meta_after->elements, meta_before->elements);
+  for (std::size_t i = 0; i < meta_after->elements; ++i) {
+    EXPECT_EQ(std::string(meta_after->element[i]->str, meta_after->element[i]->len),
+              std::string(meta_before->element[i]->str, meta_before->element[i]->len));
+  }
+  EXPECT_EQ(field("x", "body"), "body of x");
+  // A put that writes anyway writes only its job.
+  at = writes();
+  EXPECT_EQ(integer("put", {"y", "b", "CONFIRM", "NOW", "1001"}), 1);
+  const auto plain = writes() - at;
+  at = writes();
+  EXPECT_EQ(integer("put", {"z", "b", "NOW", "1001"}), 1);
+  EXPECT_EQ(writes() - at, plain);
+}
+
 TEST_F(FunctionsTest, ReplaceUpdatesBodyAndScheduleInEveryState) {
   // delayed -> updated, ready at its new due time
   put("d", 1000, {"DELAY", "5000"});

@@ -489,7 +489,8 @@ class Topic:
             return Error(e.code)
 
     def op_put(self, args):
-        o = options(args[2:], dict(PUT_WORDS, MAXBODY=1, NOW=1))
+        # (CONFIRM: a write that changes nothing, for WAIT; nothing to model)
+        o = options(args[2:], dict(PUT_WORDS, MAXBODY=1, CONFIRM=0, NOW=1))
         body_max = int_arg(o['MAXBODY'], 0, BODY_MAX_LIMIT) if 'MAXBODY' in o else BODY_MAX_DEFAULT
         now = self.now_opt(o)
         p = parse_job(args[0] if args else None, args[1] if len(args) > 1 else None, o, now,
@@ -533,7 +534,7 @@ class Topic:
             o = options(args[pos + 3:pos + 3 + nopts], PUT_WORDS)
             jobs.append((id_, body, o))
             pos += 3 + nopts
-        g = options(args[pos:], {'MAXBODY': 1, 'NOW': 1})
+        g = options(args[pos:], {'MAXBODY': 1, 'CONFIRM': 0, 'NOW': 1})
         body_max = int_arg(g['MAXBODY'], 0, BODY_MAX_LIMIT) if 'MAXBODY' in g else BODY_MAX_DEFAULT
         now = self.now_opt(g)
         parsed = [parse_job(i, bd, o, now, body_max) for i, bd, o in jobs]

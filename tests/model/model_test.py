@@ -114,6 +114,8 @@ OPTS = st.fixed_dictionaries({}, optional={
                          st.integers(8, 30)),
     'MODE': st.sampled_from(['REPLACE', 'UPSERT', 'DEBOUNCE']),
     'KEEP': st.sampled_from([0, 5, 30]),
+    # (call-wide: put's CONFIRM, putmany's when any job draws it)
+    'CONFIRM': st.just(True),
 })
 JOB = st.tuples(st.sampled_from(['held', 'held', 'any']), st.integers(0, 15))
 TOK = st.tuples(st.sampled_from(['cur', 'cur', 'cur', 'old', 'any', 'next']), st.integers(0, 40))
@@ -283,6 +285,10 @@ def opt_words(o, now, modes=True):
     return w
 
 
+def confirm_word(opts):
+    return ['CONFIRM'] if any('CONFIRM' in o for o in opts) else []
+
+
 def outcome(op, reply):
     """A coarse name for a reply, for the coverage table."""
     if isinstance(reply, Error):
@@ -411,13 +417,13 @@ class TopicMachine(RuleBasedStateMachine):
         kind, n = op[0], self.now
         if kind == 'put':
             _, id_, body, o = op
-            return 'put', [id_, body, *opt_words(o, n), 'NOW', n]
+            return 'put', [id_, body, *opt_words(o, n), *confirm_word([o]), 'NOW', n]
         if kind == 'putmany':
             args = [len(op[1])]
             for id_, body, o in op[1]:
                 w = opt_words(o, n)
                 args += [id_, body, len(w), *w]
-            return 'putmany', args + ['NOW', n]
+            return 'putmany', args + confirm_word([o for _, _, o in op[1]]) + ['NOW', n]
         if kind == 'burst':  # jobs due in the same millisecond (a backlog when due)
             count, d = op[1], op[2]
             args = [count]
