@@ -6,7 +6,9 @@
 // own (Asio coroutines, one request in flight per connection):
 //  - HTTP put: PUT /v1/topics/bench/jobs/{id} with a 100-byte body;
 //  - HTTP reserve+ack: POST .../reserve (count 1), then POST .../ack;
-//  - the library's put (put_async, the same number of calls in flight).
+//  - the library's put (put_async, the same number of calls in flight);
+//  - batched: POST .../put with --batch jobs a request, and POST .../reserve
+//    of --batch jobs then POST .../ack of them all.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <signal.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -173,6 +176,59 @@ asio::awaitable<void> worker(Load& load) {
   }
 }
 
+// One connection putting `batch` jobs a request (POST .../put) until the
+// shared counter reaches total.
+asio::awaitable<void> batch_putter(Load& load, long batch) {
+  beast::tcp_stream s(co_await asio::this_coro::executor);
+  co_await connect(s, load.port);
+  beast::flat_buffer buf;
+  for (long i = load.next.fetch_add(batch); i < load.total; i = load.next.fetch_add(batch)) {
+    const long n = std::min(batch, load.total - i);
+    std::string body = "{\"jobs\":[";
+    for (long k = 0; k < n; ++k) {
+      const auto job = bench::job(i + k);
+      if (k > 0) body += ',';
+      body += "{\"id\":\"" + job.id + "\",\"body\":\"" + job.body + "\"}";
+    }
+    body += "]}";
+    auto res = co_await roundtrip(s, buf, http::verb::post, "/v1/topics/bench-many/put", body);
+    long created = 0;
+    for (auto at = res.body().find("\"created\""); at != std::string::npos;
+         at = res.body().find("\"created\"", at + 1)) {
+      ++created;
+    }
+    if (res.result_int() != 200 || created != n) ++load.failures;
+  }
+}
+
+// One connection reserving `batch` jobs a request and acking them in one
+// (POST .../ack), until total jobs were taken.
+asio::awaitable<void> batch_worker(Load& load, long batch) {
+  beast::tcp_stream s(co_await asio::this_coro::executor);
+  co_await connect(s, load.port);
+  beast::flat_buffer buf;
+  static const std::regex parts(R"x("id":"([^"]+)"[^}]*?"token":(\d+))x");
+  const std::string reserve = fmt::format(R"({{"count":{},"ttr_ms":60000}})", batch);
+  while (load.next < load.total) {
+    auto res =
+        co_await roundtrip(s, buf, http::verb::post, "/v1/topics/bench-many/reserve", reserve);
+    std::string acks = "{\"jobs\":[";
+    long n = 0;
+    for (std::sregex_iterator it(res.body().begin(), res.body().end(), parts), end; it != end;
+         ++it) {
+      if (n++ > 0) acks += ',';
+      acks += "{\"id\":\"" + (*it)[1].str() + "\",\"token\":" + (*it)[2].str() + "}";
+    }
+    if (n == 0) continue;  // the others hold the rest
+    load.next += n;
+    acks += "]}";
+    auto ack = co_await roundtrip(s, buf, http::verb::post, "/v1/topics/bench-many/ack", acks);
+    if (ack.result_int() != 200 || ack.body().find("\"ok\"") == std::string::npos) {
+      ++load.failures;
+    }
+  }
+}
+
 template <class Conn>
 double drive(int port, long total, int connections, int threads, Conn conn) {
   asio::io_context io(threads);
@@ -263,6 +319,12 @@ int main(int argc, char** argv) try {
   app.add_option("--jobs", jobs, "requests per figure")->capture_default_str();
   app.add_option("--connections", connections, "keep-alive connections")->capture_default_str();
   app.add_option("--server-threads", server_threads, "serve's --threads")->capture_default_str();
+  long batch = 100;
+  app.add_option("--batch", batch,
+                 "jobs a request of the batched figures (0: none, for a server without the "
+                 "batch routes)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
   app.add_option("--serve-binary", binary, "the redisched binary to serve with")
       ->capture_default_str();
   bool beanstalk = false;
@@ -291,6 +353,12 @@ int main(int argc, char** argv) try {
   Server server(binary, target.url(), server_threads);
   const double http_put = drive(server.port(), jobs, connections, 1, putter);
   const double http_reserve = drive(server.port(), jobs, connections, 1, worker);
+  const auto batched = [batch](auto conn) { return [=](Load& load) { return conn(load, batch); }; };
+  double http_batch_put = 0, http_batch_reserve = 0;
+  if (batch > 0) {
+    http_batch_put = drive(server.port(), jobs, connections, 1, batched(batch_putter));
+    http_batch_reserve = drive(server.port(), jobs, connections, 1, batched(batch_worker));
+  }
 
   fmt::print(
       "redisched HTTP benchmark (redisched serve --threads {}, {} keep-alive connections, "
@@ -301,6 +369,12 @@ int main(int argc, char** argv) try {
   fmt::print("{:<48} {:>12.0f}   {:.2f} of the library's\n", "HTTP put (PUT /v1/topics/t/jobs/id)",
              http_put, http_put / lib_put);
   fmt::print("{:<48} {:>12.0f}\n", "HTTP reserve+ack (two requests a job)", http_reserve);
+  if (batch == 0) return 0;
+  fmt::print("{:<48} {:>12.0f}   {:.2f} of the library's\n",
+             fmt::format("HTTP put, {} a request (POST .../put)", batch), http_batch_put,
+             http_batch_put / lib_put);
+  fmt::print("{:<48} {:>12.0f}\n", fmt::format("HTTP reserve {0} + ack {0} (POST .../ack)", batch),
+             http_batch_reserve);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "redisched_http_bench: %s\n", e.what());

@@ -124,6 +124,106 @@ awaitable<Response> add_job(ApiContext& ctx, Request& req, const Params& p) {
   co_return ok_json(req, json::object{{"id", id}, {"outcome", "created"}}, Status::created);
 }
 
+// The "jobs" array of a batch request: 1..kBatchMax objects.
+const json::array& batch_jobs(const json::object& body) {
+  auto it = body.find("jobs");
+  if (it == body.end() || !it->value().is_array()) bad_request("give \"jobs\": [...]");
+  const auto& jobs = it->value().as_array();
+  if (jobs.empty()) bad_request("\"jobs\" is empty");
+  if (jobs.size() > static_cast<std::size_t>(limits::kBatchMax)) {
+    bad_request("at most " + std::to_string(limits::kBatchMax) + " jobs at once");
+  }
+  return jobs;
+}
+
+// A job of a batch: an object, with its "id".
+const json::object& batch_job(const json::value& v) {
+  if (!v.is_object()) bad_request("not an object");
+  return v.as_object();
+}
+std::string batch_id(const json::object& job) {
+  auto id = string_field(job, "id");
+  if (!id) bad_request("give its \"id\"");
+  return std::move(*id);
+}
+
+// Reads job i of a batch (f); its refusal says which job it was.
+template <class F>
+void for_job(std::size_t i, F f) {
+  const auto which = "job " + std::to_string(i + 1) + ": ";
+  try {
+    f();
+  } catch (HttpError& e) {
+    e.message = which + e.message;
+    throw;
+  } catch (const Error& e) {
+    HttpError refused = http_error(e);
+    refused.message = which + refused.message;
+    throw refused;
+  }
+}
+
+std::string_view put_outcome_name(PutOutcome o) {
+  switch (o) {
+    case PutOutcome::created:
+      return "created";
+    case PutOutcome::updated:
+      return "updated";
+    case PutOutcome::exists:
+      return "exists";
+    case PutOutcome::not_found:
+      return "not_found";
+  }
+  return "unknown";
+}
+
+std::string_view outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::ok:
+      return "ok";
+    case Outcome::not_found:
+      return "not_found";
+    case Outcome::wrong_state:
+      return "wrong_state";
+    case Outcome::stale_token:
+      return "stale_token";
+  }
+  return "unknown";
+}
+
+// POST .../put: many puts in one request, each as PUT .../jobs/{id} takes
+// it plus its "id"; every job is checked before any is put. 200 with each
+// job's outcome in order: created, updated, exists, not_found.
+awaitable<Response> put_jobs(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"jobs"});
+  const auto& jobs = batch_jobs(body);
+  std::vector<JobSpec> specs;
+  specs.reserve(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    for_job(i, [&] {
+      json::object job = batch_job(jobs[i]);
+      std::string id = batch_id(job);
+      if (id == "*") bad_request("a generated id is POST .../jobs's, one job a request");
+      job.erase("id");
+      specs.push_back(job_spec(job));
+      specs.back().id = std::move(id);
+      core::check_id(specs.back().id);
+    });
+  }
+  const auto outcomes = co_await ctx.client.put_many_async(p.topic, specs, asio::use_awaitable);
+  json::array answers;
+  answers.reserve(outcomes.size());
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    const auto o = outcomes[i];
+    if (o == PutOutcome::created || o == PutOutcome::updated) {
+      ctx.metrics.job_event("put", p.topic, specs[i].id, specs[i].due_at_ms.value_or(0));
+    }
+    answers.push_back(json::object{{"id", specs[i].id}, {"outcome", put_outcome_name(o)}});
+  }
+  co_return ok_json(req, json::object{{"jobs", std::move(answers)}});
+}
+
 // With ?wait_ms=N, a long-poll: answers once the job has finished (done or
 // dead), is gone, or N ms have passed (then as it is), woken by the
 // topic's finished signal (Client::wait).
@@ -286,6 +386,36 @@ awaitable<Response> ack(ApiContext& ctx, Request& req, const Params& p) {
   }
   if (o == Outcome::ok) ctx.metrics.job_event("acked", p.topic, p.id);
   co_return outcome_response(req, o, p.id);
+}
+
+// POST .../ack: many acks in one request, [{id, token}...] and keep_ms for
+// all. 200 with each job's outcome in order: ok, not_found, wrong_state,
+// stale_token.
+awaitable<Response> ack_jobs(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"jobs", "keep_ms"});
+  const auto& jobs = batch_jobs(body);
+  const Millis keep{int_field(body, "keep_ms", 0, limits::kDelayMax).value_or(0)};
+  std::vector<std::pair<std::string, std::uint64_t>> held;
+  held.reserve(jobs.size());
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    for_job(i, [&] {
+      const auto& job = batch_job(jobs[i]);
+      only_fields(job, {"id", "token"});
+      std::string id = batch_id(job);
+      core::check_id(id);
+      held.emplace_back(std::move(id), token_field(job));
+    });
+  }
+  const auto outcomes =
+      co_await ctx.client.ack_many_async(p.topic, held, keep, asio::use_awaitable);
+  json::array answers;
+  answers.reserve(outcomes.size());
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    if (outcomes[i] == Outcome::ok) ctx.metrics.job_event("acked", p.topic, held[i].first);
+    answers.push_back(json::object{{"id", held[i].first}, {"outcome", outcome_name(outcomes[i])}});
+  }
+  co_return ok_json(req, json::object{{"jobs", std::move(answers)}});
 }
 
 awaitable<Response> release(ApiContext& ctx, Request& req, const Params& p) {
@@ -1016,6 +1146,8 @@ const std::vector<Route>& table() {
        {{verb::post, report, Role::consume}},
        false,
        &kNoQuery},
+      {"/v1/topics/{topic}/put", {{verb::post, put_jobs, Role::produce}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/ack", {{verb::post, ack_jobs, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/reserve", {{verb::post, reserve, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/pull", {{verb::post, pull, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/kick", {{verb::post, kick, Role::admin}}, false, &kNoQuery},

@@ -223,6 +223,39 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("POST", f"{t}/delete", {"ids": []})[0], 400)
         self.assertEqual(self.call("POST", f"{t}/reserve", {"count": 0})[0], 400)
 
+    def test_2_working_many_at_once(self):
+        b = "/v1/topics/many"
+        # Each job's outcome, in order; an id given twice is two puts.
+        status, r = self.call("POST", f"{b}/put", {"jobs": [
+            {"id": "m1", "body": "x"}, {"id": "m2", "body": "y", "priority": 5},
+            {"id": "m1", "body": "z"}, {"id": "m9", "mode": "replace"}]})
+        self.assertEqual((status, [(j["id"], j["outcome"]) for j in r["jobs"]]),
+                         (200, [("m1", "created"), ("m2", "created"), ("m1", "exists"),
+                                ("m9", "not_found")]))
+        self.assertEqual(self.call("GET", f"{b}/jobs/m1")[1]["body"], "x")
+        # One bad job refuses them all, naming it; nothing is put.
+        status, r = self.call("POST", f"{b}/put", {"jobs": [{"id": "m3"}, {"id": "m4", "priority": 5000}]})
+        self.assertEqual(status, 400)
+        self.assertTrue(r["error"]["message"].startswith("job 2: "), r)
+        self.assertEqual(self.call("GET", f"{b}/jobs/m3")[0], 404)
+        for bad in ({"jobs": []}, {"jobs": [{"body": "no id"}]}, {"jobs": [{"id": "*"}]},
+                    {"jobs": [{"id": "a", "colour": "red"}]}, {"jobs": [7]}, {"jobs": {}},
+                    {"jobs": [{"id": "x"}] * 1001}, {}):
+            self.assertEqual(self.call("POST", f"{b}/put", bad)[0], 400, bad)
+        held = self.call("POST", f"{b}/reserve", {"count": 2})[1]["jobs"]
+        self.assertEqual([j["id"] for j in held], ["m2", "m1"])
+        acks = [{"id": j["id"], "token": j["token"]} for j in held]
+        status, r = self.call("POST", f"{b}/ack", {"jobs": acks + [{"id": "none", "token": 1}],
+                                                   "keep_ms": 60000})
+        self.assertEqual((status, [(j["id"], j["outcome"]) for j in r["jobs"]]),
+                         (200, [("m2", "ok"), ("m1", "ok"), ("none", "not_found")]))
+        self.assertEqual(self.call("GET", f"{b}/jobs/m1")[1]["state"], "done")
+        status, r = self.call("POST", f"{b}/ack", {"jobs": acks})
+        self.assertEqual([j["outcome"] for j in r["jobs"]], ["wrong_state", "wrong_state"])
+        for bad in ({"jobs": [{"id": "m1"}]}, {"jobs": [{"id": "m1", "token": 0}]},
+                    {"jobs": [{"id": "m1", "token": 1, "result": "r"}]}, {"jobs": []}):
+            self.assertEqual(self.call("POST", f"{b}/ack", bad)[0], 400, bad)
+
     def test_3_topics_and_operations(self):
         t = "/v1/topics/ops"
         self.call("PUT", f"{t}/jobs/x", {"body": "x"})
