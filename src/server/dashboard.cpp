@@ -279,8 +279,8 @@ std::optional<FeedQuery> feed_query(const boost::urls::url_view& u) {
   return q;
 }
 
-asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
-                                    boost::beast::tcp_stream& stream) {
+asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req, boost::beast::tcp_stream& stream,
+                                    std::string& owed) {
   auto u = boost::urls::parse_origin_form(req.target());
   if (!u || u->path() != "/v1/events" || req.method() != http::verb::get) co_return false;
   auto query = feed_query(*u);
@@ -298,9 +298,9 @@ asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
     }
   }
   stream.expires_after(kEventWriteTimeout);
-  std::string head =
-      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-      "Connection: close\r\n\r\nretry: 2000\n\n";
+  std::string head = std::exchange(owed, {}) +
+                     "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: "
+                     "no-cache\r\nConnection: close\r\n\r\nretry: 2000\n\n";
   co_await asio::async_write(stream, asio::buffer(head), asio::use_awaitable);
   stream.expires_never();
   std::uint64_t seq = 0;

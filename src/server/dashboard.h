@@ -22,8 +22,9 @@ inline constexpr std::size_t kEventsTopicsMax = 100;
 std::optional<std::vector<std::string>> events_topics(std::string_view value);
 
 // Claims GET /v1/events (the token may come as ?token=, since EventSource
-// sends no headers) and streams until the client leaves or the server stops.
+// sends no headers) and streams until the client leaves or the server stops;
+// owed (the answers before it, pipelined) goes first.
 boost::asio::awaitable<bool> events_stream(ApiContext& ctx, Request& req,
-                                           boost::beast::tcp_stream& stream);
+                                           boost::beast::tcp_stream& stream, std::string& owed);
 
 }  // namespace redisched::server

@@ -181,6 +181,25 @@ bool gone(const boost::system::error_code& ec) {
          ec == asio::error::broken_pipe;
 }
 
+// An answer's bytes, as Beast's serializer writes them (its fields as they
+// are; json_response set Content-Length): the status line, the fields, and
+// the body unless head_only.
+void append_answer(std::string& out, const Response& res, bool head_only) {
+  out += res.version() == 10 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  out += std::to_string(res.result_int());
+  out += ' ';
+  out += res.reason();
+  out += "\r\n";
+  for (const auto& field : res) {
+    out += field.name_string();
+    out += ": ";
+    out += field.value();
+    out += "\r\n";
+  }
+  out += "\r\n";
+  if (!head_only) out += res.body();
+}
+
 }  // namespace
 
 struct HttpServer::State : std::enable_shared_from_this<State> {
@@ -204,6 +223,8 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
   std::atomic<int> connections{0};
   // While draining, how long an open connection may sit idle before it closes.
   static constexpr std::chrono::seconds kDrainIdle{1};
+  // The most bytes of pipelined answers held back for one write.
+  static constexpr std::size_t kGatherMax = 64 << 10;
   std::mutex mu;
   std::set<std::shared_ptr<beast::tcp_stream>> idle;  // waiting for a request
   std::set<std::shared_ptr<beast::tcp_stream>> open;  // every session's
@@ -315,8 +336,11 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     }
   }
 
+  // answers: those of the requests before, not yet written (pipelining);
+  // written before a 100 Continue, which must follow them.
   awaitable<Incoming> read_request(const std::shared_ptr<beast::tcp_stream>& stream,
-                                   beast::flat_buffer& buffer) {
+                                   beast::flat_buffer& buffer, std::string& answers,
+                                   int& unwritten) {
     Incoming in;
     boost::system::error_code ec;
     // Idle until the first byte of the next request (it may be buffered
@@ -361,8 +385,8 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     if (!parser.is_done()) {
       if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-        co_await asio::async_write(*stream, asio::buffer(kContinue),
-                                   asio::redirect_error(use_awaitable, ec));
+        answers += kContinue;
+        co_await write_answers(*stream, answers, unwritten, ec);
         if (ec) co_return in;
       }
       stream->expires_after(opts.body_timeout);
@@ -376,6 +400,26 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     co_return in;
   }
 
+  // Whether the head of another request is buffered whole: its answer can
+  // go out with the one before (pipelining).
+  bool next_buffered(const beast::flat_buffer& buffer) const {
+    const std::string_view data(static_cast<const char*>(buffer.data().data()), buffer.size());
+    return !data.empty() && scan_head(data, opts.header_limit).complete;
+  }
+
+  // Writes the answers gathered (each counted in_flight until written).
+  awaitable<void> write_answers(beast::tcp_stream& stream, std::string& answers, int& unwritten,
+                                boost::system::error_code& ec) {
+    if (!answers.empty()) {
+      stream.expires_after(opts.idle_timeout);
+      co_await asio::async_write(stream, asio::buffer(answers),
+                                 asio::redirect_error(use_awaitable, ec));
+      answers.clear();
+    }
+    in_flight -= unwritten;
+    unwritten = 0;
+  }
+
   awaitable<void> session(std::shared_ptr<beast::tcp_stream> stream) {
     auto self = shared_from_this();
     {
@@ -385,17 +429,24 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     // The buffer's bound is what bounds a head, a chunk-size line with its
     // extensions, and the trailers: each must fit whole before it is parsed.
     beast::flat_buffer buffer(opts.header_limit);
+    // Answers not yet written: while the client's next request is buffered
+    // already (it pipelines), an answer waits for the next one's, and they
+    // go out in one write, in order (RFC 9112 §9.3.2).
+    std::string answers;
+    int unwritten = 0;
+    boost::system::error_code ec;
     for (;;) {
-      auto in = co_await read_request(stream, buffer);
+      auto in = co_await read_request(stream, buffer, answers, unwritten);
       if (!in.request) {
-        if (in.refusal) co_await refuse(*stream, *in.refusal, in.version, in.head);
+        co_await write_answers(*stream, answers, unwritten, ec);
+        if (in.refusal && !ec) co_await refuse(*stream, *in.refusal, in.version, in.head);
         break;
       }
       auto& req = in.request;
       if (stream_handler) {
         bool claimed = false;
         try {
-          claimed = co_await stream_handler(*req, *stream);
+          claimed = co_await stream_handler(*req, *stream, answers);
         } catch (const std::exception& e) {
           spdlog::debug("stream {}: {}", std::string(req->target()), e.what());
           claimed = true;
@@ -411,18 +462,16 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
                       wire::printable(req->target()), e.what());
         res = error_response(*req, http::status::internal_server_error, "internal", e.what());
       }
-      stream->expires_after(opts.idle_timeout);
-      boost::system::error_code ec;
-      if (req->method() == http::verb::head) {
-        // The head GET would send, Content-Length included, and no body.
-        http::response_serializer<http::string_body> sr{res};
-        co_await http::async_write_header(*stream, sr, asio::redirect_error(use_awaitable, ec));
-      } else {
-        co_await http::async_write(*stream, res, asio::redirect_error(use_awaitable, ec));
+      // HEAD: the head GET would send, Content-Length included, and no body.
+      append_answer(answers, res, req->method() == http::verb::head);
+      ++unwritten;
+      const bool keep_alive = res.keep_alive();
+      if (!keep_alive || answers.size() >= kGatherMax || !next_buffered(buffer)) {
+        co_await write_answers(*stream, answers, unwritten, ec);
       }
-      --in_flight;
-      if (ec || !res.keep_alive()) break;
+      if (ec || !keep_alive) break;
     }
+    in_flight -= unwritten;
     boost::system::error_code ignored;
     stream->socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream->close();

@@ -31,9 +31,11 @@ using Response = http::response<http::string_body>;
 using RequestHandler = std::function<boost::asio::awaitable<Response>(Request&)>;
 // A handler that may claim a request and answer it by writing to the stream
 // itself (server-sent events); returns false when it does not claim it. The
-// connection closes after a claimed request.
-using StreamHandler =
-    std::function<boost::asio::awaitable<bool>(Request&, boost::beast::tcp_stream&)>;
+// connection closes after a claimed request. owed: the answers of requests
+// before it on the connection (pipelined), not yet written; a claim writes
+// them first.
+using StreamHandler = std::function<boost::asio::awaitable<bool>(
+    Request&, boost::beast::tcp_stream&, std::string& owed)>;
 
 struct HttpOptions {
   std::string address = "127.0.0.1";

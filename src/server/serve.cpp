@@ -189,7 +189,9 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   ho.max_connections = o.max_connections;
   HttpServer server(
       *runtime, ho, [&ctx](Request& req) { return route(ctx, req); },
-      [&ctx](Request& req, boost::beast::tcp_stream& s) { return events_stream(ctx, req, s); });
+      [&ctx](Request& req, boost::beast::tcp_stream& s, std::string& owed) {
+        return events_stream(ctx, req, s, owed);
+      });
   // The beanstalkd listener binds first: if it cannot, nothing serves yet.
   std::unique_ptr<BeanstalkServer> beanstalk;
   if (beanstalk_options) {

@@ -243,6 +243,62 @@ TEST_F(HardeningTest, HeadAnswersHaveNoBodyAndKeepTheConnectionInStep) {
   }
 }
 
+// Pipelined requests (RFC 9112 §9.3.2) are answered in order, their answers
+// gathered into few writes: 100 puts, then 100 gets whose answers (about
+// 1 KiB each) pass the 64 KiB the server gathers at most.
+TEST_F(HardeningTest, PipelinedRequestsAreAnsweredInOrder) {
+  const std::string topic = test::unique_topic();
+  const auto body_of = [](int i) { return "g" + std::to_string(i) + "-" + std::string(1000, 'x'); };
+  std::string puts, gets;
+  for (int i = 0; i < 100; ++i) {
+    const std::string json = R"({"body":")" + body_of(i) + R"("})";
+    puts += "PUT /v1/topics/" + topic + "/jobs/g" + std::to_string(i) +
+            " HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(json.size()) + "\r\n\r\n" +
+            json;
+    gets += "GET /v1/topics/" + topic + "/jobs/g" + std::to_string(i) + " HTTP/1.1\r\nHost: x\r\n" +
+            (i == 99 ? "Connection: close\r\n" : "") + "\r\n";
+  }
+  // (A JSON answer ends without a newline: the next one follows its "}".)
+  const auto count = [](const std::string& text) {
+    int n = 0;
+    for (auto at = text.find("HTTP/1.1 "); at != std::string::npos;
+         at = text.find("HTTP/1.1 ", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const auto put_answers =
+      exchange(port(), puts + "GET /healthz HTTP/1.1\r\nHost: x\r\n" + "Connection: close\r\n\r\n");
+  ASSERT_EQ(count(put_answers), 101) << put_answers.substr(0, 300);
+  std::size_t at = 0;
+  for (int i = 0; i < 100; ++i) {
+    at = put_answers.find("HTTP/1.1 201 ", at);
+    ASSERT_NE(at, std::string::npos) << "put " << i;
+    const auto id = put_answers.find(R"("id":"g)" + std::to_string(i) + "\"", at);
+    ASSERT_NE(id, std::string::npos) << "put " << i;
+    at = id;
+  }
+  const auto got = exchange(port(), gets);
+  ASSERT_EQ(count(got), 100) << got.size();
+  at = 0;
+  for (int i = 0; i < 100; ++i) {
+    at = got.find("HTTP/1.1 200 ", at);
+    ASSERT_NE(at, std::string::npos) << "get " << i;
+    const auto next = got.find("HTTP/1.1 ", at + 1);
+    EXPECT_NE(got.substr(at, next - at).find(body_of(i)), std::string::npos) << "get " << i;
+    at = next;
+  }
+  // An event stream claimed after pipelined requests comes after their
+  // answers.
+  const auto streamed = exchange(
+      port(), "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n",
+      500ms);
+  EXPECT_EQ(status_of(streamed), 200) << streamed;
+  const auto events = streamed.find("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream");
+  ASSERT_NE(events, std::string::npos) << streamed;
+  EXPECT_GT(events, 0u) << "the stream came before the answer of the request before it";
+}
+
 TEST_F(HardeningTest, WrongMethodsAre405WithAllowAndUnknownPathsAre404) {
   HttpClient http(port());
   const std::vector<std::tuple<std::string, std::string, std::string>> wrong = {
