@@ -1,4 +1,5 @@
-// Encoding of commands into RESP, by hiredis's writer.
+// Encoding of commands into RESP (arrays of bulk strings, as hiredis's
+// redisFormatCommandArgv writes them: tests/unit/command_test.cpp compares).
 #pragma once
 
 #include <cstddef>
