@@ -3286,10 +3286,16 @@ end
 -- replicas perhaps without the job. With CONFIRM such a put writes a field
 -- and deletes it (nothing changes), so that WAIT waits for the replicas to
 -- reach all that is stored, the job included.
+-- (The write comes last, once nothing can refuse the call.)
 local confirm = { PUTMANY_WORDS = { MAXBODY = 1, NOW = 1, CONFIRM = 0 } }
 function confirm.write(k)
   redis.call('HSET', k.meta, 'confirm', 1)
   redis.call('HDEL', k.meta, 'confirm')
+end
+-- put's answer -1, written for with CONFIRM.
+function confirm.exists(k, o)
+  if o.CONFIRM then confirm.write(k) end
+  return EXISTS
 end
 
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
@@ -3364,10 +3370,7 @@ local function put(keys, args)
   end
   if create then
     -- The common case: HEXISTS, ZSCORE, HINCRBY, HSET, ZADD.
-    if redis.call('HEXISTS', k.jobs, id) == 1 or gone.holds(k, id, now) then
-      if o.CONFIRM then confirm.write(k) end
-      return EXISTS
-    end
+    if redis.call('HEXISTS', k.jobs, id) == 1 or gone.holds(k, id, now) then return confirm.exists(k, o) end
   else
     old = redis.call('HGET', k.jobs, id)
     if not old and p.mode == 'replace' then
@@ -3382,10 +3385,7 @@ local function put(keys, args)
     old = record.unpack(old)
     if old.batch then bad(id .. ' is a batch: a put cannot change it') end
     where = locate(k, id, old)
-    if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then
-      if o.CONFIRM then confirm.write(k) end
-      return EXISTS
-    end
+    if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then return confirm.exists(k, o) end
   end
   local j = new_job(p, take_seq(k, 1), old and old.created or now)
   if where then take_out(k, id, where) end
@@ -3557,12 +3557,15 @@ local function putmany(keys, args)
       end
     end
   end
-  if g.CONFIRM then
-    for i = 1, count do
-      if codes[i] == EXISTS then confirm.write(k); break end
+  if stored == 0 then
+    -- (A call that stores a job writes anyway: CONFIRM only when none.)
+    if g.CONFIRM then
+      for i = 1, count do
+        if codes[i] == EXISTS then confirm.write(k); break end
+      end
     end
+    return codes
   end
-  if stored == 0 then return codes end
   -- Updates of jobs stored before this call: decoded and located before the
   -- first write.
   local created_of, where_of = {}, {}
