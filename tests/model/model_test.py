@@ -253,6 +253,9 @@ OPS = st.one_of(
     # Spread over shards (the topic must be empty), ended, closed ("*"), or refused.
     st.tuples(st.just('shard'), st.sampled_from([[], [], ['1-0', '1-1'], ['a'], ['*'],
                                                  ['a', 'a'], ['b c'], ['x' * 65]])),
+    # Spread and ended again, more often: the counter parked while the
+    # topic is spread must come back (a planted bug took 20 chunks to miss).
+    st.tuples(st.just('shard'), st.sampled_from([['1-0', '1-1'], []])),
     st.tuples(st.just('shards')),
     # The retry window (version 20): read, none, a few ms (so windows end
     # within a run), the default.
