@@ -362,10 +362,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       co_await acceptor.async_accept(socket, asio::redirect_error(use_awaitable, ec));
       if (ec) {
         if (stopping) co_return;
-        // Out of descriptors, say: wait rather than spin.
-        spdlog::warn("beanstalk accept: {}", ec.message());
-        asio::steady_timer pause(accepting, std::chrono::milliseconds(100));
-        co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
+        co_await after_accept_error(accepting, ec, "beanstalk");
         continue;
       }
       if (connections >= opts.max_connections) {

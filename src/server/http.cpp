@@ -238,7 +238,7 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
       co_await acceptor.async_accept(socket, asio::redirect_error(use_awaitable, ec));
       if (ec) {
         if (stopping) co_return;
-        spdlog::warn("accept: {}", ec.message());
+        co_await after_accept_error(accepting, ec, "http");
         continue;
       }
       auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));

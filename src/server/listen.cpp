@@ -3,6 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
 #include <set>
 #include <stdexcept>
 
@@ -53,6 +57,15 @@ std::vector<std::unique_ptr<tcp::acceptor>> listen_on(asio::io_context& io,
     spdlog::warn("{}: listening on some addresses of {} only ({})", flag, address, failures);
   }
   return out;
+}
+
+boost::asio::awaitable<void> after_accept_error(boost::asio::io_context& io,
+                                                const boost::system::error_code& ec,
+                                                std::string_view face) {
+  spdlog::warn("{} accept: {}", face, ec.message());
+  boost::asio::steady_timer pause(io, std::chrono::milliseconds(100));
+  boost::system::error_code ignored;
+  co_await pause.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ignored));
 }
 
 }  // namespace redisched::server

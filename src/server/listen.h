@@ -2,6 +2,7 @@
 // address a host name resolves to.
 #pragma once
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
@@ -20,5 +21,12 @@ std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> listen_on(boost::as
                                                                        const std::string& address,
                                                                        std::uint16_t port,
                                                                        std::string_view flag);
+
+// After an accept that failed (out of descriptors, say): logs it, naming
+// the face, and waits a moment on io, so that an accept loop does not spin
+// while the cause lasts.
+boost::asio::awaitable<void> after_accept_error(boost::asio::io_context& io,
+                                                const boost::system::error_code& ec,
+                                                std::string_view face);
 
 }  // namespace redisched::server
