@@ -205,6 +205,9 @@ awaitable<Response> put_jobs(ApiContext& ctx, Request& req, const Params& p) {
       json::object job = batch_job(jobs[i]);
       std::string id = batch_id(job);
       if (id == "*") bad_request("a generated id is POST .../jobs's, one job a request");
+      if (job.contains("after")) {
+        bad_request("\"after\" goes with PUT .../jobs/{id}, one job a request");
+      }
       job.erase("id");
       specs.push_back(job_spec(job));
       specs.back().id = std::move(id);
@@ -1223,6 +1226,13 @@ void ApiContext::stop() {
   stopped.fire();
   hub.wake_all();      // long-poll reserves look again, and see stopping
   client.end_waits();  // waits on a job answer with it as it is
+}
+
+bool may_wait(const Request& req) {
+  const std::string_view target = req.target();
+  const std::string_view path = target.substr(0, target.find('?'));
+  return target.find("wait_ms=") != std::string_view::npos ||
+         (req.method() == http::verb::post && path.ends_with("/reserve"));
 }
 
 awaitable<Response> route(ApiContext& ctx, Request& req) {

@@ -389,6 +389,9 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
         co_await write_answers(*stream, answers, unwritten, ec);
         if (ec) co_return in;
       }
+      // (Answers held for pipelining do not wait for a body still coming.)
+      co_await write_answers(*stream, answers, unwritten, ec);
+      if (ec) co_return in;
       stream->expires_after(opts.body_timeout);
       co_await http::async_read(*stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
       if (ec) {
@@ -453,6 +456,10 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
         }
         if (claimed) break;
       }
+      if (!answers.empty() && opts.may_wait && opts.may_wait(*req)) {
+        co_await write_answers(*stream, answers, unwritten, ec);
+        if (ec) break;
+      }
       ++in_flight;
       Response res;
       try {
@@ -465,7 +472,8 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
       // HEAD: the head GET would send, Content-Length included, and no body.
       append_answer(answers, res, req->method() == http::verb::head);
       ++unwritten;
-      const bool keep_alive = res.keep_alive();
+      // (An answer whose end is the connection's, without a length, closes it.)
+      const bool keep_alive = res.keep_alive() && !res.need_eof();
       if (!keep_alive || answers.size() >= kGatherMax || !next_buffered(buffer)) {
         co_await write_answers(*stream, answers, unwritten, ec);
       }

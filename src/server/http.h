@@ -49,6 +49,10 @@ struct HttpOptions {
   std::chrono::milliseconds header_timeout{10000};  // a head, once its first byte came
   std::chrono::milliseconds body_timeout{60000};    // a body, once its head came
   int max_connections = 1024;                       // more are answered 503 and closed
+  // Whether a request's handler may wait long (a long-poll): the answers of
+  // the requests before it, held to go out together (pipelining), are
+  // written before it runs. None: no request waits.
+  std::function<bool(const Request&)> may_wait;
 };
 
 // The largest head the server takes: Beast keeps each field in at most

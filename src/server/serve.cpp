@@ -187,6 +187,7 @@ int run(const ServeOptions& o, const RedisChoice& r, const std::string& url,
   ho.body_timeout = std::chrono::milliseconds(o.idle_timeout_ms);
   ho.header_timeout = std::chrono::milliseconds(o.header_timeout_ms);
   ho.max_connections = o.max_connections;
+  ho.may_wait = may_wait;
   HttpServer server(
       *runtime, ho, [&ctx](Request& req) { return route(ctx, req); },
       [&ctx](Request& req, boost::beast::tcp_stream& s, std::string& owed) {

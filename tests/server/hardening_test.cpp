@@ -288,6 +288,40 @@ TEST_F(HardeningTest, PipelinedRequestsAreAnsweredInOrder) {
     EXPECT_NE(got.substr(at, next - at).find(body_of(i)), std::string::npos) << "get " << i;
     at = next;
   }
+  // An answer is not held behind a request that waits: a long-poll, or a
+  // body still coming.
+  const auto first_answer_within = [&](const std::string& bytes) {
+    const int fd = connect_to(port());
+    write_all(fd, bytes);
+    const auto began = std::chrono::steady_clock::now();
+    std::string head;
+    char buf[4096];
+    pollfd p{fd, POLLIN, 0};
+    while (head.find("\r\n\r\n") == std::string::npos && ::poll(&p, 1, 5000) > 0) {
+      const auto n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) break;
+      head.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+    EXPECT_EQ(status_of(head), 201) << head;
+    return std::chrono::steady_clock::now() - began;
+  };
+  const std::string put_w =
+      "PUT /v1/topics/" + topic + "/jobs/w HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+  EXPECT_LT(first_answer_within(put_w + "GET /v1/topics/" + topic +
+                                "/jobs/w?wait_ms=3000 HTTP/1.1\r\nHost: x\r\n\r\n"),
+            1s);
+  const std::string put_v =
+      "PUT /v1/topics/" + topic + "/jobs/v HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}";
+  EXPECT_LT(first_answer_within(put_v + "PUT /v1/topics/" + topic +
+                                "/jobs/u HTTP/1.1\r\nHost: x\r\nContent-Length: 40\r\n\r\n{\"bo"),
+            1s);
+  // An answer that ends only with the connection (no length) closes it, as
+  // Beast's writer did: the request after it is not answered.
+  const auto absolute = exchange(port(),
+                                 "GET http://x/v1/events HTTP/1.1\r\nHost: x\r\n\r\nGET /healthz "
+                                 "HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(count(absolute), 1) << absolute;
   // An event stream claimed after pipelined requests comes after their
   // answers.
   const auto streamed = exchange(

@@ -240,6 +240,7 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("GET", f"{b}/jobs/m3")[0], 404)
         for bad in ({"jobs": []}, {"jobs": [{"body": "no id"}]}, {"jobs": [{"id": "*"}]},
                     {"jobs": [{"id": "a", "colour": "red"}]}, {"jobs": [7]}, {"jobs": {}},
+                    {"jobs": [{"id": "a", "after": [{"topic": "t", "id": "x"}]}]},
                     {"jobs": [{"id": "x"}] * 1001}, {}):
             self.assertEqual(self.call("POST", f"{b}/put", bad)[0], 400, bad)
         held = self.call("POST", f"{b}/reserve", {"count": 2})[1]["jobs"]
