@@ -2123,6 +2123,9 @@ do
     for i = 1, #popped, 2 do
       local m, score = popped[i], tonumber(popped[i + 1])
       local due = score % TIME_SPAN
+      -- (The score of a priority below -23 holds its due time rounded to
+      -- the double's precision: its record's is exact.)
+      if score >= 9007199254740992 then due = record.unpack(redis.call('HGET', k.jobs, member_id(m))).due end
       local late = due > backlog.due or
         (due == backlog.due and struct.unpack('>I7', m) > backlog.seq)
       if late then

@@ -197,6 +197,25 @@ class Ordering(Case):
             got += [i for i in self.ids(r) if not i.startswith('zero')]
         self.assertEqual(got, ['first', 'older', 'newer'])
 
+    def test_06c_in_a_backlog_a_wide_priority_is_held_by_its_exact_due_time(self):
+        # (model_test, seed 541729: a job of priority -24 due with the
+        # backlog's first held job, put after it, went ahead of it: its
+        # score holds its due time rounded down by a millisecond.) Promotions
+        # of 3, as the model test's small bounds: the fourth burst job stays
+        # delayed, the backlog's first.
+        harness.load(self.c, harness.library_source(LUA, {'PROMOTE_BATCH': 3}, write_order=True))
+        for _ in range(3):
+            self.f('put', 'a', '', 'NOW', 1019000)
+        args = []
+        for prio in (0, 1, 7, 0):
+            args += ['*', 'burst', 4, 'AT', 1019001, 'PRIORITY', prio]
+        self.f('putmany', 4, *args, 'NOW', 1019000)
+        self.assertEqual(self.ids(self.f('reserve', 1, 'NOW', 1019000)), ['a'])
+        self.f('put', 'b', '', 'PRIORITY', -24, 'NOW', 1019001)
+        self.assertEqual(self.ids(self.f('reserve', 4, 'NOW', 1019001)),
+                         ['1019000-4', '1019000-3', '1019000-2'])
+        self.assertEqual(self.ids(self.f('reserve', 4, 'NOW', 1019001)), ['1019000-5', 'b'])
+
 
 class Limits(Case):
     def test_07_an_explicit_ttr_equal_to_the_default_is_kept(self):
@@ -1731,7 +1750,9 @@ class Upgrade(Case):
 
 # The issue's cases, each of which fails on version 8 (--expect-fail).
 ISSUE_CASES = [n for cls in (Ordering, Limits) for n in dir(cls)
-               if n.startswith('test_') and n != 'test_06b_in_a_backlog_no_job_goes_ahead_of_an_older_due_one'] + [
+               if n.startswith('test_') and n not in (
+                   'test_06b_in_a_backlog_no_job_goes_ahead_of_an_older_due_one',
+                   'test_06c_in_a_backlog_a_wide_priority_is_held_by_its_exact_due_time')] + [
     'test_put_of_an_existing_id', 'test_replace_of_a_missing_job_even_on_a_new_topic',
     'test_putmany_with_every_job_refused', 'test_putmany_takes_no_number_for_a_refused_job',
     'test_ack_of_a_missing_job_trims_nothing', 'test_keys_are_checked_by_name_before_anything_is_written',
