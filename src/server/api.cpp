@@ -69,6 +69,36 @@ json::object taken_json(const ReserveResult& r, bool reserved) {
   return json::object{{"jobs", std::move(jobs)}, {"paused", r.paused}};
 }
 
+// The wire names of outcomes: a batch's per-job outcomes, and the error
+// codes of a single call's refusals.
+std::string_view put_outcome_name(PutOutcome o) {
+  switch (o) {
+    case PutOutcome::created:
+      return "created";
+    case PutOutcome::updated:
+      return "updated";
+    case PutOutcome::exists:
+      return "exists";
+    case PutOutcome::not_found:
+      return "not_found";
+  }
+  return "unknown";
+}
+
+std::string_view outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::ok:
+      return "ok";
+    case Outcome::not_found:
+      return "not_found";
+    case Outcome::wrong_state:
+      return "wrong_state";
+    case Outcome::stale_token:
+      return "stale_token";
+  }
+  return "unknown";
+}
+
 Response outcome_response(const Request& req, Outcome o, std::string_view id,
                           json::object extra = {}) {
   switch (o) {
@@ -76,11 +106,13 @@ Response outcome_response(const Request& req, Outcome o, std::string_view id,
       extra["ok"] = true;
       return ok_json(req, extra);
     case Outcome::not_found:
-      refuse(Status::not_found, "not_found", "no job " + std::string(id) + " in this topic");
+      refuse(Status::not_found, std::string(outcome_name(o)),
+             "no job " + std::string(id) + " in this topic");
     case Outcome::wrong_state:
-      refuse(Status::conflict, "wrong_state", "job " + std::string(id) + " is not reserved");
+      refuse(Status::conflict, std::string(outcome_name(o)),
+             "job " + std::string(id) + " is not reserved");
     case Outcome::stale_token:
-      refuse(Status::conflict, "stale_token",
+      refuse(Status::conflict, std::string(outcome_name(o)),
              "the reservation of job " + std::string(id) +
                  " is over (it lapsed and was handed out again)");
   }
@@ -98,20 +130,19 @@ awaitable<Response> put_job(ApiContext& ctx, Request& req, const Params& p) {
     case PutOutcome::updated: {
       ctx.metrics.job_event("put", p.topic, p.id, s.due_at_ms.value_or(0));
       const bool created = o == PutOutcome::created;
-      co_return ok_json(req,
-                        json::object{{"id", p.id}, {"outcome", created ? "created" : "updated"}},
+      co_return ok_json(req, json::object{{"id", p.id}, {"outcome", put_outcome_name(o)}},
                         created ? Status::created : Status::ok);
     }
     case PutOutcome::exists:
       if (s.mode == PutMode::debounce) {
-        refuse(Status::conflict, "exists",
+        refuse(Status::conflict, std::string(put_outcome_name(o)),
                "job " + p.id + " is not waiting (reserved, dead or done): left as it is");
       }
       refuse(
-          Status::conflict, "exists",
+          Status::conflict, std::string(put_outcome_name(o)),
           "job " + p.id + " exists; put it with \"mode\": \"replace\" or \"upsert\" to update it");
     case PutOutcome::not_found:
-      refuse(Status::not_found, "not_found", "no job " + p.id + " to replace");
+      refuse(Status::not_found, std::string(put_outcome_name(o)), "no job " + p.id + " to replace");
   }
   refuse(Status::internal_server_error, "internal", "unknown put outcome");
 }
@@ -161,34 +192,6 @@ void for_job(std::size_t i, F f) {
     refused.message = which + refused.message;
     throw refused;
   }
-}
-
-std::string_view put_outcome_name(PutOutcome o) {
-  switch (o) {
-    case PutOutcome::created:
-      return "created";
-    case PutOutcome::updated:
-      return "updated";
-    case PutOutcome::exists:
-      return "exists";
-    case PutOutcome::not_found:
-      return "not_found";
-  }
-  return "unknown";
-}
-
-std::string_view outcome_name(Outcome o) {
-  switch (o) {
-    case Outcome::ok:
-      return "ok";
-    case Outcome::not_found:
-      return "not_found";
-    case Outcome::wrong_state:
-      return "wrong_state";
-    case Outcome::stale_token:
-      return "stale_token";
-  }
-  return "unknown";
 }
 
 // POST .../put: many puts in one request, each as PUT .../jobs/{id} takes
