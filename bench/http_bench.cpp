@@ -155,23 +155,34 @@ asio::awaitable<void> putter(Load& load) {
   }
 }
 
+// The text after the first `after` in body, up to one of the characters
+// of `end` ("" when either is missing). A regex here took more of the load
+// generator's one thread than serve took of its two.
+std::string_view field_text(std::string_view body, std::string_view after, std::string_view end) {
+  const auto at = body.find(after);
+  if (at == std::string_view::npos) return {};
+  const auto from = at + after.size();
+  const auto to = body.find_first_of(end, from);
+  return to == std::string_view::npos ? std::string_view{} : body.substr(from, to - from);
+}
+
 // One connection doing reserve then ack until total reservations were made.
 asio::awaitable<void> worker(Load& load) {
   beast::tcp_stream s(co_await asio::this_coro::executor);
   co_await connect(s, load.port);
   beast::flat_buffer buf;
-  static const std::regex parts(R"x("id":"([^"]+)".*"token":(\d+))x");
   for (long i = load.next++; i < load.total; i = load.next++) {
     auto res = co_await roundtrip(s, buf, http::verb::post, "/v1/topics/bench/reserve",
                                   R"({"count":1,"ttr_ms":60000})");
-    std::smatch m;
-    if (!std::regex_search(res.body(), m, parts)) {
+    const auto id = field_text(res.body(), "\"id\":\"", "\"");
+    const auto token = field_text(res.body(), "\"token\":", ",}");
+    if (id.empty() || token.empty()) {
       ++load.failures;
       continue;
     }
-    auto ack =
-        co_await roundtrip(s, buf, http::verb::post, "/v1/topics/bench/jobs/" + m[1].str() + "/ack",
-                           "{\"token\":" + m[2].str() + "}");
+    auto ack = co_await roundtrip(s, buf, http::verb::post,
+                                  "/v1/topics/bench/jobs/" + std::string(id) + "/ack",
+                                  "{\"token\":" + std::string(token) + "}");
     if (ack.result_int() != 200) ++load.failures;
   }
 }
@@ -207,17 +218,22 @@ asio::awaitable<void> batch_worker(Load& load, long batch) {
   beast::tcp_stream s(co_await asio::this_coro::executor);
   co_await connect(s, load.port);
   beast::flat_buffer buf;
-  static const std::regex parts(R"x("id":"([^"]+)"[^}]*?"token":(\d+))x");
   const std::string reserve = fmt::format(R"({{"count":{},"ttr_ms":60000}})", batch);
   while (load.next < load.total) {
     auto res =
         co_await roundtrip(s, buf, http::verb::post, "/v1/topics/bench-many/reserve", reserve);
     std::string acks = "{\"jobs\":[";
     long n = 0;
-    for (std::sregex_iterator it(res.body().begin(), res.body().end(), parts), end; it != end;
-         ++it) {
+    // Each reservation's id, then its token.
+    for (std::string_view rest = res.body();;) {
+      const auto id = field_text(rest, "\"id\":\"", "\"");
+      if (id.empty()) break;
+      rest.remove_prefix(static_cast<std::size_t>(id.data() - rest.data()) + id.size());
+      const auto token = field_text(rest, "\"token\":", ",}");
+      if (token.empty()) break;
+      rest.remove_prefix(static_cast<std::size_t>(token.data() - rest.data()) + token.size());
       if (n++ > 0) acks += ',';
-      acks += "{\"id\":\"" + (*it)[1].str() + "\",\"token\":" + (*it)[2].str() + "}";
+      acks += "{\"id\":\"" + std::string(id) + "\",\"token\":" + std::string(token) + "}";
     }
     if (n == 0) continue;  // the others hold the rest
     load.next += n;
@@ -229,8 +245,21 @@ asio::awaitable<void> batch_worker(Load& load, long batch) {
   }
 }
 
+// A figure of serve: jobs/s, and the CPU serve and Redis used a job (serve's
+// process's user and system time over the run; Redis's main thread's), in
+// microseconds.
+struct Figure {
+  double rate = 0;
+  double serve_us = 0;
+  double redis_us = 0;
+};
+
 template <class Conn>
-double drive(int port, long total, int connections, int threads, Conn conn) {
+Figure drive(const Server& server, bench::Admin& redis, long total, int connections, int threads,
+             Conn conn) {
+  const int port = server.port();
+  const double cpu0 = bench::cpu_seconds(server.pid());
+  const double redis0 = redis.cpu_seconds();
   asio::io_context io(threads);
   Load load{port, {0}, total, {0}};
   for (int c = 0; c < connections; ++c) {
@@ -246,7 +275,12 @@ double drive(int port, long total, int connections, int threads, Conn conn) {
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (load.failures > 0)
     throw std::runtime_error(fmt::format("{} requests failed", load.failures.load()));
-  return static_cast<double>(total) / secs;
+  const double cpu = bench::cpu_seconds(server.pid()) - cpu0;
+  const double redis_cpu = redis.cpu_seconds() - redis0;
+  const auto per_job = [total](double seconds) {
+    return seconds * 1e6 / static_cast<double>(total);
+  };
+  return {static_cast<double>(total) / secs, per_job(cpu), per_job(redis_cpu)};
 }
 
 double library_put(const std::string& url, long total, int window) {
@@ -351,30 +385,31 @@ int main(int argc, char** argv) try {
   const double lib_put = library_put(target.url(), jobs, connections);
   admin.str("FLUSHALL");
   Server server(binary, target.url(), server_threads);
-  const double http_put = drive(server.port(), jobs, connections, 1, putter);
-  const double http_reserve = drive(server.port(), jobs, connections, 1, worker);
+  const auto http_put = drive(server, admin, jobs, connections, 1, putter);
+  const auto http_reserve = drive(server, admin, jobs, connections, 1, worker);
   const auto batched = [batch](auto conn) { return [=](Load& load) { return conn(load, batch); }; };
-  double http_batch_put = 0, http_batch_reserve = 0;
+  Figure http_batch_put, http_batch_reserve;
   if (batch > 0) {
-    http_batch_put = drive(server.port(), jobs, connections, 1, batched(batch_putter));
-    http_batch_reserve = drive(server.port(), jobs, connections, 1, batched(batch_worker));
+    http_batch_put = drive(server, admin, jobs, connections, 1, batched(batch_putter));
+    http_batch_reserve = drive(server, admin, jobs, connections, 1, batched(batch_worker));
   }
 
   fmt::print(
       "redisched HTTP benchmark (redisched serve --threads {}, {} keep-alive connections, "
       "{} jobs a figure, 100-byte bodies)\n\n",
       server_threads, connections, jobs);
-  fmt::print("{:<48} {:>12}\n", "figure", "jobs/s");
+  fmt::print("{:<48} {:>12} {:>12} {:>12}\n", "figure", "jobs/s", "serve us/job", "Redis us/job");
   fmt::print("{:<48} {:>12.0f}\n", "library put (put_async, same calls in flight)", lib_put);
-  fmt::print("{:<48} {:>12.0f}   {:.2f} of the library's\n", "HTTP put (PUT /v1/topics/t/jobs/id)",
-             http_put, http_put / lib_put);
-  fmt::print("{:<48} {:>12.0f}\n", "HTTP reserve+ack (two requests a job)", http_reserve);
+  const auto row = [&](const std::string& name, const Figure& f, bool ratio) {
+    fmt::print("{:<48} {:>12.0f} {:>12.1f} {:>12.1f}", name, f.rate, f.serve_us, f.redis_us);
+    if (ratio) fmt::print("   {:.2f} of the library's", f.rate / lib_put);
+    fmt::print("\n");
+  };
+  row("HTTP put (PUT /v1/topics/t/jobs/id)", http_put, true);
+  row("HTTP reserve+ack (two requests a job)", http_reserve, false);
   if (batch == 0) return 0;
-  fmt::print("{:<48} {:>12.0f}   {:.2f} of the library's\n",
-             fmt::format("HTTP put, {} a request (POST .../put)", batch), http_batch_put,
-             http_batch_put / lib_put);
-  fmt::print("{:<48} {:>12.0f}\n", fmt::format("HTTP reserve {0} + ack {0} (POST .../ack)", batch),
-             http_batch_reserve);
+  row(fmt::format("HTTP put, {} a request (POST .../put)", batch), http_batch_put, true);
+  row(fmt::format("HTTP reserve {0} + ack {0} (POST .../ack)", batch), http_batch_reserve, false);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "redisched_http_bench: %s\n", e.what());
