@@ -202,10 +202,8 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
   std::atomic<std::int64_t> total_connections{0}, producers{0}, workers{0}, waiting{0};
   std::atomic<std::int64_t> total_jobs{0}, reserves_without_timeout{0};
 
+  Sessions sessions;
   std::mutex mu;
-  // Every session's stream, and whether it waits between commands (set
-  // and read on the stream's own thread: no lock per command).
-  std::map<std::shared_ptr<beast::tcp_stream>, std::shared_ptr<bool>> open;  // GUARDED_BY(mu)
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>>
       ranges;  // GUARDED_BY(mu): tube -> [next, end)
   // Blocks taken by connections that ran out at the same time as another.
@@ -355,34 +353,22 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
 
   // ---- connections
 
-  awaitable<void> accept_loop(std::shared_ptr<State> self, tcp::acceptor& acceptor) {
-    for (;;) {
-      tcp::socket socket(shard_io(runtime, runtime.next_shard()));
-      boost::system::error_code ec;
-      co_await acceptor.async_accept(socket, asio::redirect_error(use_awaitable, ec));
-      if (ec) {
-        if (stopping) co_return;
-        co_await after_accept_error(accepting, ec, "beanstalk");
-        continue;
-      }
-      if (connections >= opts.max_connections) {
-        socket.close(ec);  // beanstalkd has no answer for "busy"
-        continue;
-      }
-      ++connections;
-      const auto number = ++total_connections;
-      auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
-      asio::co_spawn(stream->get_executor(), self->session(stream, number), asio::detached);
+  // A connection accepted: its session, unless there are as many as it takes.
+  void take(tcp::socket socket) {
+    if (connections >= opts.max_connections) {
+      boost::system::error_code ignored;
+      socket.close(ignored);  // beanstalkd has no answer for "busy"
+      return;
     }
+    ++connections;
+    const auto number = ++total_connections;
+    auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
+    asio::co_spawn(stream->get_executor(), session(stream, number), asio::detached);
   }
 
   awaitable<void> session(std::shared_ptr<beast::tcp_stream> stream, std::int64_t number) {
     auto self = shared_from_this();
-    auto idle = std::make_shared<bool>(false);
-    {
-      std::lock_guard lock(mu);
-      open.emplace(stream, idle);
-    }
+    const auto idle = sessions.add(stream);
     Conn c;
     c.name = "beanstalk-" + std::to_string(number);
     count_tube(c.used, &TubeCounts::using_, 1);
@@ -449,10 +435,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       framer.feed(std::string_view(in.data(), n));
     }
     co_await end_session(c, *stream);
-    {
-      std::lock_guard lock(mu);
-      open.erase(stream);
-    }
+    sessions.remove(stream);
     --connections;
   }
 
@@ -1255,7 +1238,11 @@ void BeanstalkServer::start() {
   auto& s = *state_;
   s.acceptors = listen_on(s.accepting, s.opts.address, s.opts.port, "--beanstalk");
   for (auto& a : s.acceptors) {
-    asio::co_spawn(s.accepting, s.accept_loop(state_, *a), asio::detached);
+    asio::co_spawn(
+        s.accepting,
+        accept_each(s.runtime, s.accepting, *a, s.stopping, "beanstalk",
+                    [state = state_](tcp::socket socket) { state->take(std::move(socket)); }),
+        asio::detached);
   }
 }
 
@@ -1275,29 +1262,12 @@ void BeanstalkServer::stop() {
       if (t.resume) t.resume->cancel();
     }
   });
-  std::lock_guard lock(s->mu);
-  for (const auto& entry : s->open) {
-    // Only if still idle when this runs on the connection's thread: by then
-    // it may be reading a command (a delete of a job it holds).
-    asio::post(entry.first->get_executor(), [stream = entry.first, idle = entry.second] {
-      if (*idle) stream->cancel();
-    });
-  }
+  s->sessions.cancel_idle();
 }
 
 void BeanstalkServer::abort() {
-  auto s = state_;
   stop();
-  std::lock_guard lock(s->mu);
-  for (const auto& entry : s->open) {
-    // On the connection's thread: what its session awaits ends with an
-    // error, and it ends (releasing the jobs it holds).
-    asio::post(entry.first->get_executor(), [stream = entry.first] {
-      boost::system::error_code ignored;
-      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-      stream->close();
-    });
-  }
+  state_->sessions.close_all();
 }
 
 int BeanstalkServer::connections() const { return state_->connections; }

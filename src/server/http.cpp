@@ -17,8 +17,6 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/json/value.hpp>
-#include <mutex>
-#include <set>
 
 #include "redisched/asio.h"
 #include "redisched/runtime.h"
@@ -225,30 +223,17 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
   static constexpr std::chrono::seconds kDrainIdle{1};
   // The most bytes of pipelined answers held back for one write.
   static constexpr std::size_t kGatherMax = 64 << 10;
-  std::mutex mu;
-  std::set<std::shared_ptr<beast::tcp_stream>> idle;  // waiting for a request
-  std::set<std::shared_ptr<beast::tcp_stream>> open;  // every session's
+  Sessions sessions;
 
-  awaitable<void> accept_loop(tcp::acceptor& acceptor) {
-    for (;;) {
-      // Each connection lives on one shard, in turn: its requests, and the
-      // Redis calls they make, run on that shard's thread from start to end.
-      tcp::socket socket(shard_io(runtime, runtime.next_shard()));
-      boost::system::error_code ec;
-      co_await acceptor.async_accept(socket, asio::redirect_error(use_awaitable, ec));
-      if (ec) {
-        if (stopping) co_return;
-        co_await after_accept_error(accepting, ec, "http");
-        continue;
-      }
-      auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
-      if (connections >= opts.max_connections) {
-        asio::co_spawn(stream->get_executor(), turn_away(stream), asio::detached);
-        continue;
-      }
-      ++connections;
-      asio::co_spawn(stream->get_executor(), session(stream), asio::detached);
+  // A connection accepted: its session, unless there are as many as it takes.
+  void take(tcp::socket socket) {
+    auto stream = std::make_shared<beast::tcp_stream>(std::move(socket));
+    if (connections >= opts.max_connections) {
+      asio::co_spawn(stream->get_executor(), turn_away(stream), asio::detached);
+      return;
     }
+    ++connections;
+    asio::co_spawn(stream->get_executor(), session(stream), asio::detached);
   }
 
   // Over --max-connections: a 503 and close, without reading.
@@ -265,20 +250,6 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
                                asio::redirect_error(use_awaitable, ec));
     stream->socket().shutdown(tcp::socket::shutdown_both, ec);
     stream->close();
-  }
-
-  bool is_idle(const std::shared_ptr<beast::tcp_stream>& s) {
-    std::lock_guard lock(mu);
-    return idle.contains(s);
-  }
-
-  void set_idle(const std::shared_ptr<beast::tcp_stream>& s, bool now_idle) {
-    std::lock_guard lock(mu);
-    if (now_idle) {
-      idle.insert(s);
-    } else {
-      idle.erase(s);
-    }
   }
 
   // Answers a request that cannot be served and leaves the connection to
@@ -322,12 +293,15 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
   // too large or folded, or sets ec.
   awaitable<std::optional<Refusal>> read_head(beast::tcp_stream& stream, beast::flat_buffer& buffer,
                                               boost::system::error_code& ec) {
-    stream.expires_after(opts.header_timeout);
+    // (A head read whole with its first bytes, the usual case, arms no timer.)
+    bool timed = false;
     for (;;) {
       const std::string_view data(static_cast<const char*>(buffer.data().data()), buffer.size());
       auto scan = scan_head(data, opts.header_limit);
       if (scan.refusal) co_return std::move(scan.refusal);
       if (scan.complete) co_return std::nullopt;
+      if (!timed) stream.expires_after(opts.header_timeout);
+      timed = true;
       const auto n = co_await stream.async_read_some(
           buffer.prepare(std::min<std::size_t>(4096, buffer.max_size() - buffer.size())),
           asio::redirect_error(use_awaitable, ec));
@@ -338,7 +312,9 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
 
   // answers: those of the requests before, not yet written (pipelining);
   // written before a 100 Continue, which must follow them.
-  awaitable<Incoming> read_request(const std::shared_ptr<beast::tcp_stream>& stream,
+  // idle: the session's flag (Sessions::add), set while it waits between
+  // requests.
+  awaitable<Incoming> read_request(const std::shared_ptr<beast::tcp_stream>& stream, bool& idle,
                                    beast::flat_buffer& buffer, std::string& answers,
                                    int& unwritten) {
     Incoming in;
@@ -347,14 +323,14 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     // already). While the server drains, a connection may still bring the
     // acks of jobs it holds, but not sit idle for long.
     while (buffer.size() == 0) {
-      // Idle before reading stopping: a stop() that misses this connection
-      // in its idle set has set stopping already.
-      set_idle(stream, true);
+      // Idle before reading stopping: a stop() whose cancel finds this
+      // connection busy has set stopping already.
+      idle = true;
       stream->expires_after(stopping ? kDrainIdle : opts.idle_timeout);
       const auto n = co_await stream->async_read_some(
           buffer.prepare(std::min<std::size_t>(4096, buffer.max_size())),
           asio::redirect_error(use_awaitable, ec));
-      set_idle(stream, false);
+      idle = false;
       // stop() cut the idle wait short: wait again, briefly.
       if (ec == asio::error::operation_aborted && stopping) continue;
       if (ec) co_return in;  // idle timeout, or the peer left
@@ -425,10 +401,7 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
 
   awaitable<void> session(std::shared_ptr<beast::tcp_stream> stream) {
     auto self = shared_from_this();
-    {
-      std::lock_guard lock(mu);
-      open.insert(stream);
-    }
+    const auto idle = sessions.add(stream);
     // The buffer's bound is what bounds a head, a chunk-size line with its
     // extensions, and the trailers: each must fit whole before it is parsed.
     beast::flat_buffer buffer(opts.header_limit);
@@ -439,7 +412,7 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     int unwritten = 0;
     boost::system::error_code ec;
     for (;;) {
-      auto in = co_await read_request(stream, buffer, answers, unwritten);
+      auto in = co_await read_request(stream, *idle, buffer, answers, unwritten);
       if (!in.request) {
         co_await write_answers(*stream, answers, unwritten, ec);
         if (in.refusal && !ec) co_await refuse(*stream, *in.refusal, in.version, in.head);
@@ -483,10 +456,7 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
     boost::system::error_code ignored;
     stream->socket().shutdown(tcp::socket::shutdown_send, ignored);
     stream->close();
-    {
-      std::lock_guard lock(mu);
-      open.erase(stream);
-    }
+    sessions.remove(stream);
     --connections;
   }
 };
@@ -502,7 +472,11 @@ void HttpServer::start() {
   auto& s = *state_;
   s.acceptors = listen_on(s.accepting, s.opts.address, s.opts.port, "--listen");
   for (auto& a : s.acceptors) {
-    asio::co_spawn(s.accepting, s.accept_loop(*a), asio::detached);
+    asio::co_spawn(
+        s.accepting,
+        accept_each(s.runtime, s.accepting, *a, s.stopping, "http",
+                    [state = state_](tcp::socket socket) { state->take(std::move(socket)); }),
+        asio::detached);
   }
 }
 
@@ -517,30 +491,12 @@ void HttpServer::stop() {
     boost::system::error_code ignored;
     for (auto& a : s->acceptors) a->close(ignored);
   });
-  std::lock_guard lock(s->mu);
-  for (const auto& stream : s->idle) {
-    // Only if still idle when this runs on the connection's thread: by then
-    // it may be reading a request (the acks of jobs it holds), which a
-    // cancel would lose.
-    asio::post(stream->get_executor(), [s, stream] {
-      if (s->is_idle(stream)) stream->cancel();
-    });
-  }
+  s->sessions.cancel_idle();
 }
 
 void HttpServer::abort() {
-  auto s = state_;
   stop();
-  std::lock_guard lock(s->mu);
-  for (const auto& stream : s->open) {
-    // On the connection's thread: what it awaits ends with an error, and
-    // whatever it writes next fails; either way its session ends.
-    asio::post(stream->get_executor(), [stream] {
-      boost::system::error_code ignored;
-      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
-      stream->close();
-    });
-  }
+  state_->sessions.close_all();
 }
 
 int HttpServer::in_flight() const { return state_->in_flight; }

@@ -10,6 +10,9 @@
 #include <set>
 #include <stdexcept>
 
+#include "redisched/asio.h"
+#include "redisched/runtime.h"
+
 namespace redisched::server {
 
 namespace asio = boost::asio;
@@ -62,10 +65,67 @@ std::vector<std::unique_ptr<tcp::acceptor>> listen_on(asio::io_context& io,
 boost::asio::awaitable<void> after_accept_error(boost::asio::io_context& io,
                                                 const boost::system::error_code& ec,
                                                 std::string_view face) {
-  spdlog::warn("{} accept: {}", face, ec.message());
-  boost::asio::steady_timer pause(io, std::chrono::milliseconds(100));
+  // One warning a second at most, for the whole process: out of
+  // descriptors, every face's accepts fail ten times a second while it lasts.
+  using Clock = std::chrono::steady_clock;
+  static std::atomic<Clock::rep> next_warning{0};
+  const auto now = Clock::now().time_since_epoch().count();
+  auto due = next_warning.load();
+  if (now >= due && next_warning.compare_exchange_strong(
+                        due, now + Clock::duration(std::chrono::seconds(1)).count())) {
+    spdlog::warn("{} accept: {} (trying again every 100 ms while it lasts)", face, ec.message());
+  }
+  asio::steady_timer pause(io, std::chrono::milliseconds(100));
   boost::system::error_code ignored;
-  co_await pause.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ignored));
+  co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
+}
+
+asio::awaitable<void> accept_each(Runtime& runtime, asio::io_context& accepting,
+                                  tcp::acceptor& acceptor, const std::atomic<bool>& stopping,
+                                  std::string_view face, std::function<void(tcp::socket)> take) {
+  for (;;) {
+    tcp::socket socket(shard_io(runtime, runtime.next_shard()));
+    boost::system::error_code ec;
+    co_await acceptor.async_accept(socket, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      if (stopping) co_return;
+      co_await after_accept_error(accepting, ec, face);
+      continue;
+    }
+    take(std::move(socket));
+  }
+}
+
+std::shared_ptr<bool> Sessions::add(const Stream& stream) {
+  auto idle = std::make_shared<bool>(false);
+  std::lock_guard lock(mu_);
+  open_.emplace(stream, idle);
+  return idle;
+}
+
+void Sessions::remove(const Stream& stream) {
+  std::lock_guard lock(mu_);
+  open_.erase(stream);
+}
+
+void Sessions::cancel_idle() {
+  std::lock_guard lock(mu_);
+  for (const auto& [stream, idle] : open_) {
+    asio::post(stream->get_executor(), [stream = stream, idle = idle] {
+      if (*idle) stream->cancel();
+    });
+  }
+}
+
+void Sessions::close_all() {
+  std::lock_guard lock(mu_);
+  for (const auto& entry : open_) {
+    asio::post(entry.first->get_executor(), [stream = entry.first] {
+      boost::system::error_code ignored;
+      stream->socket().shutdown(tcp::socket::shutdown_both, ignored);
+      stream->close();
+    });
+  }
 }
 
 }  // namespace redisched::server
