@@ -22,7 +22,8 @@ namespace redisched::core {
 // computed words are kept here.
 class Command {
  public:
-  Command() = default;
+  // (Room for a put's words: the vector grows once, not five times.)
+  Command() { words_.reserve(kWordsReserved); }
   // Moves keep the owned words where they are (std::deque); a copy would
   // leave its views pointing into the original, so there is none.
   Command(Command&&) = default;
@@ -55,6 +56,7 @@ class Command {
   int size() const { return static_cast<int>(words_.size()); }
 
  private:
+  static constexpr std::size_t kWordsReserved = 32;
   std::vector<std::string_view> words_;
   std::deque<std::string> owned_;
 };

@@ -23,6 +23,7 @@ Match match_route(std::span<const Route> routes, http::verb method, std::string_
     bad_request("malformed request target");
   }
   std::vector<std::string> segments;
+  segments.reserve(url->segments().size());
   for (auto seg : url->segments()) segments.emplace_back(seg);
   // "/" is one empty segment to Boost.URL's eyes, and none to ours.
   if (segments.size() == 1 && segments[0].empty()) segments.clear();
