@@ -445,15 +445,19 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     boost::system::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream.close();
-    for (const auto& entry : c.held) {
-      const Held& h = entry.second;
-      try {
-        co_await client().release_async(h.tube, h.job_id, h.token, Millis{0}, std::nullopt,
-                                        use_awaitable);
-      } catch (const std::exception& e) {
-        spdlog::warn("beanstalk: releasing {}/{} of a closed connection: {}", h.tube, h.job_id,
-                     e.what());
-      }
+    // All at once: the calls share the pipeline, so a connection that held
+    // many jobs gives them back in one round trip, not one each.
+    std::vector<Held> held;
+    held.reserve(c.held.size());
+    for (const auto& entry : c.held) held.push_back(entry.second);
+    const auto released = co_await await_each<Outcome>(held, [&](const Held& h) {
+      return client().release_async(h.tube, h.job_id, h.token, Millis{0}, std::nullopt,
+                                    asio::deferred);
+    });
+    for (std::size_t i = 0; i < released.size(); ++i) {
+      if (released[i].ok()) continue;
+      spdlog::warn("beanstalk: releasing {}/{} of a closed connection: {}", held[i].tube,
+                   held[i].job_id, released[i].error().what());
     }
     count_tube(c.used, &TubeCounts::using_, -1);
     for (const auto& t : c.watched) count_tube(t, &TubeCounts::watching, -1);

@@ -495,12 +495,14 @@ def delete_by_anyone_but_not_another_reservation(port, t):
 def a_closed_connection_gives_its_jobs_back(port, t):
     p = Conn(port)
     p.cmd("use " + t)
-    jid = p.put("orphan", ttr=100)
+    jids = [p.put("orphan", ttr=100) for _ in range(3)]
     w = worker(port, t)
-    w.with_data("reserve-with-timeout 0")
+    for _ in jids:
+        w.with_data("reserve-with-timeout 0")
     w.close()
     other = worker(port, t)
-    eq(other.with_data("reserve-with-timeout 3")[0], "RESERVED %d 6" % jid)
+    back = sorted(other.with_data("reserve-with-timeout 3")[0] for _ in jids)
+    eq(back, sorted("RESERVED %d 6" % jid for jid in jids), "all three back")
 
 
 @case
