@@ -21,14 +21,25 @@ void append_bulk(std::string& out, std::string_view word) {
   out += "\r\n";
 }
 
+// Room in out for args encoded, made once: a put's command would otherwise
+// grow its string six times over. (16: "$", the length's digits up to 11,
+// and two CRLFs; a longer length only grows the string once more.)
+void reserve_for(std::string& out, std::span<const std::string_view> args, std::size_t extra) {
+  std::size_t size = out.size() + extra;
+  for (auto word : args) size += word.size() + 16;
+  out.reserve(size);
+}
+
 }  // namespace
 
 void append_command(std::string& out, std::span<const std::string_view> args) {
+  reserve_for(out, args, 16);
   append_array_header(out, args.size());
-  append_words(out, args);
+  for (auto word : args) append_bulk(out, word);
 }
 
 void append_words(std::string& out, std::span<const std::string_view> args) {
+  reserve_for(out, args, 0);
   for (auto word : args) append_bulk(out, word);
 }
 
