@@ -254,7 +254,7 @@ Command& Command::add_keys(std::string_view prefix, std::string_view topic, bool
   owned_.push_back(std::move(all));
   const std::string& keys = owned_.back();
   for (std::size_t i = 0; i < n; ++i) {
-    words_.emplace_back(keys.data() + at[i], at[i + 1] - at[i]);
+    push(std::string_view(keys.data() + at[i], at[i + 1] - at[i]));
   }
   return *this;
 }

@@ -22,8 +22,7 @@ namespace redisched::core {
 // computed words are kept here.
 class Command {
  public:
-  // (Room for a put's words: the vector grows once, not five times.)
-  Command() { words_.reserve(kWordsReserved); }
+  Command() = default;
   // Moves keep the owned words where they are (std::deque); a copy would
   // leave its views pointing into the original, so there is none.
   Command(Command&&) = default;
@@ -32,12 +31,12 @@ class Command {
   Command& operator=(const Command&) = delete;
 
   Command& add(std::string_view word) {
-    words_.push_back(word);
+    push(word);
     return *this;
   }
   Command& add_owned(std::string word) {
     owned_.push_back(std::move(word));
-    words_.emplace_back(owned_.back());
+    push(owned_.back());
     return *this;
   }
   Command& add(std::int64_t n) { return add_owned(std::to_string(n)); }
@@ -56,7 +55,13 @@ class Command {
   int size() const { return static_cast<int>(words_.size()); }
 
  private:
+  // Room for a put's words at the first: the vector grows once, not five
+  // times (and a Command that stays empty allocates nothing).
   static constexpr std::size_t kWordsReserved = 32;
+  void push(std::string_view word) {
+    if (words_.capacity() == 0) words_.reserve(kWordsReserved);
+    words_.push_back(word);
+  }
   std::vector<std::string_view> words_;
   std::deque<std::string> owned_;
 };

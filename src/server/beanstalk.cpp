@@ -450,10 +450,17 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     std::vector<Held> held;
     held.reserve(c.held.size());
     for (const auto& entry : c.held) held.push_back(entry.second);
-    const auto released = co_await await_each<Outcome>(held, [&](const Held& h) {
-      return client().release_async(h.tube, h.job_id, h.token, Millis{0}, std::nullopt,
-                                    asio::deferred);
-    });
+    std::vector<Result<Outcome>> released;
+    try {
+      released = co_await await_each<Outcome>(held, [&](const Held& h) {
+        return client().release_async(h.tube, h.job_id, h.token, Millis{0}, std::nullopt,
+                                      asio::deferred);
+      });
+    } catch (const std::exception& e) {
+      // (Not an Error, which each call's result holds: out of memory, say.
+      // The jobs come back when their TTRs lapse; the session still ends.)
+      spdlog::error("beanstalk: releasing the jobs of a closed connection: {}", e.what());
+    }
     for (std::size_t i = 0; i < released.size(); ++i) {
       if (released[i].ok()) continue;
       spdlog::warn("beanstalk: releasing {}/{} of a closed connection: {}", held[i].tube,
