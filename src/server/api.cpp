@@ -1125,7 +1125,7 @@ const std::vector<Route>& table() {
        &kHistoryQuery},
       {"/v1/history", {{verb::get, all_history, Role::read}}, false, &kHistoryQuery},
       {"/v1/topics/{topic}/jobs/{id}",
-       {{verb::get, get_job, Role::read},
+       {{verb::get, get_job, Role::read, true},
         {verb::put, put_job, Role::produce},
         {verb::delete_, delete_job, Role::produce}},
        false,
@@ -1154,7 +1154,10 @@ const std::vector<Route>& table() {
        &kNoQuery},
       {"/v1/topics/{topic}/put", {{verb::post, put_jobs, Role::produce}}, false, &kNoQuery},
       {"/v1/topics/{topic}/ack", {{verb::post, ack_jobs, Role::consume}}, false, &kNoQuery},
-      {"/v1/topics/{topic}/reserve", {{verb::post, reserve, Role::consume}}, false, &kNoQuery},
+      {"/v1/topics/{topic}/reserve",
+       {{verb::post, reserve, Role::consume, true}},
+       false,
+       &kNoQuery},
       {"/v1/topics/{topic}/pull", {{verb::post, pull, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/kick", {{verb::post, kick, Role::admin}}, false, &kNoQuery},
       {"/v1/topics/{topic}/delete", {{verb::post, delete_jobs, Role::produce}}, false, &kNoQuery},
@@ -1232,10 +1235,18 @@ void ApiContext::stop() {
 }
 
 bool may_wait(const Request& req) {
-  const std::string_view target = req.target();
-  const std::string_view path = target.substr(0, target.find('?'));
-  return target.find("wait_ms=") != std::string_view::npos ||
-         (req.method() == http::verb::post && path.ends_with("/reserve"));
+  // (Routed a second time, but only for a request that came pipelined
+  // behind answers not yet written.)
+  Match m;
+  try {
+    m = match_route(table(), req.method(), req.target());
+  } catch (const std::exception&) {
+    return false;  // not a target: refused at once
+  }
+  // A long-poll waits when asked: wait_ms in its query. (One with a body,
+  // a reserve's, had the answers before it written before its body was
+  // read: HttpServer writes them before reading a body.)
+  return m.long_poll && m.params.find("wait_ms") != nullptr;
 }
 
 awaitable<Response> route(ApiContext& ctx, Request& req) {

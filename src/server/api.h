@@ -55,8 +55,8 @@ struct ApiContext {
 // Every request of the server: routing, the token, the handler, errors as
 // JSON, and the request's latency under its route's template in /metrics.
 boost::asio::awaitable<Response> route(ApiContext& ctx, Request& req);
-// Whether route may hold req long (a long-poll: wait_ms, a reserve):
-// HttpOptions::may_wait.
+// Whether route may hold req long: a route the table marks a long-poll
+// (RouteMethod::long_poll), asked to wait. HttpOptions::may_wait.
 bool may_wait(const Request& req);
 
 // The whole table (for tests and docs).

@@ -59,6 +59,7 @@ Match match_route(std::span<const Route> routes, http::verb method, std::string_
       if (rm.verb == wanted) {
         m.handler = rm.handler;
         m.need = rm.need;
+        m.long_poll = rm.long_poll;
       }
     }
     break;

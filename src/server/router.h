@@ -38,6 +38,10 @@ struct RouteMethod {
   http::verb verb;
   RouteHandler handler;
   Role need;  // what a token must grant to call it (access.h)
+  // A long-poll: when the request asks it to (wait_ms), it may wait long
+  // before answering, so the answers held for pipelining go out first
+  // (may_wait in api.h).
+  bool long_poll = false;
 };
 
 struct HttpError;
@@ -62,6 +66,7 @@ struct Match {
   const Route* route = nullptr;    // nullptr: no route has this path (404)
   RouteHandler handler = nullptr;  // nullptr with a route: not this method (405)
   Role need = Role::admin;         // the handler's (RouteMethod::need)
+  bool long_poll = false;          // the handler's (RouteMethod::long_poll)
   Params params;
 };
 
