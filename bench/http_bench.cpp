@@ -156,8 +156,8 @@ asio::awaitable<void> putter(Load& load) {
 }
 
 // The text after the first `after` in body, up to one of the characters
-// of `end` ("" when either is missing). A regex here took more of the load
-// generator's one thread than serve took of its two.
+// of `end` ("" when either is missing). (A regex here held the batched
+// reserve+ack down: 77-81k jobs/s with it, 95-108k without, same serve.)
 std::string_view field_text(std::string_view body, std::string_view after, std::string_view end) {
   const auto at = body.find(after);
   if (at == std::string_view::npos) return {};
