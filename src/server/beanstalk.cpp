@@ -1248,13 +1248,8 @@ BeanstalkServer::~BeanstalkServer() { stop(); }
 void BeanstalkServer::start() {
   auto& s = *state_;
   s.acceptors = listen_on(s.accepting, s.opts.address, s.opts.port, "--beanstalk");
-  for (auto& a : s.acceptors) {
-    asio::co_spawn(
-        s.accepting,
-        accept_each(s.runtime, s.accepting, *a, s.stopping, "beanstalk",
-                    [state = state_](tcp::socket socket) { state->take(std::move(socket)); }),
-        asio::detached);
-  }
+  accept_on(s.runtime, s.accepting, s.acceptors, s.stopping, "beanstalk",
+            [state = state_](tcp::socket socket) { state->take(std::move(socket)); });
 }
 
 std::uint16_t BeanstalkServer::port() const {

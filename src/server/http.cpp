@@ -471,13 +471,8 @@ HttpServer::~HttpServer() { stop(); }
 void HttpServer::start() {
   auto& s = *state_;
   s.acceptors = listen_on(s.accepting, s.opts.address, s.opts.port, "--listen");
-  for (auto& a : s.acceptors) {
-    asio::co_spawn(
-        s.accepting,
-        accept_each(s.runtime, s.accepting, *a, s.stopping, "http",
-                    [state = state_](tcp::socket socket) { state->take(std::move(socket)); }),
-        asio::detached);
-  }
+  accept_on(s.runtime, s.accepting, s.acceptors, s.stopping, "http",
+            [state = state_](tcp::socket socket) { state->take(std::move(socket)); });
 }
 
 std::uint16_t HttpServer::port() const {

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -80,6 +82,9 @@ boost::asio::awaitable<void> after_accept_error(boost::asio::io_context& io,
   co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
 }
 
+namespace {
+
+// One acceptor's loop (accept_on). face is a literal's view.
 asio::awaitable<void> accept_each(Runtime& runtime, asio::io_context& accepting,
                                   tcp::acceptor& acceptor, const std::atomic<bool>& stopping,
                                   std::string_view face, std::function<void(tcp::socket)> take) {
@@ -93,6 +98,18 @@ asio::awaitable<void> accept_each(Runtime& runtime, asio::io_context& accepting,
       continue;
     }
     take(std::move(socket));
+  }
+}
+
+}  // namespace
+
+void accept_on(Runtime& runtime, asio::io_context& accepting,
+               const std::vector<std::unique_ptr<tcp::acceptor>>& acceptors,
+               const std::atomic<bool>& stopping, std::string_view face,
+               const std::function<void(tcp::socket)>& take) {
+  for (const auto& a : acceptors) {
+    asio::co_spawn(accepting, accept_each(runtime, accepting, *a, stopping, face, take),
+                   asio::detached);
   }
 }
 

@@ -39,14 +39,15 @@ boost::asio::awaitable<void> after_accept_error(boost::asio::io_context& io,
                                                 const boost::system::error_code& ec,
                                                 std::string_view face);
 
-// Accepts on acceptor (whose io_context is accepting) until it closes while
-// stopping. Each connection lives on one shard, in turn: its requests, and
-// the Redis calls they make, run on that shard's thread from start to end.
-// take gets each socket, on the accepting thread, and starts its session.
-boost::asio::awaitable<void> accept_each(Runtime& runtime, boost::asio::io_context& accepting,
-                                         boost::asio::ip::tcp::acceptor& acceptor,
-                                         const std::atomic<bool>& stopping, std::string_view face,
-                                         std::function<void(boost::asio::ip::tcp::socket)> take);
+// Accepts on each of acceptors (opened on accepting, by listen_on) until it
+// closes while stopping. Each connection lives on one shard, in turn: its
+// requests, and the Redis calls they make, run on that shard's thread from
+// start to end. take gets each socket, on the accepting thread, and starts
+// its session; it keeps what it needs alive (the loops hold it till they end).
+void accept_on(Runtime& runtime, boost::asio::io_context& accepting,
+               const std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>>& acceptors,
+               const std::atomic<bool>& stopping, std::string_view face,
+               const std::function<void(boost::asio::ip::tcp::socket)>& take);
 
 // The open sessions of a face, for its stop() and abort(). Whether a
 // session waits between requests is a flag of its own, set and read on its
