@@ -359,13 +359,12 @@ struct HttpServer::State : std::enable_shared_from_this<State> {
       co_return in;
     }
     if (!parser.is_done()) {
+      // Answers held for pipelining do not wait for a body still coming;
+      // a 100 Continue goes out after them.
       if (beast::iequals(parser.get()[http::field::expect], "100-continue")) {
         static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         answers += kContinue;
-        co_await write_answers(*stream, answers, unwritten, ec);
-        if (ec) co_return in;
       }
-      // (Answers held for pipelining do not wait for a body still coming.)
       co_await write_answers(*stream, answers, unwritten, ec);
       if (ec) co_return in;
       stream->expires_after(opts.body_timeout);
