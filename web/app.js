@@ -47,10 +47,39 @@ function el(tag, attrs, ...children) {
 // kind and label (else the one at the same place, else the row's first),
 // never a disabled one. The page's live updates rebuild rows every second
 // or so, and a keyboard user's place must survive them.
+//
+// Nor is a box rebuilt under a press (a pointer down, or Space held, on
+// something inside it): the browser clicks only when the press ends on the
+// element where it began, so a rebuild in between lost the click. The
+// latest rebuild asked waits for the press to end and its click to run.
+// (A press held longer than PRESS_MAX_MS no longer holds anything back.)
+const PRESS_MAX_MS = 10000;
+let pressed = null;  // { target, since }
+const heldBack = new Map();  // box -> the children it is to get
+function pressStarts(e) { pressed = { target: e.target, since: Date.now() }; }
+function pressEnds() {
+  pressed = null;
+  if (heldBack.size === 0) return;
+  // (After this event's click, which the browser fires in the same task.)
+  setTimeout(() => {
+    for (const [box, children] of [...heldBack]) replaceKeepingFocus(box, ...children);
+  }, 0);
+}
+document.addEventListener('pointerdown', pressStarts, true);
+document.addEventListener('pointerup', pressEnds, true);
+document.addEventListener('pointercancel', pressEnds, true);
+document.addEventListener('keydown', (e) => { if (e.key === ' ' && !e.repeat) pressStarts(e); }, true);
+document.addEventListener('keyup', (e) => { if (e.key === ' ') pressEnds(); }, true);
+window.addEventListener('blur', pressEnds);
 const FOCUSABLE = 'a[href], button, input, select, textarea, [tabindex]';
 const KEYED = '[data-topic], [data-id], [data-worker], [data-node], [data-schedule]';
 function controlLabel(e) { return `${e.tagName} ${e.getAttribute('aria-label') || e.textContent.trim()}`; }
 function replaceKeepingFocus(box, ...children) {
+  if (pressed && box.contains(pressed.target) && Date.now() - pressed.since < PRESS_MAX_MS) {
+    heldBack.set(box, children);
+    return;
+  }
+  heldBack.delete(box);
   const a = document.activeElement;
   let place = null;
   if (a && a !== box && box.contains(a)) {
