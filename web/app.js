@@ -72,7 +72,7 @@ document.addEventListener('keydown', (e) => { if (e.key === ' ' && !e.repeat) pr
 document.addEventListener('keyup', (e) => { if (e.key === ' ') pressEnds(); }, true);
 window.addEventListener('blur', pressEnds);
 const FOCUSABLE = 'a[href], button, input, select, textarea, [tabindex]';
-const KEYED = '[data-topic], [data-id], [data-worker], [data-node], [data-schedule]';
+const KEYED = '[data-topic], [data-id], [data-worker], [data-node], [data-schedule], [data-dep], [data-attempt]';
 function controlLabel(e) { return `${e.tagName} ${e.getAttribute('aria-label') || e.textContent.trim()}`; }
 function replaceKeepingFocus(box, ...children) {
   if (pressed && box.contains(pressed.target) && Date.now() - pressed.since < PRESS_MAX_MS) {
@@ -994,8 +994,10 @@ async function loadJob(keepMessage) {
     shownJob = null;
     $('job-state').textContent = 'not found';
     $('job-message').textContent = `${e.message}: it was never put, or it is gone (acked, deleted, or its retention ended).`;
-    for (const id of ['job-fields', 'job-body', 'job-actions']) $(id).replaceChildren();
-    $('job-history').tBodies[0].replaceChildren();
+    for (const id of ['job-fields', 'job-body']) $(id).replaceChildren();
+    // (As a found job's page replaces them: a rebuild held back under a
+    // press must not bring back what this empties.)
+    for (const box of [$('job-actions'), $('job-deps').tBodies[0], $('job-history').tBodies[0]]) replaceKeepingFocus(box);
     $('job-history-count').textContent = '';
     $('job-body-size').textContent = '';
     $('job-result-box').hidden = true;
@@ -1026,10 +1028,10 @@ async function loadJob(keepMessage) {
   }
   const deps = j.deps || [];
   $('job-deps-box').hidden = deps.length === 0;
-  $('job-deps').tBodies[0].replaceChildren(...deps.map(depRow));
+  replaceKeepingFocus($('job-deps').tBodies[0], ...deps.map(depRow));
   $('job-deps-count').textContent = deps.length ? `(${j.deps_total - j.deps_left} of ${j.deps_total} settled)` : '';
   const history = j.history || [];
-  $('job-history').tBodies[0].replaceChildren(...history.map(historyRow));
+  replaceKeepingFocus($('job-history').tBodies[0], ...history.map(historyRow));
   $('job-history-count').textContent = history.length ? `(the last ${history.length})` : '';
   $('job-history-empty').hidden = history.length > 0;
   replaceKeepingFocus($('job-actions'), ...jobActions(j));
