@@ -42,44 +42,58 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-// Replaces box's children. When the focus was inside, it goes to the same
-// control among the new ones: in the same keyed row, the one of the same
-// kind and label (else the one at the same place, else the row's first),
-// never a disabled one. The page's live updates rebuild rows every second
-// or so, and a keyboard user's place must survive them.
-//
-// Nor is a box rebuilt under a press (a pointer down, or Space held, on
-// something inside it): the browser clicks only when the press ends on the
-// element where it began, so a rebuild in between lost the click. The
-// latest rebuild asked waits for the press to end and its click to run.
-// (A press held longer than PRESS_MAX_MS no longer holds anything back.)
-const PRESS_MAX_MS = 10000;
-let pressed = null;  // { target, since }
-const heldBack = new Map();  // box -> the children it is to get
-function pressStarts(e) { pressed = { target: e.target, since: Date.now() }; }
+// A press (a pointer down, or Space held, on something) must not have the
+// box it is in rebuilt under it: the browser clicks only when the press
+// ends on the element where it began, so a rebuild in between lost the
+// click. whenFree(box, rebuild) runs rebuild now, or, while box holds the
+// press, once the press has ended and its click has run (only the latest
+// rebuild asked for the box; it builds then, from the state then).
+// A press that never sees its end (PRESS_MAX_MS) holds nothing back.
+const PRESS_MAX_MS = 20000;
+let pressed = null;  // the element pressed
+let pressTimer = null;
+const heldBack = new Map();  // box -> its rebuild
+function pressStarts(e) {
+  pressed = e.target;
+  clearTimeout(pressTimer);
+  pressTimer = setTimeout(pressEnds, PRESS_MAX_MS);
+}
 function pressEnds() {
   pressed = null;
+  clearTimeout(pressTimer);
   if (heldBack.size === 0) return;
   // (After this event's click, which the browser fires in the same task.)
   setTimeout(() => {
-    for (const [box, children] of [...heldBack]) replaceKeepingFocus(box, ...children);
+    for (const [box, rebuild] of [...heldBack]) whenFree(box, rebuild);
   }, 0);
 }
+for (const end of ['pointerup', 'pointercancel', 'contextmenu', 'dragstart']) document.addEventListener(end, pressEnds, true);
 document.addEventListener('pointerdown', pressStarts, true);
-document.addEventListener('pointerup', pressEnds, true);
-document.addEventListener('pointercancel', pressEnds, true);
 document.addEventListener('keydown', (e) => { if (e.key === ' ' && !e.repeat) pressStarts(e); }, true);
 document.addEventListener('keyup', (e) => { if (e.key === ' ') pressEnds(); }, true);
 window.addEventListener('blur', pressEnds);
+function whenFree(box, rebuild) {
+  if (pressed && box.contains(pressed)) {
+    heldBack.set(box, rebuild);
+    return;
+  }
+  heldBack.delete(box);
+  rebuild();
+}
+
+// Replaces box's children (once it holds no press: whenFree). When the
+// focus was inside, it goes to the same control among the new ones: in the
+// same keyed row, the one of the same kind and label (else the one at the
+// same place, else the row's first), never a disabled one. The page's live
+// updates rebuild rows every second or so, and a keyboard user's place
+// must survive them.
 const FOCUSABLE = 'a[href], button, input, select, textarea, [tabindex]';
 const KEYED = '[data-topic], [data-id], [data-worker], [data-node], [data-schedule], [data-dep], [data-attempt]';
 function controlLabel(e) { return `${e.tagName} ${e.getAttribute('aria-label') || e.textContent.trim()}`; }
 function replaceKeepingFocus(box, ...children) {
-  if (pressed && box.contains(pressed.target) && Date.now() - pressed.since < PRESS_MAX_MS) {
-    heldBack.set(box, children);
-    return;
-  }
-  heldBack.delete(box);
+  whenFree(box, () => replaceNow(box, children));
+}
+function replaceNow(box, children) {
   const a = document.activeElement;
   let place = null;
   if (a && a !== box && box.contains(a)) {
@@ -735,11 +749,16 @@ async function loadJobs() {
   try {
     const page = await api('GET', `${topicPath('jobs')}?state=${state.jobState}&offset=${state.jobsOffset}&count=${JOBS_PAGE}`);
     if (asked !== jobsAsked) return;
-    // A selection holds only jobs still listed here.
-    const listed = new Set(page.jobs.map((j) => j.id));
-    for (const id of [...state.selected]) if (!listed.has(id)) state.selected.delete(id);
-    replaceKeepingFocus($('jobs').tBodies[0], ...page.jobs.map(jobRow));
-    renderBulk();
+    // (Each row's box is ticked from the selection as it is when the rows
+    // go in: a box clicked while they were held back counts.)
+    const rows = $('jobs').tBodies[0];
+    whenFree(rows, () => {
+      // A selection holds only jobs still listed here.
+      const listed = new Set(page.jobs.map((j) => j.id));
+      for (const id of [...state.selected]) if (!listed.has(id)) state.selected.delete(id);
+      replaceNow(rows, page.jobs.map(jobRow));
+      renderBulk();
+    });
     const pages = Math.max(1, Math.ceil(page.total / JOBS_PAGE));
     pager($('jobs-pager'), state.jobsOffset / JOBS_PAGE, pages, page.total, `${state.jobState} jobs`,
       (p) => { state.jobsOffset = p * JOBS_PAGE; loadJobs(); });

@@ -192,6 +192,16 @@ try {
     await pressThroughRebuild(row.locator('button:has-text("Kick")'), '#jobs-pager > *', 'filler_2');
     await page.waitForSelector('#topic-message:has-text("kicked press_2")', { timeout: 10000 });
     assert.equal((await serve.api('GET', '/v1/topics/presses/jobs/press_2')).json.state, 'ready');
+    // A row's box, ticked through a rebuild: the rows that go in after the
+    // press show it ticked, as the selection holds it.
+    await page.click('#states button:has-text("ready")');
+    const ready = '#jobs tr[data-id="press_2"]';
+    await page.waitForSelector(ready);
+    const before = await page.$(ready);
+    await pressThroughRebuild(page.locator(`${ready} input[type=checkbox]`), '#jobs-pager > *', 'filler_3');
+    await page.waitForFunction((e) => !e.isConnected, before, { timeout: 10000 });
+    assert.equal(await page.isChecked(`${ready} input[type=checkbox]`), true);
+    assert.equal(await page.textContent('#bulk-count'), '1 selected');
   });
 
   await test('a flow: the blocked tab, and a job page that lists what it waits for, each linked', async () => {
