@@ -150,13 +150,13 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 197 of the 200 locals Lua
-allows a function at its top level, and 200 at its peak (the worker
+Locals: the main chunk holds 173 of the 200 locals Lua
+allows a function at its top level, and 176 at its peak (the worker
 registry's do-block, whose locals are active too; regressions_test.py
-counts them): it is full. A group of helpers goes in a table (record,
-known, gone, history, reservations, waiting, place), its constants and
-private helpers in a do-block. Before the next top-level local, make room:
-the entry points that only register() names could go in a table. ]]
+counts them). A group of helpers goes in a table (record, known, gone,
+history, reservations, waiting, place), its constants and private helpers
+in a do-block; the bodies of the functions that only register names, in
+fcall. ]]
 
 local LIBRARY_VERSION = 37 -- bump on any change of behaviour or stored format
 
@@ -3304,6 +3304,11 @@ function confirm.exists(k, o)
   return EXISTS
 end
 
+-- The bodies of the redisched_<name> functions that no other code calls:
+-- fields of one table rather than locals, which the main chunk has no
+-- room for (Lua allows 200); register, at the end, names them.
+local fcall = {}
+
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
 ARGV: id body [DELAY ms | AT unix-ms] [PRIORITY -4294966295..1000] [TTR ms] [ATTEMPTS n]
       [BACKOFF fixed|exponential base-ms cap-ms] [KEEP ms]
@@ -3471,7 +3476,7 @@ Output: an array of put's codes, one per job, in order (the generated id
   two puts, in order. Refused jobs (-1, 0) take no sequence number; when
   every job is refused, nothing changes.
 ]]
-local function putmany(keys, args)
+function fcall.putmany(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local nargs = #args
@@ -3655,7 +3660,7 @@ Output: nil when there is no such job; else a flat field/value array: id,
   dependency's {topic, id, policy, outcome (pending|done|failed|dropped),
   value (a done one's result, a failed one's error)}, as they now are.
 ]]
-local function get(keys, args)
+function fcall.get(keys, args)
   local k = check_keys(keys)
   local id = id_arg(args[1])
   local o = options(args, 2, #args, flows.GET_OPTIONS)
@@ -3791,7 +3796,7 @@ Output: flat field/value array: delayed, ready, reserved, dead, done, paused
   (redisched_history): put_total, started_total, done_total, and wait_total
   (ms from due to start, summed over the jobs started).
 ]]
-local function stats(keys, args)
+function fcall.stats(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_NOW)
   local now = clock(o)
@@ -3981,7 +3986,7 @@ Output: {now, next, paused, job, job...}
   pull removes it), with token 0, deadline 0 and keep 0 (KEEP or not) and
   no reservation.
 ]]
-local function reserve(keys, args)
+function fcall.reserve(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local o = options(args, 2, #args, OPT_RESERVE)
@@ -4070,7 +4075,7 @@ Output: {now, next, paused, job, job...} as reserve (next counts only delayed
   each job {id, body, attempt, max_attempts, priority, created, due}; the
   jobs are gone.
 ]]
-local function pull(keys, args)
+function fcall.pull(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local o = options(args, 2, #args, OPT_NOW)
@@ -4212,7 +4217,7 @@ ARGV: id token [KEEP ms] [RESULT bytes] [FORWARD] [MAXBODY bytes] [NOW ms]
   waits: the C++ Worker's set_result).
 Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 ]]
-local function ack(keys, args)
+function fcall.ack(keys, args)
   local k = check_keys(keys)
   local id = id_arg(args[1])
   local token, text = token_text(args[2])
@@ -4259,7 +4264,7 @@ Output: an array of ack's codes, one per job, in order, as if acked one by
   the acked ids go out in one message on P:{T}:done. No RESULT: results are
   per job (ack them one by one).
 ]]
-local function ackmany(keys, args)
+function fcall.ackmany(keys, args)
   local k = check_keys(keys)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   if #args < 1 + 2 * count then bad('expected ' .. count .. ' id token pairs') end
@@ -4315,7 +4320,7 @@ end
 ARGV: id token [DELAY ms] [PRIORITY -4294966295..1000] [NOW ms]
 Output: a code as ack.
 ]]
-local function release(keys, args)
+function fcall.release(keys, args)
   local k = check_keys(keys)
   local id, token = id_arg(args[1]), token_arg(args[2])
   local o = options(args, 3, #args, OPT_DELAY_PRIORITY_NOW)
@@ -4345,7 +4350,7 @@ ARGV: id token error [DEAD] [DELAY ms] [ATTEMPTS n] [PRIORITY n] [NOW ms]
 Output: a code as ack, or on success the state it went to: 'delayed',
   'ready' (a zero backoff) or 'dead' (a status string).
 ]]
-local function fail_job(keys, args)
+function fcall.fail_job(keys, args)
   local k = check_keys(keys)
   local id, token = id_arg(args[1]), token_arg(args[2])
   local err = args[3]
@@ -4392,7 +4397,7 @@ ARGV: id token [TTR ms] [NOW ms]
   reserve set it). A lapsed reservation not yet requeued can be extended.
 Output: the new deadline (ms), or a code as ack (0, -2, -3).
 ]]
-local function touch(keys, args)
+function fcall.touch(keys, args)
   local k = check_keys(keys)
   local id, token = id_arg(args[1]), token_arg(args[2])
   local o = options(args, 3, #args, OPT_TTR_NOW)
@@ -4458,7 +4463,7 @@ ARGV: id [id...]   (at most 1000; an id given twice counts once)
   published on P:{T}:done: their waiters learn they are gone.
 Output: the number of jobs removed (for one id: 1 removed, 0 absent).
 ]]
-local function delete(keys, args)
+function fcall.delete(keys, args)
   local k = check_keys(keys)
   local ids = ids_arg(args)
   local recs = redis.call('HMGET', k.jobs, unpack(ids))
@@ -4497,7 +4502,7 @@ ARGV: [LIMIT n] [NOW ms]     LIMIT: at most this many (1..10000, 1000).
 Output: {requeued, buried, next} where next is the earliest deadline still
   pending (ms; at most now when more than LIMIT had lapsed), -1 if none.
 ]]
-local function requeue(keys, args)
+function fcall.requeue(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_LIMIT_NOW)
   local limit = limit_arg(o)
@@ -4549,7 +4554,7 @@ end
 ARGV: id [id...]   (at most 1000; the arguments are all ids: no options)
 Output: the number of jobs kicked (ids that are not dead are left alone).
 ]]
-local function kick(keys, args)
+function fcall.kick(keys, args)
   local k = check_keys(keys)
   return revive(k, ids_arg(args), clock(NO_OPTIONS))
 end
@@ -4558,7 +4563,7 @@ end
 ARGV: [LIMIT n] [NOW ms]   (n: 1..10000, default 1000)
 Output: the number of jobs kicked.
 ]]
-local function kickall(keys, args)
+function fcall.kickall(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_LIMIT_NOW)
   local limit = limit_arg(o)
@@ -4610,7 +4615,7 @@ ARGV: id [id...]   (at most 1000; the arguments are all ids: no options)
   them afresh); ids that are not delayed are left alone.
 Output: the number of jobs promoted.
 ]]
-local function promote(keys, args)
+function fcall.promote(keys, args)
   local k = check_keys(keys)
   local ids = ids_arg(args)
   local n = promote_now(k, ids, clock(NO_OPTIONS))
@@ -4624,7 +4629,7 @@ ARGV: [LIMIT n] [NOW ms]   (n: 1..10000, default 1000)
 Output: {promoted, left}: left, the delayed jobs still waiting (call again
   while it is above 0).
 ]]
-local function promoteall(keys, args)
+function fcall.promoteall(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_LIMIT_NOW)
   local limit = limit_arg(o)
@@ -4643,7 +4648,7 @@ ARGV: before-ms [LIMIT n]   (n: 1..10000, default 1000)
 Output: {removed, left}: left, the dead jobs that died before before-ms
   still there (call again while it is above 0).
 ]]
-local function purge(keys, args)
+function fcall.purge(keys, args)
   local k = check_keys(keys)
   local before = int_arg(args[1], 'before-ms', 0, MS_MAX)
   local o = options(args, 2, #args, { LIMIT = 1 })
@@ -4669,7 +4674,7 @@ ARGV: id [PRIORITY -4294966295..1000] [DELAY ms | AT ms] [NOW ms]   (one of them
 Output: a code as ack: 1 changed; 0 no such job; -2 the job is reserved,
   dead or done (left alone).
 ]]
-local function reschedule(keys, args)
+function fcall.reschedule(keys, args)
   local k = check_keys(keys)
   local id = id_arg(args[1])
   local o = options(args, 2, #args, { PRIORITY = 1, DELAY = 1, AT = 1, NOW = 1 })
@@ -4786,7 +4791,7 @@ ARGV: [ms]   (0..86400000; none: read it)
   topic's shards each hold theirs (the Client sets them all).
 Output: {window ms, ids remembered now (their windows may have ended)}
 ]]
-local function retry_window(keys, args)
+function fcall.retry_window(keys, args)
   local k = check_keys(keys)
   local w
   if #args > 0 then
@@ -4810,7 +4815,7 @@ end
 ARGV: pause: none; resume: [NOW ms] (the time its wake-up signal carries)
 Output: 1 if the state changed, 0 if it already was so.
 ]]
-local function pause(keys, args)
+function fcall.pause(keys, args)
   local k = check_keys(keys)
   options(args, 1, #args, NO_WORDS)
   sharded(k) -- (a spread topic is paused shard by shard)
@@ -4850,7 +4855,7 @@ ARGV: [suffix ...]   1..256 suffixes of 1..64 of A-Z a-z 0-9 _ - ., or "*";
   Publishes "~shards" on P:{T}:meta (workers listening there look again).
 Output: the number of suffixes.
 ]]
-local function shard(keys, args)
+function fcall.shard(keys, args)
   local k = check_keys(keys)
   local list, seen = {}, {}
   if not (#args == 1 and args[1] == '*') then
@@ -5042,7 +5047,7 @@ end
 ARGV: name
 Output: 1 deleted, 0 no such schedule.
 ]]
-local function unschedule(keys, args)
+function fcall.unschedule(keys, args)
   local k = check_keys(keys)
   local name = sched_name(args[1])
   options(args, 2, #args, NO_WORDS)
@@ -5071,8 +5076,8 @@ local function set_paused(keys, args, paused)
   return OK
 end
 
-local function pause_schedule(keys, args) return set_paused(keys, args, true) end
-local function resume_schedule(keys, args) return set_paused(keys, args, false) end
+function fcall.pause_schedule(keys, args) return set_paused(keys, args, true) end
+function fcall.resume_schedule(keys, args) return set_paused(keys, args, false) end
 
 --[[ redisched_schedules: a topic's schedules (read-only).
 ARGV: [NAME name] [NOW ms]     NAME: that one only.
@@ -5080,7 +5085,7 @@ Output: {now, schedule, ...} in name order, each a flat field/value array:
   name, kind (cron|every), cron, zone, every, next, last (0: none yet),
   paused, catchup (skip|last), body, options (the tick job's option words).
 ]]
-local function schedules(keys, args)
+function fcall.schedules(keys, args)
   local k = check_keys(keys)
   local o = options(args, 1, #args, OPT_NAME_NOW)
   local out, names = { 0 }, {}
@@ -5482,38 +5487,38 @@ end
 
 local RO = { 'no-writes' }
 register('put', put)
-register('putmany', putmany)
+register('putmany', fcall.putmany)
 register('restore', restore)
-register('get', get, RO)
+register('get', fcall.get, RO)
 register('list', list)
-register('stats', stats, RO)
-register('reserve', reserve)
-register('pull', pull)
-register('ack', ack)
-register('ackmany', ackmany)
-register('release', release)
-register('fail', fail_job)
-register('touch', touch)
+register('stats', fcall.stats, RO)
+register('reserve', fcall.reserve)
+register('pull', fcall.pull)
+register('ack', fcall.ack)
+register('ackmany', fcall.ackmany)
+register('release', fcall.release)
+register('fail', fcall.fail_job)
+register('touch', fcall.touch)
 register('progress', progress)
-register('delete', delete)
-register('requeue', requeue)
-register('kick', kick)
-register('kickall', kickall)
-register('promote', promote)
-register('promoteall', promoteall)
-register('purge', purge)
-register('reschedule', reschedule)
+register('delete', fcall.delete)
+register('requeue', fcall.requeue)
+register('kick', fcall.kick)
+register('kickall', fcall.kickall)
+register('promote', fcall.promote)
+register('promoteall', fcall.promoteall)
+register('purge', fcall.purge)
+register('reschedule', fcall.reschedule)
 register('limit', limit)
-register('retrywindow', retry_window)
-register('pause', pause)
+register('retrywindow', fcall.retry_window)
+register('pause', fcall.pause)
 register('resume', resume)
 register('schedule', schedule)
-register('unschedule', unschedule)
-register('pauseschedule', pause_schedule)
-register('resumeschedule', resume_schedule)
-register('schedules', schedules, RO)
+register('unschedule', fcall.unschedule)
+register('pauseschedule', fcall.pause_schedule)
+register('resumeschedule', fcall.resume_schedule)
+register('schedules', fcall.schedules, RO)
 register('tick', tick)
-register('shard', shard)
+register('shard', fcall.shard)
 register('shards', shards, RO)
 register('migrate', migrate)
 register('version', version, RO)
