@@ -150,8 +150,8 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 173 of the 200 locals Lua
-allows a function at its top level, and 176 at its peak (the worker
+Locals: the main chunk holds 174 of the 200 locals Lua
+allows a function at its top level, and 177 at its peak (the worker
 registry's do-block, whose locals are active too; regressions_test.py
 counts them). A group of helpers goes in a table (record, known, gone,
 history, reservations, waiting, place), its constants and private helpers
@@ -170,6 +170,10 @@ local PRIO_MIN = -4294966295
 local TIME_SPAN = 8796093022208  -- 2^43: every time is below it
 local MS_MAX = 8796093022207     -- 2^43 - 1 (2248-09-26): the latest time a call may name
 local SEQ_MAX = 9007199254740991 -- 2^53 - 1: the counter's last value (exact in Lua)
+-- 2^53: a double holds every integer below it, not every one from it on
+-- (a score there is rounded; '%d' overflows from 2^63). (An expression:
+-- cmake/embed_lua_run.cmake makes a plain number public in limits.h.)
+local EXACT_LIMIT = SEQ_MAX + 1
 local ID_MAX = 256             -- bytes
 local BODY_MAX_DEFAULT = 1048576
 local BODY_MAX_LIMIT = 536870912
@@ -269,7 +273,7 @@ local function band(a, b) return bit.band(a, b) end
 -- from 2^53 on (the ready scores of priorities below -23 reach 2^75, where
 -- '%d' would overflow) with 17 significant digits, exact for a double.
 local function fmt(n)
-  if n >= 9007199254740992 or n <= -9007199254740992 then return string.format('%.17g', n) end
+  if n >= EXACT_LIMIT or n <= -EXACT_LIMIT then return string.format('%.17g', n) end
   return string.format('%d', n)
 end
 
@@ -1893,7 +1897,7 @@ do
     if scored and n > 2 then
       local score = fmt_once()
       for i = 1, n, 2 do t[i] = score(t[i]) end
-    elseif scored and t[1] >= 9007199254740992 then
+    elseif scored and t[1] >= EXACT_LIMIT then
       t[1] = fmt(t[1]) -- (Redis would write a score from 2^63 on as -2^63)
     end
     for i = 1, n, 1000 do
@@ -2128,7 +2132,7 @@ do
       local due = score % TIME_SPAN
       -- (The score of a priority below -23 holds its due time rounded to
       -- the double's precision: its record's is exact.)
-      if score >= 9007199254740992 then due = record.unpack(redis.call('HGET', k.jobs, member_id(m))).due end
+      if score >= EXACT_LIMIT then due = record.unpack(redis.call('HGET', k.jobs, member_id(m))).due end
       local late = due > backlog.due or
         (due == backlog.due and struct.unpack('>I7', m) > backlog.seq)
       if late then
