@@ -65,13 +65,28 @@ function freePort() {
 }
 
 const results = [];
+// The page the tests drive, and what it showed when one failed: CI's log
+// is all there is to read of a failure, and a wait that timed out says
+// only what it waited for.
+let shown = null;
+async function whatThePageShows() {
+  if (!shown) return '(no page)';
+  const read = shown.evaluate(() => {
+    const text = (id) => { const e = document.getElementById(id); return e && !e.closest('[hidden]') ? e.textContent.trim().slice(0, 300) : null; };
+    const ids = ['status', 'job-state', 'job-message', 'topic-message', 'put-result', 'found-status', 'bulk-count'];
+    return [`url ${location.hash || location.pathname}`,
+      ...ids.map((id) => [id, text(id)]).filter(([, t]) => t).map(([id, t]) => `#${id}: ${t}`)].join('; ');
+  });
+  const late = new Promise((resolve) => setTimeout(() => resolve('(the page did not answer in 2 s)'), 2000));
+  return Promise.race([read, late]).catch((e) => `(not read: ${e.message})`);
+}
 async function test(name, fn) {
   const started = Date.now();
   try {
     await fn();
     results.push(`ok   ${name} (${Date.now() - started} ms)`);
   } catch (e) {
-    results.push(`FAIL ${name}: ${e.stack || e}`);
+    results.push(`FAIL ${name}: ${e.stack || e}\n     the page then: ${await whatThePageShows()}`);
   }
 }
 
@@ -79,6 +94,7 @@ const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-s
 const serve = await startServe();
 try {
   const page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  shown = page;
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
 
@@ -877,6 +893,7 @@ try {
   await test('with the API token: asks for it, then works', async () => {
     await secured.api('PUT', '/v1/topics/secret/jobs/s1', { body: 'hidden' }, 'dash-secret');
     const page = await browser.newPage();
+    shown = page;
     await page.goto(`${secured.base}/`);
     await page.waitForSelector('#login:not([hidden])');
     await page.fill('#token', 'wrong');
