@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/v6_only.hpp>
@@ -64,9 +65,13 @@ std::vector<std::unique_ptr<tcp::acceptor>> listen_on(asio::io_context& io,
   return out;
 }
 
-boost::asio::awaitable<void> after_accept_error(boost::asio::io_context& io,
-                                                const boost::system::error_code& ec,
-                                                std::string_view face) {
+namespace {
+
+// After an accept that failed (out of descriptors, say): logs it, naming
+// the face, and waits a moment on io, so that an accept loop does not spin
+// while the cause lasts.
+asio::awaitable<void> after_accept_error(asio::io_context& io, const boost::system::error_code& ec,
+                                         std::string_view face) {
   // One warning a second at most, for the whole process: out of
   // descriptors, every face's accepts fail ten times a second while it lasts.
   using Clock = std::chrono::steady_clock;
@@ -81,8 +86,6 @@ boost::asio::awaitable<void> after_accept_error(boost::asio::io_context& io,
   boost::system::error_code ignored;
   co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
 }
-
-namespace {
 
 // One acceptor's loop (accept_on). face is a literal's view.
 asio::awaitable<void> accept_each(Runtime& runtime, asio::io_context& accepting,

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <atomic>
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -31,13 +30,6 @@ std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> listen_on(boost::as
                                                                        const std::string& address,
                                                                        std::uint16_t port,
                                                                        std::string_view flag);
-
-// After an accept that failed (out of descriptors, say): logs it, naming
-// the face, and waits a moment on io, so that an accept loop does not spin
-// while the cause lasts.
-boost::asio::awaitable<void> after_accept_error(boost::asio::io_context& io,
-                                                const boost::system::error_code& ec,
-                                                std::string_view face);
 
 // Accepts on each of acceptors (opened on accepting, by listen_on) until it
 // closes while stopping. Each connection lives on one shard, in turn: its
