@@ -3309,8 +3309,8 @@ function confirm.exists(k, o)
 end
 
 -- The bodies of the redisched_<name> functions that no other code calls:
--- fields of one table rather than locals, which the main chunk has no
--- room for (Lua allows 200); register, at the end, names them.
+-- fields of one table rather than locals, which the main chunk had run
+-- out of (Lua allows 200: the map above); register, at the end, names them.
 local fcall = {}
 
 --[[ redisched_put: add one job, or update it with REPLACE/UPSERT.
