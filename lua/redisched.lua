@@ -150,15 +150,15 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 174 of the 200 locals Lua
-allows a function at its top level, and 177 at its peak (the worker
+Locals: the main chunk holds 175 of the 200 locals Lua
+allows a function at its top level, and 178 at its peak (the worker
 registry's do-block, whose locals are active too; regressions_test.py
 counts them). A group of helpers goes in a table (record, known, gone,
 history, reservations, waiting, place), its constants and private helpers
 in a do-block; the bodies of the functions that only register names, in
 fcall. ]]
 
-local LIBRARY_VERSION = 37 -- bump on any change of behaviour or stored format
+local LIBRARY_VERSION = 38 -- bump on any change of behaviour or stored format
 
 local PRIO_MAX = 1000
 -- The lowest priority (version 37): 1000 - (2^32 - 1), so that each of
@@ -3990,15 +3990,21 @@ Output: {now, next, paused, job, job...}
   pull removes it), with token 0, deadline 0 and keep 0 (KEEP or not) and
   no reservation.
 ]]
-function fcall.reserve(keys, args)
-  local k = check_keys(keys)
-  local count = int_arg(args[1], 'count', 1, BATCH_MAX)
-  local o = options(args, 2, #args, OPT_RESERVE)
-  local ttr_arg = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
+-- reserve's and reservejob's options: TTR (nil: none given) and WORKER.
+local function reserve_options(o)
+  local ttr = o.TTR and int_arg(o.TTR, 'TTR', 1, TTR_MAX)
   local worker = o.WORKER
   if worker and (worker == '' or #worker > WORKER_ID_MAX or worker:find('%c')) then
     bad('WORKER must be 1..' .. WORKER_ID_MAX .. ' bytes without control characters, got ' .. show(worker))
   end
+  return ttr, worker
+end
+
+function fcall.reserve(keys, args)
+  local k = check_keys(keys)
+  local count = int_arg(args[1], 'count', 1, BATCH_MAX)
+  local o = options(args, 2, #args, OPT_RESERVE)
+  local ttr_arg, worker = reserve_options(o)
   local now = clock(o)
   local is_paused, popped, backlog, lim, taken = take(k, now, count, true)
   if is_paused then return { now, -1, 1 } end
@@ -4105,6 +4111,63 @@ function fcall.pull(keys, args)
   end
   started(k, lim, #out - 3)
   out[2] = next_time(k, now, #out - 3, count, backlog, false, lim)
+  return out
+end
+
+--[[ redisched_reservejob: one job, named by its id, reserved (version 38).
+ARGV: id [TTR ms] [WORKER name] [NOW ms]
+  TTR and WORKER as reserve's. The job may be ready, delayed (due or not)
+  or dead: it is taken from there and reserved, ahead of every other job
+  and whatever the topic's pause and limits (it is a choice, not a turn:
+  beanstalkd's reserve-job). A dead job comes back as kick brings it, its
+  attempts counted from 0 again, under a new token. A job put with TTR 0
+  is taken for good, as reserve takes it.
+Output: {outcome, now, job}: outcome 1 with the job, as reserve hands it
+  out ({id, body, token, attempt, max_attempts, priority, created, due,
+  deadline, keep}); 0 (no such job) or -2 (reserved, blocked or finished:
+  not to be had) with no job, and nothing changed.
+]]
+function fcall.reservejob(keys, args)
+  local k = check_keys(keys)
+  local id = id_arg(args[1])
+  local o = options(args, 2, #args, OPT_RESERVE)
+  local ttr_arg, worker = reserve_options(o)
+  local now = clock(o)
+  local rec = redis.call('HGET', k.jobs, id)
+  if not rec then
+    sharded(k) -- (no such job: maybe the topic is spread)
+    return { MISSING, now }
+  end
+  local j = record.unpack(rec)
+  local where = locate(k, id, j)
+  local state = where[1]
+  if state ~= 'ready' and state ~= 'delayed' and state ~= 'dead' then return { WRONG_STATE, now } end
+  local ttr = j.ttr or ttr_arg or DEFAULT_TTR
+  if state == 'delayed' then j.due = where[4] end -- (its set's score, when there)
+  -- Decided: the writes (take_seq's first: it refuses before it writes).
+  if state == 'dead' then
+    renew(j, take_seq(k, 1)) -- (a token the failed reservation never had)
+    j.attempts, j.due = 0, now
+    if ttr > 0 then redis.call('HSET', k.jobs, id, record.pack(j)) end
+  end
+  take_out(k, id, where)
+  local token = j.place or j.seq
+  local out = { OK, now, { id, j.body, token, (j.attempts or 0) + 1, max_attempts(j), j.priority, j.created,
+                           j.due, now + ttr, j.keep or 0 } }
+  if ttr == 0 then
+    local job = out[3]
+    job[3], job[9], job[10] = 0, 0, 0
+    if j.keep then finished(id) end -- taken for good: gone for its waiter
+    redis.call('HDEL', k.jobs, id)
+    gone.remember(k, { id }, gone.window(k), now)
+    flows.notify(k, { id }, 'done', '')
+  else
+    local tok = fmt(token)
+    redis.call('HSET', k.leases, id, tok .. lease_tail(now, ttr, worker), PIN.lease, PIN.lease_value)
+    reservations.announce(k, now + ttr)
+    redis.call('ZADD', k.reserved, '+inf', PIN.member, now + ttr, lease_member(id, tok))
+  end
+  history.count(k, now, 's', 1, 'w', math.max(now - j.due, 0), 'd', ttr == 0 and 1 or 0)
   return out
 end
 
@@ -5498,6 +5561,7 @@ register('list', list)
 register('stats', fcall.stats, RO)
 register('reserve', fcall.reserve)
 register('pull', fcall.pull)
+register('reservejob', fcall.reservejob)
 register('ack', fcall.ack)
 register('ackmany', fcall.ackmany)
 register('release', fcall.release)

@@ -226,6 +226,12 @@ class Client {
   ReserveResult reserve(std::string_view topic, int count = 1, Millis ttr = Millis{0});
   // The same, naming who reserves (ReserveOptions::worker).
   ReserveResult reserve(std::string_view topic, const ReserveOptions& options);
+  // Reserves one job by its id, ahead of every other and whatever the
+  // topic's pause and limits: a ready or delayed job, or a dead one (back
+  // as kick brings it, attempts from 0, under a new token). ttr and worker
+  // as reserve's. beanstalkd's reserve-job; library version 38.
+  ReserveJobResult reserve_job(std::string_view topic, std::string_view id, Millis ttr = Millis{0},
+                               std::string_view worker = {});
   // keep > 0 keeps the finished job (state done) that long (give at least
   // the Reservation's keep: its producer may wait for it).
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token,
@@ -495,6 +501,11 @@ class Client {
   template <AnswerToken<ReserveResult> Token = use_future_t>
   auto reserve_async(std::string_view topic, const ReserveOptions& options,
                      Token&& completion = {});
+  void reserve_job_async(std::string_view topic, std::string_view id, Millis ttr,
+                         std::string_view worker, Callback<ReserveJobResult> done);
+  template <AnswerToken<ReserveJobResult> Token = use_future_t>
+  auto reserve_job_async(std::string_view topic, std::string_view id, Millis ttr = Millis{0},
+                         std::string_view worker = {}, Token&& completion = {});
   void ack_async(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
                  Callback<Outcome> done);
   template <AnswerToken<Outcome> Token = use_future_t>

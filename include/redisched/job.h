@@ -285,6 +285,15 @@ enum class Outcome {
 };
 std::string_view to_string(Outcome o) noexcept;
 
+// reserve_job's answer (library version 38): the job, reserved, when
+// outcome is ok; otherwise not_found (no such job) or wrong_state
+// (reserved, blocked or finished: not to be had), and nothing changed.
+struct ReserveJobResult {
+  Outcome outcome = Outcome::ok;
+  Reservation job;          // when ok
+  std::int64_t now_ms = 0;  // the Redis server's clock at the call
+};
+
 struct FailResult {
   Outcome outcome = Outcome::ok;
   JobState state = JobState::delayed;  // where the job went, when ok

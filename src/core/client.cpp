@@ -381,6 +381,14 @@ void Client::reserve_async(std::string_view topic, const ReserveOptions& options
 REDISCHED_WRAP(ReserveResult, reserve, (std::string_view topic, const ReserveOptions& options),
                (topic, options, std::move(cb)))
 
+void Client::reserve_job_async(std::string_view topic, std::string_view id, Millis ttr,
+                               std::string_view worker, Callback<ReserveJobResult> done) {
+  impl_->run<op::ReserveJob>(topic, {std::string(id), ttr, std::string(worker)}, std::move(done));
+}
+REDISCHED_WRAP(ReserveJobResult, reserve_job,
+               (std::string_view topic, std::string_view id, Millis ttr, std::string_view worker),
+               (topic, id, ttr, worker, std::move(cb)))
+
 void Client::pull_async(std::string_view topic, int count, Callback<ReserveResult> done) {
   impl_->run<op::Pull>(topic, {count}, std::move(done));
 }

@@ -332,6 +332,23 @@ std::optional<Job> parse_get(const Reply& r) {
   return job_from_fields(r);
 }
 
+Reservation parse_reservation(const Reply& r, bool reserved) {
+  const Reply& e = as_array(r, reserved ? 9 : 7, "reserved job");
+  Reservation j;
+  j.id = e.elements[0].str;
+  j.body = e.elements[1].str;
+  size_t f = 2;
+  if (reserved) j.token = static_cast<std::uint64_t>(to_int(e.elements[f++]));
+  j.attempt = static_cast<int>(to_int(e.elements[f++]));
+  j.max_attempts = static_cast<int>(to_int(e.elements[f++]));
+  j.priority = to_int(e.elements[f++]);
+  j.created_ms = to_int(e.elements[f++]);
+  j.due_ms = to_int(e.elements[f++]);
+  if (reserved) j.deadline_ms = to_int(e.elements[f++]);
+  if (reserved && f < e.elements.size()) j.keep = Millis(to_int(e.elements[f]));  // version 12
+  return j;
+}
+
 ReserveResult parse_reserve(const Reply& r, bool reserved) {
   as_array(r, 3, "reserve header");
   ReserveResult out;
@@ -339,21 +356,18 @@ ReserveResult parse_reserve(const Reply& r, bool reserved) {
   out.next_ms = to_int(r.elements[1]);
   out.paused = to_int(r.elements[2]) != 0;
   out.jobs.reserve(r.elements.size() - 3);
-  for (size_t i = 3; i < r.elements.size(); ++i) {
-    const Reply& e = as_array(r.elements[i], reserved ? 9 : 7, "reserved job");
-    Reservation j;
-    j.id = e.elements[0].str;
-    j.body = e.elements[1].str;
-    size_t f = 2;
-    if (reserved) j.token = static_cast<std::uint64_t>(to_int(e.elements[f++]));
-    j.attempt = static_cast<int>(to_int(e.elements[f++]));
-    j.max_attempts = static_cast<int>(to_int(e.elements[f++]));
-    j.priority = to_int(e.elements[f++]);
-    j.created_ms = to_int(e.elements[f++]);
-    j.due_ms = to_int(e.elements[f++]);
-    if (reserved) j.deadline_ms = to_int(e.elements[f++]);
-    if (reserved && f < e.elements.size()) j.keep = Millis(to_int(e.elements[f]));  // version 12
-    out.jobs.push_back(std::move(j));
+  for (size_t i = 3; i < r.elements.size(); ++i)
+    out.jobs.push_back(parse_reservation(r.elements[i], reserved));
+  return out;
+}
+
+ReserveJobResult parse_reserve_job(const Reply& r) {
+  as_array(r, 2, "reservejob reply");
+  ReserveJobResult out;
+  out.outcome = parse_outcome_code(to_int(r.elements[0]));
+  out.now_ms = to_int(r.elements[1]);
+  if (out.outcome == Outcome::ok) {
+    out.job = parse_reservation(as_array(r, 3, "reservejob reply").elements[2], true);
   }
   return out;
 }

@@ -137,6 +137,7 @@ inline bool changed_nothing(PutOutcome o) { return o == PutOutcome::not_found; }
 inline bool changed_nothing(Outcome o) { return o != Outcome::ok; }
 inline bool changed_nothing(const FailResult& r) { return r.outcome != Outcome::ok; }
 inline bool changed_nothing(const ReserveResult& r) { return r.jobs.empty(); }
+inline bool changed_nothing(const ReserveJobResult& r) { return r.outcome != Outcome::ok; }
 inline bool changed_nothing(bool changed) { return !changed; }
 inline bool changed_nothing(const std::string& /*new_id*/) { return false; }
 inline bool changed_nothing(const Job& /*batch after a change*/) { return false; }
@@ -151,7 +152,10 @@ bool changed_nothing(const std::vector<T>& each) {
 PutOutcome parse_put(const redis::Reply& r);
 std::vector<PutOutcome> parse_put_many(const redis::Reply& r);
 std::optional<Job> parse_get(const redis::Reply& r);
+// A job of reserve's reply (reserved) or pull's.
+Reservation parse_reservation(const redis::Reply& r, bool reserved);
 ReserveResult parse_reserve(const redis::Reply& r, bool reserved);
+ReserveJobResult parse_reserve_job(const redis::Reply& r);
 Outcome parse_outcome_code(std::int64_t code);
 Outcome parse_outcome(const redis::Reply& r);
 std::vector<Outcome> parse_outcomes(const redis::Reply& r);

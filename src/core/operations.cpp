@@ -174,6 +174,16 @@ void Reserve::tail(Command& cmd, const Args& a) {
   if (!a.worker.empty()) cmd.add("WORKER").add(a.worker);
 }
 
+void ReserveJob::check(const Args& a, const ClientOptions& /*o*/) {
+  if (!a.worker.empty()) check_worker_id(a.worker, "the reserving worker's name");
+}
+void ReserveJob::encode(Command& cmd, const Args& a) {
+  cmd.add(a.id);
+  if (a.ttr.count() > 0) cmd.add("TTR").add(a.ttr.count());
+  if (!a.worker.empty()) cmd.add("WORKER").add(a.worker);
+}
+ReserveJobResult ReserveJob::decode(const Reply& r) { return parse_reserve_job(r); }
+
 void Pull::encode(Command& cmd, const Args& a) { cmd.add(std::int64_t{a.count}); }
 ReserveResult Pull::decode(const Reply& r) { return parse_reserve(r, false); }
 

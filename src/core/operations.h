@@ -241,6 +241,23 @@ struct Reserve : Read {
   static void tail(Command& cmd, const Args& a);
 };
 
+// One job by its id, reserved ahead of the rest (library version 38).
+struct ReserveJob : Read {
+  static constexpr std::string_view function = "reservejob";
+  static constexpr std::string_view calls = "reserve_job";
+  static constexpr Route route = Route::job;
+  struct Args {
+    std::string id;
+    Millis ttr{0};
+    std::string worker;
+  };
+  using Value = ReserveJobResult;
+  static std::string_view id(const Args& a) { return a.id; }
+  static void check(const Args& a, const ClientOptions& o);
+  static void encode(Command& cmd, const Args& a);
+  static Value decode(const Reply& r);
+};
+
 struct Pull : Read {
   static constexpr std::string_view function = "pull";
   static constexpr std::string_view calls = "pull";
@@ -800,10 +817,10 @@ struct Batch : JobWrite {
 };
 
 using All =
-    std::tuple<Put, Add, PutMany, Get, Stats, History, List, Reserve, Pull, Ack, AckMany, Release,
-               Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll, Promote, PromoteAll,
-               Purge, Reschedule, Pause, Resume, Limit, RetryWindow, Migrate, Shards, Shard,
-               Schedules, Schedule, Unschedule, PauseSchedule, ResumeSchedule, Tick, Beat, Leave,
-               Workers, Outbox, Moved, Depend, Forget, Resolve, Batch>;
+    std::tuple<Put, Add, PutMany, Get, Stats, History, List, Reserve, ReserveJob, Pull, Ack,
+               AckMany, Release, Fail, Touch, Report, Delete, Restore, Requeue, Kick, KickAll,
+               Promote, PromoteAll, Purge, Reschedule, Pause, Resume, Limit, RetryWindow, Migrate,
+               Shards, Shard, Schedules, Schedule, Unschedule, PauseSchedule, ResumeSchedule, Tick,
+               Beat, Leave, Workers, Outbox, Moved, Depend, Forget, Resolve, Batch>;
 
 }  // namespace redisched::core::op

@@ -507,17 +507,24 @@ def a_closed_connection_gives_its_jobs_back(port, t):
 
 @case
 def reserve_job(port, t):
-    # (redisched hands out a job by id when, made ready, it is first in its
-    # tube: docs/beanstalkd.md; here it is, by its priority.)
+    # By its id, ahead of the tube's order: behind a job of a higher
+    # priority, delayed, buried; never one somebody holds.
     p = Conn(port)
     p.cmd("use " + t)
-    first = p.put("first", pri=100)
-    second = p.put("second", pri=0, delay=100)
+    first = p.put("first", pri=0)
+    second = p.put("second", pri=100)
+    third = p.put("third", delay=100)
     w = worker(port, t)
     eq(w.with_data("reserve-job %d" % second), ("RESERVED %d 6" % second, b"second"))
+    eq(w.with_data("reserve-job %d" % third), ("RESERVED %d 5" % third, b"third"))
     eq(w.cmd("reserve-job %d" % second), "NOT_FOUND")
     eq(p.cmd("reserve-job %d" % second), "NOT_FOUND")
-    eq(w.cmd("delete %d" % second), "DELETED")
+    eq(w.cmd("bury %d 7" % second), "BURIED")
+    eq(p.with_data("reserve-job %d" % second), ("RESERVED %d 6" % second, b"second"))
+    eq(yaml_dict(w.with_data("stats-job %d" % second)[1])["state"], "reserved")
+    eq(p.cmd("delete %d" % second), "DELETED")
+    eq(w.cmd("delete %d" % third), "DELETED")
+    eq(p.cmd("reserve-job %d" % second), "NOT_FOUND")
     eq(yaml_dict(p.with_data("stats-job %d" % first)[1])["state"], "ready")
 
 

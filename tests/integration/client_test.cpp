@@ -297,6 +297,35 @@ TEST_F(ClientTest, ReleaseFailTouchAndStaleTokens) {
   EXPECT_EQ(client_.get(topic_, "a")->state, JobState::ready);
 }
 
+// Library version 38 (beanstalkd's reserve-job): one job by its id, ahead
+// of the rest, from ready, delayed or dead.
+TEST_F(ClientTest, ReserveJobTakesTheJobNamedAheadOfTheRest) {
+  auto high = job("high");
+  high.priority = 9;
+  client_.put(topic_, high);
+  client_.put(topic_, job("low"));
+  auto low = client_.reserve_job(topic_, "low", Millis(60000), "picker");
+  ASSERT_EQ(low.outcome, Outcome::ok);
+  EXPECT_EQ(low.job.id, "low");
+  EXPECT_EQ(low.job.deadline_ms, low.now_ms + 60000);
+  EXPECT_EQ(client_.get(topic_, "low")->worker, "picker");
+  EXPECT_EQ(client_.reserve_job(topic_, "low").outcome, Outcome::wrong_state);
+  EXPECT_EQ(client_.reserve_job(topic_, "nope").outcome, Outcome::not_found);
+  auto f = client_.fail(topic_, "low", low.job.token, "broke", true);
+  EXPECT_EQ(f.state, JobState::dead);
+  auto again = client_.reserve_job(topic_, "low");
+  ASSERT_EQ(again.outcome, Outcome::ok);
+  EXPECT_EQ(again.job.attempt, 1);
+  EXPECT_NE(again.job.token, low.job.token);
+  EXPECT_EQ(client_.ack(topic_, "low", low.job.token), Outcome::stale_token);
+  EXPECT_EQ(client_.ack(topic_, "low", again.job.token), Outcome::ok);
+  auto rest = client_.reserve(topic_, 5);
+  ASSERT_EQ(rest.jobs.size(), 1u);
+  EXPECT_EQ(rest.jobs[0].id, "high");
+  EXPECT_REDISCHED_ERROR(client_.reserve_job(topic_, "high", Millis(0), std::string(129, 'w')),
+                         Errc::invalid_argument, "worker");
+}
+
 // Library version 30: each attempt that fails or lapses stays in the job's
 // history with its times, its error and the worker that reserved it.
 TEST_F(ClientTest, AttemptHistoryKeepsWhenWhyAndWhichWorker) {

@@ -197,6 +197,14 @@ TEST_F(ShardsTest, ASpreadTopicTakesEveryCallAsOneTopic) {
   auto none = client_.reserve(topic_, 5);
   EXPECT_TRUE(none.jobs.empty());
   EXPECT_TRUE(none.paused);
+  // A job asked for by its id comes from its shard, paused or not.
+  auto j5 = client_.reserve_job(topic_, "j5", Millis(60000), "picker");
+  ASSERT_EQ(j5.outcome, Outcome::ok);
+  EXPECT_EQ(j5.job.id, "j5");
+  EXPECT_EQ(client_.get(topic_, "j5")->worker, "picker");
+  EXPECT_EQ(client_.reserve_job(topic_, "j5").outcome, Outcome::wrong_state);
+  EXPECT_EQ(client_.reserve_job(topic_, "j6").outcome, Outcome::not_found);
+  EXPECT_EQ(client_.release(topic_, "j5", j5.job.token), Outcome::ok);
   EXPECT_TRUE(client_.resume(topic_));
 
   // Reserve takes every job once, and from each shard in its order (here

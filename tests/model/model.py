@@ -718,14 +718,20 @@ class Topic:
         t = min(times)
         return 0 if t <= now else t
 
-    def op_reserve(self, args):
-        count = int_arg(args[0] if args else None, 1, BATCH_MAX)
-        o = options(args[1:], {'TTR': 1, 'WORKER': 1, 'NOW': 1})
+    @staticmethod
+    def reserve_options(o):
+        """reserve's and reservejob's TTR (None: none given) and WORKER."""
         ttr = int_arg(o['TTR'], 1, TTR_MAX) if 'TTR' in o else None
         worker = o.get('WORKER')
         if worker is not None and (not worker or len(worker) > WORKER_ID_MAX
                                    or re.search(rb'[\x00-\x1f\x7f]', b(worker))):
             raise Refused()
+        return ttr, worker
+
+    def op_reserve(self, args):
+        count = int_arg(args[0] if args else None, 1, BATCH_MAX)
+        o = options(args[1:], {'TTR': 1, 'WORKER': 1, 'NOW': 1})
+        ttr, worker = self.reserve_options(o)
         now = self.now_opt(o)
         handed, backlog = self.take(count, now, True)
         if handed is None:
@@ -753,6 +759,39 @@ class Topic:
         self.count('done', len(once))
         out[1] = self.next_time(now, len(handed), count, backlog, True)
         return out
+
+    def op_reservejob(self, args):
+        """One job by its id, reserved ahead of the rest and whatever the
+        pause and limits (version 38): ready, delayed or dead (then as kick
+        brings it back: attempts from 0, a new place)."""
+        id_ = id_arg(args[0] if args else None)
+        o = options(args[1:], {'TTR': 1, 'WORKER': 1, 'NOW': 1})
+        ttr, worker = self.reserve_options(o)
+        now = self.now_opt(o)
+        j = self.jobs.get(id_)
+        if j is None:
+            self.sharded()
+            return [0, now]
+        if j.state not in ('ready', 'delayed', 'dead'):
+            return [-2, now]
+        if j.state == 'dead':
+            j.place, j.made, j.due = self.take_seq(1), 0, now
+            j.died = j.expires = None
+        self.started([j], now)
+        if j.ttr == 0:
+            del self.jobs[id_]
+            self.remember([id_], now)
+            self.count('done', 1)
+            if j.keep:
+                self.finished.append(id_)
+            return [1, now, [id_, j.body, 0, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
+                             j.created, j.due, 0, 0]]
+        j.state, j.token, j.reserved_at = 'reserved', j.place, now
+        j.worker = b(worker) if worker is not None else None
+        j.lease_ttr = j.ttr if j.ttr is not None else ttr or DEFAULT_TTR
+        j.deadline = now + j.lease_ttr
+        return [1, now, [id_, j.body, j.token, j.made + 1, j.max or DEFAULT_ATTEMPTS, j.prio,
+                         j.created, j.due, j.deadline, j.keep or 0]]
 
     def op_pull(self, args):
         count = int_arg(args[0] if args else None, 1, BATCH_MAX)

@@ -156,6 +156,11 @@ BAD = [
     ('reserve', lambda n, x: ['1', 'WORKER', 'w\n1', 'NOW', n]),
     ('reserve', lambda n, x: ['1', 'WORKER', 'w' * 129, 'NOW', n]),
     ('pull', lambda n, x: ['1001', 'NOW', n]),
+    ('reservejob', lambda n, x: ['', 'NOW', n]),
+    ('reservejob', lambda n, x: [x[0], 'TTR', '0', 'NOW', n]),
+    ('reservejob', lambda n, x: [x[0], 'WORKER', 'w\x01', 'NOW', n]),
+    ('reservejob', lambda n, x: [x[0], 'COUNT', '1', 'NOW', n]),
+    ('reservejob', lambda n, x: []),
     ('ack', lambda n, x: [x[0], x[1], 'NOW', 'abc']),
     ('ack', lambda n, x: [x[0], 'notanumber', 'NOW', n]),
     ('ack', lambda n, x: [x[0], x[1], 'KEEP', '-1', 'NOW', n]),
@@ -219,6 +224,10 @@ OPS = st.one_of(
     st.tuples(st.just('putmany'), st.lists(st.tuples(ID_OR_STAR, BODY, st.fixed_dictionaries({
         'WHEN': st.tuples(st.just('DELAY'), st.integers(0, 25))})), min_size=1, max_size=4)),
     st.tuples(st.just('pull'), st.integers(1, 3)),
+    # One job by its id (version 38): any job, a dead or a held one now and then.
+    st.tuples(st.just('reservejob'), st.tuples(st.sampled_from(['any', 'any', 'dead', 'held']),
+                                               st.integers(0, 15)),
+              MAYBE(st.sampled_from([1, 10, 30000])), MAYBE(st.sampled_from(['w1', 'w' * 128]))),
     # A worker's turn: reserve, then settle each job handed out with its token.
     st.tuples(st.just('work'), st.integers(1, 3), MAYBE(st.sampled_from([3, 30000])),
               st.sampled_from(['ack', 'ack', 'fail', 'fail', 'fail_n', 'release', 'touch', 'keep',
@@ -303,6 +312,9 @@ def outcome(op, reply):
         return 'paused' if reply[2] else '%d jobs%s, next %s' % (
             len(reply) - 3, ' (%d at most once)' % once if once else '',
             'now' if reply[1] == 0 else 'none' if reply[1] < 0 else 'later')
+    if op == 'reservejob':
+        return {1: 'reserved', 0: 'no such job', -2: 'not to be had'}[reply[0]] + (
+            ' at most once' if reply[0] == 1 and reply[2][2] == 0 else '')
     if isinstance(reply, list):
         return 'list'
     if isinstance(reply, int):
@@ -393,9 +405,10 @@ class TopicMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ resolving
 
     def pick(self, sel):
-        how, i = sel
-        held = sorted(j.id for j in self.model.jobs.values() if j.state == 'reserved')
-        ids = held if how == 'held' and held else sorted(set(IDS) | set(self.model.jobs))
+        how, i = sel  # held: a reserved job's id, dead: a dead one's, when there are
+        state = {'held': 'reserved', 'dead': 'dead'}.get(how)
+        some = sorted(j.id for j in self.model.jobs.values() if j.state == state)
+        ids = some or sorted(set(IDS) | set(self.model.jobs))
         return ids[i % len(ids)]
 
     def token(self, id_, sel):
@@ -449,6 +462,10 @@ class TopicMachine(RuleBasedStateMachine):
             return 'reserve', args + ['NOW', n]
         if kind == 'pull':
             return 'pull', [op[1], 'NOW', n]
+        if kind == 'reservejob':
+            args = [self.pick(op[1])] + (['TTR', op[2]] if op[2] is not None else [])
+            args += ['WORKER', op[3]] if op[3] is not None else []
+            return 'reservejob', args + ['NOW', n]
         if kind == 'ack':
             id_ = self.pick(op[1])
             args = [id_, self.token(id_, op[2])] + (['KEEP', op[3]] if op[3] is not None else [])
@@ -560,8 +577,8 @@ class TopicMachine(RuleBasedStateMachine):
                     'signals of %s: %r, the model says %r' % (op, signals, expected))
         if is_refusal(op, want):
             self.expect(dump(Env.conn, keys) == before, 'a refused %s changed a key' % op)
-        if op in ('reserve',) and isinstance(real, list):
-            for job in real[3:]:
+        if op in ('reserve', 'reservejob') and isinstance(real, list):
+            for job in real[3:] if op == 'reserve' else real[2:]:
                 if job[2] == 0:  # a job of TTR 0, taken for good: no reservation, no token
                     continue
                 seen = self.issued.setdefault(job[0], [])
@@ -912,8 +929,8 @@ MUTANTS = [
     ('debounce replaces a running job',
      "if p.mode == 'debounce' and where[1] ~= 'delayed' and where[1] ~= 'ready' then return confirm.exists(k, o) end",
      ''),
-    ('reserve\'s TTR overrides the job\'s', 'j.ttr or ttr_arg or DEFAULT_TTR',
-     'ttr_arg or j.ttr or DEFAULT_TTR'),
+    ('reserve\'s TTR overrides the job\'s', 'local ttr = j.ttr or ttr_arg or DEFAULT_TTR\n        if ttr == 0',
+     'local ttr = ttr_arg or j.ttr or DEFAULT_TTR\n        if ttr == 0'),
     # Caught by the write-order checker alone: the counter is put back
     # before the refusal, so every key is as it was.
     ('a put refused for the counter writes it first',
@@ -1053,6 +1070,12 @@ MUTANTS = [
      "local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit)",
      "local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit + 1)"),
     ('purge removes the dead that died at its time too', "'(' .. before, 'BYSCORE'", "before, 'BYSCORE'"),
+    # Version 38: reservejob.
+    ('a dead job reserved by id keeps the token of the reservation that failed',
+     "    renew(j, take_seq(k, 1)) -- (a token", "    take_seq(k, 1) -- (a token"),
+    ('reservejob takes a job another worker holds',
+     "if state ~= 'ready' and state ~= 'delayed' and state ~= 'dead' then",
+     "if state == 'blocked' or state == 'done' then"),
     # Version 33: reschedule in place, get NOBODY.
     ('a rescheduled job starts its attempts again', "  renew(j, seq)\n  if prio then j.priority = prio end",
      "  renew(j, seq)\n  j.attempts = nil\n  if prio then j.priority = prio end"),

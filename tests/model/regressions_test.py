@@ -1067,6 +1067,68 @@ class Version33(Case):
         self.assertEqual(bare[:at] + [b'x' * 1000] + bare[at + 1:], whole)
 
 
+class Version38(Case):
+    """Issue 37, beanstalkd's reserve-job: one job reserved by its id, ahead
+    of the rest."""
+
+    def test_v38_01_reservejob_takes_a_waiting_or_dead_job_ahead_of_the_rest(self):
+        f = self.f
+        self.assertEqual(f('put', 'hi', 'h', 'PRIORITY', 9, 'NOW', 1000), 1)
+        self.assertEqual(f('put', 'lo', 'l', 'NOW', 1000), 1)
+        self.assertEqual(f('put', 'later', 'd', 'DELAY', 60000, 'NOW', 1000), 1)
+        # lo, behind hi, and later, not yet due: each reserved by its id.
+        lo = f('reservejob', 'lo', 'TTR', 5000, 'WORKER', 'w1', 'NOW', 1001)
+        self.assertEqual(lo[:2], [1, 1001])
+        self.assertEqual(lo[2][:2], [b'lo', b'l'])
+        self.assertEqual(lo[2][3:], [1, 5, 0, 1000, 1000, 6001, 0])
+        self.assertEqual(self.field('lo', 'worker', 1001), b'w1')
+        r = f('reservejob', 'later', 'NOW', 1002)
+        self.assertEqual((r[0], r[2][0], r[2][7], r[2][8]), (1, b'later', 61000, 31002))
+        # Another reserve hands out hi alone.
+        self.assertEqual(self.ids(f('reserve', 10, 'NOW', 1003)), ['hi'])
+        # Held (even by the caller), or absent: not to be had, nothing changed.
+        self.assertEqual(self.unchanged(lambda: f('reservejob', 'lo', 'NOW', 1004)), [-2, 1004])
+        self.assertEqual(self.unchanged(lambda: f('reservejob', 'nope', 'NOW', 1004)), [0, 1004])
+        # Its token settles it as reserve's does.
+        self.assertEqual(f('ack', 'lo', lo[2][2], 'NOW', 1005), 1)
+
+    def test_v38_02_a_dead_job_comes_back_with_a_new_token_and_its_attempts_from_zero(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'ATTEMPTS', 1, 'NOW', 1000), 1)
+        old = f('reserve', 1, 'NOW', 1000)[3][2]
+        self.assertEqual(f('fail', 'a', old, 'boom', 'NOW', 1001), Status('dead'))
+        r = f('reservejob', 'a', 'NOW', 1002)
+        self.assertEqual((r[0], r[2][3], r[2][4], r[2][7]), (1, 1, 1, 1002))
+        self.assertGreater(r[2][2], old)
+        self.assertEqual(self.field('a', 'state', 1002), b'reserved')
+        self.assertEqual(f('ack', 'a', old, 'NOW', 1003), -3)  # (the failed reservation's)
+        self.assertEqual(f('ack', 'a', r[2][2], 'NOW', 1003), 1)
+
+    def test_v38_03_pause_and_limits_do_not_hold_a_job_asked_for_by_id(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'NOW', 1000), 1)
+        self.assertEqual(f('put', 'b', 'y', 'NOW', 1000), 1)
+        self.assertEqual(f('pause'), 1)
+        self.assertEqual(f('reserve', 1, 'NOW', 1001)[2], 1)
+        self.assertEqual(f('reservejob', 'b', 'NOW', 1001)[0], 1)
+        self.assertEqual(f('resume', 'NOW', 1002), 1)
+        self.assertEqual(self.ids(f('reserve', 5, 'NOW', 1002)), ['a'])
+
+    def test_v38_04_a_job_of_ttr_0_is_taken_for_good_and_a_blocked_one_is_not_to_be_had(self):
+        f = self.f
+        self.assertEqual(f('put', 'once', 'x', 'TTR', 0, 'NOW', 1000), 1)
+        r = f('reservejob', 'once', 'NOW', 1001)
+        self.assertEqual((r[0], r[2][2], r[2][8]), (1, 0, 0))
+        self.assertIsNone(self.field('once', 'state', 1001))
+        self.assertEqual(f('put', 'after', 'y', 'NOW', 1002), 1)
+        self.assertEqual(f('put', 'child', 'z', 'AFTER', 1, 't', 'after', 'fail', 'NOW', 1002), 1)
+        self.assertEqual(self.field('child', 'state', 1002), b'blocked')
+        self.assertEqual(self.unchanged(lambda: f('reservejob', 'child', 'NOW', 1003)), [-2, 1003])
+        for bad in ([], [''], ['a\x01'], ['a', 'TTR', 0], ['a', 'WORKER', ''], ['a', 'COUNT', 1]):
+            self.assertEqual(self.unchanged(lambda: f('reservejob', *bad, 'NOW', 1003)),
+                             Error('BADARG'), bad)
+
+
 class Source(unittest.TestCase):
     """What the library's source says of itself."""
 
@@ -1172,7 +1234,7 @@ PROBE = {
     'put': ['a', 'b'], 'restore': ['a', 'b', 'ready', 1000, 0], 'get': ['a'],
     'list': ['ready', 0, 10], 'stats': [], 'reserve': [1], 'pull': [1], 'ack': ['a', 1],
     'ackmany': [1, 'a', 1], 'release': ['a', 1], 'fail': ['a', 1, 'e'], 'touch': ['a', 1],
-    'progress': ['a', 1, 0], 'promoteall': [], 'purge': [1000], 'reschedule': ['a'],
+    'progress': ['a', 1, 0], 'reservejob': ['a'], 'promoteall': [], 'purge': [1000], 'reschedule': ['a'],
     'requeue': [], 'kickall': [], 'limit': [], 'resume': [], 'schedules': [],
     'tick': ['n', 1000, 2000], 'schedule': ['n', 'b'], 'pauseschedule': ['n'],
     'resumeschedule': ['n'], 'history': ['total'],

@@ -181,6 +181,16 @@ auto Client::report_async(std::string_view topic, std::string_view id, std::uint
                                     });
 }
 
+template <AnswerToken<ReserveJobResult> Token>
+auto Client::reserve_job_async(std::string_view topic, std::string_view id, Millis ttr,
+                               std::string_view worker, Token&& completion) {
+  return detail::answer_to<ReserveJobResult>(
+      std::forward<Token>(completion),
+      [this, topic, id, ttr, worker](Callback<ReserveJobResult> done) {
+        reserve_job_async(topic, id, ttr, worker, std::move(done));
+      });
+}
+
 template <AnswerToken<ReserveResult> Token>
 auto Client::pull_async(std::string_view topic, int count, Token&& completion) {
   return detail::answer_to<ReserveResult>(std::forward<Token>(completion),
