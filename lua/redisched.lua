@@ -150,8 +150,8 @@ starts "redisched_<name>:", of its arguments (ARGV: positional ones in
 lower case, option words in upper case) and reply, which
 docs/redis-api.md repeats (regressions_test.py, class Headers, checks the
 option words against what the code accepts, and the docs against both).
-Locals: the main chunk holds 175 of the 200 locals Lua
-allows a function at its top level, and 178 at its peak (the worker
+Locals: the main chunk holds 176 of the 200 locals Lua
+allows a function at its top level, and 179 at its peak (the worker
 registry's do-block, whose locals are active too; regressions_test.py
 counts them). A group of helpers goes in a table (record, known, gone,
 history, reservations, waiting, place), its constants and private helpers
@@ -408,6 +408,7 @@ end
 
 -- The option words each function takes (built once, not per call).
 local NO_WORDS = {}
+local OPT_FOR_NOW = { FOR = 1, NOW = 1 }
 local OPT_FAIL = { DEAD = 0, DELAY = 1, ATTEMPTS = 1, PRIORITY = 1, NOW = 1 }
 local OPT_DELAY_PRIORITY_NOW = { DELAY = 1, PRIORITY = 1, NOW = 1 }
 local OPT_LIMIT_NOW = { LIMIT = 1, NOW = 1 }
@@ -1950,6 +1951,30 @@ do
   -- Whether a mark is set.
   function waiting.marked(k, mark)
     return redis.call('ZSCORE', k.ready, mark) ~= false
+  end
+
+  -- A timed pause (pause FOR, version 38): when it ends (ms), nil for a
+  -- pause without end. Its mark stays until a reserve or pull after the
+  -- end takes it away (end_pause, behind their other writes) or resume
+  -- does: until then every read takes the topic as not paused.
+  function waiting.pause_end(k)
+    local v = redis.call('HGET', k.meta, 'pause_until')
+    return v and tonumber(v)
+  end
+
+  -- Ends a pause: its mark and its end; whether the mark was set.
+  function waiting.end_pause(k)
+    redis.call('HDEL', k.meta, 'pause_until')
+    return waiting.unmark(k, PAUSED_MARK)
+  end
+
+  -- Whether the topic is paused now (its mark set, and no end passed), and
+  -- when the pause ends (-1: no end).
+  function waiting.paused_at(k, marked, now)
+    if not marked then return false, -1 end
+    local e = waiting.pause_end(k)
+    if e and e <= now then return false, -1 end
+    return true, e or -1
   end
 
   -- The marks at the head of the ready set: how many, whether the topic is
@@ -3815,11 +3840,12 @@ function fcall.stats(keys, args)
     if tonumber(meta[7] or -1) == now - now % window then used = tonumber(meta[8] or 0) end
   end
   local due, due_in_list = waiting.due(k, now)
+  local paused, pause_end = waiting.paused_at(k, ready.paused, now)
   local out = {
     'delayed', waiting.size(delayed) - due,
     'ready', waiting.size(ready) + due,
     'reserved', reservations.count(k), 'dead', redis.call('ZCARD', k.dead),
-    'done', redis.call('ZCARD', k.done), 'paused', ready.paused and 1 or 0,
+    'done', redis.call('ZCARD', k.done), 'paused', paused and 1 or 0,
     'next_due', waiting.next_due(k, now, due_in_list),
     'failed_total', tonumber(meta[1] or 0), 'dead_total', tonumber(meta[2] or 0),
     'lapsed_total', tonumber(meta[3] or 0),
@@ -3831,6 +3857,8 @@ function fcall.stats(keys, args)
     -- Version 35: jobs waiting for others (flows), and outbox entries not
     -- yet carried out.
     'blocked', redis.call('ZCARD', k.blocked), 'outbox', redis.call('XLEN', k.outbox),
+    -- Version 38: when a timed pause ends (-1: not paused, or no end).
+    'pause_end', pause_end,
   }
   if k.history then
     local t = history.totals(k.history)
@@ -3877,8 +3905,9 @@ end
 -- The start of reserve and pull: due jobs made ready (at most a batch), then
 -- up to count of them popped (no more than a limited topic's limits allow).
 -- With recover, when fewer than count can be handed out, lapsed
--- reservations (up to REQUEUE_INLINE) are requeued first. Returns paused
--- (true), the popped {member, score or false, ...} to hand out, the
+-- reservations (up to REQUEUE_INLINE) are requeued first. Returns, when
+-- paused, when the pause ends (-1: no end), else nil and the popped
+-- {member, score or false, ...} to hand out, the
 -- backlog (nil if none), the limits (nil if none), and what the caller
 -- needs to read the popped jobs' records (taken_records).
 --
@@ -3905,12 +3934,13 @@ local function take(k, now, count, recover)
     return not lapsed
   end
   if f.taken and no_lapsed(f.n) then
-    if f.n == 0 then return false, {} end
-    return false, f.popped, nil, nil, f
+    if f.n == 0 then return nil, {} end
+    return nil, f.popped, nil, nil, f
   end
-  if f.paused then
+  local paused, pause_end = waiting.paused_at(k, f.paused, now)
+  if paused then
     waiting.promote(k, f.plan)
-    return true
+    return pause_end
   end
   local room, lim = count, nil
   if f.nmarks > 0 then room, lim = limit_room(k, now, count) end
@@ -3929,7 +3959,10 @@ local function take(k, now, count, recover)
     requeue_members(k, lapsed, now, kn)
     if lim then room, lim = limit_room(k, now, count) end
   end
-  return false, waiting.pop(k, f, room, age), f.backlog, lim, kn
+  local popped = waiting.pop(k, f, room, age)
+  -- (a timed pause that ended: its mark goes, after the pop that skipped it)
+  if f.paused then waiting.end_pause(k) end
+  return nil, popped, f.backlog, lim, kn
 end
 
 -- The ids and records of the n jobs take popped (t: its last result). In
@@ -3982,7 +4015,8 @@ Output: {now, next, paused, job, job...}
   or lapsed than one call moves); -1 = nothing is scheduled; otherwise the
   earliest time (ms) a delayed job falls due or a reservation (this call's
   included) lapses.
-  paused: 1 when the topic is paused (no jobs are handed out; next is -1).
+  paused: 1 when the topic is paused (no jobs are handed out; next is when
+  a timed pause ends, -1 for one without end).
   job: {id, body, token, attempt, max_attempts, priority, created, due, deadline, keep}
   The token must accompany ack, release, fail and touch of that job. keep:
   the retention the job was put with (KEEP; 0 if none), for its ack's KEEP. A job
@@ -4006,8 +4040,8 @@ function fcall.reserve(keys, args)
   local o = options(args, 2, #args, OPT_RESERVE)
   local ttr_arg, worker = reserve_options(o)
   local now = clock(o)
-  local is_paused, popped, backlog, lim, taken = take(k, now, count, true)
-  if is_paused then return { now, -1, 1 } end
+  local pause_end, popped, backlog, lim, taken = take(k, now, count, true)
+  if pause_end then return { now, pause_end, 1 } end
   local out = { now, 0, 0 }
   local n = #popped / 2
   if n > 0 then
@@ -4090,8 +4124,8 @@ function fcall.pull(keys, args)
   local count = int_arg(args[1], 'count', 1, BATCH_MAX)
   local o = options(args, 2, #args, OPT_NOW)
   local now = clock(o)
-  local is_paused, popped, backlog, lim, taken = take(k, now, count, false)
-  if is_paused then return { now, -1, 1 } end
+  local pause_end, popped, backlog, lim, taken = take(k, now, count, false)
+  if pause_end then return { now, pause_end, 1 } end
   local out = { now, 0, 0 }
   local n = #popped / 2
   if n > 0 then
@@ -4879,21 +4913,41 @@ end
 
 --[[ redisched_pause / redisched_resume: a paused topic hands out nothing
 (reserve and pull return no jobs, paused = 1); puts and the rest still work.
-ARGV: pause: none; resume: [NOW ms] (the time its wake-up signal carries)
-Output: 1 if the state changed, 0 if it already was so.
+ARGV: pause: [FOR ms] [NOW ms]; resume: [NOW ms] (the time its wake-up
+  signal carries)
+  FOR (version 38): the pause ends by itself after ms (1..ten years): the
+  first reserve or pull from then on hands jobs out (their next says when,
+  so waiting workers come back then; stats' pause_end too). A pause
+  replaces the one before: with FOR its end, without FOR no end. A pause
+  that ended by itself counts as none (resume leaves it to the next reserve
+  or pull to clear).
+Output: 1 if the state changed (paused or resumed, or the pause's end
+  moved), 0 if it already was so (nothing changed).
 ]]
 function fcall.pause(keys, args)
   local k = check_keys(keys)
-  options(args, 1, #args, NO_WORDS)
+  local o = options(args, 1, #args, OPT_FOR_NOW)
+  local ms = o.FOR and int_arg(o.FOR, 'FOR', 1, DELAY_MAX)
+  local now = clock(o)
   sharded(k) -- (a spread topic is paused shard by shard)
-  return waiting.mark(k, PAUSED_MARK) and 1 or 0
+  local was, was_end = waiting.paused_at(k, waiting.marked(k, PAUSED_MARK), now)
+  local ends = ms and now + ms or -1
+  if was and was_end == ends then return 0 end
+  waiting.mark(k, PAUSED_MARK)
+  if ms then
+    redis.call('HSET', k.meta, 'pause_until', ends)
+  else
+    redis.call('HDEL', k.meta, 'pause_until')
+  end
+  return 1
 end
 
 local function resume(keys, args)
   local k = check_keys(keys)
   local now = clock(options(args, 1, #args, OPT_NOW))
   sharded(k)
-  if not waiting.unmark(k, PAUSED_MARK) then return 0 end
+  if not waiting.paused_at(k, waiting.marked(k, PAUSED_MARK), now) then return 0 end
+  waiting.end_pause(k)
   wake(now)
   return 1
 end

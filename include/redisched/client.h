@@ -330,6 +330,10 @@ class Client {
                          int limit = limits::kBatchMax);
   // A paused topic hands out nothing. True when the state changed.
   bool pause(std::string_view topic);
+  // The same for duration (1 ms to limits::kDelayMax; 0: no end): the pause
+  // ends by itself, whatever becomes of the caller (TopicStats::pause_end_ms
+  // says when). A pause replaces the one before. Library version 38.
+  bool pause(std::string_view topic, Millis duration);
   bool resume(std::string_view topic);
   // A topic's limits, held in Redis for all its workers together
   // (TopicLimits): set_limits replaces both (zeros: none) and returns them
@@ -647,6 +651,9 @@ class Client {
   void pause_async(std::string_view topic, Callback<bool> done);
   template <AnswerToken<bool> Token = use_future_t>
   auto pause_async(std::string_view topic, Token&& completion = {});
+  void pause_async(std::string_view topic, Millis duration, Callback<bool> done);
+  template <AnswerToken<bool> Token = use_future_t>
+  auto pause_async(std::string_view topic, Millis duration, Token&& completion = {});
   void resume_async(std::string_view topic, Callback<bool> done);
   template <AnswerToken<bool> Token = use_future_t>
   auto resume_async(std::string_view topic, Token&& completion = {});

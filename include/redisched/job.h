@@ -347,6 +347,9 @@ struct TopicLimits {
 struct TopicStats {
   std::int64_t delayed = 0, ready = 0, reserved = 0, dead = 0, done = 0;
   bool paused = false;
+  // When a timed pause ends (Client::pause with a duration; library
+  // version 38); -1: not paused, or a pause without end.
+  std::int64_t pause_end_ms = -1;
   std::int64_t next_due_ms = -1;  // earliest due delayed job, -1 if none
   std::int64_t failed_total = 0, dead_total = 0, lapsed_total = 0;
   TopicLimits limits;           // window 0 without a rate limit

@@ -361,11 +361,17 @@ void add_topic_commands(CLI::App& app, Action& selected) {
   for (const bool pausing : {true, false}) {
     const std::string name = pausing ? "pause" : "resume";
     auto t = std::make_shared<TopicArgs>();
+    auto pause_for = std::make_shared<std::int64_t>(0);
     auto* sub = app.add_subcommand(name, name + " a topic");
     sub->add_option("topic", t->topic)->required();
-    sub->callback([t, pausing, &selected] {
-      selected = [t, pausing](Session& s) {
-        const bool changed = pausing ? s.client().pause(t->topic) : s.client().resume(t->topic);
+    if (pausing) {
+      sub->add_option("--for", *pause_for, "ms: the pause ends by itself then (0: no end)")
+          ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
+    }
+    sub->callback([t, pausing, pause_for, &selected] {
+      selected = [t, pausing, pause_for](Session& s) {
+        const bool changed =
+            pausing ? s.client().pause(t->topic, Millis(*pause_for)) : s.client().resume(t->topic);
         if (s.json()) {
           print_json(json::object{{"topic", t->topic}, {"changed", changed}});
         } else {

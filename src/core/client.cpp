@@ -586,6 +586,12 @@ void Client::pause_async(std::string_view topic, Callback<bool> done) {
 }
 REDISCHED_WRAP(bool, pause, (std::string_view topic), (topic, std::move(cb)))
 
+void Client::pause_async(std::string_view topic, Millis duration, Callback<bool> done) {
+  impl_->run<op::Pause>(topic, {duration}, std::move(done));
+}
+REDISCHED_WRAP(bool, pause, (std::string_view topic, Millis duration),
+               (topic, duration, std::move(cb)))
+
 void Client::resume_async(std::string_view topic, Callback<bool> done) {
   impl_->run<op::Resume>(topic, {}, std::move(done));
 }

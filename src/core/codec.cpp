@@ -479,6 +479,8 @@ TopicStats parse_stats(const Reply& r) {
       s.done = v;
     else if (f == "paused")
       s.paused = v != 0;
+    else if (f == "pause_end")
+      s.pause_end_ms = v;
     else if (f == "next_due")
       s.next_due_ms = v;
     else if (f == "limit_rate")

@@ -463,6 +463,16 @@ void Purge::encode(Command& cmd, const Args& a) {
   cmd.add(a.before_ms).add("LIMIT").add(std::int64_t{a.limit});
 }
 
+void Pause::check(const Args& a, const ClientOptions& /*o*/) {
+  if (a.duration.count() < 0 || a.duration.count() > limits::kDelayMax) {
+    throw Error(Errc::invalid_argument,
+                "a pause's duration is " + std::to_string(a.duration.count()) +
+                    " ms: it must be 0 (no end) to " + std::to_string(limits::kDelayMax) + " ms");
+  }
+}
+void Pause::encode(Command& cmd, const Args& a) {
+  if (a.duration.count() > 0) cmd.add("FOR").add(a.duration.count());
+}
 bool Pause::decode(const Reply& r) { return changed(r); }
 bool Pause::merge(const std::vector<Value>& parts) {
   return std::find(parts.begin(), parts.end(), true) != parts.end();

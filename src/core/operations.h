@@ -527,15 +527,21 @@ struct Pause : Read {
   static constexpr std::string_view function = "pause";
   static constexpr std::string_view calls = "pause";
   static constexpr Route route = Route::every_shard;
-  struct Args {};
+  struct Args {
+    Millis duration{0};  // FOR (library version 38); 0: no end
+  };
   using Value = bool;
-  static void encode(Command& /*cmd*/, const Args& /*a*/) {}
+  static void check(const Args& a, const ClientOptions& o);
+  static void encode(Command& cmd, const Args& a);
   static Value decode(const Reply& r);
   static Value merge(const std::vector<Value>& parts);
 };
 struct Resume : Pause {
   static constexpr std::string_view function = "resume";
   static constexpr std::string_view calls = "resume";
+  struct Args {};
+  static void check(const Args& /*a*/, const ClientOptions& /*o*/) {}
+  static void encode(Command& /*cmd*/, const Args& /*a*/) {}
 };
 
 // Client::limits and set_limits (a spread topic answers SHARDED: limits

@@ -72,8 +72,11 @@ TopicStats merge_stats(const std::vector<TopicStats>& parts, std::size_t n) {
     all.outbox += p.outbox;
     all.paused = all.paused && p.paused;
     all.next_due_ms = earlier_time(all.next_due_ms, p.next_due_ms);
+    // (paused while every shard is: until the first shard's pause ends)
+    all.pause_end_ms = earlier_time(all.pause_end_ms, p.pause_end_ms);
     add_totals(all, p);
   }
+  if (!all.paused) all.pause_end_ms = -1;
   return all;
 }
 

@@ -859,11 +859,15 @@ awaitable<Response> delete_jobs(ApiContext& ctx, Request& req, const Params& p) 
 }
 
 awaitable<Response> pause_or_resume(ApiContext& ctx, Request& req, const Params& p, bool pausing) {
-  only_fields(json_object(req.body()), {});
+  const auto body = json_object(req.body());
   bool changed = false;
   if (pausing) {
-    changed = co_await ctx.client.pause_async(p.topic, asio::use_awaitable);
+    // for_ms: a pause that ends by itself (library version 38)
+    only_fields(body, {"for_ms"});
+    const Millis duration{int_field(body, "for_ms", 1, limits::kDelayMax).value_or(0)};
+    changed = co_await ctx.client.pause_async(p.topic, duration, asio::use_awaitable);
   } else {
+    only_fields(body, {});
     changed = co_await ctx.client.resume_async(p.topic, asio::use_awaitable);
   }
   co_return ok_json(req, json::object{{"paused", pausing}, {"changed", changed}});

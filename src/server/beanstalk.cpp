@@ -156,9 +156,10 @@ struct Conn {
 struct TubeCounts {
   std::int64_t using_ = 0, watching = 0, waiting = 0;
   std::int64_t cmd_delete = 0, cmd_pause = 0;
+  // This serve's last pause-tube (the pause itself, and its end, are
+  // Redis's: a timed pause of the topic).
   std::int64_t pause_s = 0;
   Clock::time_point pause_until{};
-  std::shared_ptr<asio::steady_timer> resume;
 };
 
 }  // namespace
@@ -338,8 +339,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     std::lock_guard lock(mu);
     auto& t = tubes[tube];
     t.*field += delta;
-    if (t.using_ == 0 && t.watching == 0 && t.waiting == 0 && !t.resume &&
-        t.pause_until <= Clock::now()) {
+    if (t.using_ == 0 && t.watching == 0 && t.waiting == 0 && t.pause_until <= Clock::now()) {
       tubes.erase(tube);
     }
   }
@@ -1047,11 +1047,11 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
       auto it = tubes.find(tube);
       if (it != tubes.end()) counts = it->second;
     }
-    const auto left =
-        counts.pause_until > Clock::now()
-            ? std::chrono::duration_cast<std::chrono::seconds>(counts.pause_until - Clock::now())
-                  .count()
-            : 0;
+    // The pause is the topic's, whoever paused it; its length is known
+    // where it was asked for.
+    const auto left = st.paused && st.pause_end_ms > 0
+                          ? std::max<std::int64_t>((st.pause_end_ms - unix_ms()) / 1000, 0)
+                          : 0;
     std::string y = "---\n";
     yaml_line(y, "name", tube);
     // Not counted apart: every ready job (docs/beanstalkd.md).
@@ -1066,7 +1066,7 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     yaml_line(y, "current-waiting", counts.waiting);
     yaml_line(y, "cmd-delete", counts.cmd_delete);
     yaml_line(y, "cmd-pause-tube", counts.cmd_pause);
-    yaml_line(y, "pause", counts.pause_until > Clock::now() ? counts.pause_s : 0);
+    yaml_line(y, "pause", st.paused && counts.pause_until > Clock::now() ? counts.pause_s : 0);
     yaml_line(y, "pause-time-left", left);
     ok_data(out, y);
   }
@@ -1171,13 +1171,19 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
     ok_data(out, y);
   }
 
-  // Pauses the tube for delay seconds: this serve resumes it then.
+  // Pauses the tube for delay seconds (0: resumes it): a timed pause of the
+  // topic, which ends by itself whatever becomes of this serve.
   awaitable<void> pause_tube(const Command& cmd, std::string& out) {
     if (!topic_can_be(cmd.tube)) {
       out.append(kNotFound);
       co_return;
     }
     const auto& tube = cmd.tube;
+    const std::int64_t ms = static_cast<std::int64_t>(cmd.delay) * 1000;
+    if (ms > limits::kDelayMax) {
+      out.append(beanstalk::kBadFormat);
+      co_return;
+    }
     if (!known_tube(tube)) {
       const auto st = co_await client().stats_async(tube, use_awaitable);
       if (st.delayed + st.ready + st.reserved + st.dead + st.blocked == 0) {
@@ -1185,41 +1191,18 @@ struct BeanstalkServer::State : std::enable_shared_from_this<State> {
         co_return;
       }
     }
-    if (cmd.delay > 0) co_await client().pause_async(tube, use_awaitable);
+    if (ms > 0) {
+      co_await client().pause_async(tube, Millis{ms}, use_awaitable);
+    } else {
+      co_await client().resume_async(tube, use_awaitable);
+    }
     {
-      // The timer is armed, cancelled and replaced under mu alone; the last
-      // pause's timer resumes the tube, an earlier one's finds itself
-      // replaced.
       std::lock_guard lock(mu);
       auto& t = tubes[tube];
       ++t.cmd_pause;
       t.pause_s = cmd.delay;
       t.pause_until = Clock::now() + std::chrono::seconds(cmd.delay);
-      if (t.resume) t.resume->cancel();
-      t.resume.reset();
-      if (cmd.delay > 0) {
-        auto timer = std::make_shared<asio::steady_timer>(accepting);
-        t.resume = timer;
-        timer->expires_after(std::chrono::seconds(cmd.delay));
-        // (The handler holds its timer: resetting the entry below must not
-        // destroy the timer inside its own handler.)
-        timer->async_wait(
-            [self = shared_from_this(), tube, mine = timer](boost::system::error_code ec) {
-              if (ec) return;
-              {
-                std::lock_guard held(self->mu);
-                auto it = self->tubes.find(tube);
-                if (it == self->tubes.end() || it->second.resume != mine) return;
-                it->second.resume.reset();
-              }
-              self->client().resume_async(tube, [tube](Result<bool> r) {
-                if (!r.ok())
-                  spdlog::warn("beanstalk: resuming tube {}: {}", tube, r.error().what());
-              });
-            });
-      }
     }
-    if (cmd.delay == 0) co_await client().resume_async(tube, use_awaitable);
     out.append("PAUSED\r\n");
   }
 };
@@ -1247,10 +1230,6 @@ void BeanstalkServer::stop() {
   asio::post(s->accepting, [s] {
     boost::system::error_code ignored;
     for (auto& a : s->acceptors) a->close(ignored);
-    std::lock_guard lock(s->mu);
-    for (auto& [tube, t] : s->tubes) {
-      if (t.resume) t.resume->cancel();
-    }
   });
   s->sessions.cancel_idle();
 }

@@ -428,6 +428,7 @@ json::object stats_json(std::string_view topic, const TopicStats& s) {
                       {"dead", s.dead},
                       {"done", s.done},
                       {"paused", s.paused},
+                      {"pause_end", s.pause_end_ms},
                       {"next_due", s.next_due_ms},
                       {"failed_total", s.failed_total},
                       {"dead_total", s.dead_total},

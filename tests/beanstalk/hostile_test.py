@@ -6,7 +6,8 @@ refusals that must change nothing.
  - a body cut short by a close puts nothing;
  - 10,000 connections at once, some mid-command: serve stays up, answers a
    new connection, and gives back the connections' descriptors;
- - the same refused bytes as a flood in one send.
+ - the same refused bytes as a flood in one send;
+ - a tube paused by a serve that is killed resumes on time for another.
 
 Standard library and Debian's python3-redis.
 
@@ -142,6 +143,33 @@ def many_connections(server):
           % (CONNECTIONS, opened, fds))
 
 
+def a_pause_outlives_its_serve(server):
+    """pause-tube through a second serve on the same Redis, which is then
+    killed: the pause is Redis's, and ends on time for the first serve's
+    workers (a serve's own timer would have died with it)."""
+    other = Redisched(server.path, redis_url="unix://" + os.path.join(server.dir, "data", "redis.sock"))
+    other.start()
+    producer = Conn(server.port)
+    eq(producer.cmd("use paused"), "USING paused")
+    jid = producer.put("later")
+    eq(Conn(other.port).cmd("pause-tube paused 2"), "PAUSED")
+    began = time.monotonic()
+    other.proc.send_signal(signal.SIGKILL)
+    other.proc.wait(5)
+    other.proc = None
+    other.stop()
+    w = worker(server.port, "paused")
+    eq(w.cmd("reserve-with-timeout 0"), "TIMED_OUT")
+    left = int(dict(line.split(": ", 1) for line in w.with_data("stats-tube paused")[1].decode().splitlines()
+                    if ": " in line)["pause-time-left"])
+    assert 0 <= left <= 2, "pause-time-left %d" % left
+    eq(w.with_data("reserve-with-timeout 10")[0], "RESERVED %d 5" % jid)
+    took = time.monotonic() - began
+    assert 1.5 < took < 4, "the pause ended after %.2f s" % took
+    eq(w.cmd("delete %d" % jid), "DELETED")
+    print("the pause ended after %.2f s" % took)
+
+
 def drain(server):
     """SIGTERM under work: a waiting reserve ends and an idle connection
     closes; a connection holding a job is answered DRAINING to a put, may
@@ -184,6 +212,8 @@ def main():
         print("ok a body cut short puts nothing")
         many_connections(server)
         print("ok many connections")
+        a_pause_outlives_its_serve(server)
+        print("ok a pause outlives its serve")
         drain(server)
         print("ok drain")
     finally:

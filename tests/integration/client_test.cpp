@@ -543,6 +543,31 @@ TEST_F(ClientTest, PullListStatsPauseAndTopics) {
   EXPECT_NE(std::find(topics.begin(), topics.end(), topic_), topics.end());
 }
 
+// Library version 38: a pause for a time ends by itself, with nobody to
+// resume it; a reserve while paused says when.
+TEST_F(ClientTest, ATimedPauseEndsByItself) {
+  client_.put(topic_, job("t"));
+  EXPECT_TRUE(client_.pause(topic_, Millis(300)));
+  auto st = client_.stats(topic_);
+  EXPECT_TRUE(st.paused);
+  auto none = client_.reserve(topic_);
+  EXPECT_TRUE(none.paused);
+  EXPECT_GT(none.next_ms, none.now_ms);
+  EXPECT_LE(none.next_ms, none.now_ms + 300);
+  EXPECT_EQ(st.pause_end_ms, none.next_ms);
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  EXPECT_FALSE(client_.stats(topic_).paused);
+  EXPECT_EQ(client_.stats(topic_).pause_end_ms, -1);
+  EXPECT_EQ(client_.reserve(topic_).jobs.size(), 1u);
+  EXPECT_TRUE(client_.pause(topic_, Millis(0)));  // (no end)
+  EXPECT_EQ(client_.stats(topic_).pause_end_ms, -1);
+  EXPECT_TRUE(client_.stats(topic_).paused);
+  EXPECT_TRUE(client_.resume(topic_));
+  EXPECT_REDISCHED_ERROR(client_.pause(topic_, Millis(-1)), Errc::invalid_argument, "duration");
+  EXPECT_REDISCHED_ERROR(client_.pause(topic_, Millis(limits::kDelayMax + 1)),
+                         Errc::invalid_argument, "duration");
+}
+
 // Every id with the prefix, once, over pages; glob characters are plain.
 TEST_F(ClientTest, FindIdsByPrefixPageByPage) {
   std::vector<JobSpec> jobs;

@@ -260,7 +260,8 @@ class Topic:
         self.jobs = {}
         self.seq = 0
         self.failed_total = self.dead_total = self.lapsed_total = 0
-        self.paused = False
+        self.paused = False     # its mark is set (a timed pause that ended keeps it
+        self.pause_end = None   # until a reserve or pull takes it away): pause FOR's end
         self.shards = None    # redisched_shard: the suffixes (a list of bytes), when spread
         self.seq_kept = 0     # the counter while it is parked (spread)
         self.wake = None      # the wake-up signal of the last call, if any
@@ -466,7 +467,7 @@ class Topic:
         self.reported = []
         snapshot = (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
                     {k: dataclasses.replace(v) for k, v in self.jobs.items()}, self.retry_window,
-                    dict(self.gone))
+                    dict(self.gone), self.pause_end)
         self.counted, self.call_now = [0] * len(HISTORY_KINDS), None
         try:
             reply = getattr(self, 'op_' + op)([b(a) for a in args])
@@ -482,7 +483,7 @@ class Topic:
             return reply
         except Refused as e:
             (self.seq, self.failed_total, self.dead_total, self.lapsed_total, self.paused,
-             self.jobs, self.retry_window, self.gone) = snapshot
+             self.jobs, self.retry_window, self.gone, self.pause_end) = snapshot
             self.wake = None
             self.finished = []
             self.reported = []
@@ -645,7 +646,7 @@ class Topic:
         return [b'delayed', len(delayed) - len(due),
                 b'ready', len(self.in_state('ready')) + len(due),
                 b'reserved', len(self.in_state('reserved')), b'dead', len(self.in_state('dead')),
-                b'done', len(self.in_state('done')), b'paused', int(self.paused),
+                b'done', len(self.in_state('done')), b'paused', int(self.paused_now(now)[0]),
                 b'next_due', min(later) if later else -1,
                 b'failed_total', self.failed_total, b'dead_total', self.dead_total,
                 b'lapsed_total', self.lapsed_total,
@@ -654,7 +655,7 @@ class Topic:
                 b'limit_aging', 0, b'schedules', 0,
                 b'shards', -1 if self.shards == [b'*'] else len(self.shards or []),
                 # flows (version 35) are not modelled yet: none blocked, no outbox.
-                b'blocked', 0, b'outbox', 0] + (
+                b'blocked', 0, b'outbox', 0, b'pause_end', self.paused_now(now)[1]] + (
                     [b'put_total', total[0], b'started_total', total[1], b'done_total', total[2],
                      b'wait_total', total[6]] if self.history else [])
 
@@ -691,10 +692,20 @@ class Topic:
             out.append(f)
         return out
 
+    def paused_now(self, now):
+        """Whether the topic is paused now, and when its pause ends (-1: no
+        end); a timed pause that ended counts as none (version 38)."""
+        if not self.paused or (self.pause_end is not None and self.pause_end <= now):
+            return False, -1
+        return True, -1 if self.pause_end is None else self.pause_end
+
     def take(self, count, now, recover):
+        """(jobs to hand out, backlog), or (None, when the pause ends)."""
         backlog = self.promote(now)
-        if self.paused:
-            return None, backlog
+        paused, end = self.paused_now(now)
+        if paused:
+            return None, end
+        self.paused, self.pause_end = False, None  # (a timed pause's mark goes)
         self.sharded()  # (its mark heads the ready set)
         order = self.ready_order()
         if recover and len(order) < count:
@@ -735,7 +746,7 @@ class Topic:
         now = self.now_opt(o)
         handed, backlog = self.take(count, now, True)
         if handed is None:
-            return [now, -1, 1]
+            return [now, backlog, 1]
         out, once = [now, 0, 0], []
         self.started(handed, now)
         for j in handed:
@@ -799,7 +810,7 @@ class Topic:
         now = self.now_opt(o)
         handed, backlog = self.take(count, now, False)
         if handed is None:
-            return [now, -1, 1]
+            return [now, backlog, 1]
         out = [now, 0, 0]
         self.started(handed, now)
         self.count('done', len(handed))
@@ -1105,20 +1116,26 @@ class Topic:
         return real
 
     def op_pause(self, args):
-        options(args, {})
+        """FOR (version 38): a pause that ends by itself; a pause replaces
+        the one before."""
+        o = options(args, {'FOR': 1, 'NOW': 1})
+        ms = int_arg(o['FOR'], 1, DELAY_MAX) if 'FOR' in o else None
+        now = self.now_opt(o)
         self.sharded()
-        if self.paused:
+        was, end = self.paused_now(now)
+        if was and end == (-1 if ms is None else now + ms):
             return 0
-        self.paused = True
+        self.paused, self.pause_end = True, None if ms is None else now + ms
         return 1
 
     def op_resume(self, args):
+        """A pause that ended by itself is none: left to reserve or pull."""
         o = options(args, {'NOW': 1})
         now = self.now_opt(o)
         self.sharded()
-        if not self.paused:
+        if not self.paused_now(now)[0]:
             return 0
-        self.paused = False
+        self.paused, self.pause_end = False, None
         self.signal(now)
         return 1
 

@@ -195,7 +195,9 @@ BAD = [
     ('list', lambda n, x: ['ready', '0', '0', 'NOW', n]),
     ('stats', lambda n, x: ['extra']),
     ('get', lambda n, x: ['a', 'NOW', '-1']),
-    ('pause', lambda n, x: ['NOW', n]),
+    ('pause', lambda n, x: ['FOR', '0', 'NOW', n]),
+    ('pause', lambda n, x: ['FOR', '315576000001', 'NOW', n]),
+    ('pause', lambda n, x: ['UNTIL', n, 'NOW', n]),
     ('resume', lambda n, x: ['NOW', 'x']),
     ('retrywindow', lambda n, x: ['-1']),
     ('retrywindow', lambda n, x: ['86400001']),
@@ -258,7 +260,8 @@ OPS = st.one_of(
     # from now, AT a time (in the past too).
     st.tuples(st.just('reschedule'), JOB, MAYBE(st.sampled_from([0, 3, 1000])),
               MAYBE(st.tuples(st.sampled_from(['DELAY', 'AT']), st.integers(-10, 25)))),
-    st.tuples(st.just('pause'), st.sampled_from([True, False, False])),
+    # Paused (for a few ms now and then: version 38), or resumed.
+    st.tuples(st.just('pause'), st.sampled_from([True, False, False]), MAYBE(st.integers(1, 15))),
     # Spread over shards (the topic must be empty), ended, closed ("*"), or refused.
     st.tuples(st.just('shard'), st.sampled_from([[], [], ['1-0', '1-1'], ['a'], ['*'],
                                                  ['a', 'a'], ['b c'], ['x' * 65]])),
@@ -517,7 +520,9 @@ class TopicMachine(RuleBasedStateMachine):
         if kind in ('requeue', 'kickall', 'promoteall'):
             return kind, (['LIMIT', op[1]] if op[1] is not None else []) + ['NOW', n]
         if kind == 'pause':
-            return ('pause', []) if op[1] else ('resume', ['NOW', n])
+            if not op[1]:
+                return 'resume', ['NOW', n]
+            return 'pause', (['FOR', op[2]] if op[2] is not None else []) + ['NOW', n]
         if kind == 'list':
             return 'list', [op[1], op[2], op[3]] + (['NOBODY'] if op[4] else []) + ['NOW', n]
         if kind == 'get':
@@ -666,6 +671,8 @@ class TopicMachine(RuleBasedStateMachine):
         self.expect(set(recs) == set(m.jobs), 'jobs stored %r, the model has %r'
                     % (sorted(recs), sorted(m.jobs)))
         self.expect((raw['ready'][:1] == [(harness.PAUSED, float('-inf'))]) == m.paused, 'pause mark')
+        self.expect(raw['meta'].get(b'pause_until') == (None if m.pause_end is None else b(m.pause_end)),
+                    'pause_until %r, the model says %r' % (raw['meta'].get(b'pause_until'), m.pause_end))
         self.expect(((harness.SHARDED, float('-inf')) in raw['ready']) == (m.shards is not None),
                     'shard mark')
         self.expect(raw['meta'].get(b'shards') == (b' '.join(m.shards) if m.shards else None),
@@ -1070,7 +1077,10 @@ MUTANTS = [
      "local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit)",
      "local page = waiting.page(waiting.lane(k, 'delayed'), 0, limit + 1)"),
     ('purge removes the dead that died at its time too', "'(' .. before, 'BYSCORE'", "before, 'BYSCORE'"),
-    # Version 38: reservejob.
+    # Version 38: reservejob, pause FOR.
+    ('a timed pause never ends', "if e and e <= now then return false, -1 end", ""),
+    ('a timed pause that ended keeps its mark after a reserve',
+     "  if f.paused then waiting.end_pause(k) end\n", ""),
     ('a dead job reserved by id keeps the token of the reservation that failed',
      "    renew(j, take_seq(k, 1)) -- (a token", "    take_seq(k, 1) -- (a token"),
     ('reservejob takes a job another worker holds',

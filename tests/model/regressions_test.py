@@ -1129,6 +1129,33 @@ class Version38(Case):
                              Error('BADARG'), bad)
 
 
+    def test_v38_05_a_timed_pause_ends_by_itself_at_the_first_reserve_after_its_end(self):
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'NOW', 1000), 1)
+        self.assertEqual(f('pause', 'FOR', 500, 'NOW', 1000), 1)
+        # Paused: reserve says when the pause ends, and stats too.
+        self.assertEqual(f('reserve', 1, 'NOW', 1200), [1200, 1500, 1])
+        stats = f('stats', 'NOW', 1200)
+        self.assertEqual(stats[stats.index(b'pause_end') + 1], 1500)
+        # The same pause again changes nothing; another end does.
+        self.assertEqual(self.unchanged(lambda: f('pause', 'FOR', 300, 'NOW', 1200)), 0)
+        self.assertEqual(f('pause', 'FOR', 400, 'NOW', 1200), 1)
+        # Over: read as not paused, and resume has nothing to end.
+        stats = f('stats', 'NOW', 1600)
+        self.assertEqual((stats[stats.index(b'paused') + 1], stats[stats.index(b'pause_end') + 1]), (0, -1))
+        self.assertEqual(self.unchanged(lambda: f('resume', 'NOW', 1600)), 0)
+        self.assertEqual(self.ids(f('reserve', 1, 'NOW', 1600)), ['a'])
+        self.assertEqual(self.c.call('ZRANGE', self.K[2], 0, -1), [])
+        self.assertIsNone(self.c.call('HGET', self.K[6], 'pause_until'))
+        # Without FOR a pause has no end; resume ends either.
+        self.assertEqual(f('pause', 'FOR', 100, 'NOW', 1700), 1)
+        self.assertEqual(f('pause', 'NOW', 1700), 1)
+        self.assertEqual(f('reserve', 1, 'NOW', 99000), [99000, -1, 1])
+        self.assertEqual(f('resume', 'NOW', 99000), 1)
+        for bad in (['FOR', 0], ['FOR', 315576000001], ['FOR'], ['UNTIL', 5]):
+            self.assertEqual(self.unchanged(lambda: f('pause', *bad, 'NOW', 1000)), Error('BADARG'), bad)
+
+
 class Source(unittest.TestCase):
     """What the library's source says of itself."""
 
@@ -1229,12 +1256,12 @@ def positional(argv):
 # The least each function's call needs before its options, for the probe
 # below (the functions whose arguments after those are no option words,
 # ids or suffixes or a value, are left out of it: putmany, delete, kick,
-# retrywindow, pause, shard, shards, unschedule, version).
+# retrywindow, shard, shards, unschedule, version).
 PROBE = {
     'put': ['a', 'b'], 'restore': ['a', 'b', 'ready', 1000, 0], 'get': ['a'],
     'list': ['ready', 0, 10], 'stats': [], 'reserve': [1], 'pull': [1], 'ack': ['a', 1],
     'ackmany': [1, 'a', 1], 'release': ['a', 1], 'fail': ['a', 1, 'e'], 'touch': ['a', 1],
-    'progress': ['a', 1, 0], 'reservejob': ['a'], 'promoteall': [], 'purge': [1000], 'reschedule': ['a'],
+    'progress': ['a', 1, 0], 'reservejob': ['a'], 'pause': [], 'promoteall': [], 'purge': [1000], 'reschedule': ['a'],
     'requeue': [], 'kickall': [], 'limit': [], 'resume': [], 'schedules': [],
     'tick': ['n', 1000, 2000], 'schedule': ['n', 'b'], 'pauseschedule': ['n'],
     'resumeschedule': ['n'], 'history': ['total'],

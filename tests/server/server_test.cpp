@@ -196,7 +196,19 @@ TEST_F(ServerTest, TopicsStatsPauseResume) {
   auto stats = parse(call("GET", "/v1/topics/" + topic_).body);
   EXPECT_EQ(stats.at("ready").as_int64(), 1);
   EXPECT_EQ(stats.at("paused"), true);
+  EXPECT_EQ(stats.at("pause_end").as_int64(), -1);
   call("POST", "/v1/topics/" + topic_ + "/resume");
+  // For a time: it ends by itself.
+  EXPECT_EQ(call("POST", "/v1/topics/" + topic_ + "/pause", R"({"for_ms":0})").status, 400);
+  EXPECT_EQ(call("POST", "/v1/topics/" + topic_ + "/pause", R"({"for":5})").status, 400);
+  EXPECT_EQ(parse(call("POST", "/v1/topics/" + topic_ + "/pause", R"({"for_ms":300})").body)
+                .at("changed"),
+            true);
+  stats = parse(call("GET", "/v1/topics/" + topic_).body);
+  EXPECT_EQ(stats.at("paused"), true);
+  EXPECT_GT(stats.at("pause_end").as_int64(), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(350));
+  EXPECT_EQ(parse(call("GET", "/v1/topics/" + topic_).body).at("paused"), false);
   auto topics = parse(call("GET", "/v1/topics").body).at("topics").as_array();
   bool found = false;
   for (const auto& t : topics) found = found || t.at("topic").as_string() == topic_;

@@ -398,6 +398,14 @@ auto Client::pause_async(std::string_view topic, Token&& completion) {
 }
 
 template <AnswerToken<bool> Token>
+auto Client::pause_async(std::string_view topic, Millis duration, Token&& completion) {
+  return detail::answer_to<bool>(std::forward<Token>(completion),
+                                 [this, topic, duration](Callback<bool> done) {
+                                   pause_async(topic, duration, std::move(done));
+                                 });
+}
+
+template <AnswerToken<bool> Token>
 auto Client::resume_async(std::string_view topic, Token&& completion) {
   return detail::answer_to<bool>(
       std::forward<Token>(completion),
