@@ -1964,8 +1964,9 @@ do
 
   -- Ends a pause: its mark and its end; whether the mark was set.
   function waiting.end_pause(k)
+    if not waiting.unmark(k, PAUSED_MARK) then return false end
     redis.call('HDEL', k.meta, 'pause_until')
-    return waiting.unmark(k, PAUSED_MARK)
+    return true
   end
 
   -- Whether the topic is paused now (its mark set, and no end passed), and
@@ -3821,7 +3822,8 @@ Output: flat field/value array: delayed, ready, reserved, dead, done, paused
   lapsed_total; the limits (redisched_limit) and limit_used; schedules (how
   many, redisched_schedule). Delayed jobs whose due time has come count as
   ready. Version 35: blocked (jobs waiting for others, flows) and outbox
-  (entries for movers, not yet carried out). With the 12th key (version 34), also the history's totals
+  (entries for movers, not yet carried out). Version 38: pause_end (when a
+  timed pause ends, -1: not paused, or no end). With the 12th key (version 34), also the history's totals
   (redisched_history): put_total, started_total, done_total, and wait_total
   (ms from due to start, summed over the jobs started).
 ]]
@@ -4916,13 +4918,13 @@ end
 ARGV: pause: [FOR ms] [NOW ms]; resume: [NOW ms] (the time its wake-up
   signal carries)
   FOR (version 38): the pause ends by itself after ms (1..ten years): the
-  first reserve or pull from then on hands jobs out (their next says when,
-  so waiting workers come back then; stats' pause_end too). A pause
-  replaces the one before: with FOR its end, without FOR no end. A pause
-  that ended by itself counts as none (resume leaves it to the next reserve
-  or pull to clear).
-Output: 1 if the state changed (paused or resumed, or the pause's end
-  moved), 0 if it already was so (nothing changed).
+  first reserve or pull from then on hands jobs out and clears it (a paused
+  one's next says when; the wake-up signal carries the end, for workers
+  that slept on an earlier answer; stats' pause_end). A pause replaces the
+  one before: with FOR its end, without FOR no end. A pause that ended by
+  itself reads as none; resume clears it (1).
+Output: 1 if the state changed (paused, its end moved, or its mark
+  cleared), 0 if it already was so (nothing changed).
 ]]
 function fcall.pause(keys, args)
   local k = check_keys(keys)
@@ -4931,11 +4933,12 @@ function fcall.pause(keys, args)
   local now = clock(o)
   sharded(k) -- (a spread topic is paused shard by shard)
   local was, was_end = waiting.paused_at(k, waiting.marked(k, PAUSED_MARK), now)
-  local ends = ms and now + ms or -1
+  local ends = ms and after(now, ms) or -1
   if was and was_end == ends then return 0 end
   waiting.mark(k, PAUSED_MARK)
   if ms then
     redis.call('HSET', k.meta, 'pause_until', ends)
+    wake(ends)
   else
     redis.call('HDEL', k.meta, 'pause_until')
   end
@@ -4946,8 +4949,7 @@ local function resume(keys, args)
   local k = check_keys(keys)
   local now = clock(options(args, 1, #args, OPT_NOW))
   sharded(k)
-  if not waiting.paused_at(k, waiting.marked(k, PAUSED_MARK), now) then return 0 end
-  waiting.end_pause(k)
+  if not waiting.end_pause(k) then return 0 end
   wake(now)
   return 1
 end

@@ -271,7 +271,8 @@ struct ReserveResult {
   std::vector<Reservation> jobs;
   std::int64_t now_ms = 0;  // the Redis server's clock at the call
   // When to look again: 0 = jobs may remain, -1 = nothing is scheduled,
-  // otherwise the earliest due time or reservation deadline (ms).
+  // otherwise the earliest due time or reservation deadline (ms); while
+  // paused, when the pause ends (-1: a pause without end).
   std::int64_t next_ms = -1;
   bool paused = false;
 };

@@ -1122,18 +1122,21 @@ class Topic:
         ms = int_arg(o['FOR'], 1, DELAY_MAX) if 'FOR' in o else None
         now = self.now_opt(o)
         self.sharded()
+        ends = None if ms is None else min(now + ms, MS_MAX)
         was, end = self.paused_now(now)
-        if was and end == (-1 if ms is None else now + ms):
+        if was and end == (-1 if ends is None else ends):
             return 0
-        self.paused, self.pause_end = True, None if ms is None else now + ms
+        self.paused, self.pause_end = True, ends
+        if ends is not None:
+            self.signal(ends)  # (for workers that slept on an earlier answer)
         return 1
 
     def op_resume(self, args):
-        """A pause that ended by itself is none: left to reserve or pull."""
+        """Clears a pause, one that ended by itself too."""
         o = options(args, {'NOW': 1})
         now = self.now_opt(o)
         self.sharded()
-        if not self.paused_now(now)[0]:
+        if not self.paused:
             return 0
         self.paused, self.pause_end = False, None
         self.signal(now)
@@ -1172,4 +1175,6 @@ def is_refusal(op, reply):
         return all(isinstance(c, int) and c <= 0 for c in reply)
     if op in ('delete', 'kick', 'kickall', 'pause', 'resume'):
         return reply == 0
+    if op == 'reservejob':
+        return reply[0] <= 0
     return False

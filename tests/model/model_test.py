@@ -950,7 +950,7 @@ MUTANTS = [
     # Library 27: the marks behind waiting.
     ('the pause mark is not a mark', 'return m == LIMIT_MARK or m == PAUSED_MARK or m == SHARD_MARK',
      'return m == LIMIT_MARK or m == SHARD_MARK'),
-    ('resume leaves the pause mark', "  if not waiting.unmark(k, PAUSED_MARK) then return 0 end",
+    ('resume leaves the pause mark', "  if not waiting.end_pause(k) then return 0 end",
      "  if not waiting.marked(k, PAUSED_MARK) then return 0 end"),
     ('reserve of a spread topic answers as an empty one',
      "  if f.sharded then sharded(k) end -- (a spread topic says where its jobs are)\n", ''),
@@ -1079,6 +1079,7 @@ MUTANTS = [
     ('purge removes the dead that died at its time too', "'(' .. before, 'BYSCORE'", "before, 'BYSCORE'"),
     # Version 38: reservejob, pause FOR.
     ('a timed pause never ends', "if e and e <= now then return false, -1 end", ""),
+    ('a timed pause tells no sleeping worker when it ends', "    wake(ends)\n", ""),
     ('a timed pause that ended keeps its mark after a reserve',
      "  if f.paused then waiting.end_pause(k) end\n", ""),
     ('a dead job reserved by id keeps the token of the reservation that failed',

@@ -1124,7 +1124,8 @@ class Version38(Case):
         self.assertEqual(f('put', 'child', 'z', 'AFTER', 1, 't', 'after', 'fail', 'NOW', 1002), 1)
         self.assertEqual(self.field('child', 'state', 1002), b'blocked')
         self.assertEqual(self.unchanged(lambda: f('reservejob', 'child', 'NOW', 1003)), [-2, 1003])
-        for bad in ([], [''], ['a\x01'], ['a', 'TTR', 0], ['a', 'WORKER', ''], ['a', 'COUNT', 1]):
+        self.assertEqual(self.unchanged(lambda: f('reservejob')), Error('BADARG'))  # (no id)
+        for bad in ([''], ['a\x01'], ['a', 'TTR', 0], ['a', 'WORKER', ''], ['a', 'COUNT', 1]):
             self.assertEqual(self.unchanged(lambda: f('reservejob', *bad, 'NOW', 1003)),
                              Error('BADARG'), bad)
 
@@ -1140,10 +1141,9 @@ class Version38(Case):
         # The same pause again changes nothing; another end does.
         self.assertEqual(self.unchanged(lambda: f('pause', 'FOR', 300, 'NOW', 1200)), 0)
         self.assertEqual(f('pause', 'FOR', 400, 'NOW', 1200), 1)
-        # Over: read as not paused, and resume has nothing to end.
+        # Over: read as not paused; the first reserve clears it.
         stats = f('stats', 'NOW', 1600)
         self.assertEqual((stats[stats.index(b'paused') + 1], stats[stats.index(b'pause_end') + 1]), (0, -1))
-        self.assertEqual(self.unchanged(lambda: f('resume', 'NOW', 1600)), 0)
         self.assertEqual(self.ids(f('reserve', 1, 'NOW', 1600)), ['a'])
         self.assertEqual(self.c.call('ZRANGE', self.K[2], 0, -1), [])
         self.assertIsNone(self.c.call('HGET', self.K[6], 'pause_until'))
@@ -1152,6 +1152,12 @@ class Version38(Case):
         self.assertEqual(f('pause', 'NOW', 1700), 1)
         self.assertEqual(f('reserve', 1, 'NOW', 99000), [99000, -1, 1])
         self.assertEqual(f('resume', 'NOW', 99000), 1)
+        # A pause for a time tells sleeping workers when it ends; resume
+        # clears one that ended by itself.
+        self.assertEqual(self.published(self.K[2], lambda: f('pause', 'FOR', 50, 'NOW', 100000)),
+                         [b'100050'])
+        self.assertEqual(f('resume', 'NOW', 200000), 1)
+        self.assertEqual(self.unchanged(lambda: f('resume', 'NOW', 200000)), 0)
         for bad in (['FOR', 0], ['FOR', 315576000001], ['FOR'], ['UNTIL', 5]):
             self.assertEqual(self.unchanged(lambda: f('pause', *bad, 'NOW', 1000)), Error('BADARG'), bad)
 
