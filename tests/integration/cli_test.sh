@@ -81,10 +81,12 @@ expect "promote one" "promoted 1" "$(r promote pp later1)"
 expect "promote --all" "promoted 1" "$(r promote pp --all)"
 expect "promote needs ids or --all" "redisched: give ids or --all" "$(r promote pp 2>&1)"
 expect "purge none old enough" "deleted 0" "$(r purge pp --older-than 3600000)"
-# A pause for a time (library version 38) ends by itself.
-expect "pause --for" "pp paused" "$(r pause pp --for 300)"
+# A pause for a time (library version 38) ends by itself: a long one, then
+# one of 1 ms in its place (however slow the machine, it has ended).
+expect "pause --for" "pp paused" "$(r pause pp --for 600000)"
 expect "paused for a time" "yes" "$(r stats pp | tail -1 | cut -f7)"
-sleep 0.4
+expect "pause --for 1" "pp paused" "$(r pause pp --for 1)"
+sleep 0.05
 expect "the pause ended" "no" "$(r stats pp | tail -1 | cut -f7)"
 expect "pause --for -1 refused" "1" "$(r pause pp --for -1 > /dev/null 2>&1; echo $?)"
 # reschedule: a waiting job's priority and due time, in place.
