@@ -20,6 +20,7 @@ struct Taking {
   int count = 1;
   std::optional<std::int64_t> ttr;
   std::optional<std::string> worker;  // reserve's
+  std::optional<std::string> id;      // reserve's: this job (reserve_job)
 };
 
 // The arguments of a call on a reservation.
@@ -74,9 +75,27 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
   reserve->add_option("--worker", r->worker,
                       "who reserves (get and the job's history show it), 1.." +
                           std::to_string(limits::kWorkerIdMax) + " bytes");
+  reserve
+      ->add_option("--id", r->id,
+                   "this job, ready, delayed or dead, ahead of the rest (beanstalkd's reserve-job)")
+      ->excludes(reserve->get_option("--count"));
   reserve->callback([r, &selected] {
     selected = [r](Session& s) {
       if (r->worker && r->worker->empty()) throw Error(Errc::invalid_argument, "--worker is empty");
+      if (r->id) {
+        auto one = s.client().reserve_job(r->topic, *r->id, Millis(r->ttr.value_or(0)),
+                                          r->worker.value_or(""));
+        if (one.outcome == Outcome::not_found) return report(one.outcome, "reserved", *r->id, s);
+        if (one.outcome != Outcome::ok) {
+          std::cerr << "redisched: " << *r->id
+                    << ": reserved, waiting for other jobs, or finished: not to be had\n";
+          return 1;
+        }
+        ReserveResult taken;
+        taken.jobs.push_back(std::move(one.job));
+        print_taken(taken, s, true);
+        return 0;
+      }
       const ReserveOptions options{r->count, Millis(r->ttr.value_or(0)), r->worker.value_or("")};
       print_taken(s.client().reserve(r->topic, options), s, true);
       return 0;

@@ -349,6 +349,36 @@ awaitable<Response> reserve(ApiContext& ctx, Request& req, const Params& p) {
   co_return draining_aware(ctx, ok_json(req, taken_json(r, true)), !r.jobs.empty());
 }
 
+// One job by its id, reserved ahead of the rest (library version 38). While
+// the server drains it hands nothing out, as reserve does: 503.
+awaitable<Response> reserve_job(ApiContext& ctx, Request& req, const Params& p) {
+  const auto body = json_object(req.body());
+  only_fields(body, {"ttr_ms", "worker"});
+  const Millis ttr{int_field(body, "ttr_ms", 1, limits::kTtrMax).value_or(0)};
+  std::string worker;
+  if (auto w = string_field(body, "worker")) {
+    if (w->empty()) bad_request("\"worker\" is empty");
+    worker = std::move(*w);
+  }
+  if (ctx.stopping) {
+    refuse(Status::service_unavailable, "draining",
+           "the server is shutting down: nothing is handed out");
+  }
+  auto r = co_await ctx.client.reserve_job_async(p.topic, p.id, ttr, worker, asio::use_awaitable);
+  switch (r.outcome) {
+    case Outcome::ok:
+      break;
+    case Outcome::not_found:
+      refuse(Status::not_found, std::string(outcome_name(r.outcome)),
+             "no job " + p.id + " in this topic");
+    default:
+      refuse(Status::conflict, std::string(outcome_name(r.outcome)),
+             "job " + p.id + " is reserved, waiting for other jobs, or finished: not to be had");
+  }
+  ctx.metrics.job_event("reserved", p.topic, r.job.id);
+  co_return ok_json(req, json::object{{"job", wire::reservation_json(r.job, true)}});
+}
+
 awaitable<Response> pull(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
   only_fields(body, {"count"});
@@ -1146,6 +1176,10 @@ const std::vector<Route>& table() {
       {"/v1/topics/{topic}/jobs/{id}/fail", {{verb::post, fail, Role::consume}}, false, &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/touch",
        {{verb::post, touch, Role::consume}},
+       false,
+       &kNoQuery},
+      {"/v1/topics/{topic}/jobs/{id}/reserve",
+       {{verb::post, reserve_job, Role::consume}},
        false,
        &kNoQuery},
       {"/v1/topics/{topic}/jobs/{id}/reschedule",

@@ -89,6 +89,13 @@ expect "pause --for 1" "pp paused" "$(r pause pp --for 1)"
 sleep 0.05
 expect "the pause ended" "no" "$(r stats pp | tail -1 | cut -f7)"
 expect "pause --for -1 refused" "1" "$(r pause pp --for -1 > /dev/null 2>&1; echo $?)"
+# One job by its id (library version 38), ahead of the rest.
+r put rj first x --priority 9 > /dev/null
+r put rj second y > /dev/null
+expect "reserve --id" "second" "$(r reserve rj --id second | cut -f1)"
+expect "reserve --id held" "redisched: second: reserved, waiting for other jobs, or finished: not to be had" "$(r reserve rj --id second 2>&1)"
+expect "reserve --id none" "redisched: none: not found" "$(r reserve rj --id none 2>&1)"
+expect "reserve --id and --count" "1" "$(r reserve rj --id first --count 2 > /dev/null 2>&1; echo $?)"
 # reschedule: a waiting job's priority and due time, in place.
 expect "reschedule" "rescheduled later1" "$(r reschedule pp later1 --priority 7 --delay 600000)"
 expect "rescheduled priority" "7" "$(r --json get pp later1 | sed 's/.*"priority":\([0-9]*\).*/\1/')"

@@ -193,6 +193,14 @@ class Answers(unittest.TestCase):
         self.assertEqual(self.call("POST", f"{t}/kick", {"ids": ["j"]})[1]["kicked"], 1)
         token = self.call("POST", f"{t}/reserve", {"count": 1, "worker": "w-1"})[1]["jobs"][0]["token"]
         self.assertEqual(self.call("GET", j)[1]["worker"], "w-1")
+        # One job by its id (library version 38): delayed, reserved at once.
+        self.call("PUT", f"{t}/jobs/by_id", {"body": "z", "delay_ms": 600000})
+        status, r = self.call("POST", f"{t}/jobs/by_id/reserve", {"ttr_ms": 30000, "worker": "w-2"})
+        self.assertEqual((status, r["job"]["id"]), (200, "by_id"))
+        self.assertEqual(self.call("POST", f"{t}/jobs/by_id/reserve", {})[0], 409)
+        self.assertEqual(self.call("POST", f"{t}/jobs/none/reserve", {})[0], 404)
+        self.assertEqual(self.call("POST", f"{t}/jobs/by_id/reserve", {"count": 1})[0], 400)
+        self.assertEqual(self.call("POST", f"{t}/jobs/by_id/ack", {"token": r["job"]["token"]})[0], 200)
         # promote and purge (library version 32).
         self.call("PUT", "/v1/topics/promo/jobs/later", {"body": "l", "delay_ms": 600000})
         self.assertEqual(self.call("POST", "/v1/topics/promo/promote", {"ids": ["later"]})[1], {"promoted": 1})

@@ -110,6 +110,32 @@ TEST_F(ServerTest, APutWaitsForTheReplicasItAsksFor) {
   EXPECT_NE(bad.body.find("replicas"), std::string::npos) << bad.body;
 }
 
+// One job by its id (library version 38): behind a job of a higher
+// priority, then settled with its token; held, absent or bad: refused.
+TEST_F(ServerTest, ReserveOneJobByItsId) {
+  call("PUT", topic_jobs() + "/high", R"({"body":"H","priority":9})");
+  call("PUT", topic_jobs() + "/low", R"({"body":"L"})");
+  const std::string base = topic_jobs();
+  auto r = call("POST", base + "/low/reserve", R"({"ttr_ms":60000,"worker":"box-2"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const auto job = parse(r.body).at("job");
+  EXPECT_EQ(job.at("id"), "low");
+  EXPECT_EQ(job.at("body"), "L");
+  EXPECT_EQ(parse(call("GET", base + "/low").body).at("worker"), "box-2");
+  EXPECT_EQ(call("POST", base + "/low/reserve", "{}").status, 409);
+  EXPECT_EQ(call("POST", base + "/nope/reserve", "{}").status, 404);
+  EXPECT_EQ(call("POST", base + "/high/reserve", R"({"count":2})").status, 400);
+  EXPECT_EQ(call("POST", base + "/high/reserve", R"({"ttr_ms":0})").status, 400);
+  EXPECT_EQ(call("POST", base + "/high/reserve", R"({"worker":""})").status, 400);
+  EXPECT_EQ(call("POST", base + "/low/ack",
+                 R"({"token":)" + std::to_string(job.at("token").as_int64()) + "}")
+                .status,
+            200);
+  auto rest = parse(call("POST", "/v1/topics/" + topic_ + "/reserve", R"({"count":5})").body);
+  ASSERT_EQ(rest.at("jobs").as_array().size(), 1u);
+  EXPECT_EQ(rest.at("jobs").at(0).at("id"), "high");
+}
+
 TEST_F(ServerTest, ReserveAckReleaseFailTouch) {
   call("PUT", topic_jobs() + "/a", R"({"body":"A","priority":9})");
   call("PUT", topic_jobs() + "/b", R"({"body":"B","attempts":1})");
