@@ -780,6 +780,16 @@ def quit_closes(port, t):
 # --------------------------------------------------------------------------
 
 
+# Cases that beanstalkd itself fails now and then on a loaded machine, and
+# so get two more tries against beanstalkd (never against redisched): with
+# two busy loops beside it, ttr_deadline_soon_and_timeout failed 3 times in
+# 8 against Debian's beanstalkd 1.12 (0 in 8 without them). beanstalkd then
+# keeps the job reserved past its TTR while its holder stays silent after
+# DEADLINE_SOON: the other worker waits 10 s for it in vain (and the holder
+# is sent nothing either).
+RACY_ON_BEANSTALKD = {"ttr_deadline_soon_and_timeout"}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--beanstalkd")
@@ -809,8 +819,17 @@ def main():
                     continue
                 tube = "c%s-%s" % (run_id, fn.__name__.replace("_", "-"))
                 began = time.monotonic()
+                tries = 3 if server.name == "beanstalkd" and fn.__name__ in RACY_ON_BEANSTALKD else 1
                 try:
-                    fn(server.port, tube)
+                    for attempt in range(1, tries + 1):
+                        try:
+                            fn(server.port, "%s-%d" % (tube, attempt) if attempt > 1 else tube)
+                            break
+                        except AssertionError as e:
+                            if attempt == tries:
+                                raise
+                            print("retry %-9s %s (beanstalkd's own race under load): %s"
+                                  % (server.name, fn.__name__, e))
                     print("ok   %-10s %-45s %.2f s" % (server.name, fn.__name__,
                                                      time.monotonic() - began))
                 except Exception:
