@@ -1,7 +1,8 @@
 """redisched from Python: the Functions library (lua/redisched.lua) called
 with redis-py (Debian's python3-redis), the keys built as docs/redis-api.md
-says. A thin client: put, get, reserve, ack, release, fail, stats, wait (for
-a job's result), and a worker loop that sleeps on the topic's wake-up
+says. A thin client: put, get, reserve (or reserve_job, one job by its
+id), ack, release, fail, stats, wait (for a job's result), and a worker
+loop that sleeps on the topic's wake-up
 channel, not by polling. A topic spread over shards (docs/redis-api.md, "A
 topic over many shards") is followed: each call on a job goes to the shard
 its id leads to, reserve asks the shards in turn, stats sums them.
@@ -490,6 +491,19 @@ class Topic:
                     out.next = 0  # shards not asked may hold more
                 break
         return out
+
+    def reserve_job(self, job_id, ttr_ms=None, worker=None):
+        """The job named, ready, delayed or dead, reserved ahead of the rest
+        and whatever the topic's pause and limits (library version 38;
+        beanstalkd's reserve-job). (OK, Job), or (NOT_FOUND or WRONG_STATE:
+        reserved, blocked or finished, None)."""
+        args = [job_id] + (["TTR", ttr_ms] if ttr_ms is not None else [])
+        args += ["WORKER", worker] if worker is not None else []
+        reply = self._routed(lambda: self._at(job_id)._call("reservejob", *args))
+        if reply[0] != OK:
+            return reply[0], None
+        j = reply[2]
+        return OK, Job(_text(j[0]), *j[1:9], *j[9:10])
 
     def ack(self, job, keep_ms=None, result=None):
         """keep_ms defaults to the keep the job was put with; a result needs one."""

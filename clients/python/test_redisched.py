@@ -207,6 +207,14 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual((high["state"], high["priority"], high["body"]), (b"ready", 3, b""))
         self.assertEqual(t.reschedule("low", priority=1), redisched.WRONG_STATE)
         self.assertEqual(t.reschedule("nope", delay_ms=1), redisched.NOT_FOUND)
+        # One job by its id (library version 38): the dead one, ahead of high.
+        outcome, low = t.reserve_job("low", worker="py-worker-2")
+        self.assertEqual((outcome, low.id, low.attempt), (redisched.OK, "low", 1))
+        self.assertEqual(t.get("low")["worker"], b"py-worker-2")
+        self.assertEqual(t.reserve_job("low"), (redisched.WRONG_STATE, None))
+        self.assertEqual(t.reserve_job("nope"), (redisched.NOT_FOUND, None))
+        self.assertEqual(t.ack(low), redisched.OK)
+        self.assertEqual([j.id for j in t.reserve(5).jobs], ["high"])
 
     def test_the_cli_reads_what_python_put_and_the_other_way(self):
         t = self.topic("shared")
