@@ -331,18 +331,23 @@ awaitable<ReserveResult> reserve_waiting(ApiContext& ctx, const std::string& top
   }
 }
 
+// Who reserves, from a body's "worker" (the job's history names it): empty
+// when not given; the Client checks the rest (1..128 bytes without control
+// characters).
+std::string worker_field(const json::object& body) {
+  auto worker = string_field(body, "worker");
+  if (!worker) return {};
+  if (worker->empty()) bad_request("\"worker\" is empty");
+  return std::move(*worker);
+}
+
 awaitable<Response> reserve(ApiContext& ctx, Request& req, const Params& p) {
   const auto body = json_object(req.body());
   only_fields(body, {"count", "ttr_ms", "wait_ms", "worker"});
   ReserveOptions options;
   options.count = count_field(body);
   options.ttr = Millis{int_field(body, "ttr_ms", 1, limits::kTtrMax).value_or(0)};
-  // Who reserves (the job's history names it): checked by the Client, 1..128
-  // bytes without control characters.
-  if (auto worker = string_field(body, "worker")) {
-    if (worker->empty()) bad_request("\"worker\" is empty");
-    options.worker = std::move(*worker);
-  }
+  options.worker = worker_field(body);
   const auto wait = int_field(body, "wait_ms", 0, ctx.max_wait_ms).value_or(0);
   auto r = co_await reserve_waiting(ctx, p.topic, options, wait);
   for (const auto& j : r.jobs) ctx.metrics.job_event("reserved", p.topic, j.id);
@@ -355,11 +360,7 @@ awaitable<Response> reserve_job(ApiContext& ctx, Request& req, const Params& p) 
   const auto body = json_object(req.body());
   only_fields(body, {"ttr_ms", "worker"});
   const Millis ttr{int_field(body, "ttr_ms", 1, limits::kTtrMax).value_or(0)};
-  std::string worker;
-  if (auto w = string_field(body, "worker")) {
-    if (w->empty()) bad_request("\"worker\" is empty");
-    worker = std::move(*w);
-  }
+  const std::string worker = worker_field(body);
   if (ctx.stopping) {
     refuse(Status::service_unavailable, "draining",
            "the server is shutting down: nothing is handed out");
