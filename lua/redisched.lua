@@ -2482,7 +2482,9 @@ the delete) changes nothing the second time: exactly once in effect.
   the retry window), adds an entry: resolve, with its outcome.
   A job leaving for good (acked, taken for good, dead, deleted) with
   dependents adds an entry per dependent: resolve on its topic, with the
-  outcome (done with its result, or failed with its error).
+  outcome (done with its result, or failed with its error). One acked
+  with a result and no KEEP is kept done with the result for the retry
+  window (version 38: ack), for a depend still on its way.
   resolve (on the dependent's topic) sets each pending dependency's state
   (once), and when the last is settled releases the job: its deps, with
   their outcomes, go into its record, and it waits in delayed or ready by
@@ -4242,7 +4244,9 @@ end
 -- former shard, which hold no reservations, so the ZREM took nothing).
 -- removed: what that ZREM answered when the caller has made it already
 -- (ackmany's batch check), else nil. Without KEEP, window and now are
--- gone.prepare's (the acked ids' retry window).
+-- gone.prepare's (the acked ids' retry window). With KEEP, a window is an
+-- ack's RESULT kept for it (version 38): the ids enter the window too, and
+-- a job put with a longer KEEP of its own is kept for that.
 local function settle_acks(k, pairs_, keep, now, result, removed, window)
   local n, members, ids, seen, twice = #pairs_, {}, {}, {}, false
   for i, p in ipairs(pairs_) do
@@ -4290,12 +4294,16 @@ local function settle_acks(k, pairs_, keep, now, result, removed, window)
       if j then
         j.finished, j.result = now, result
         redis.call('HSET', k.jobs, id, record.pack(j))
-        zadd[#zadd + 1], zadd[#zadd + 2] = now + keep, id
+        local kept = window and j.keep and j.keep > keep and j.keep or keep
+        zadd[#zadd + 1], zadd[#zadd + 2] = now + kept, id
         finished(id)
       end
     end
     if #zadd > 0 then redis.call('ZADD', k.done, unpack(zadd)) end
     trim_done(k, now)
+    -- (so that a delete of the kept job leaves the trace an ack without
+    -- KEEP leaves: a put retried in create mode, a late depend, find it)
+    if window then gone.remember(k, gone_ids, window, now) end
   else
     redis.call('HDEL', k.jobs, unpack(gone_ids))
     gone.remember(k, gone_ids, window, now)
@@ -4312,12 +4320,17 @@ ARGV: id token [KEEP ms] [RESULT bytes] [FORWARD] [MAXBODY bytes] [NOW ms]
   Give the keep reserve reported for a job put with KEEP. An ack with KEEP
   publishes the id on P:{T}:done ("Waiting for a job") and drops up to 100
   retained jobs whose window has ended.
-  RESULT: the handler's result, kept with the job (get shows it); needs
-  KEEP, or jobs waiting for this one (version 35: they are sent it); at
-  most MAXBODY bytes (1048576), as a body. FORWARD (version 36): RESULT is
-  for the jobs waiting for this one, kept only with KEEP; with neither, it
-  is dropped instead of refused (a worker that cannot tell whether any
-  waits: the C++ Worker's set_result).
+  RESULT: the handler's result, kept with the job (get shows it), and sent
+  to the jobs waiting for this one (version 35); at most MAXBODY bytes
+  (1048576), as a body. Without KEEP (or KEEP 0) the job is kept for the
+  topic's retry window (version 38), or for the KEEP it was put with when
+  longer, and its id enters the window as an ack's without KEEP does: a
+  job waiting for this one may have been put already, its depend still in
+  an outbox on its way here, and it is sent the result when it comes in
+  that window. With a retry window of 0, such a RESULT is refused unless
+  jobs wait for this one. FORWARD (version 36): RESULT is for the jobs
+  waiting for this one (a worker that cannot tell whether any waits: the
+  C++ Worker's set_result); where it would be refused, it is dropped.
 Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
 ]]
 function fcall.ack(keys, args)
@@ -4326,16 +4339,25 @@ function fcall.ack(keys, args)
   local token, text = token_text(args[2])
   local o = options(args, 3, #args, OPT_ACK)
   local keep = o.KEEP and int_arg(o.KEEP, 'KEEP', 0, DELAY_MAX) or 0
-  local result = o.RESULT
+  local result, window = o.RESULT, nil
   if result then
     local max = body_limit(o)
     if #result > max then bad('RESULT is ' .. #result .. ' bytes, over the limit of ' .. max) end
-    -- (or goes to the jobs waiting for it: flows)
-    if keep == 0 and redis.call('HEXISTS', k.flow, id) == 0 then
-      if not o.FORWARD then
-        bad('RESULT needs KEEP, or a job waiting for this one: a result is kept with its finished job')
+    -- Without KEEP the job is kept for the retry window: a job waiting for
+    -- it may have been put already, its depend still on its way (flows),
+    -- and the mover that carries it late must find the result, not a trace
+    -- without it. With no window, no depend can come late.
+    if keep == 0 then
+      window = gone.window(k)
+      keep = window
+      if window == 0 and redis.call('HEXISTS', k.flow, id) == 0 then
+        if not o.FORWARD then
+          bad('RESULT needs KEEP, a job waiting for this one, or a retry window: ' ..
+            'a result is kept with its finished job')
+        end
+        result = nil -- (FORWARD: for the jobs waiting, and none does)
       end
-      result = nil -- (for the jobs waiting, and none waits)
+      if window == 0 then window = nil end
     end
   elseif o.FORWARD then
     bad('FORWARD goes with RESULT')
@@ -4357,7 +4379,7 @@ function fcall.ack(keys, args)
     end
     return not_held(k, id)
   end
-  return settle_acks(k, { { id, token, text } }, keep, clock(o), result)[1]
+  return settle_acks(k, { { id, token, text } }, keep, clock(o), result, nil, window)[1]
 end
 
 --[[ redisched_ackmany: many reserved jobs are done.

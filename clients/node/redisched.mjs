@@ -489,8 +489,9 @@ export class Topic {
     return this.routed(async () => (await this.at(id)).change('reschedule', ...args));
   }
 
-  // result: with keep (the job's, or keepMs), kept with the job; without,
-  // it goes to the jobs waiting for it (library version 35).
+  // result: kept with the job for keep (the job's, or keepMs), or else for
+  // the topic's retry window (library version 38), and sent to the jobs
+  // waiting for it (version 35).
   async ack(job, { keepMs, result } = {}) {
     const args = [job.id, job.token];
     const keep = keepMs ?? job.keep;

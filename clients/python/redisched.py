@@ -506,7 +506,9 @@ class Topic:
         return OK, Job(_text(j[0]), *j[1:9], *j[9:10])
 
     def ack(self, job, keep_ms=None, result=None):
-        """keep_ms defaults to the keep the job was put with; a result needs one."""
+        """keep_ms defaults to the keep the job was put with. A result without
+        one goes to the jobs waiting for this one and stays with the job for
+        the topic's retry window (library 38), for one still on its way."""
         keep_ms = keep_ms if keep_ms is not None else job.keep
         args = ["KEEP", keep_ms] if keep_ms else []
         if result is not None:

@@ -238,7 +238,10 @@ class Client {
               Millis keep = Millis{0});
   // The same, with the handler's result, kept with the job (keep > 0; get
   // and wait return it as Job::result), and sent to the jobs waiting for
-  // it (JobSpec::after; then keep may be 0). At most max_body bytes.
+  // it (JobSpec::after). With keep 0 the job is kept for the topic's retry
+  // window or its own JobSpec::keep, whichever is longer (library 38), for
+  // a job still on its way to wait for it; refused where that window is 0
+  // and none waits. At most max_body bytes.
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
               std::string_view result);
   // keep > 0 keeps the finished jobs (state done) that long, as ack does.

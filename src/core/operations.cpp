@@ -191,8 +191,9 @@ ReserveResult Pull::decode(const Reply& r) { return parse_reserve(r, false); }
 
 void Ack::check(const Args& a, const ClientOptions& o) {
   if (!a.result) return;
-  // (Without keep, the library takes a result only from a job others wait
-  // for: it goes to them. It refuses any other.)
+  // (Without keep, the library sends a result to the jobs waiting for this
+  // one, or keeps the job for the retry window for one still on its way; it
+  // refuses the result only where that window is 0.)
   if (a.result->size() > o.max_body) {
     throw Error(Errc::invalid_argument, "result is " + std::to_string(a.result->size()) +
                                             " bytes, over the limit of " +

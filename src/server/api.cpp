@@ -404,19 +404,24 @@ awaitable<Response> ack(ApiContext& ctx, Request& req, const Params& p) {
   }
   Outcome o{};
   if (result) {
-    // A result without keep_ms goes to the jobs waiting for this one: the
-    // library refuses it when none does, said here in this API's words.
+    // A result without keep_ms goes to the jobs waiting for this one, or
+    // stays for the topic's retry window for one still on its way: the
+    // library refuses it only with a window of 0, said here in this API's
+    // words.
     std::optional<Error> refused;
     try {
       o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, *result, asio::use_awaitable);
     } catch (const Error& e) {
-      if (keep.count() > 0 || e.code() != Errc::invalid_argument) throw;
+      if (e.code() != Errc::invalid_argument ||
+          std::string_view(e.what()).find("RESULT needs KEEP") == std::string_view::npos) {
+        throw;
+      }
       refused = e;
     }
     if (refused) {
       bad_request(
-          "a \"result\" needs \"keep_ms\" > 0 (it is kept with the finished job), "
-          "unless jobs wait for this one (it goes to them)");
+          "a \"result\" needs \"keep_ms\" > 0 here: no job waits for this one, and the "
+          "topic's retry window is 0, so none can come for it");
     }
   } else {
     o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, asio::use_awaitable);

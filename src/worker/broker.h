@@ -28,7 +28,7 @@ class Broker {
   virtual void ack_many(const std::string& topic,
                         std::span<const std::pair<std::string, std::uint64_t>> jobs, Millis keep,
                         Callback<std::vector<Outcome>> done) = 0;
-  // One ack with a result (keep > 0), or a keep of its own.
+  // One ack with a result, or a keep of its own.
   virtual void ack(const std::string& topic, const std::string& id, std::uint64_t token,
                    Millis keep, const std::optional<std::string>& result,
                    Callback<Outcome> done) = 0;

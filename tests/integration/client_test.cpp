@@ -177,6 +177,9 @@ TEST_F(ClientTest, WaitReturnsTheResultOnceTheJobIsAcked) {
   auto r = client_.reserve(topic_);
   ASSERT_EQ(r.jobs.size(), 1u);
   EXPECT_EQ(r.jobs[0].keep, Millis(60000));
+  // (A result without a keep is kept for the retry window, for a job that may
+  // wait for this one; with a window of 0 it has nowhere to go: refused.)
+  client_.set_retry_window(topic_, Millis(0));
   EXPECT_REDISCHED_ERROR(client_.ack(topic_, "report", r.jobs[0].token, Millis(0), "x"),
                          Errc::invalid_argument, "RESULT needs KEEP");
   const auto acked_at = std::chrono::steady_clock::now();

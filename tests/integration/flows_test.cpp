@@ -223,29 +223,41 @@ TEST_F(FlowsTest, ABatchOnSpreadTopicsRunsItsCallbackOnceSealedAndDone) {
 }
 
 // A handler's set_result reaches the jobs waiting for its job without a
-// keep (library version 36: the Worker's ack says FORWARD); a job nobody
-// waits for and nobody keeps is acked all the same, its result dropped.
+// keep (library version 36: the Worker's ack says FORWARD). A job nobody
+// waits for yet is acked all the same, and kept with its result for the
+// retry window (version 38), so that one put to wait for it later, its
+// depend carried after the ack, still gets it.
 TEST_F(FlowsTest, SetResultReachesTheJobsWaitingWithoutAKeep) {
   client_.put(a_, after("invoice", {{b_, "r1"}}));
   move({a_});  // (r1 is waited for before it is put)
   client_.put(b_, job("r1"));
   client_.put(b_, job("lonely"));
   std::atomic<int> parents{0};
-  std::string value;
+  std::mutex m;
+  std::vector<std::string> values;
   Worker w(client_);
   w.handle(b_, {}, [](JobContext& ctx) { ctx.set_result("rendered " + std::string(ctx.id())); });
   w.handle(a_, {}, [&](JobContext& ctx) {
     auto deps = ctx.dependencies();
-    if (deps.size() == 1) value = deps[0].value;
+    {
+      const std::lock_guard lock(m);
+      values.push_back(deps.size() == 1 ? deps[0].value : "?");
+    }
     ++parents;
   });
   w.run();
   ASSERT_TRUE(test::wait_until([&] { return parents.load() == 1; }));
   EXPECT_TRUE(test::wait_until([&] { return w.stats().acked == 3; })) << w.stats().acked;
-  w.cancel();
-  EXPECT_EQ(value, "rendered r1");
   EXPECT_EQ(w.stats().failed, 0u) << "lonely's result is no reason to fail it";
-  EXPECT_FALSE(client_.get(b_, "lonely"));
+  auto lonely = client_.get(b_, "lonely");
+  ASSERT_TRUE(lonely);
+  EXPECT_EQ(lonely->state, JobState::done);
+  EXPECT_EQ(lonely->result, "rendered lonely");
+  client_.put(a_, after("late", {{b_, "lonely"}}));
+  ASSERT_TRUE(test::wait_until([&] { return parents.load() == 2; }));
+  w.cancel();
+  const std::lock_guard lock(m);
+  EXPECT_EQ(values, (std::vector<std::string>{"rendered r1", "rendered lonely"}));
 }
 
 TEST_F(FlowsTest, BadDependenciesAreRefusedBeforeAnythingGoesOut) {

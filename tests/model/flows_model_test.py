@@ -27,7 +27,7 @@ and at the end counts each member as the model allows.
 Planted bugs that it must catch (--mutants): a parent released one
 settlement early, a settlement applied twice, news for an earlier job of
 the same id applied to a later one, a batch finished one member early, a
-batch member counted twice.
+batch member counted twice, a result that no job waits for yet dropped.
 
     python3 flows_model_test.py --lua ../../lua/redisched.lua [--runs 40] [--mutants]
 """
@@ -40,6 +40,9 @@ import harness
 
 NOW = 1_800_000_000_000  # every call's clock: the retry window never ends
 TOPICS = ('fp', 'fa', 'fb')  # parents, and two topics of children
+# A topic of children with a retry window of 0: an acked job leaves no trace
+# there, and a result is kept only by the tombstones of jobs waited for.
+WINDOWLESS = 'fb'
 POLICIES = ('fail', 'ignore', 'drop')
 
 # Each a name and its edits of the library.
@@ -54,18 +57,23 @@ MUTANTS = [
     ('news for an earlier job of the same id applies to a later one', [
         ("return DEP .. id .. SEP .. gen .. SEP .. topic .. SEP .. dep",
          "return DEP .. id .. SEP .. topic .. SEP .. dep")]),
-    # (the first design: a finished job forgot its dependents at once, so a
-    # depend carried again told the dependent what its trace said, done
-    # without the result, which a mover could carry first)
     ('a batch finished one member early', [
         ("if redis.call('HINCRBY', k.flow, left_field(id), change) > 0 then",
          "if redis.call('HINCRBY', k.flow, left_field(id), change) > 1 then")]),
     ('a batch member counted twice', [
         ("    redis.call('HDEL', k.flow, unpack(del))\n    let_go(k, pid, gen, let)",
          "    let_go(k, pid, gen, let)")]),
-    ('a finished job keeps no tombstone', [
-        ("for i = 1, #tombs, 1000 do redis.call('HSET', k.flow, unpack(tombs, i, math.min(i + 999, #tombs))) end",
-         "for i = 1, #tombs, 2 do redis.call('HDEL', k.flow, tombs[i]) end")]),
+    # (versions 35 to 37: a result that no job waited for yet was refused,
+    # or with FORWARD dropped, though a depend could be on its way)
+    ('a result that no job waits for yet is dropped', [
+        ("      keep = window\n", "      keep = 0\n")]),
+    # (No longer planted: a finished job that keeps no tombstone, the first
+    # design, which forgot its dependents at once. Its harm was a depend
+    # carried again, ahead of the resolve, telling what the trace said, done
+    # without the result. Since version 38 a job acked with a result is kept
+    # with it for the retry window, so the trace says the same. What the
+    # tombstone still decides (what a dependent named after the kept record
+    # went is told) this model allows either way.)
 ]
 
 
@@ -117,8 +125,9 @@ class Run:
         still come. Named before the job finished: what it told its
         dependents. Named after: what its tombstone says (when it had
         dependents then, and not all have forgotten it yet), or what its
-        trace says (acked: done, no value, its id in the retry window;
-        dead: its error; deleted: never found)."""
+        trace says (acked with a result: kept done with it, until deleted;
+        acked: done, no value, its id in the retry window, or never found
+        where the window is 0; dead: its error; deleted: never found)."""
         m, ch = self.parents.get(pid) or self.batches[pid], self.child(d)
         policy = 'ignore' if pid in self.batches else [x[2] for x in m['deps'] if x[:2] == d][0]
         asked = m['asked'].get(d)
@@ -131,7 +140,11 @@ class Run:
         told = ('done', ch['value']) if ch['how'] == 'done' else failed(ch['value'])
         if asked <= ch['at']:
             return [told]
-        trace = (('done', '') if ch['how'] == 'done'
+        gone_before = lambda step: step is not None and step < asked  # noqa: E731
+        trace = ((('done', '') if gone_before(ch['kept_deleted']) else ('done', ch['value']))
+                 if ch['how'] == 'done' and ch['kept']
+                 else ('pending', '') if ch['how'] == 'done' and d[0] == WINDOWLESS
+                 else ('done', '') if ch['how'] == 'done'
                  else failed(ch['value']) if ch['how'] == 'dead' and not (
                      ch['dead_deleted'] is not None and ch['dead_deleted'] < asked)
                  else ('pending', ''))
@@ -184,11 +197,17 @@ class Run:
         # job, and they keep what it told them until they forget it)
         asked = asked_at_finish = self.c.call('HEXISTS', keys(topic)[13], cid) == 1
         if self.rng.random() < 0.7:
-            value = f'result of {cid}'
-            args = [cid, token] + (['RESULT', value] if asked else [])
+            # (a result, always for a job waited for; with one, the job is
+            # kept done for the retry window, for a depend on its way)
+            # (where no window is, a result nobody waits for is refused)
+            windowless = topic == WINDOWLESS
+            value = ('' if windowless and not asked else f'result of {cid}'
+                     if asked or self.rng.random() < 0.75 else '')
+            args = [cid, token] + (['RESULT', value] if value else [])
             if self.call(topic, 'ack', *args) != 1:
                 raise Failed(f'ack of {topic}/{cid} refused')
-            ch.update(state='done', how='done', value=value if asked else '')
+            ch.update(state='done', how='done', value=value, kept=bool(value) and not windowless,
+                      kept_deleted=None)
         else:
             self.call(topic, 'fail', cid, token, f'{cid} broke', 'DEAD')
             ch.update(state='dead', how='dead', value=f'{cid} broke')
@@ -204,6 +223,8 @@ class Run:
                       had=had)
         elif ch['state'] == 'dead' and ch['dead_deleted'] is None:
             ch['dead_deleted'] = self.t  # (it told its dependents when it died)
+        elif ch['state'] == 'done' and ch['kept'] and ch['kept_deleted'] is None:
+            ch['kept_deleted'] = self.t  # (its record goes; its id stays in the window)
 
     def change_batch(self):
         """Adds members to a batch (made by the first), or seals it."""
@@ -348,6 +369,7 @@ class Run:
                 raise Failed(f'{pid} released but never handed out')
 
     def run(self):
+        self.c.call('FCALL', 'redisched_retrywindow', 15, *keys(WINDOWLESS), 0)
         steps = [self.put_parent, self.put_child, self.finish_child, self.delete_child,
                  self.delete_parent, self.change_batch, self.move]
         for self.t in range(1, self.steps + 1):

@@ -830,7 +830,7 @@ class Topic:
         self.count('started', len(handed))
         self.count('wait', sum(max(0, now - j.due) for j in handed))
 
-    def settle(self, pairs, keep, now, result=None):
+    def settle(self, pairs, keep, now, result=None, window=None):
         codes, acked = [], []
         for id_, token in pairs:
             if id_ in acked:
@@ -843,7 +843,9 @@ class Topic:
         for id_ in acked:
             j = self.jobs[id_]
             if keep > 0:
-                j.state, j.finished, j.expires = 'done', now, now + keep
+                # (kept for a window: for the job's own KEEP when longer)
+                kept = max(keep, j.keep or 0) if window else keep
+                j.state, j.finished, j.expires = 'done', now, now + kept
                 j.result = result
                 j.token = j.reserved_at = j.deadline = j.lease_ttr = None
                 self.finished.append(id_)
@@ -851,6 +853,8 @@ class Topic:
                 del self.jobs[id_]
         if acked and keep > 0:
             self.trim_done(now)
+            if window:
+                self.remember(acked, now)
         elif acked:
             self.remember(acked, now)
         self.count('done', len(acked))
@@ -863,10 +867,17 @@ class Topic:
         keep = int_arg(o['KEEP'], 0, DELAY_MAX) if 'KEEP' in o else 0
         body_max = int_arg(o['MAXBODY'], 0, BODY_MAX_LIMIT) if 'MAXBODY' in o else BODY_MAX_DEFAULT
         result = o.get('RESULT')
-        if result is not None and (keep == 0 or len(result) > body_max):
+        if result is not None and len(result) > body_max:
             raise Refused()
+        window = None
+        if result is not None and keep == 0:
+            # (kept for the retry window, for a depend that may be on its
+            # way; version 38. No job waits here: flows are not modelled.)
+            window = keep = self.retry_window
+            if keep == 0:
+                raise Refused()
         now = self.now_opt(o)
-        return self.settle([(id_, token)], keep, now, result)[0]
+        return self.settle([(id_, token)], keep, now, result, window)[0]
 
     def op_ackmany(self, args):
         count = int_arg(args[0] if args else None, 1, BATCH_MAX)

@@ -164,7 +164,7 @@ BAD = [
     ('ack', lambda n, x: [x[0], x[1], 'NOW', 'abc']),
     ('ack', lambda n, x: [x[0], 'notanumber', 'NOW', n]),
     ('ack', lambda n, x: [x[0], x[1], 'KEEP', '-1', 'NOW', n]),
-    ('ack', lambda n, x: [x[0], x[1], 'RESULT', 'r', 'NOW', n]),
+    ('ack', lambda n, x: [x[0], x[1], 'RESULT', 'r', 'MAXBODY', '0', 'NOW', n]),
     ('ack', lambda n, x: [x[0], x[1], 'KEEP', '5', 'RESULT', 'toolong', 'MAXBODY', '3', 'NOW', n]),
     ('ackmany', lambda n, x: ['3', x[0], x[1], 'NOW', n]),
     ('ackmany', lambda n, x: ['1', x[0], x[1], 'NOW', 'x']),

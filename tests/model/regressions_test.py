@@ -1162,6 +1162,39 @@ class Version38(Case):
             self.assertEqual(self.unchanged(lambda: f('pause', *bad, 'NOW', 1000)), Error('BADARG'), bad)
 
 
+    def test_v38_06_a_result_that_no_job_waits_for_yet_is_kept_for_the_retry_window(self):
+        # A job waiting for this one may have been put already, its depend
+        # still in an outbox on its way (flows): the result stays for it.
+        f = self.f
+        self.assertEqual(f('put', 'a', 'x', 'NOW', 1000), 1)
+        t = f('reserve', 1, 'NOW', 1000)[3][2]
+        self.assertEqual(f('ack', 'a', t, 'RESULT', 'pdf', 'NOW', 1001), 1)
+        self.assertEqual((self.field('a', 'state', 1002), self.field('a', 'result', 1002)),
+                         (b'done', b'pdf'))
+        self.assertEqual(self.field('a', 'expires', 1002), 61001)  # (the default window)
+        self.assertEqual(f('put', 'a', 'again', 'NOW', 2000), -1)
+        f('requeue', 'NOW', 61001)  # (a sweep: drops what was kept, once over)
+        self.assertEqual(f('put', 'a', 'again', 'NOW', 61001), 1)
+        self.assertEqual(f('delete', 'a'), 1)
+        # A job put with a longer KEEP of its own is kept for that; deleted,
+        # its id stays in the window as an ack's without KEEP does.
+        self.assertEqual(f('put', 'k', 'x', 'KEEP', 120000, 'NOW', 61002), 1)
+        t = f('reserve', 1, 'NOW', 61002)[3][2]
+        self.assertEqual(f('ack', 'k', t, 'RESULT', 'r', 'NOW', 61003), 1)
+        self.assertEqual(self.field('k', 'expires', 61004), 181003)
+        self.assertEqual(f('delete', 'k'), 1)
+        self.assertEqual(f('put', 'k', 'again', 'NOW', 61005), -1)
+        # A window of 0: no depend can still come, so a result is refused
+        # (nothing changed), and with FORWARD dropped.
+        self.assertEqual(f('retrywindow', 0), [0, 0])
+        self.assertEqual(f('put', 'b', 'x', 'NOW', 62000), 1)
+        t = f('reserve', 1, 'NOW', 62000)[3][2]
+        self.assertEqual(self.unchanged(lambda: f('ack', 'b', t, 'RESULT', 'pdf', 'NOW', 62001)),
+                         Error('BADARG'))
+        self.assertEqual(f('ack', 'b', t, 'RESULT', 'pdf', 'FORWARD', 'NOW', 62001), 1)
+        self.assertIsNone(self.field('b', 'state', 62002))
+
+
 class Source(unittest.TestCase):
     """What the library's source says of itself."""
 
