@@ -478,6 +478,40 @@ export class Topic {
     };
   }
 
+  // The job named, ready, delayed or dead, reserved ahead of the rest and
+  // whatever the topic's pause and limits (library version 38; beanstalkd's
+  // reserve-job): {outcome: OK, job}, or {outcome: NOT_FOUND or WRONG_STATE
+  // (reserved, blocked or finished), job: null}.
+  reserveJob(id, { ttrMs, worker } = {}) {
+    const args = [id, ...(ttrMs !== undefined ? ['TTR', ttrMs] : []),
+      ...(worker !== undefined ? ['WORKER', worker] : [])];
+    return this.routed(async () => {
+      const [outcome, , j] = await (await this.at(id)).call('reservejob', ...args);
+      if (outcome !== OK) return { outcome, job: null };
+      const [jid, body, token, attempt, maxAttempts, priority, created, due, deadline] = j;
+      return { outcome, job: { id: jid.toString(), body, token, attempt, maxAttempts, priority, created, due, deadline } };
+    });
+  }
+
+  // Reserve and pull hand out nothing while paused (put and the rest go
+  // on), on every shard of a spread topic. forMs: a pause that ends by
+  // itself after that long (library version 38), kept in Redis whoever
+  // paused it; none: until resume. true when any shard's state changed.
+  async pause(forMs) {
+    return this.everyShard('pause', ...(forMs !== undefined ? ['FOR', forMs] : []));
+  }
+
+  resume() { return this.everyShard('resume'); }
+
+  async everyShard(op, ...args) {
+    const shards = await this.shards(true);
+    let changed = false;
+    for (const t of shards.length ? shards : [this]) {
+      if (await t.call(op, ...args) === 1) changed = true;
+    }
+    return changed;
+  }
+
   // A waiting job's priority and/or due time (delayMs from now, or atMs),
   // changed in place: its attempts and history stay (library version 33).
   // 1, 0 (no such job) or -2 (reserved, dead or done).
@@ -569,12 +603,14 @@ export class Topic {
         const name = reply[i].toString(), value = reply[i + 1];
         if (!(name in s)) s[name] = value;
         else if (name === 'paused') s[name] = Math.min(s[name], value); // paused: every shard is
-        else if (name === 'next_due') s[name] = s[name] < 0 ? value : value < 0 ? s[name] : Math.min(s[name], value);
-        else s[name] += value;
+        else if (name === 'next_due' || name === 'pause_end') { // the earliest; -1: none
+          s[name] = s[name] < 0 ? value : value < 0 ? s[name] : Math.min(s[name], value);
+        } else s[name] += value;
       }
     }
     if (shards.length) {
       s.shards = shards.length;
+      if (!s.paused) s.pause_end = -1; // (paused while every shard is)
       // The totals it counted itself before it was spread.
       const own = await this.call('stats');
       for (let i = 0; i < own.length; i += 2) {

@@ -147,6 +147,22 @@ try {
     assert.equal(await t.reschedule('nope', { delayMs: 1 }), NOT_FOUND);
   });
 
+  await test('a pause for a time ends by itself', async () => {
+    const t = new Topic(redis, 'paused');
+    assert.equal(await t.put('a', 'x'), OK);
+    assert.equal(await t.pause(), true);
+    assert.deepEqual([(await t.stats()).paused, (await t.stats()).pause_end], [1, -1]);
+    const r = await t.reserve(1);
+    assert.deepEqual([r.jobs, r.paused], [[], true]);
+    // A pause for 1 ms replaces the one without end, and is over by the next
+    // reserve whatever the machine's speed.
+    assert.equal(await t.pause(1), true);
+    await sleep(10);
+    assert.deepEqual((await t.reserve(1)).jobs.map((j) => j.id), ['a']);
+    assert.equal((await t.stats()).paused, 0);
+    assert.equal(await t.resume(), false, 'over, and cleared by that reserve');
+  });
+
   await test('the CLI reads what Node put, and the other way', async () => {
     const t = new Topic(redis, 'shared');
     await t.put('from_node', 'hi from node');
@@ -177,13 +193,31 @@ try {
     const found = [];
     for await (const id of t.findIds('n1')) found.push(id);
     assert.deepEqual(found.sort(), ['n1', ...Array.from({ length: 10 }, (_, i) => `n1${i}`)].sort());
+    // Paused on every shard, for a time (library version 38): stats say
+    // until when (each shard's end, not their sum), and resumed.
+    assert.equal(await t.pause(600000), true);
+    const s = await t.stats(), nowMs = Date.now();
+    assert.equal(s.paused, 1);
+    assert.ok(nowMs + 500000 < s.pause_end && s.pause_end < nowMs + 600000, String(s.pause_end));
+    assert.deepEqual((await t.reserve(4)).jobs, []);
+    assert.equal(await t.resume(), true);
+    assert.equal(await t.resume(), false);
+    assert.equal((await t.stats()).pause_end, -1);
+    // One job by its id, on its shard (library version 38).
+    const one = await t.reserveJob('n17', { worker: 'node-worker-2' });
+    assert.equal(one.outcome, OK);
+    assert.equal(one.job.id, 'n17');
+    assert.equal((await t.get('n17')).worker.toString(), 'node-worker-2');
+    assert.deepEqual(await t.reserveJob('n17'), { outcome: WRONG_STATE, job: null });
+    assert.deepEqual(await t.reserveJob('nope'), { outcome: NOT_FOUND, job: null });
+    assert.equal(await t.ack(one.job), OK);
     const got = [];
     for (;;) {
       const r = await t.reserve(4, 30000);
       if (!r.jobs.length) break;
       got.push(...r.jobs);
     }
-    assert.equal(got.length, 31);
+    assert.equal(got.length, 30);
     for (const j of got) assert.equal(await t.ack(j), OK);
     assert.match(runCli('stats', 'hot'), /hot\t0\t0\t0\t0\t0\tno/);
   });

@@ -1,7 +1,8 @@
 """redisched from Python: the Functions library (lua/redisched.lua) called
 with redis-py (Debian's python3-redis), the keys built as docs/redis-api.md
 says. A thin client: put, get, reserve (or reserve_job, one job by its
-id), ack, release, fail, stats, wait (for a job's result), and a worker
+id), ack, release, fail, pause and resume, stats, wait (for a job's
+result), and a worker
 loop that sleeps on the topic's wake-up
 channel, not by polling. A topic spread over shards (docs/redis-api.md, "A
 topic over many shards") is followed: each call on a job goes to the shard
@@ -505,6 +506,21 @@ class Topic:
         j = reply[2]
         return OK, Job(_text(j[0]), *j[1:9], *j[9:10])
 
+    def pause(self, for_ms=None):
+        """Reserve and pull hand out nothing while paused (put and the rest
+        go on), on every shard of a spread topic. for_ms: a pause that ends
+        by itself after that long (library version 38), kept in Redis
+        whoever paused it; None: until resume. True when any shard's state
+        changed."""
+        return self._every_shard("pause", *(["FOR", for_ms] if for_ms is not None else []))
+
+    def resume(self):
+        """Ends a pause, timed or not. True when any shard's state changed."""
+        return self._every_shard("resume")
+
+    def _every_shard(self, op, *args):
+        return any([t._call(op, *args) == 1 for t in self.shards(fresh=True) or [self]])
+
     def ack(self, job, keep_ms=None, result=None):
         """keep_ms defaults to the keep the job was put with. A result without
         one goes to the jobs waiting for this one and stays with the job for
@@ -621,13 +637,15 @@ class Topic:
                     out[name] = value
                 elif name == "paused":  # paused: every shard is
                     out[name] = min(out[name], value)
-                elif name == "next_due":  # the earliest, -1: none
+                elif name in ("next_due", "pause_end"):  # the earliest, -1: none
                     out[name] = value if out[name] < 0 else (
                         out[name] if value < 0 else min(out[name], value))
                 else:
                     out[name] += value
         if shards:
             out["shards"] = len(shards)
+            if not out.get("paused", 1):
+                out["pause_end"] = -1  # (paused while every shard is)
             own = self._call("stats")
             for i in range(0, len(own), 2):
                 name = _text(own[i])

@@ -134,6 +134,16 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual(t.history()[0]["put"], 32, "the shards' and the topic's own")
         self.assertEqual(t.stats()["put_total"], 32, "stats' totals are the history's")
         self.assertEqual(sorted(t.find_ids("p1")), ["p1"] + [f"p1{i}" for i in range(10)])
+        # Paused on every shard, for a time (library version 38): stats say
+        # until when (each shard's end, not their sum), and resumed.
+        self.assertTrue(t.pause(for_ms=600000))
+        s, now_ms = t.stats(), time.time() * 1000
+        self.assertEqual(s["paused"], 1)
+        self.assertTrue(now_ms + 500000 < s["pause_end"] < now_ms + 600000, s["pause_end"])
+        self.assertEqual(t.reserve(4).jobs, [])
+        self.assertTrue(t.resume())
+        self.assertFalse(t.resume())
+        self.assertEqual(t.stats()["pause_end"], -1)
         got = []
         while True:
             r = t.reserve(4, ttr_ms=30000)
@@ -215,6 +225,21 @@ class RedischedFromPython(unittest.TestCase):
         self.assertEqual(t.reserve_job("nope"), (redisched.NOT_FOUND, None))
         self.assertEqual(t.ack(low), redisched.OK)
         self.assertEqual([j.id for j in t.reserve(5).jobs], ["high"])
+
+    def test_a_pause_for_a_time_ends_by_itself(self):
+        t = self.topic("paused")
+        self.assertEqual(t.put("a", b"x"), redisched.OK)
+        self.assertTrue(t.pause())
+        self.assertEqual((t.stats()["paused"], t.stats()["pause_end"]), (1, -1))
+        r = t.reserve(1)
+        self.assertEqual((r.jobs, r.paused), ([], True))
+        # A pause for 1 ms replaces the one without end, and is over by the
+        # next reserve whatever the machine's speed.
+        self.assertTrue(t.pause(for_ms=1))
+        time.sleep(0.01)
+        self.assertEqual([j.id for j in t.reserve(1).jobs], ["a"])
+        self.assertEqual(t.stats()["paused"], 0)
+        self.assertFalse(t.resume())  # (over, and cleared by that reserve)
 
     def test_the_cli_reads_what_python_put_and_the_other_way(self):
         t = self.topic("shared")
