@@ -389,7 +389,7 @@ function renderOverview() {
       el('td', { class: 'n' }, t.delayed), el('td', { class: 'n' }, t.ready),
       el('td', { class: 'n' }, t.reserved), el('td', { class: 'n' }, t.dead),
       el('td', {}, sparkline(t.topic)),
-      el('td', {}, el('span', { class: t.paused ? 'tag paused' : 'tag' }, t.paused ? 'paused' : 'running'),
+      el('td', {}, el('span', { class: t.paused ? 'tag paused' : 'tag', title: pauseEnd(t) }, t.paused ? (t.pause_end > 0 ? `paused, ends ${ago(t.pause_end)}` : 'paused') : 'running'),
         limited(t) ? el('span', { class: 'tag limited', title: describeLimits(t.limits) }, 'limited') : '',
         t.shards > 0 ? el('span', { class: 'tag shards', title: `spread over ${t.shards} shards (one Redis Cluster slot each)` }, `${t.shards} shards`) : '')));
   replaceKeepingFocus($('topics').tBodies[0], ...rows);
@@ -560,6 +560,9 @@ async function loadRedis() {
   redisTimer = setTimeout(loadRedis, 5000);
 }
 
+// When a pause for a time ends (library 38), as a title; '' for none.
+function pauseEnd(t) { return t.paused && t.pause_end > 0 ? `the pause ends by itself ${when(t.pause_end)}` : ''; }
+
 function current() { return state.topics.find((t) => t.topic === state.topic) || { delayed: 0, ready: 0, reserved: 0, dead: 0, done: 0, blocked: 0, paused: false }; }
 
 let lastCounts = '';
@@ -567,6 +570,7 @@ function renderTopicHead() {
   const t = current();
   $('topic-name').textContent = state.topic;
   $('pause').textContent = t.paused ? 'Resume' : 'Pause';
+  $('pause').title = pauseEnd(t);
   $('kick-all').disabled = !t.dead;
   $('promote-all').disabled = !t.delayed;
   $('purge').hidden = state.jobState !== 'dead';
