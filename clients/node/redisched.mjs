@@ -220,6 +220,12 @@ export async function loadLibrary(redis, path) {
 // reserve does not wait (a reservation lost in a failover only brings the
 // job back after its ttr). failoverMs: how long a call keeps trying through
 // a failover, and waits at most for its answer.
+// A reserved job as reserve and reservejob answer it; keep: the keep it was
+// put with (0: none), which ack passes on.
+function reserved([id, body, token, attempt, maxAttempts, priority, created, due, deadline, keep]) {
+  return { id: id.toString(), body, token, attempt, maxAttempts, priority, created, due, deadline, keep: keep || 0 };
+}
+
 export class Topic {
   constructor(redis, name, prefix = 'redisched', options = {}) {
     if (typeof prefix === 'object') [prefix, options] = [prefix.prefix ?? 'redisched', prefix];
@@ -324,10 +330,12 @@ export class Topic {
   // 1 created, -1 exists (with replace: 2 updated, 0 no such job).
   // after (library version 35, docs/flows.md): jobs to wait for first,
   // each [topic, id] or [topic, id, policy], policy 'fail' (the default),
-  // 'ignore' or 'drop': what its failure does.
-  put(id, body, { delayMs, priority, ttrMs, attempts, replace, after } = {}) {
+  // 'ignore' or 'drop': what its failure does. keepMs: once acked, keep the
+  // job and its result that long (reserve hands it to the worker's ack).
+  put(id, body, { delayMs, priority, ttrMs, attempts, keepMs, replace, after } = {}) {
     const args = [id, body];
-    for (const [word, value] of [['DELAY', delayMs], ['PRIORITY', priority], ['TTR', ttrMs], ['ATTEMPTS', attempts]]) {
+    for (const [word, value] of [['DELAY', delayMs], ['PRIORITY', priority], ['TTR', ttrMs], ['ATTEMPTS', attempts],
+      ['KEEP', keepMs]]) {
       if (value !== undefined) args.push(word, value);
     }
     if (replace) args.push('REPLACE');
@@ -473,8 +481,7 @@ export class Topic {
       ...(worker !== undefined ? ['WORKER', worker] : []));
     return {
       now, next, paused: paused === 1,
-      jobs: jobs.map(([id, body, token, attempt, maxAttempts, priority, created, due, deadline]) =>
-        ({ id: id.toString(), body, token, attempt, maxAttempts, priority, created, due, deadline })),
+      jobs: jobs.map(reserved),
     };
   }
 
@@ -487,18 +494,16 @@ export class Topic {
       ...(worker !== undefined ? ['WORKER', worker] : [])];
     return this.routed(async () => {
       const [outcome, , j] = await (await this.at(id)).call('reservejob', ...args);
-      if (outcome !== OK) return { outcome, job: null };
-      const [jid, body, token, attempt, maxAttempts, priority, created, due, deadline] = j;
-      return { outcome, job: { id: jid.toString(), body, token, attempt, maxAttempts, priority, created, due, deadline } };
+      return { outcome, job: outcome === OK ? reserved(j) : null };
     });
   }
 
   // Reserve and pull hand out nothing while paused (put and the rest go
   // on), on every shard of a spread topic. forMs: a pause that ends by
   // itself after that long (library version 38), kept in Redis whoever
-  // paused it; none: until resume. true when any shard's state changed.
+  // paused it; none or 0: until resume. true when any shard's state changed.
   async pause(forMs) {
-    return this.everyShard('pause', ...(forMs !== undefined ? ['FOR', forMs] : []));
+    return this.everyShard('pause', ...(forMs ? ['FOR', forMs] : []));
   }
 
   resume() { return this.everyShard('resume'); }
@@ -523,7 +528,7 @@ export class Topic {
     return this.routed(async () => (await this.at(id)).change('reschedule', ...args));
   }
 
-  // result: kept with the job for keep (the job's, or keepMs), or else for
+  // result: kept with the job for keep (the job's, or keepMs), and at least
   // the topic's retry window (library version 38), and sent to the jobs
   // waiting for it (version 35).
   async ack(job, { keepMs, result } = {}) {

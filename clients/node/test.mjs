@@ -147,6 +147,17 @@ try {
     assert.equal(await t.reschedule('nope', { delayMs: 1 }), NOT_FOUND);
   });
 
+  await test('a job put with a keep is kept by the ack of whoever reserved it', async () => {
+    const t = new Topic(redis, 'reports');
+    assert.equal(await t.put('r1', 'x', { keepMs: 60000 }), OK);
+    assert.equal(await t.put('r2', 'y', { keepMs: 60000 }), OK);
+    const byId = await t.reserveJob('r2');
+    const [next] = (await t.reserve(1)).jobs;
+    assert.deepEqual([byId.job.keep, next.id, next.keep], [60000, 'r1', 60000]);
+    for (const j of [byId.job, next]) assert.equal(await t.ack(j), OK);
+    assert.deepEqual([(await t.get('r1')).state, (await t.get('r2')).state], ['done', 'done']);
+  });
+
   await test('a pause for a time ends by itself', async () => {
     const t = new Topic(redis, 'paused');
     assert.equal(await t.put('a', 'x'), OK);

@@ -510,9 +510,9 @@ class Topic:
         """Reserve and pull hand out nothing while paused (put and the rest
         go on), on every shard of a spread topic. for_ms: a pause that ends
         by itself after that long (library version 38), kept in Redis
-        whoever paused it; None: until resume. True when any shard's state
-        changed."""
-        return self._every_shard("pause", *(["FOR", for_ms] if for_ms is not None else []))
+        whoever paused it; None or 0: until resume. True when any shard's
+        state changed."""
+        return self._every_shard("pause", *(["FOR", for_ms] if for_ms else []))
 
     def resume(self):
         """Ends a pause, timed or not. True when any shard's state changed."""
@@ -522,8 +522,8 @@ class Topic:
         return any([t._call(op, *args) == 1 for t in self.shards(fresh=True) or [self]])
 
     def ack(self, job, keep_ms=None, result=None):
-        """keep_ms defaults to the keep the job was put with. A result without
-        one goes to the jobs waiting for this one and stays with the job for
+        """keep_ms defaults to the keep the job was put with. A result goes
+        to the jobs waiting for this one and stays with the job at least for
         the topic's retry window (library 38), for one still on its way."""
         keep_ms = keep_ms if keep_ms is not None else job.keep
         args = ["KEEP", keep_ms] if keep_ms else []
