@@ -1069,7 +1069,7 @@ end
 -- know every topic's channel, so it listens on one for all, P:sweep).
 local sweep_notice = nil
 
--- The jobs this call finished (acked with KEEP, dead, or deleted): api()
+-- The jobs this call finished (acked with KEEP or RESULT, dead, or deleted): api()
 -- publishes their ids, one message per call, on P:{T}:done for waiters.
 local finished_ids = {}
 local function finished(id)
@@ -2483,8 +2483,8 @@ the delete) changes nothing the second time: exactly once in effect.
   A job leaving for good (acked, taken for good, dead, deleted) with
   dependents adds an entry per dependent: resolve on its topic, with the
   outcome (done with its result, or failed with its error). One acked
-  with a result and no KEEP is kept done with the result for the retry
-  window (version 38: ack), for a depend still on its way.
+  with a result is kept done with it for the retry window at least
+  (version 38: ack), for a depend still on its way.
   resolve (on the dependent's topic) sets each pending dependency's state
   (once), and when the last is settled releases the job: its deps, with
   their outcomes, go into its record, and it waits in delayed or ready by
@@ -4245,8 +4245,8 @@ end
 -- removed: what that ZREM answered when the caller has made it already
 -- (ackmany's batch check), else nil. Without KEEP, window and now are
 -- gone.prepare's (the acked ids' retry window). With KEEP, a window is an
--- ack's RESULT kept for it (version 38): the ids enter the window too, and
--- a job put with a longer KEEP of its own is kept for that.
+-- ack's RESULT kept for it at least (version 38): the ids enter the window
+-- too, and a job put with a longer KEEP of its own is kept for that.
 local function settle_acks(k, pairs_, keep, now, result, removed, window)
   local n, members, ids, seen, twice = #pairs_, {}, {}, {}, false
   for i, p in ipairs(pairs_) do
@@ -4322,13 +4322,13 @@ ARGV: id token [KEEP ms] [RESULT bytes] [FORWARD] [MAXBODY bytes] [NOW ms]
   retained jobs whose window has ended.
   RESULT: the handler's result, kept with the job (get shows it), and sent
   to the jobs waiting for this one (version 35); at most MAXBODY bytes
-  (1048576), as a body. Without KEEP (or KEEP 0) the job is kept for the
-  topic's retry window (version 38), or for the KEEP it was put with when
-  longer, and its id enters the window as an ack's without KEEP does: a
-  job waiting for this one may have been put already, its depend still in
-  an outbox on its way here, and it is sent the result when it comes in
-  that window. With a retry window of 0, such a RESULT is refused unless
-  jobs wait for this one. FORWARD (version 36): RESULT is for the jobs
+  (1048576), as a body. The job is kept for the topic's retry window at
+  least (version 38), or for the KEEP given or the one it was put with
+  when longer, and its id enters the window as an ack's without KEEP
+  does: a job waiting for this one may have been put already, its depend
+  still in an outbox on its way here, and it is sent the result when it
+  comes in that window. With a retry window of 0, a RESULT without KEEP is
+  refused unless jobs wait for this one. FORWARD (version 36): RESULT is for the jobs
   waiting for this one (a worker that cannot tell whether any waits: the
   C++ Worker's set_result); where it would be refused, it is dropped.
 Output: 1 acked, 0 no such job, -2 not reserved, -3 stale token.
@@ -4343,21 +4343,22 @@ function fcall.ack(keys, args)
   if result then
     local max = body_limit(o)
     if #result > max then bad('RESULT is ' .. #result .. ' bytes, over the limit of ' .. max) end
-    -- Without KEEP the job is kept for the retry window: a job waiting for
-    -- it may have been put already, its depend still on its way (flows),
-    -- and the mover that carries it late must find the result, not a trace
-    -- without it. With no window, no depend can come late.
-    if keep == 0 then
-      window = gone.window(k)
-      keep = window
-      if window == 0 and redis.call('HEXISTS', k.flow, id) == 0 then
+    -- A result keeps the job for the retry window at least: a job waiting
+    -- for it may have been put already, its depend still on its way
+    -- (flows), and the mover that carries it late must find the result,
+    -- not a trace without it. With no window, no depend can come late.
+    window = gone.window(k)
+    if window > 0 then
+      if keep < window then keep = window end
+    else
+      window = nil
+      if keep == 0 and redis.call('HEXISTS', k.flow, id) == 0 then
         if not o.FORWARD then
           bad('RESULT needs KEEP, a job waiting for this one, or a retry window: ' ..
             'a result is kept with its finished job')
         end
         result = nil -- (FORWARD: for the jobs waiting, and none does)
       end
-      if window == 0 then window = nil end
     end
   elseif o.FORWARD then
     bad('FORWARD goes with RESULT')

@@ -236,12 +236,12 @@ class Client {
   // the Reservation's keep: its producer may wait for it).
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token,
               Millis keep = Millis{0});
-  // The same, with the handler's result, kept with the job (keep > 0; get
-  // and wait return it as Job::result), and sent to the jobs waiting for
-  // it (JobSpec::after). With keep 0 the job is kept for the topic's retry
-  // window or its own JobSpec::keep, whichever is longer (library 38), for
-  // a job still on its way to wait for it; refused where that window is 0
-  // and none waits. At most max_body bytes.
+  // The same, with the handler's result, kept with the job (get and wait
+  // return it as Job::result), and sent to the jobs waiting for it
+  // (JobSpec::after). The job is kept for keep, its own JobSpec::keep, or
+  // the topic's retry window, whichever is longest (library 38: a job may
+  // still be on its way to wait for it); with a window of 0 and keep 0, the
+  // result is refused unless a job waits. At most max_body bytes.
   Outcome ack(std::string_view topic, std::string_view id, std::uint64_t token, Millis keep,
               std::string_view result);
   // keep > 0 keeps the finished jobs (state done) that long, as ack does.

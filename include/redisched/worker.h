@@ -96,9 +96,9 @@ class JobContext {
   virtual void log(std::string_view line) = 0;
   // The job's result, given with its ack: to the jobs waiting for it
   // (JobSpec::after; JobContext::dependencies() there), and stored with it
-  // while it is kept (its JobSpec::keep, or HandlerOptions::keep_finished;
-  // without either, for the topic's retry window, for a job that may come
-  // to wait for it; with a window of 0, not at all): get() and
+  // while it is kept (its JobSpec::keep, or HandlerOptions::keep_finished,
+  // and at least the topic's retry window, for a job that may come to wait
+  // for it; with a window of 0 and neither keep, not at all): get() and
   // Client::wait() return it
   // as Job::result. At most the Client's max_body bytes; a larger one
   // fails the job (its error says why).

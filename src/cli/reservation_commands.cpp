@@ -121,7 +121,8 @@ void add_reservation_commands(CLI::App& app, Action& selected) {
                   "keep the finished job this many ms (at least the keep reserve showed)")
       ->check(CLI::Range(std::int64_t{0}, limits::kDelayMax));
   ack->add_option("--result", a->result,
-                  "the result, kept with the job (needs --keep), and sent to the jobs waiting "
+                  "the result, kept with the job (--keep, at least the retry window), and sent to "
+                  "the jobs waiting "
                   "for it (then --keep may be left out)");
   ack->callback([a, &selected] {
     selected = [a](Session& s) {

@@ -41,8 +41,8 @@ struct ClientAccess {
                    Callback<TickOutcome> done);
 
   // An ack whose result is for the jobs waiting for the job (FORWARD):
-  // kept with it for keep, or else for the retry window; dropped, not
-  // refused, where that is 0 and none waits. A Worker's set_result, which
+  // kept with it for keep, and at least the retry window; dropped, not
+  // refused, where that is 0, keep is 0 and none waits. A Worker's set_result, which
   // cannot tell whether any job waits.
   static void ack_forwarding(Client& client, std::string_view topic, std::string_view id,
                              std::uint64_t token, Millis keep, std::string result,

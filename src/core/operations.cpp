@@ -191,9 +191,9 @@ ReserveResult Pull::decode(const Reply& r) { return parse_reserve(r, false); }
 
 void Ack::check(const Args& a, const ClientOptions& o) {
   if (!a.result) return;
-  // (Without keep, the library sends a result to the jobs waiting for this
-  // one, or keeps the job for the retry window for one still on its way; it
-  // refuses the result only where that window is 0.)
+  // (The library keeps a result for keep, and at least the retry window,
+  // for a job still on its way to wait for it; it refuses one without keep
+  // only where that window is 0 and no job waits.)
   if (a.result->size() > o.max_body) {
     throw Error(Errc::invalid_argument, "result is " + std::to_string(a.result->size()) +
                                             " bytes, over the limit of " +

@@ -284,8 +284,8 @@ struct Ack : JobWrite {
   static constexpr bool coalesces = true;
   struct Args : Held {
     Millis keep{0};
-    // With a result: kept with the finished job (for keep, or else the
-    // retry window), and alone (ackmany takes no results).
+    // With a result: kept with the finished job (for keep, and at least
+    // the retry window), and alone (ackmany takes no results).
     std::optional<std::string> result;
     // FORWARD (library version 36): the result is for the jobs waiting for
     // this one; where the library would refuse it, dropped instead.

@@ -404,10 +404,10 @@ awaitable<Response> ack(ApiContext& ctx, Request& req, const Params& p) {
   }
   Outcome o{};
   if (result) {
-    // A result without keep_ms goes to the jobs waiting for this one, or
-    // stays for the topic's retry window for one still on its way: the
-    // library refuses it only with a window of 0, said here in this API's
-    // words.
+    // A result goes to the jobs waiting for this one, and stays at least
+    // for the topic's retry window for one still on its way: the library
+    // refuses one without keep_ms only with a window of 0, said here in
+    // this API's words.
     std::optional<Error> refused;
     try {
       o = co_await ctx.client.ack_async(p.topic, p.id, token, keep, *result, asio::use_awaitable);

@@ -21,7 +21,7 @@ class ClientBroker final : public Broker {
   void ack(const std::string& topic, const std::string& id, std::uint64_t token, Millis keep,
            const std::optional<std::string>& result, Callback<Outcome> done) override {
     // (set_result's value goes to the jobs waiting for this one, if any,
-    // and is kept with it for keep, else for the retry window)
+    // and is kept with it for keep, and at least the retry window)
     if (result) {
       return detail::ClientAccess::ack_forwarding(c_, topic, id, token, keep, *result,
                                                   std::move(done));

@@ -66,7 +66,7 @@ MUTANTS = [
     # (versions 35 to 37: a result that no job waited for yet was refused,
     # or with FORWARD dropped, though a depend could be on its way)
     ('a result that no job waits for yet is dropped', [
-        ("      keep = window\n", "      keep = 0\n")]),
+        ("      if keep < window then keep = window end\n", "      window = nil\n")]),
     # (No longer planted: a finished job that keeps no tombstone, the first
     # design, which forgot its dependents at once. Its harm was a depend
     # carried again, ahead of the resolve, telling what the trace said, done

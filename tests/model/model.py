@@ -870,11 +870,12 @@ class Topic:
         if result is not None and len(result) > body_max:
             raise Refused()
         window = None
-        if result is not None and keep == 0:
-            # (kept for the retry window, for a depend that may be on its
-            # way; version 38. No job waits here: flows are not modelled.)
-            window = keep = self.retry_window
-            if keep == 0:
+        if result is not None:
+            # (kept for the retry window at least, for a depend that may be
+            # on its way; version 38. No job waits: flows are not modelled.)
+            if self.retry_window > 0:
+                window, keep = self.retry_window, max(keep, self.retry_window)
+            elif keep == 0:
                 raise Refused()
         now = self.now_opt(o)
         return self.settle([(id_, token)], keep, now, result, window)[0]

@@ -1184,6 +1184,12 @@ class Version38(Case):
         self.assertEqual(self.field('k', 'expires', 61004), 181003)
         self.assertEqual(f('delete', 'k'), 1)
         self.assertEqual(f('put', 'k', 'again', 'NOW', 61005), -1)
+        # A KEEP shorter than the window: the window still holds the result.
+        self.assertEqual(f('put', 's', 'x', 'NOW', 61006), 1)
+        t = f('reserve', 1, 'NOW', 61006)[3][2]
+        self.assertEqual(f('ack', 's', t, 'KEEP', 10, 'RESULT', 'r', 'NOW', 61007), 1)
+        self.assertEqual(self.field('s', 'expires', 61008), 121007)
+        self.assertEqual(self.c.call('ZSCORE', self.gone, 's'), b'121007')
         # A window of 0: no depend can still come, so a result is refused
         # (nothing changed), and with FORWARD dropped.
         self.assertEqual(f('retrywindow', 0), [0, 0])
