@@ -360,12 +360,14 @@ TEST_F(WorkerTest, AHandlersReportsReachTheJobWhileItRunsAndBeforeItFails) {
   EXPECT_TRUE(dead.log[2].cut);
 }
 
+// (A handler over three TTRs long; the TTR wide enough that a loaded machine,
+// as under ASan beside other suites, does not stall a heartbeat past it.)
 TEST_F(WorkerTest, HeartbeatExtendsWithoutProgressToo) {
   client().put(topic_, job("quiet"));
   std::atomic<int> calls{0};
-  worker_.handle(topic_, {.concurrency = 2, .ttr = 150ms}, [&](JobContext&) {
+  worker_.handle(topic_, {.concurrency = 2, .ttr = 600ms}, [&](JobContext&) {
     ++calls;
-    std::this_thread::sleep_for(700ms);
+    std::this_thread::sleep_for(2000ms);
   });
   worker_.run();
   ASSERT_TRUE(wait_until([&] { return worker_.stats().acked == 1; }, 5s));
