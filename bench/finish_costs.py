@@ -15,21 +15,11 @@ Starts its own redis-server (scratch_redis.py); needs Debian's python3-redis.
 
 import argparse
 
-from scratch_redis import LIBRARY, fcall_usec, load_library, scratch_redis, topic_keys
+from scratch_redis import LIBRARY, fcall_usec, load_library, put_jobs, scratch_redis, topic_keys
 
 
 def spublish_usec(r):
     return r.info("commandstats").get("cmdstat_spublish", {"usec": 0})["usec"]
-
-
-def fill(r, keys, prefix, n):
-    pipe = r.pipeline(transaction=False)
-    for b in range(0, n, 100):
-        args = []
-        for i in range(b, min(b + 100, n)):
-            args += [f"{prefix}-{i:07d}", b"x" * 100, 0]
-        pipe.execute_command("FCALL", "redisched_putmany", 8, *keys, len(args) // 3, *args)
-    pipe.execute()
 
 
 def main():
@@ -42,7 +32,7 @@ def main():
         version = load_library(r, a.library)
 
         keys = topic_keys("deletes")
-        fill(r, keys, "d", a.jobs)
+        put_jobs(r, keys, "d", a.jobs)
         r.config_resetstat()
         pipe = r.pipeline(transaction=False)
         for i in range(a.jobs):
@@ -52,7 +42,7 @@ def main():
         delete_publish = spublish_usec(r) / a.jobs
 
         keys = topic_keys("failures")
-        fill(r, keys, "f", a.jobs)
+        put_jobs(r, keys, "f", a.jobs)
         held = []
         for _ in range(0, a.jobs, 100):
             held += r.execute_command("FCALL", "redisched_reserve", 8, *keys, 100, "TTR",

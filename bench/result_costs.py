@@ -17,18 +17,12 @@ Starts its own redis-server (scratch_redis.py); needs Debian's python3-redis.
 
 import argparse
 
-from scratch_redis import LIBRARY, fcall_usec, load_library, scratch_redis, topic_keys
+from scratch_redis import LIBRARY, fcall_usec, load_library, put_jobs, scratch_redis, topic_keys
 
 
 def round_(r, topic, n, body, result):
     keys = topic_keys(topic, count=15)
-    pipe = r.pipeline(transaction=False)
-    for b in range(0, n, 100):
-        args = []
-        for i in range(b, min(b + 100, n)):
-            args += [f"j-{i:07d}", body, 0]
-        pipe.execute_command("FCALL", "redisched_putmany", 15, *keys, len(args) // 3, *args)
-    pipe.execute()
+    put_jobs(r, keys, "j", n, body)
     held = []
     for _ in range(0, n, 100):
         held += r.execute_command("FCALL", "redisched_reserve", 15, *keys, 100, "TTR", 600000)[3:]

@@ -68,6 +68,18 @@ def topic_keys(topic, count=8):
     return [f"redisched:{{{topic}}}:{k}" for k in KEY_NAMES[:count]]
 
 
+def put_jobs(r, keys, prefix, n, body=b"x" * 100):
+    """Puts n jobs, ids prefix-0000000 on, due now, with putmany (100 a
+    call, one pipeline)."""
+    pipe = r.pipeline(transaction=False)
+    for b in range(0, n, 100):
+        args = []
+        for i in range(b, min(b + 100, n)):
+            args += [f"{prefix}-{i:07d}", body, 0]
+        pipe.execute_command("FCALL", "redisched_putmany", len(keys), *keys, len(args) // 3, *args)
+    pipe.execute()
+
+
 def fcall_usec(r):
     """Microseconds Redis spent in FCALLs since its stats were reset."""
     return r.info("commandstats").get("cmdstat_fcall", {"usec": 0})["usec"]

@@ -2,9 +2,8 @@
 with redis-py (Debian's python3-redis), the keys built as docs/redis-api.md
 says. A thin client: put, get, reserve (or reserve_job, one job by its
 id), ack, release, fail, pause and resume, stats, wait (for a job's
-result), and a worker
-loop that sleeps on the topic's wake-up
-channel, not by polling. A topic spread over shards (docs/redis-api.md, "A
+result), and a worker loop that sleeps on the topic's wake-up channel, not
+by polling. A topic spread over shards (docs/redis-api.md, "A
 topic over many shards") is followed: each call on a job goes to the shard
 its id leads to, reserve asks the shards in turn, stats sums them.
 
@@ -223,6 +222,11 @@ class Job:
     due: int
     deadline: int
     keep: int = 0  # the retention it was put with (library version 12): its ack keeps it
+
+    @classmethod
+    def reserved(cls, j):
+        """The job as reserve and reservejob answer it."""
+        return cls(_text(j[0]), *j[1:9], *j[9:10])
 
 
 @dataclass
@@ -477,8 +481,7 @@ class Topic:
             args = [count] + (["TTR", ttr_ms] if ttr_ms is not None else [])
             args += ["WORKER", worker] if worker is not None else []
             now, nxt, paused, *jobs = self._call("reserve", *args)
-            return Reserved(now, nxt, bool(paused), [
-                Job(_text(j[0]), *j[1:9], *j[9:10]) for j in jobs])
+            return Reserved(now, nxt, bool(paused), [Job.reserved(j) for j in jobs])
         self._turn += 1
         out = Reserved(0, -1, True, [])
         for k in range(len(shards)):
@@ -503,8 +506,7 @@ class Topic:
         reply = self._routed(lambda: self._at(job_id)._call("reservejob", *args))
         if reply[0] != OK:
             return reply[0], None
-        j = reply[2]
-        return OK, Job(_text(j[0]), *j[1:9], *j[9:10])
+        return OK, Job.reserved(reply[2])
 
     def pause(self, for_ms=None):
         """Reserve and pull hand out nothing while paused (put and the rest
